@@ -1,0 +1,38 @@
+// swift-tools-version:6.0
+// ActorKV: a local key-value server on a Unix-domain socket. Toolchain only: no package dependencies.
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "ActorKV",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "ActorKVStore", targets: ["ActorKVStore"]),
+        .library(name: "ActorKVProtocol", targets: ["ActorKVProtocol"]),
+        .library(name: "ActorKVClient", targets: ["ActorKVClient"]),
+        .executable(name: "actorkvd", targets: ["actorkvd"]),
+        .executable(name: "actorkv", targets: ["actorkv"]),
+    ],
+    targets: [
+        // Storage engine: namespace actors, append-only log, snapshots. Embeddable, no sockets.
+        .target(name: "ActorKVStore", swiftSettings: strict),
+        // Wire protocol: request decoder (RESP2 multibulk + inline), reply encoder/decoder. Pure, no I/O.
+        .target(name: "ActorKVProtocol", swiftSettings: strict),
+        // The server: epoll event loop, connections, command dispatch, configuration.
+        // Linux headers Glibc's Swift module lacks (epoll, eventfd, SO_PEERCRED), as a tiny C shim.
+        .target(name: "CActorKVSys"),
+        .target(name: "ActorKVServer", dependencies: ["ActorKVStore", "ActorKVProtocol", "CActorKVSys"],
+                swiftSettings: strict),
+        .executableTarget(name: "actorkvd", dependencies: ["ActorKVServer"], swiftSettings: strict),
+        // Test helper: drives the engine in a child process for kill -9 and failpoint crash tests.
+        .executableTarget(name: "actorkv-stress", dependencies: ["ActorKVStore"], swiftSettings: strict),
+        .target(name: "ActorKVClient", dependencies: ["ActorKVProtocol"], path: "Clients/Swift/ActorKVClient",
+                swiftSettings: strict),
+        .executableTarget(name: "actorkv", dependencies: ["ActorKVClient"], path: "Clients/CLI/actorkv",
+                          swiftSettings: strict),
+        .testTarget(name: "ActorKVStoreTests", dependencies: ["ActorKVStore"], swiftSettings: strict),
+        .testTarget(name: "ActorKVProtocolTests", dependencies: ["ActorKVProtocol"], swiftSettings: strict),
+        .testTarget(name: "ActorKVServerTests", dependencies: ["ActorKVServer", "ActorKVClient"], swiftSettings: strict),
+    ]
+)

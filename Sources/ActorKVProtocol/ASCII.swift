@@ -1,0 +1,46 @@
+/// Byte values of the ASCII characters the codec looks at.
+enum ASCII {
+    static let cr: UInt8 = 13
+    static let lf: UInt8 = 10
+    static let space: UInt8 = 32
+    static let tab: UInt8 = 9
+    static let verticalTab: UInt8 = 11
+    static let formFeed: UInt8 = 12
+    static let star: UInt8 = 42       // *
+    static let dollar: UInt8 = 36     // $
+    static let plus: UInt8 = 43       // +
+    static let minus: UInt8 = 45      // -
+    static let colon: UInt8 = 58      // :
+    static let doubleQuote: UInt8 = 34
+    static let singleQuote: UInt8 = 39
+    static let backslash: UInt8 = 92
+    static let zero: UInt8 = 48
+    static let nine: UInt8 = 57
+    static let lowerX: UInt8 = 120
+
+    /// Whitespace that separates inline words: space, \t, \n, \v, \f, \r.
+    @inline(__always)
+    static func isSpace(_ byte: UInt8) -> Bool {
+        byte == space || (byte >= tab && byte <= cr)
+    }
+
+    /// The value of a hexadecimal digit (either case), or nil.
+    @inline(__always)
+    static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 48...57: return byte - 48
+        case 97...102: return byte - 87
+        case 65...70: return byte - 55
+        default: return nil
+        }
+    }
+
+    /// The byte as text for an error message: printable ASCII as is, anything else as `\xHH`.
+    static func printable(_ byte: UInt8) -> String {
+        if byte >= 0x20 && byte < 0x7F {
+            return String(UnicodeScalar(byte))
+        }
+        let digits: [Character] = Array("0123456789abcdef")
+        return "\\x" + String(digits[Int(byte >> 4)]) + String(digits[Int(byte & 0xF)])
+    }
+}

@@ -1,0 +1,88 @@
+/// Reading and writing decimal integers in the wire format.
+enum ASCIIDecimal {
+    /// The outcome of reading a `<integer>\r\n` header line.
+    enum LineScan: Equatable {
+        /// The `\r\n` has not arrived yet.
+        case incomplete
+        /// The line cannot be a valid integer line.
+        case invalid
+        /// The value, and the index just past the `\r\n`.
+        case value(Int64, next: Int)
+    }
+
+    /// Reads `-?<digits>\r\n` starting at `start` (just after the type byte), as Redis's
+    /// `string2ll` does: no sign other than `-`, no leading zeros, no "-0", at most `maxDigits`
+    /// digits (19 covers Int64; overflow is invalid).
+    ///
+    /// Returns `.invalid` as soon as any byte rules the line out, so a bad header fails fast and
+    /// a header never needs more than `maxDigits + 3` bytes after its type byte.
+    static func scanLine(
+        _ bytes: UnsafeBufferPointer<UInt8>, from start: Int, maxDigits: Int = 19
+    ) -> LineScan {
+        let end = bytes.count
+        var index = start
+        guard index < end else { return .incomplete }
+        let negative = bytes[index] == ASCII.minus
+        if negative { index += 1 }
+        var magnitude: UInt64 = 0
+        var digits = 0
+        while index < end {
+            let byte = bytes[index]
+            if byte == ASCII.cr {
+                return finish(bytes, crAt: index, magnitude: magnitude, digits: digits, negative: negative)
+            }
+            guard byte >= ASCII.zero, byte <= ASCII.nine else { return .invalid }
+            if digits == 1 && magnitude == 0 { return .invalid }  // leading zero
+            digits += 1
+            guard digits <= maxDigits else { return .invalid }
+            let (times10, overflow1) = magnitude.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times10.addingReportingOverflow(UInt64(byte - ASCII.zero))
+            guard !overflow1, !overflow2 else { return .invalid }
+            magnitude = sum
+            index += 1
+        }
+        return .incomplete
+    }
+
+    /// Validates the digits read so far and the `\n` after the `\r` at `crAt`.
+    private static func finish(
+        _ bytes: UnsafeBufferPointer<UInt8>, crAt cr: Int, magnitude: UInt64, digits: Int, negative: Bool
+    ) -> LineScan {
+        guard digits > 0, !(negative && magnitude == 0) else { return .invalid }
+        guard cr + 1 < bytes.count else { return .incomplete }
+        guard bytes[cr + 1] == ASCII.lf else { return .invalid }
+        if negative {
+            guard magnitude <= UInt64(Int64.max) + 1 else { return .invalid }
+            return .value(Int64(truncatingIfNeeded: 0 &- magnitude), next: cr + 2)
+        }
+        guard magnitude <= UInt64(Int64.max) else { return .invalid }
+        return .value(Int64(magnitude), next: cr + 2)
+    }
+
+    /// Appends the decimal digits of `value` (with a leading `-` when negative).
+    static func append(_ value: Int64, to buffer: inout [UInt8]) {
+        if value < 0 { buffer.append(ASCII.minus) }
+        append(magnitude: value.magnitude, to: &buffer)
+    }
+
+    /// Appends the digits of `magnitude`, most significant first, without allocating.
+    private static func append(magnitude: UInt64, to buffer: inout [UInt8]) {
+        if magnitude < 10 {
+            buffer.append(ASCII.zero &+ UInt8(truncatingIfNeeded: magnitude))
+            return
+        }
+        let start = buffer.count
+        var rest = magnitude
+        while rest != 0 {
+            buffer.append(ASCII.zero &+ UInt8(truncatingIfNeeded: rest % 10))
+            rest /= 10
+        }
+        var low = start
+        var high = buffer.count - 1
+        while low < high {
+            buffer.swapAt(low, high)
+            low += 1
+            high -= 1
+        }
+    }
+}

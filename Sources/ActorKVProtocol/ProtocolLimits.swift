@@ -1,0 +1,29 @@
+/// Size limits that the decoders enforce while bytes arrive, so that a client cannot make the
+/// server buffer or allocate without bound. A request past any limit is a framing error
+/// (``ProtocolError``): the server replies `-PROTO <message>` and closes the connection.
+public struct ProtocolLimits: Sendable, Equatable {
+    /// Longest inline request line, in bytes, not counting its `\n` or `\r\n` terminator.
+    /// Longer lines fail with "too big inline request". For replies, the longest `+`/`-` line.
+    public var maxInlineLength: Int
+    /// Largest `$len` a bulk header may announce. A larger header fails with "invalid bulk length"
+    /// as soon as the header is read, before anything is allocated for the payload.
+    public var maxBulkLength: Int
+    /// Largest `*N` a multibulk header may announce; a larger one fails with "invalid multibulk length".
+    public var maxArguments: Int
+    /// Largest sum of the bulk lengths of one multibulk request, checked as each `$len` header
+    /// arrives (before allocating); a larger sum fails with "too big multibulk request".
+    public var maxRequestBytes: Int
+
+    /// Creates limits; every parameter defaults to the server's standard value.
+    public init(
+        maxInlineLength: Int = 64 * 1024,
+        maxBulkLength: Int = 64 * 1024 * 1024,
+        maxArguments: Int = 1_048_576,
+        maxRequestBytes: Int = 128 * 1024 * 1024
+    ) {
+        self.maxInlineLength = maxInlineLength
+        self.maxBulkLength = maxBulkLength
+        self.maxArguments = maxArguments
+        self.maxRequestBytes = maxRequestBytes
+    }
+}

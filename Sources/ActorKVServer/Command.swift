@@ -1,0 +1,165 @@
+import ActorKVStore
+
+/// A request parsed and checked, ready to run. Pure: parsing touches no state.
+public enum Command: Sendable {
+    /// PING [message]
+    case ping([UInt8]?)
+    /// QUIT
+    case quit
+    /// INFO
+    case info
+    /// NAMESPACES
+    case namespaces
+    /// COMPACT ns
+    case compact(namespace: String)
+    /// A data operation on one namespace (GET, PUT, DEL, EXISTS, COUNT, SCAN, BATCH).
+    case data(namespace: String, Operation)
+    /// COMMAND and CONFIG, which redis-cli and redis-benchmark send on connect: answered with an
+    /// empty array so that they proceed.
+    case clientProbe
+
+    /// Parses the arguments of one request (`arguments[0]` is the command name, any case).
+    public static func parse(_ arguments: [[UInt8]]) throws(CommandError) -> Command {
+        guard let first = arguments.first else { throw CommandError(.syntax, "empty command") }
+        let name = String(decoding: first, as: UTF8.self).uppercased()
+        guard let spec = CommandSpec.table[name] else {
+            throw CommandError(.unknownCommand, "unknown command '\(printable(first))'")
+        }
+        let count = arguments.count - 1
+        guard count >= spec.minArguments, spec.maxArguments.map({ count <= $0 }) ?? true,
+              spec.argumentsPerStep <= 1 || (count - spec.minArguments) % spec.argumentsPerStep == 0 else {
+            throw CommandError(.arity, "wrong number of arguments for '\(name)' (usage: \(spec.usage))")
+        }
+        return try spec.parse(Array(arguments.dropFirst()))
+    }
+
+    static func namespace(_ bytes: [UInt8]) throws(CommandError) -> String {
+        do { return try NamespaceName.validate(bytes) } catch { throw CommandError(store: error) }
+    }
+
+    /// Shows bytes in an error message: printable ASCII as is, anything else as `\xHH`, cut at 64.
+    static func printable(_ bytes: [UInt8]) -> String {
+        var out = ""
+        for b in bytes.prefix(64) {
+            if b >= 0x20 && b < 0x7F && b != UInt8(ascii: "'") { out.append(Character(Unicode.Scalar(b))) } else {
+                out += "\\x" + (b < 16 ? "0" : "") + String(b, radix: 16)
+            }
+        }
+        return bytes.count > 64 ? out + "..." : out
+    }
+}
+
+/// Why a request was refused before it ran. The connection stays usable.
+public struct CommandError: Error, Sendable, Equatable {
+    /// The kinds of refusal.
+    public enum Kind: Sendable, Equatable {
+        /// No such command.
+        case unknownCommand
+        /// Too few or too many arguments.
+        case arity
+        /// An argument has the wrong form (a bad COUNT, an unknown BATCH op, …).
+        case syntax
+        /// An engine-level refusal found while parsing (bad namespace name, bad cursor).
+        case store(StoreError.Code)
+    }
+
+    /// The kind.
+    public let kind: Kind
+    /// The message after the code.
+    public let message: String
+
+    init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    init(store error: StoreError) {
+        self.init(.store(error.code), error.message)
+    }
+}
+
+/// The shape and parser of each command.
+struct CommandSpec: Sendable {
+    let usage: String
+    let minArguments: Int
+    let maxArguments: Int?
+    var argumentsPerStep = 1
+    let parse: @Sendable ([[UInt8]]) throws(CommandError) -> Command
+
+    static let maxScanCount = 100_000
+
+    static let table: [String: CommandSpec] = [
+        "PING": CommandSpec(usage: "PING [message]", minArguments: 0, maxArguments: 1) { (args) throws(CommandError) in .ping(args.first) },
+        "QUIT": CommandSpec(usage: "QUIT", minArguments: 0, maxArguments: 0) { (_) throws(CommandError) in .quit },
+        "INFO": CommandSpec(usage: "INFO", minArguments: 0, maxArguments: 1) { (_) throws(CommandError) in .info },
+        "NAMESPACES": CommandSpec(usage: "NAMESPACES", minArguments: 0, maxArguments: 0) { (_) throws(CommandError) in .namespaces },
+        "COMMAND": CommandSpec(usage: "COMMAND [...]", minArguments: 0, maxArguments: nil) { (_) throws(CommandError) in .clientProbe },
+        "CONFIG": CommandSpec(usage: "CONFIG GET parameter", minArguments: 0, maxArguments: nil) { (_) throws(CommandError) in .clientProbe },
+        "COMPACT": CommandSpec(usage: "COMPACT ns", minArguments: 1, maxArguments: 1) { (args) throws(CommandError) in
+            .compact(namespace: try Command.namespace(args[0]))
+        },
+        "GET": CommandSpec(usage: "GET ns key", minArguments: 2, maxArguments: 2) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .get(args[1]))
+        },
+        "PUT": CommandSpec(usage: "PUT ns key value", minArguments: 3, maxArguments: 3) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .put(key: args[1], value: args[2]))
+        },
+        "DEL": CommandSpec(usage: "DEL ns key [key ...]", minArguments: 2, maxArguments: nil) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .delete(Array(args.dropFirst())))
+        },
+        "EXISTS": CommandSpec(usage: "EXISTS ns key [key ...]", minArguments: 2, maxArguments: nil) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .exists(Array(args.dropFirst())))
+        },
+        "COUNT": CommandSpec(usage: "COUNT ns", minArguments: 1, maxArguments: 1) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .count)
+        },
+        "SCAN": CommandSpec(usage: "SCAN ns cursor [PREFIX prefix] [COUNT count]", minArguments: 2, maxArguments: 6,
+                            argumentsPerStep: 2, parse: parseScan),
+        "BATCH": CommandSpec(usage: "BATCH ns PUT key value | DEL key [...]", minArguments: 3, maxArguments: nil,
+                             parse: parseBatch),
+    ]
+
+    private static func parseScan(_ args: [[UInt8]]) throws(CommandError) -> Command {
+        let ns = try Command.namespace(args[0])
+        let cursor: ScanCursor
+        do { cursor = try ScanCursor(text: args[1]) } catch { throw CommandError(store: error) }
+        var prefix: [UInt8] = []
+        var count = 10
+        var i = 2
+        while i + 1 < args.count {
+            switch String(decoding: args[i], as: UTF8.self).uppercased() {
+            case "PREFIX": prefix = args[i + 1]
+            case "COUNT":
+                guard let n = Int(String(decoding: args[i + 1], as: UTF8.self)), n >= 1, n <= maxScanCount else {
+                    throw CommandError(.syntax, "COUNT must be an integer from 1 to \(maxScanCount)")
+                }
+                count = n
+            default:
+                throw CommandError(.syntax, "unknown SCAN option '\(Command.printable(args[i]))' (expected PREFIX or COUNT)")
+            }
+            i += 2
+        }
+        return .data(namespace: ns, .scan(cursor, prefix: prefix, limit: count))
+    }
+
+    private static func parseBatch(_ args: [[UInt8]]) throws(CommandError) -> Command {
+        let ns = try Command.namespace(args[0])
+        var mutations: [Mutation] = []
+        var i = 1
+        while i < args.count {
+            switch String(decoding: args[i], as: UTF8.self).uppercased() {
+            case "PUT":
+                guard i + 2 < args.count else { throw CommandError(.syntax, "BATCH op \(mutations.count + 1): PUT needs a key and a value; nothing was applied") }
+                mutations.append(.put(key: args[i + 1], value: args[i + 2]))
+                i += 3
+            case "DEL":
+                guard i + 1 < args.count else { throw CommandError(.syntax, "BATCH op \(mutations.count + 1): DEL needs a key; nothing was applied") }
+                mutations.append(.delete(key: args[i + 1]))
+                i += 2
+            default:
+                throw CommandError(.syntax, "BATCH op \(mutations.count + 1): unknown op '\(Command.printable(args[i]))' (expected PUT or DEL); nothing was applied")
+            }
+        }
+        return .data(namespace: ns, .batch(mutations))
+    }
+}

@@ -1,0 +1,69 @@
+import ActorKVProtocol
+
+/// One client connection's state. Owned by the event loop thread; never shared.
+///
+/// Bytes flow: socket → `decoder` → `pending` requests → (one task at a time) the processor →
+/// `replies` → encoded into `output` as the socket drains. Only one batch of requests is in
+/// flight per connection, so pipelined commands run and reply in order; while replies wait to be
+/// sent, nothing more is read (backpressure), so memory stays bounded however the client behaves.
+final class Connection {
+    let id: UInt64
+    let fd: Int32
+    var decoder: RequestDecoder
+    var pending: [[[UInt8]]] = []
+    var replies: [Reply] = []
+    var replyHead = 0
+    var output: [UInt8] = []
+    var outputHead = 0
+    var inFlight = false
+    /// Edge-triggered epoll: true until a read says there is nothing more.
+    var readable = true
+    /// The peer sent EOF (it may still read our replies: `nc -N` half-closes).
+    var peerClosed = false
+    /// Close once everything queued is sent (QUIT, a framing error, shutdown).
+    var closeAfterFlush = false
+    /// A framing error to send after the replies to the requests before it.
+    var protocolError: Reply?
+
+    init(id: UInt64, fd: Int32, limits: ProtocolLimits) {
+        self.id = id
+        self.fd = fd
+        decoder = RequestDecoder(limits: limits)
+    }
+
+    /// Whether replies are waiting to be encoded or sent.
+    var hasUnsentOutput: Bool { replyHead < replies.count || outputHead < output.count }
+
+    /// Whether this connection may take more requests now.
+    var canDispatch: Bool { !inFlight && !hasUnsentOutput && !closeAfterFlush }
+
+    /// Whether nothing is left to do before closing.
+    var isIdle: Bool { !inFlight && pending.isEmpty && !hasUnsentOutput }
+
+    /// Queues replies to be sent in order.
+    func enqueue(_ new: [Reply]) {
+        if replyHead == replies.count {
+            replies = new
+            replyHead = 0
+        } else {
+            replies.append(contentsOf: new)
+        }
+    }
+
+    /// Encodes queued replies into `output` until about `chunk` bytes are waiting.
+    func encodeReplies(upTo chunk: Int) {
+        if outputHead == output.count {
+            output.removeAll(keepingCapacity: output.capacity <= 4 * chunk)
+            outputHead = 0
+        }
+        while replyHead < replies.count && output.count - outputHead < chunk {
+            replies[replyHead].encode(into: &output)
+            replies[replyHead] = .null
+            replyHead += 1
+        }
+        if replyHead == replies.count {
+            replies.removeAll(keepingCapacity: true)
+            replyHead = 0
+        }
+    }
+}

@@ -1,0 +1,293 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ActorKVProtocol
+import CActorKVSys
+import Synchronization
+
+/// The server's network loop: one thread, epoll (edge-triggered) over non-blocking sockets.
+///
+/// It accepts, reads and decodes requests, hands each connection's requests to a task on
+/// Swift's cooperative pool, and sends the replies those tasks post back (through an eventfd).
+/// It never blocks on storage: a slow fsync in one namespace delays only the clients waiting for it.
+final class EventLoop: @unchecked Sendable {
+    // Everything below except `completions`, `wakeFD` and `stopRequested` is touched only by the loop thread.
+    private let epollFD: Int32
+    /// The eventfd that wakes the loop (also written by the signal handler).
+    let wakeFD: Int32
+    private let listener: Int32
+    private let configuration: ServerConfiguration
+    private let processor: CommandProcessor
+    private let statistics: ServerStatistics
+    private let log: @Sendable (String) -> Void
+    private var connections: [UInt64: Connection] = [:]
+    private var ready: [UInt64] = []
+    private var nextID: UInt64 = 16
+    private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    private let completions = Mutex<[Completion]>([])
+    private let stopRequested = Atomic<Bool>(false)
+    private var draining = false
+
+    private static let listenerToken: UInt64 = 1
+    private static let wakeToken: UInt64 = 2
+    private static let outputChunk = 64 * 1024
+    private static let readsPerTurn = 16
+
+    private struct Completion {
+        let id: UInt64
+        let replies: [Reply]
+        let quit: Bool
+    }
+
+    init(listener: Int32, configuration: ServerConfiguration, processor: CommandProcessor,
+         statistics: ServerStatistics, log: @escaping @Sendable (String) -> Void) throws(SocketCalls.Failure) {
+        self.listener = listener
+        self.configuration = configuration
+        self.processor = processor
+        self.statistics = statistics
+        self.log = log
+        epollFD = actorkv_epoll_create()
+        guard epollFD >= 0 else { throw SocketCalls.Failure(what: "epoll_create1", code: errno) }
+        wakeFD = actorkv_eventfd()
+        guard wakeFD >= 0 else { throw SocketCalls.Failure(what: "eventfd", code: errno) }
+        try register(listener, token: Self.listenerToken, events: ACTORKV_EPOLLIN)
+        try register(wakeFD, token: Self.wakeToken, events: ACTORKV_EPOLLIN)
+    }
+
+    private func register(_ fd: Int32, token: UInt64, events: UInt32) throws(SocketCalls.Failure) {
+        guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, token) == 0 else {
+            throw SocketCalls.Failure(what: "epoll_ctl", code: errno)
+        }
+    }
+
+    /// Asks the loop to stop accepting, finish in-flight requests, flush replies and return.
+    /// Safe from any thread, and from a signal handler's helper thread.
+    func requestStop() {
+        stopRequested.store(true, ordering: .sequentiallyConsistent)
+        wake()
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = Glibc.write(wakeFD, &one, 8)
+    }
+
+    /// Runs until a stop is requested and every connection is finished; blocks the calling thread.
+    func run() {
+        let capacity = 256
+        let events = UnsafeMutableRawPointer.allocate(byteCount: actorkv_epoll_buffer_size(Int32(capacity)), alignment: 8)
+        defer { events.deallocate() }
+        var drainDeadline = 0.0
+        while true {
+            let timeout: Int32 = !ready.isEmpty ? 0 : (draining ? 50 : -1)
+            let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), timeout)
+            if n < 0 && errno != EINTR { log("epoll_wait failed: \(String(cString: strerror(errno)))"); break }
+            for i in 0..<max(0, Int(n)) {
+                handle(token: actorkv_epoll_token(events, Int32(i)), flags: actorkv_epoll_flags(events, Int32(i)))
+            }
+            serviceReady()
+            if !draining && (stopRequested.load(ordering: .sequentiallyConsistent) || SignalHandling.received.load(ordering: .relaxed) != 0) {
+                beginDrain()
+                drainDeadline = monotonicSeconds() + configuration.shutdownGraceSeconds
+            }
+            if draining && (connections.values.allSatisfy({ !$0.inFlight && !$0.hasUnsentOutput }) || monotonicSeconds() > drainDeadline) {
+                break
+            }
+        }
+        for connection in connections.values { closeConnection(connection) }
+        SocketCalls.close(epollFD)
+        SocketCalls.close(wakeFD)
+    }
+
+    private func handle(token: UInt64, flags: UInt32) {
+        switch token {
+        case Self.listenerToken: acceptAll()
+        case Self.wakeToken: drainCompletions()
+        default:
+            guard let connection = connections[token] else { return }
+            if flags & (ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLHUP | ACTORKV_EPOLLERR) != 0 {
+                connection.readable = true
+            }
+            pump(connection)
+        }
+    }
+
+    private func beginDrain() {
+        draining = true
+        _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_DEL, listener, 0, 0)
+        log("shutting down: no longer accepting; finishing \(connections.values.filter(\.inFlight).count) requests in flight")
+        for connection in connections.values {
+            connection.pending.removeAll()
+            connection.closeAfterFlush = true
+            pump(connection)
+        }
+    }
+
+    // MARK: - Accepting
+
+    private func acceptAll() {
+        while !draining {
+            let fd: Int32
+            do {
+                guard let accepted = try SocketCalls.accept(listener) else { return }
+                fd = accepted
+            } catch {
+                log("accept failed: \(error)")
+                return
+            }
+            admit(fd)
+        }
+    }
+
+    private func admit(_ fd: Int32) {
+        if let refusal = refusal(for: fd) {
+            statistics.rejectedConnections.add(1, ordering: .relaxed)
+            refusal.encoded.withUnsafeBytes { _ = try? SocketCalls.send(fd, $0) }
+            SocketCalls.close(fd)
+            return
+        }
+        let id = nextID
+        nextID += 1
+        let connection = Connection(id: id, fd: fd, limits: configuration.protocolLimits)
+        let events = ACTORKV_EPOLLIN | ACTORKV_EPOLLOUT | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
+        guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, id) == 0 else {
+            SocketCalls.close(fd)
+            return
+        }
+        connections[id] = connection
+        statistics.connectedClients.add(1, ordering: .relaxed)
+        statistics.totalConnections.add(1, ordering: .relaxed)
+        pump(connection)
+    }
+
+    private func refusal(for fd: Int32) -> Reply? {
+        if connections.count >= configuration.maxClients { return ErrorMapping.maxClients }
+        guard configuration.restrictsPeers else { return nil }
+        guard let peer = SocketCalls.peerCredentials(fd) else { return .error("NOPERM cannot read peer credentials") }
+        return configuration.allows(uid: peer.uid, gid: peer.gid) ? nil : ErrorMapping.notPermitted(uid: peer.uid, gid: peer.gid)
+    }
+
+    // MARK: - Per connection
+
+    /// Moves a connection forward as far as it can go without blocking.
+    private func pump(_ c: Connection) {
+        var reads = 0
+        while true {
+            if c.canDispatch && !c.pending.isEmpty { dispatch(c) }
+            if c.canDispatch && c.pending.isEmpty && c.protocolError == nil && c.readable && !c.peerClosed && !draining {
+                if reads == Self.readsPerTurn { ready.append(c.id); break }
+                reads += 1
+                if !readChunk(c) { return }
+                continue
+            }
+            break
+        }
+        if c.isIdle, let error = c.protocolError {
+            c.protocolError = nil
+            c.enqueue([error])
+            c.closeAfterFlush = true
+        }
+        guard flush(c) else { return }
+        if c.isIdle && (c.closeAfterFlush || c.peerClosed) { closeConnection(c) }
+    }
+
+    /// Reads one chunk and decodes the requests in it; false if the connection was closed.
+    private func readChunk(_ c: Connection) -> Bool {
+        let result: Int?
+        do {
+            result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in try SocketCalls.read(c.fd, into: raw) }
+        } catch {
+            closeConnection(c)
+            return false
+        }
+        guard let n = result else { c.readable = false; return true }
+        if n == 0 { c.peerClosed = true; return true }
+        readBuffer.withUnsafeBytes { c.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        do {
+            while let request = try c.decoder.next() { c.pending.append(request) }
+        } catch {
+            statistics.protocolErrors.add(1, ordering: .relaxed)
+            c.protocolError = ErrorMapping.reply(for: error)
+        }
+        return true
+    }
+
+    private func dispatch(_ c: Connection) {
+        let requests = c.pending
+        c.pending = []
+        c.inFlight = true
+        let id = c.id
+        let processor = self.processor
+        statistics.commandsProcessed.add(requests.count, ordering: .relaxed)
+        Task {
+            let (replies, quit) = await processor.process(requests)
+            self.post(Completion(id: id, replies: replies, quit: quit))
+        }
+    }
+
+    private func post(_ completion: Completion) {
+        let wasEmpty = completions.withLock { queue -> Bool in
+            queue.append(completion)
+            return queue.count == 1
+        }
+        if wasEmpty { wake() }
+    }
+
+    private func drainCompletions() {
+        var counter: UInt64 = 0
+        _ = Glibc.read(wakeFD, &counter, 8)
+        let done = completions.withLock { queue -> [Completion] in
+            defer { queue.removeAll(keepingCapacity: true) }
+            return queue
+        }
+        for completion in done {
+            guard let c = connections[completion.id] else { continue }
+            c.inFlight = false
+            c.enqueue(completion.replies)
+            if completion.quit {
+                c.pending.removeAll()
+                c.closeAfterFlush = true
+            }
+            pump(c)
+        }
+    }
+
+    /// Sends what the socket takes; false if the connection was closed.
+    private func flush(_ c: Connection) -> Bool {
+        while c.hasUnsentOutput {
+            c.encodeReplies(upTo: Self.outputChunk)
+            let sent: Int
+            do {
+                sent = try c.output.withUnsafeBytes { (raw) throws(SocketCalls.Failure) in
+                    try SocketCalls.send(c.fd, UnsafeRawBufferPointer(rebasing: raw[c.outputHead...]))
+                }
+            } catch {
+                closeConnection(c)
+                return false
+            }
+            if sent == 0 { return true }
+            c.outputHead += sent
+        }
+        return true
+    }
+
+    private func serviceReady() {
+        guard !ready.isEmpty else { return }
+        let ids = ready
+        ready.removeAll()
+        for id in ids { if let c = connections[id] { pump(c) } }
+    }
+
+    private func closeConnection(_ c: Connection) {
+        guard connections.removeValue(forKey: c.id) != nil else { return }
+        SocketCalls.close(c.fd)
+        statistics.connectedClients.subtract(1, ordering: .relaxed)
+    }
+}
+
+/// Seconds on a monotonic clock.
+func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}

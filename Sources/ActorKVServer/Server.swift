@@ -1,0 +1,148 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ActorKVProtocol
+import ActorKVStore
+import Foundation
+
+/// The `actorkvd` process: opens the store, binds the socket, serves until SIGTERM/SIGINT, and
+/// shuts down cleanly (finish requests in flight, fsync every namespace, remove the socket).
+public final class Server: Sendable {
+    /// The configuration served.
+    public let configuration: ServerConfiguration
+    private let statistics = ServerStatistics()
+    private let log: @Sendable (String) -> Void
+    private let startedAt = time(nil)
+
+    /// Creates a server; nothing happens until ``run()``.
+    public init(configuration: ServerConfiguration, log: @escaping @Sendable (String) -> Void = ServerLog.line) {
+        var configuration = configuration
+        configuration.ownUID = getuid()
+        self.configuration = configuration
+        self.log = log
+    }
+
+    /// A startup failure, printed and turned into exit status 1.
+    public struct StartupError: Error, CustomStringConvertible {
+        /// What went wrong.
+        public let description: String
+    }
+
+    /// Serves until a shutdown signal; returns after a clean shutdown. Throws ``StartupError`` if
+    /// the server cannot start (socket in use, data directory locked, unsafe or unreadable, …).
+    public func run() async throws {
+        let config = configuration
+        let limit = SocketCalls.raiseOpenFileLimit(to: config.maxClients + 256)
+        try checkSocketDirectory()
+        let store: Store
+        do { store = try Store(directory: config.dataDirectory, options: config.storeOptions(log: log)) } catch {
+            throw StartupError(description: error.message)
+        }
+        log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(config.maxClients), open files limit \(limit)")
+        let unavailable = await store.openAll()
+        let listener = try bindSocket()
+        let processor = CommandProcessor(store: store) { [self] in await self.infoText(store) }
+        let loop: EventLoop
+        do {
+            loop = try EventLoop(listener: listener, configuration: config, processor: processor,
+                                 statistics: statistics, log: log)
+        } catch {
+            throw StartupError(description: "\(error)")
+        }
+        SignalHandling.install(wakeFD: loop.wakeFD)
+        log("ready: \(await store.namespaceNames().count) namespaces (\(unavailable.count) unavailable), accepting connections")
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                loop.run()
+                done.resume()
+            }
+            thread.name = "actorkvd-event-loop"
+            thread.start()
+        }
+        unlink(config.socketPath)
+        SocketCalls.close(listener)
+        await store.close()
+        log("shut down cleanly (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
+    }
+
+    private func checkSocketDirectory() throws {
+        let path = configuration.socketPath
+        let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        var st = stat()
+        guard fstatat(AT_FDCWD, directory.isEmpty ? "/" : directory, &st, 0) == 0 else {
+            throw StartupError(description: "socket directory \(directory) does not exist or cannot be read")
+        }
+        if st.st_mode & 0o002 != 0 && st.st_mode & UInt32(S_ISVTX) == 0 {
+            throw StartupError(description: "socket directory \(directory) is writable by every user and not sticky: another user could replace the socket; use a private directory")
+        }
+    }
+
+    private func bindSocket() throws -> Int32 {
+        let path = configuration.socketPath
+        guard SocketCalls.address(path) != nil else {
+            throw StartupError(description: "socket path \(path) is longer than the 107 bytes a Unix socket path may have")
+        }
+        var st = stat()
+        if fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 {
+            guard st.st_mode & S_IFMT == S_IFSOCK else {
+                throw StartupError(description: "\(path) exists and is not a socket; refusing to replace it")
+            }
+            if SocketCalls.someoneListens(at: path) {
+                throw StartupError(description: "another server is already listening on \(path)")
+            }
+            unlink(path)
+            log("removed stale socket \(path) left by a previous run")
+        }
+        do {
+            let fd = try SocketCalls.socket()
+            let previous = umask(0o177)
+            defer { umask(previous) }
+            try SocketCalls.listen(fd, path: path, backlog: 1024)
+            guard chmod(path, mode_t(configuration.socketMode)) == 0 else {
+                throw SocketCalls.Failure(what: "chmod \(path)", code: errno)
+            }
+            return fd
+        } catch {
+            throw StartupError(description: "cannot listen on \(path): \(error)")
+        }
+    }
+
+    private func infoText(_ store: Store) async -> [UInt8] {
+        let namespaces = await store.statistics()
+        var lines: [String] = [
+            "# Server",
+            "actorkv_version:\(ActorKVVersion.string)",
+            "process_id:\(getpid())",
+            "uptime_in_seconds:\(time(nil) - startedAt)",
+            "socket:\(configuration.socketPath)",
+            "data_dir:\(configuration.dataDirectory)",
+            "fsync:\(configuration.durability.rawValue)",
+            "",
+            "# Clients",
+            "connected_clients:\(statistics.connectedClients.load(ordering: .relaxed))",
+            "max_clients:\(configuration.maxClients)",
+            "total_connections_received:\(statistics.totalConnections.load(ordering: .relaxed))",
+            "rejected_connections:\(statistics.rejectedConnections.load(ordering: .relaxed))",
+            "total_commands_processed:\(statistics.commandsProcessed.load(ordering: .relaxed))",
+            "protocol_errors:\(statistics.protocolErrors.load(ordering: .relaxed))",
+            "",
+            "# Namespaces",
+            "namespaces:\(namespaces.count)",
+        ]
+        for ns in namespaces {
+            lines.append("ns_\(ns.name):keys=\(ns.keys),live_bytes=\(ns.liveBytes),log_bytes=\(ns.logBytes),last_sequence=\(ns.lastSequence),snapshot_sequence=\(ns.snapshotSequence),snapshot_time=\(ns.snapshotTime),records_replayed=\(ns.recordsReplayed),torn_bytes_cut=\(ns.tornBytesCut),compactions=\(ns.compactions),io_errors=\(ns.ioErrors),status=\(ns.failure == nil ? "ok" : "durability_lost")")
+        }
+        for name in await store.namespaceNames() where !namespaces.contains(where: { $0.name == name }) {
+            if let error = await store.unavailability(of: name) {
+                lines.append("ns_\(name):status=unavailable,error=\(error.message.replacingNewlines)")
+            }
+        }
+        return Array((lines.joined(separator: "\r\n") + "\r\n").utf8)
+    }
+}
+
+/// The version of this build.
+public enum ActorKVVersion {
+    /// "major.minor.patch".
+    public static let string = "0.1.0"
+}

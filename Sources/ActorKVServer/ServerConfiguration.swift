@@ -1,0 +1,178 @@
+import ActorKVProtocol
+import ActorKVStore
+
+/// Everything `actorkvd` can be told, with the defaults it runs with when told nothing.
+public struct ServerConfiguration: Sendable {
+    /// The Unix socket path.
+    public var socketPath = "./actorkv.sock"
+    /// The data directory (created 0700 if missing).
+    public var dataDirectory = "./actorkv-data"
+    /// The fsync policy.
+    public var durability = DurabilityPolicy.everysec
+    /// The socket file's permission bits.
+    public var socketMode: UInt32 = 0o600
+    /// The most clients connected at once.
+    public var maxClients = 10_000
+    /// Framing limits (inline line, bulk length, arguments, request size).
+    public var protocolLimits = ProtocolLimits()
+    /// The largest value a PUT may store.
+    public var maxValueBytes = 32 << 20
+    /// Snapshot policy.
+    public var compaction = CompactionPolicy()
+    /// If not empty (or `allowGIDs` is not), only these uids (and the server's own) may connect.
+    public var allowUIDs: Set<UInt32> = []
+    /// If not empty (or `allowUIDs` is not), members of these gids may connect too.
+    public var allowGIDs: Set<UInt32> = []
+    /// The uid the server runs as (always allowed).
+    public var ownUID: UInt32 = 0
+    /// Run even if other users can write to the data directory.
+    public var allowSharedDataDirectory = false
+    /// How long a shutdown waits for requests in flight.
+    public var shutdownGraceSeconds = 5.0
+
+    /// The defaults.
+    public init() {}
+
+    /// Whether connections are filtered by peer credentials.
+    public var restrictsPeers: Bool { !allowUIDs.isEmpty || !allowGIDs.isEmpty }
+
+    /// Whether a peer with this uid and gid may connect.
+    public func allows(uid: UInt32, gid: UInt32) -> Bool {
+        !restrictsPeers || uid == ownUID || allowUIDs.contains(uid) || allowGIDs.contains(gid)
+    }
+
+    /// The engine options these settings imply.
+    public func storeOptions(log: @escaping @Sendable (String) -> Void) -> StoreOptions {
+        StoreOptions(durability: durability, compaction: compaction,
+                     limits: StoreLimits(maxValueBytes: maxValueBytes),
+                     allowSharedDirectory: allowSharedDataDirectory, log: log)
+    }
+}
+
+/// What the command line asked for.
+public enum CommandLineRequest: Sendable {
+    /// Serve with this configuration.
+    case run(ServerConfiguration)
+    /// Print the usage text.
+    case help
+    /// Print the version.
+    case version
+}
+
+/// A command line that cannot be run; `actorkvd` prints it with the usage and exits 2.
+public struct UsageError: Error, Sendable, CustomStringConvertible {
+    /// What was wrong.
+    public let description: String
+}
+
+extension ServerConfiguration {
+    /// The usage text printed by `--help`.
+    public static let usage = """
+    actorkvd: the ActorKV server. Shares namespaced key-value state between local processes over a
+    Unix-domain socket, speaking a Redis-compatible protocol (see protocol.md).
+
+    Usage: actorkvd [options]
+
+      --socket PATH              Unix socket to listen on                  (default ./actorkv.sock)
+      --data-dir DIR             where namespaces are stored, created 0700 (default ./actorkv-data)
+      --fsync POLICY             always | everysec | no                    (default everysec)
+      --socket-mode OCTAL        permission bits of the socket             (default 600)
+      --max-clients N            most connections at once                  (default 10000)
+      --max-value-bytes N        largest value a PUT may store             (default 33554432, 32 MiB)
+      --max-bulk-bytes N         largest bulk string in a request          (default 67108864, 64 MiB)
+      --max-inline-bytes N       longest inline (typed) request line       (default 65536)
+      --max-arguments N          most arguments in one request             (default 1048576)
+      --max-request-bytes N      largest multibulk request in total        (default 134217728, 128 MiB)
+      --snapshot-interval SECS   snapshot namespaces changed this long ago; 0 = off (default 60)
+      --compact-ratio R          snapshot when the log exceeds R x live data (default 2)
+      --compact-min-bytes N      ... and is at least N bytes               (default 16777216, 16 MiB)
+      --allow-uid LIST           comma-separated uids allowed to connect (checked with SO_PEERCRED)
+      --allow-gid LIST           comma-separated gids allowed to connect
+                                 (with either list, only those and the server's own uid may connect)
+      --allow-shared-data-dir    run even if other users may write to the data directory
+      --shutdown-grace SECS      how long SIGTERM waits for requests in flight (default 5)
+      --help                     print this text
+      --version                  print the version
+
+    Signals: SIGTERM or SIGINT stop accepting, finish requests in flight, fsync every namespace,
+    remove the socket and exit 0.
+    """
+
+    /// Parses `actorkvd`'s arguments (without the program name).
+    public static func parse(_ arguments: [String]) throws(UsageError) -> CommandLineRequest {
+        var config = ServerConfiguration()
+        var rest = arguments[...]
+        while let flag = rest.popFirst() {
+            if flag == "--help" || flag == "-h" { return .help }
+            if flag == "--version" { return .version }
+            if flag == "--allow-shared-data-dir" { config.allowSharedDataDirectory = true; continue }
+            guard let value = rest.popFirst() else {
+                throw UsageError(description: flag.hasPrefix("--") && knownFlags.contains(flag)
+                                 ? "\(flag) needs a value" : "unknown option '\(flag)'")
+            }
+            try apply(flag, value, to: &config)
+        }
+        return .run(config)
+    }
+
+    private static let knownFlags: Set<String> = [
+        "--socket", "--data-dir", "--fsync", "--socket-mode", "--max-clients", "--max-value-bytes", "--max-bulk-bytes",
+        "--max-inline-bytes", "--max-arguments", "--max-request-bytes", "--snapshot-interval", "--compact-ratio",
+        "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace",
+    ]
+
+    private static func apply(_ flag: String, _ value: String, to c: inout ServerConfiguration) throws(UsageError) {
+        switch flag {
+        case "--socket": c.socketPath = try nonEmpty(flag, value)
+        case "--data-dir": c.dataDirectory = try nonEmpty(flag, value)
+        case "--fsync":
+            guard let policy = DurabilityPolicy(rawValue: value) else {
+                throw UsageError(description: "--fsync must be always, everysec or no (got '\(value)')")
+            }
+            c.durability = policy
+        case "--socket-mode":
+            guard let mode = UInt32(value, radix: 8), mode <= 0o777 else {
+                throw UsageError(description: "--socket-mode must be octal permission bits like 600 (got '\(value)')")
+            }
+            c.socketMode = mode
+        case "--max-clients": c.maxClients = try positive(flag, value)
+        case "--max-value-bytes": c.maxValueBytes = try positive(flag, value)
+        case "--max-bulk-bytes": c.protocolLimits.maxBulkLength = try positive(flag, value)
+        case "--max-inline-bytes": c.protocolLimits.maxInlineLength = try positive(flag, value)
+        case "--max-arguments": c.protocolLimits.maxArguments = try positive(flag, value)
+        case "--max-request-bytes": c.protocolLimits.maxRequestBytes = try positive(flag, value)
+        case "--snapshot-interval": c.compaction.interval = try seconds(flag, value)
+        case "--compact-ratio": c.compaction.logToLiveRatio = try seconds(flag, value)
+        case "--compact-min-bytes": c.compaction.minimumLogBytes = try positive(flag, value)
+        case "--allow-uid": c.allowUIDs = try idList(flag, value)
+        case "--allow-gid": c.allowGIDs = try idList(flag, value)
+        case "--shutdown-grace": c.shutdownGraceSeconds = try seconds(flag, value)
+        default: throw UsageError(description: "unknown option '\(flag)'")
+        }
+    }
+
+    private static func nonEmpty(_ flag: String, _ value: String) throws(UsageError) -> String {
+        guard !value.isEmpty else { throw UsageError(description: "\(flag) must not be empty") }
+        return value
+    }
+
+    private static func positive(_ flag: String, _ value: String) throws(UsageError) -> Int {
+        guard let n = Int(value), n > 0 else { throw UsageError(description: "\(flag) must be a positive integer (got '\(value)')") }
+        return n
+    }
+
+    private static func seconds(_ flag: String, _ value: String) throws(UsageError) -> Double {
+        guard let n = Double(value), n >= 0, n.isFinite else { throw UsageError(description: "\(flag) must be a non-negative number (got '\(value)')") }
+        return n
+    }
+
+    private static func idList(_ flag: String, _ value: String) throws(UsageError) -> Set<UInt32> {
+        var ids: Set<UInt32> = []
+        for part in value.split(separator: ",") {
+            guard let id = UInt32(part) else { throw UsageError(description: "\(flag) takes comma-separated numeric ids (got '\(value)')") }
+            ids.insert(id)
+        }
+        guard !ids.isEmpty else { throw UsageError(description: "\(flag) needs at least one id") }
+        return ids
+    }
+}

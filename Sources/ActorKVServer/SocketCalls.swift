@@ -1,0 +1,118 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CActorKVSys
+
+/// The server's door to socket and epoll syscalls, each retried on EINTR, failures as ``Errno``-style codes.
+enum SocketCalls {
+    /// A socket syscall failure: what was attempted and the errno.
+    struct Failure: Error, CustomStringConvertible {
+        let what: String
+        let code: Int32
+        var description: String { "\(what): \(String(cString: strerror(code)))" }
+    }
+
+    /// Builds a `sockaddr_un` for `path`; nil if the path does not fit (107 bytes on Linux).
+    static func address(_ path: String) -> sockaddr_un? {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return nil }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return addr
+    }
+
+    /// A new Unix stream socket, non-blocking and close-on-exec.
+    static func socket() throws(Failure) -> Int32 {
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw Failure(what: "socket", code: errno) }
+        return fd
+    }
+
+    /// Binds and listens.
+    static func listen(_ fd: Int32, path: String, backlog: Int32) throws(Failure) {
+        guard var addr = address(path) else { throw Failure(what: "socket path too long", code: ENAMETOOLONG) }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { throw Failure(what: "bind \(path)", code: errno) }
+        guard Glibc.listen(fd, backlog) == 0 else { throw Failure(what: "listen", code: errno) }
+    }
+
+    /// Whether a server answers on `path` (a blocking connect attempt).
+    static func someoneListens(at path: String) -> Bool {
+        guard var addr = address(path) else { return false }
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { Glibc.close(fd) }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        return rc == 0
+    }
+
+    /// Accepts one connection (non-blocking); nil when none is waiting.
+    static func accept(_ listener: Int32) throws(Failure) -> Int32? {
+        while true {
+            let fd = actorkv_accept(listener)
+            if fd >= 0 { return fd }
+            switch errno {
+            case EINTR, ECONNABORTED: continue
+            case EAGAIN: return nil
+            default: throw Failure(what: "accept", code: errno)
+            }
+        }
+    }
+
+    /// Reads into `buffer`: the count read, 0 at end of stream, nil when nothing is available.
+    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Failure) -> Int? {
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            if n >= 0 { return n }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN: return nil
+            default: throw Failure(what: "read", code: errno)
+            }
+        }
+    }
+
+    /// Sends what it can of `bytes`: the count sent (0 when the socket is full).
+    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(Failure) -> Int {
+        while true {
+            let n = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+            if n >= 0 { return n }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN: return 0
+            default: throw Failure(what: "send", code: errno)
+            }
+        }
+    }
+
+    /// The uid and gid of the process on the other end of a Unix socket.
+    static func peerCredentials(_ fd: Int32) -> (uid: UInt32, gid: UInt32, pid: Int32)? {
+        var uid: UInt32 = 0, gid: UInt32 = 0, pid: Int32 = 0
+        guard actorkv_peer_credentials(fd, &uid, &gid, &pid) == 0 else { return nil }
+        return (uid, gid, pid)
+    }
+
+    /// Closes a descriptor.
+    static func close(_ fd: Int32) { _ = Glibc.close(fd) }
+
+    /// Raises the soft open-files limit to at least `wanted` (up to the hard limit); returns the result.
+    static func raiseOpenFileLimit(to wanted: Int) -> Int {
+        var limit = rlimit()
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        guard getrlimit(resource, &limit) == 0 else { return 0 }
+        if limit.rlim_cur < rlim_t(wanted) {
+            limit.rlim_cur = min(limit.rlim_max, rlim_t(wanted))
+            _ = setrlimit(resource, &limit)
+            _ = getrlimit(resource, &limit)
+        }
+        return Int(limit.rlim_cur)
+    }
+}

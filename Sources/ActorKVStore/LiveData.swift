@@ -1,0 +1,34 @@
+/// A namespace's live map together with the byte count of its keys and values (the compaction
+/// policy compares the log's size with it).
+struct LiveData: Sendable {
+    var map = OrderedMap()
+    var bytes = 0
+
+    /// Applies one mutation; returns whether it removed an existing key.
+    @discardableResult
+    mutating func apply(_ mutation: Mutation) -> Bool {
+        switch mutation {
+        case .put(let key, let value):
+            if let old = map.updateValue(value, forKey: key) {
+                bytes += value.count - old.count
+            } else {
+                bytes += key.count + value.count
+            }
+            return false
+        case .delete(let key):
+            guard let old = map.removeValue(forKey: key) else { return false }
+            bytes -= key.count + old.count
+            return true
+        }
+    }
+
+    /// Sums the key and value bytes of a map (after loading a snapshot).
+    static func byteCount(of map: OrderedMap) -> Int {
+        var total = 0
+        map.forEach { key, value in
+            total += key.count + value.count
+            return true
+        }
+        return total
+    }
+}

@@ -1,0 +1,177 @@
+/// One change to a namespace: a put or a delete of one key.
+public enum Mutation: Sendable, Equatable {
+    /// Set `key` to `value`.
+    case put(key: [UInt8], value: [UInt8])
+    /// Remove `key` (a no-op when it is absent).
+    case delete(key: [UInt8])
+}
+
+/// One entry of the append-only log: every mutation of one write, applied all-or-nothing.
+///
+/// A put is one mutation, a multi-key delete several, a batch any mix. Because a batch is one
+/// record with one checksum, a crash can never leave part of it applied.
+public struct LogRecord: Sendable, Equatable {
+    /// The namespace's sequence number of this write; consecutive records increase by exactly one.
+    public var sequence: UInt64
+    /// The changes, in order.
+    public var mutations: [Mutation]
+
+    /// Creates a record.
+    public init(sequence: UInt64, mutations: [Mutation]) {
+        self.sequence = sequence
+        self.mutations = mutations
+    }
+}
+
+/// Encodes and decodes log records. Pure: no I/O.
+///
+/// The frame, all integers little-endian:
+///
+///     u32 bodyLength | u32 crc32c(bodyLength bytes + body) | body
+///     body = u64 sequence | u32 mutationCount | mutation*
+///     mutation = u8 kind (1 put, 2 delete) | u32 keyLength | key | [u32 valueLength | value]
+public enum LogRecordCodec {
+    /// Bytes before the body.
+    public static let headerLength = 8
+    /// The smallest body: a sequence number and a zero count.
+    public static let minimumBodyLength = 12
+    /// The largest body accepted (1 GiB); a larger length field is corruption.
+    public static let maximumBodyLength = 1 << 30
+
+    /// What ``decode(_:at:)`` found at an offset.
+    public enum Decoded: Equatable, Sendable {
+        /// A whole, checksum-valid record and the offset just after it.
+        case record(LogRecord, next: Int)
+        /// The bytes end before the record does.
+        case incomplete
+        /// The length field is zero, too small or too large.
+        case invalidLength(Int)
+        /// The checksum does not match; `end` is where the record would end.
+        case checksumMismatch(end: Int)
+        /// The checksum matches but the body does not parse (a bug or deliberate tampering).
+        case malformed(String)
+    }
+
+    /// Appends the encoding of `record` to `buffer`.
+    public static func encode(_ record: LogRecord, into buffer: inout [UInt8]) {
+        let start = buffer.count
+        buffer.append(contentsOf: [0, 0, 0, 0, 0, 0, 0, 0])
+        append(record.sequence, to: &buffer)
+        append(UInt32(record.mutations.count), to: &buffer)
+        for mutation in record.mutations {
+            switch mutation {
+            case .put(let key, let value):
+                buffer.append(1)
+                appendBytes(key, to: &buffer)
+                appendBytes(value, to: &buffer)
+            case .delete(let key):
+                buffer.append(2)
+                appendBytes(key, to: &buffer)
+            }
+        }
+        let bodyLength = UInt32(buffer.count - start - headerLength)
+        buffer.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: bodyLength.littleEndian, toByteOffset: start, as: UInt32.self)
+            let crcRange = UnsafeRawBufferPointer(rebasing: raw[start..<(start + 4)])
+            let body = UnsafeRawBufferPointer(rebasing: raw[(start + headerLength)...])
+            let crc = CRC32C.checksum(body, continuing: CRC32C.checksum(crcRange))
+            raw.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self)
+        }
+    }
+
+    /// The encoding of one record.
+    public static func encode(_ record: LogRecord) -> [UInt8] {
+        var buffer: [UInt8] = []
+        encode(record, into: &buffer)
+        return buffer
+    }
+
+    /// Decodes the record starting at `offset` of `bytes`.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> Decoded {
+        guard bytes.count - offset >= headerLength else { return .incomplete }
+        let length = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+        guard length >= minimumBodyLength, length <= maximumBodyLength else { return .invalidLength(length) }
+        let end = offset + headerLength + length
+        guard end <= bytes.count else { return .incomplete }
+        let stored = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self))
+        let lengthBytes = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + 4)])
+        let body = UnsafeRawBufferPointer(rebasing: bytes[(offset + headerLength)..<end])
+        guard CRC32C.checksum(body, continuing: CRC32C.checksum(lengthBytes)) == stored else {
+            return .checksumMismatch(end: end)
+        }
+        var reader = ByteReader(body)
+        do {
+            let record = try parseBody(&reader)
+            return .record(record, next: end)
+        } catch {
+            return .malformed(error.reason)
+        }
+    }
+
+    private static func parseBody(_ reader: inout ByteReader) throws(ByteReader.Failure) -> LogRecord {
+        let sequence = try reader.u64()
+        let count = Int(try reader.u32())
+        guard count <= reader.remaining else { throw .init(reason: "mutation count \(count) exceeds the record") }
+        var mutations: [Mutation] = []
+        mutations.reserveCapacity(count)
+        for _ in 0..<count {
+            switch try reader.u8() {
+            case 1: mutations.append(.put(key: try reader.lengthPrefixed(), value: try reader.lengthPrefixed()))
+            case 2: mutations.append(.delete(key: try reader.lengthPrefixed()))
+            case let kind: throw .init(reason: "unknown mutation kind \(kind)")
+            }
+        }
+        guard reader.remaining == 0 else { throw .init(reason: "\(reader.remaining) stray bytes after the mutations") }
+        return LogRecord(sequence: sequence, mutations: mutations)
+    }
+
+    private static func append(_ value: UInt64, to buffer: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
+    }
+
+    private static func append(_ value: UInt32, to buffer: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
+    }
+
+    private static func appendBytes(_ bytes: [UInt8], to buffer: inout [UInt8]) {
+        append(UInt32(bytes.count), to: &buffer)
+        buffer.append(contentsOf: bytes)
+    }
+}
+
+/// Reads little-endian integers and length-prefixed byte strings from a buffer, with bounds checks.
+struct ByteReader {
+    struct Failure: Error { let reason: String }
+
+    private let bytes: UnsafeRawBufferPointer
+    private var position = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    var remaining: Int { bytes.count - position }
+
+    mutating func u8() throws(Failure) -> UInt8 {
+        guard remaining >= 1 else { throw Failure(reason: "truncated body") }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    mutating func u32() throws(Failure) -> UInt32 {
+        guard remaining >= 4 else { throw Failure(reason: "truncated body") }
+        defer { position += 4 }
+        return UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt32.self))
+    }
+
+    mutating func u64() throws(Failure) -> UInt64 {
+        guard remaining >= 8 else { throw Failure(reason: "truncated body") }
+        defer { position += 8 }
+        return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+    }
+
+    mutating func lengthPrefixed() throws(Failure) -> [UInt8] {
+        let length = Int(try u32())
+        guard remaining >= length else { throw Failure(reason: "a length of \(length) runs past the body") }
+        defer { position += length }
+        return Array(UnsafeRawBufferPointer(rebasing: bytes[position..<(position + length)]))
+    }
+}

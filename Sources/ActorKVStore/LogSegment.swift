@@ -1,0 +1,96 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One open log segment file. The descriptor closes when the last reference goes away, so the
+/// syncer can keep fsyncing a segment that the namespace has already rotated away from.
+final class LogSegment: Sendable {
+    /// The segment's number: segments replay in ascending order.
+    let number: UInt64
+    /// The file's path.
+    let path: String
+    /// The open descriptor (read-write).
+    let fd: Int32
+
+    init(number: UInt64, path: String, fd: Int32) {
+        self.number = number
+        self.path = path
+        self.fd = fd
+    }
+
+    deinit { SystemCalls.close(fd) }
+}
+
+/// The file layout of one namespace's directory:
+///
+///     <data-dir>/<namespace>/snapshot.json        the last snapshot
+///     <data-dir>/<namespace>/snapshot.json.tmp    a snapshot being written (removed on open)
+///     <data-dir>/<namespace>/000001.log …         log segments, replayed in ascending order
+struct NamespaceFiles: Sendable {
+    /// The namespace's directory.
+    let directory: String
+
+    var snapshotPath: String { directory + "/snapshot.json" }
+    var temporarySnapshotPath: String { directory + "/snapshot.json.tmp" }
+
+    func segmentPath(_ number: UInt64) -> String {
+        let digits = String(number)
+        return directory + "/" + String(repeating: "0", count: max(0, 6 - digits.count)) + digits + ".log"
+    }
+
+    /// The segment number a file name stands for, or nil if it is not a segment.
+    static func segmentNumber(fileName name: String) -> UInt64? {
+        guard name.hasSuffix(".log") else { return nil }
+        let digits = name.dropLast(4)
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return UInt64(digits)
+    }
+
+    /// Creates (or opens) segment `number` and makes its directory entry durable.
+    func createSegment(_ number: UInt64) throws(StoreError) -> LogSegment {
+        let path = segmentPath(number)
+        do {
+            let fd = try SystemCalls.open(path, O_RDWR | O_CREAT, mode: 0o600)
+            let segment = LogSegment(number: number, path: path, fd: fd)
+            try SystemCalls.fsyncDirectory(directory)
+            return segment
+        } catch {
+            throw StoreError.io("creating log segment", path, error)
+        }
+    }
+
+    /// Removes segments and makes the removal durable.
+    func removeSegments(_ numbers: [UInt64]) throws(StoreError) {
+        guard !numbers.isEmpty else { return }
+        for number in numbers {
+            let path = segmentPath(number)
+            do { try SystemCalls.unlink(path) } catch { throw StoreError.io("removing", path, error) }
+        }
+        try FaultInjector.failpoint("compaction.afterLogDrop")
+        do { try SystemCalls.fsyncDirectory(directory) } catch { throw StoreError.io("fsync of directory", directory, error) }
+    }
+
+    /// Reads a whole file.
+    static func readAll(_ path: String) throws(StoreError) -> [UInt8] {
+        do {
+            let fd = try SystemCalls.open(path, O_RDONLY)
+            defer { SystemCalls.close(fd) }
+            let size = try SystemCalls.fileSize(fd)
+            var bytes = [UInt8](repeating: 0, count: size)
+            var done = 0
+            while done < size {
+                let n = try bytes.withMutableBytes { (raw) throws(Errno) in
+                    try SystemCalls.pread(fd, UnsafeMutableRawBufferPointer(rebasing: raw[done...]), at: done, path: path)
+                }
+                if n == 0 { break }
+                done += n
+            }
+            if done < size { bytes.removeLast(size - done) }
+            return bytes
+        } catch {
+            throw StoreError.io("reading", path, error)
+        }
+    }
+}

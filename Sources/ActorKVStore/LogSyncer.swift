@@ -1,0 +1,160 @@
+import Dispatch
+import Synchronization
+
+/// Makes a namespace's log durable off the actor, with group commit.
+///
+/// The namespace writes records and reports the highest sequence written; writers under
+/// `always` then wait for that sequence. One fsync covers everything written before it started,
+/// so fifty concurrent writers share one or two fsyncs instead of paying fifty. Under `everysec`
+/// a background tick asks for the same fsync without anyone waiting.
+///
+/// A failed fsync is fatal for durability: after it the page cache cannot be trusted, so every
+/// waiter gets the error and the namespace refuses further writes (``failure``).
+final class LogSyncer: Sendable {
+    private struct Waiter {
+        let sequence: UInt64
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var segment: LogSegment
+        var written: UInt64
+        var durable: UInt64
+        var waiters: [Waiter] = []
+        var running = false
+        var failure: StoreError?
+    }
+
+    private let state: Mutex<State>
+    private let queue: DispatchQueue
+
+    init(segment: LogSegment, durableThrough sequence: UInt64, label: String) {
+        state = Mutex(State(segment: segment, written: sequence, durable: sequence))
+        queue = DispatchQueue(label: "actorkv.sync.\(label)")
+    }
+
+    /// The fsync failure that ended this log's durability, if any.
+    var failure: StoreError? { state.withLock { $0.failure } }
+
+    /// Whether records were written that are not yet known durable.
+    var isDirty: Bool { state.withLock { $0.written > $0.durable } }
+
+    /// Records that everything through `sequence` has been written to the current segment.
+    func noteWritten(_ sequence: UInt64) {
+        state.withLock { $0.written = max($0.written, sequence) }
+    }
+
+    /// Returns once everything through `sequence` is on stable storage; throws if an fsync failed.
+    func waitDurable(_ sequence: UInt64) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            enum Next { case resume, fail(StoreError), wait, start }
+            let next: Next = state.withLock { s in
+                if let failure = s.failure { return .fail(failure) }
+                if s.durable >= sequence { return .resume }
+                s.waiters.append(Waiter(sequence: sequence, continuation: continuation))
+                if s.running { return .wait }
+                s.running = true
+                return .start
+            }
+            switch next {
+            case .resume: continuation.resume()
+            case .fail(let error): continuation.resume(throwing: error)
+            case .wait: break
+            case .start: queue.async { self.syncLoop() }
+            }
+        }
+    }
+
+    /// Starts an fsync in the background if anything is dirty and none is running (the `everysec` tick).
+    func syncInBackground() {
+        let start = state.withLock { s -> Bool in
+            guard s.failure == nil, !s.running, s.written > s.durable else { return false }
+            s.running = true
+            return true
+        }
+        if start { queue.async { self.syncLoop() } }
+    }
+
+    /// Switches to a new segment after the namespace fsync'd the old one through `sequence` itself.
+    func rotate(to segment: LogSegment, durableThrough sequence: UInt64) {
+        let ready = state.withLock { s -> [Waiter] in
+            s.segment = segment
+            s.durable = max(s.durable, sequence)
+            return takeReady(&s)
+        }
+        for waiter in ready { waiter.continuation.resume() }
+    }
+
+    /// Fsyncs the current segment synchronously (on close); records a failure like the loop does.
+    func syncNow() throws(StoreError) {
+        let (segment, target) = state.withLock { ($0.segment, $0.written) }
+        do {
+            try SystemCalls.fdatasync(segment.fd, path: segment.path)
+            let ready = state.withLock { s -> [Waiter] in
+                s.durable = max(s.durable, target)
+                return takeReady(&s)
+            }
+            for waiter in ready { waiter.continuation.resume() }
+        } catch {
+            let failure = StoreError(.durabilityLost, "fsync of \(segment.path) failed: \(error)")
+            fail(with: failure)
+            throw failure
+        }
+    }
+
+    private func syncLoop() {
+        while true {
+            let (segment, target) = state.withLock { ($0.segment, $0.written) }
+            do {
+                try SystemCalls.fdatasync(segment.fd, path: segment.path)
+            } catch {
+                fail(with: StoreError(.durabilityLost, "fsync of \(segment.path) failed: \(error); "
+                    + "writes to this namespace are refused until the server restarts and recovers from disk"))
+                return
+            }
+            let (ready, more) = state.withLock { s -> ([Waiter], Bool) in
+                s.durable = max(s.durable, target)
+                let ready = takeReady(&s)
+                let more = !s.waiters.isEmpty
+                if !more { s.running = false }
+                return (ready, more)
+            }
+            for waiter in ready { waiter.continuation.resume() }
+            if !more { return }
+        }
+    }
+
+    private func fail(with failure: StoreError) {
+        let waiters = state.withLock { s -> [Waiter] in
+            if s.failure == nil { s.failure = failure }
+            s.running = false
+            defer { s.waiters.removeAll() }
+            return s.waiters
+        }
+        for waiter in waiters { waiter.continuation.resume(throwing: failure) }
+    }
+
+    private func takeReady(_ s: inout State) -> [Waiter] {
+        guard !s.waiters.isEmpty else { return [] }
+        let durable = s.durable
+        let ready = s.waiters.filter { $0.sequence <= durable }
+        if !ready.isEmpty { s.waiters.removeAll { $0.sequence <= durable } }
+        return ready
+    }
+}
+
+/// What a write must wait for before it may be acknowledged.
+public struct Durability: Sendable {
+    let syncer: LogSyncer?
+    let sequence: UInt64
+
+    /// Nothing to wait for.
+    public static let immediate = Durability(syncer: nil, sequence: 0)
+
+    /// Returns once the writes are as durable as the store's policy promises; throws a
+    /// `durabilityLost` ``StoreError`` if the fsync failed.
+    public func wait() async throws {
+        guard let syncer else { return }
+        try await syncer.waitDurable(sequence)
+    }
+}

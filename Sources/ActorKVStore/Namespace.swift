@@ -1,0 +1,315 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One namespace: its live map in memory, made durable by an append-only log and compacted into
+/// snapshots.
+///
+/// Reads are served from memory. A write is validated, encoded as one log record, written to the
+/// log, and only then applied in memory; under `always` it returns after its record is fsync'd
+/// (shared with concurrent writers). Snapshots are written from a copy-on-write copy of the map,
+/// off the actor, while reads and writes go on.
+public actor Namespace {
+    /// The namespace's name.
+    public nonisolated let name: String
+    nonisolated let syncer: LogSyncer
+    private let files: NamespaceFiles
+    private let options: StoreOptions
+    private var data: LiveData
+    private var lastSequence: UInt64
+    private var active: LogSegment
+    private var activeLength: Int
+    private var olderSegments: [UInt64]
+    private var olderBytes: Int
+    private var compactionTask: Task<Void, any Error>?
+    private var statistics: NamespaceStatistics
+    private var writeFailure: StoreError?
+    private var closed = false
+
+    init(name: String, files: NamespaceFiles, options: StoreOptions, recovered r: RecoveredNamespace) {
+        self.name = name
+        self.files = files
+        self.options = options
+        data = r.data
+        lastSequence = r.lastSequence
+        active = r.active
+        activeLength = r.activeLength
+        olderSegments = r.olderSegments
+        olderBytes = r.olderBytes
+        syncer = LogSyncer(segment: r.active, durableThrough: r.lastSequence, label: name)
+        statistics = NamespaceStatistics(
+            name: name, keys: r.data.map.count, liveBytes: r.data.bytes, logBytes: r.olderBytes + r.activeLength,
+            lastSequence: r.lastSequence, snapshotSequence: r.snapshotSequence, snapshotTime: r.snapshotCreatedAt,
+            recordsReplayed: r.recordsReplayed, tornBytesCut: r.tornBytesCut, compactions: 0, ioErrors: 0, failure: nil)
+    }
+
+    // MARK: - Reads
+
+    /// The value stored under `key`, or nil.
+    public func get(_ key: [UInt8]) -> [UInt8]? { data.map[key] }
+
+    /// The number of keys.
+    public func count() -> Int { data.map.count }
+
+    /// Up to `limit` entries after `cursor` whose keys start with `prefix`, in key order.
+    public func scan(from cursor: ScanCursor = .start, prefix: [UInt8] = [], limit: Int = 100) -> ScanPage {
+        let limit = max(1, limit)
+        var found = data.map.entries(after: cursor.afterKey, prefix: prefix, limit: limit + 1)
+        var next = ScanCursor.start
+        if found.count > limit {
+            found.removeLast()
+            next = .after(found[found.count - 1].key)
+        }
+        return ScanPage(entries: found.map { KeyValue(key: $0.key, value: $0.value) }, next: next)
+    }
+
+    // MARK: - Writes
+
+    /// Stores `value` under `key`, durable per the store's policy when it returns.
+    public func put(_ key: [UInt8], _ value: [UInt8]) async throws {
+        try await single(.put(key: key, value: value))
+    }
+
+    /// Removes keys; returns how many existed.
+    @discardableResult
+    public func delete(_ keys: [[UInt8]]) async throws -> Int {
+        guard case .integer(let n) = try await single(.delete(keys)) else { return 0 }
+        return n
+    }
+
+    /// Applies all mutations or none, as one log record; per mutation, nil for a put, else whether
+    /// the delete removed a key.
+    @discardableResult
+    public func apply(_ mutations: [Mutation]) async throws -> [Bool?] {
+        guard case .batch(let results) = try await single(.batch(mutations)) else { return [] }
+        return results
+    }
+
+    @discardableResult
+    private func single(_ operation: Operation) async throws -> Outcome {
+        let run = execute([operation])
+        if case .failure(let error) = run.outcomes[0] { throw error }
+        try await run.durability.wait()
+        return run.outcomes[0]
+    }
+
+    /// Runs operations in order, with all their log records written in one write call, and returns
+    /// their outcomes. The writes among them are acknowledged only after `durability` is awaited.
+    ///
+    /// A write whose record could not be written fails with an `io` error and is not applied;
+    /// reads see the effect of every successful write before them.
+    public func execute(_ operations: [Operation]) -> Execution {
+        var outcomes = [Outcome?](repeating: nil, count: operations.count)
+        var buffer: [UInt8] = []
+        var sequence = lastSequence
+        var written: [Int] = []
+        let blocker = writeBlocker()
+        for (index, operation) in operations.enumerated() {
+            guard let mutations = operation.mutations else { continue }
+            if let problem = blocker ?? validate(mutations) {
+                outcomes[index] = .failure(problem)
+                continue
+            }
+            sequence += 1
+            LogRecordCodec.encode(LogRecord(sequence: sequence, mutations: mutations), into: &buffer)
+            written.append(index)
+        }
+        if !written.isEmpty {
+            do {
+                try appendToLog(buffer)
+                lastSequence = sequence
+                syncer.noteWritten(sequence)
+            } catch {
+                for index in written { outcomes[index] = .failure(error) }
+                written.removeAll()
+            }
+        }
+        for (index, operation) in operations.enumerated() where outcomes[index] == nil {
+            outcomes[index] = perform(operation)
+        }
+        if !written.isEmpty { afterWrite() }
+        let wait = written.isEmpty || options.durability != .always
+            ? Durability.immediate : Durability(syncer: syncer, sequence: sequence)
+        return Execution(outcomes: outcomes.map { $0! }, durability: wait)
+    }
+
+    private func perform(_ operation: Operation) -> Outcome {
+        switch operation {
+        case .get(let key): return .value(data.map[key])
+        case .exists(let keys): return .integer(keys.reduce(0) { $0 + (data.map[$1] == nil ? 0 : 1) })
+        case .count: return .integer(data.map.count)
+        case .scan(let cursor, let prefix, let limit): return .page(scan(from: cursor, prefix: prefix, limit: limit))
+        case .put(let key, let value):
+            data.apply(.put(key: key, value: value))
+            return .stored
+        case .delete(let keys):
+            return .integer(keys.reduce(0) { $0 + (data.apply(.delete(key: $1)) ? 1 : 0) })
+        case .batch(let mutations):
+            return .batch(mutations.map { m -> Bool? in
+                let removed = data.apply(m)
+                if case .put = m { return nil }
+                return removed
+            })
+        }
+    }
+
+    private func validate(_ mutations: [Mutation]) -> StoreError? {
+        if mutations.isEmpty { return StoreError(.invalidArgument, "a batch needs at least one operation") }
+        let limits = options.limits
+        for mutation in mutations {
+            switch mutation {
+            case .put(let key, let value):
+                if key.isEmpty || key.count > limits.maxKeyBytes { return keyError(key) }
+                if value.count > limits.maxValueBytes {
+                    return StoreError(.valueTooLarge, "value is \(value.count) bytes; the limit is \(limits.maxValueBytes)")
+                }
+            case .delete(let key):
+                if key.isEmpty || key.count > limits.maxKeyBytes { return keyError(key) }
+            }
+        }
+        return nil
+    }
+
+    private func keyError(_ key: [UInt8]) -> StoreError {
+        StoreError(.invalidKey, "key is \(key.count) bytes; keys are 1 to \(options.limits.maxKeyBytes) bytes")
+    }
+
+    private func writeBlocker() -> StoreError? {
+        if closed { return StoreError(.closed, "namespace '\(name)' is closed") }
+        if let writeFailure { return writeFailure }
+        if let failure = syncer.failure {
+            writeFailure = failure
+            statistics.failure = failure.message
+            return failure
+        }
+        return nil
+    }
+
+    /// Writes encoded records at the end of the active segment; on failure cuts back what was
+    /// partly written so the log stays a sequence of whole records.
+    private func appendToLog(_ bytes: [UInt8]) throws(StoreError) {
+        do {
+            try bytes.withBytes { (raw) throws(Errno) in
+                try SystemCalls.pwriteAll(active.fd, raw, at: activeLength, path: active.path)
+            }
+            activeLength += bytes.count
+        } catch {
+            statistics.ioErrors += 1
+            do {
+                try SystemCalls.ftruncate(active.fd, activeLength, path: active.path)
+            } catch let truncateError {
+                let failure = StoreError(.durabilityLost, "appending to \(active.path) failed (\(error)) and cutting the partial record failed (\(truncateError)); writes are refused until restart")
+                writeFailure = failure
+                statistics.failure = failure.message
+                options.log("namespace \(name): \(failure.message)")
+            }
+            throw StoreError.io("appending to", active.path, error)
+        }
+    }
+
+    private func afterWrite() {
+        if compactionTask == nil,
+           options.compaction.isDue(logBytes: olderBytes + activeLength, liveBytes: data.bytes) {
+            startCompaction()
+        }
+    }
+
+    // MARK: - Compaction
+
+    /// Writes a snapshot of everything written so far and drops the log it covers; returns once the
+    /// snapshot is durable. A compaction already running is waited for first.
+    public func compact() async throws {
+        while let running = compactionTask { _ = try? await running.value }
+        try await startCompaction().value
+    }
+
+    /// Compacts if the periodic interval has passed and anything changed since the last snapshot.
+    func compactIfStale(now: UInt64) {
+        let interval = options.compaction.interval
+        guard interval > 0, compactionTask == nil, !closed, lastSequence > statistics.snapshotSequence,
+              Double(now) - Double(statistics.snapshotTime) >= interval else { return }
+        startCompaction()
+    }
+
+    @discardableResult
+    private func startCompaction() -> Task<Void, any Error> {
+        let task = Task { try await self.performCompaction() }
+        compactionTask = task
+        return task
+    }
+
+    private func performCompaction() async throws {
+        defer { compactionTask = nil }
+        do {
+            if let blocker = writeBlocker() { throw blocker }
+            let presync = active
+            try await BlockingIO.run { () throws(StoreError) in
+                do throws(Errno) { try SystemCalls.fdatasync(presync.fd, path: presync.path) } catch {
+                    throw StoreError.io("fsync of", presync.path, error)
+                }
+            }
+            let covered = lastSequence
+            let frozen = data.map
+            let dropping = try rotate()
+            try FaultInjector.failpoint("compaction.afterRotate")
+            let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)))
+            let files = self.files
+            let size = try await BlockingIO.run { () throws(StoreError) in
+                let size = try SnapshotWriter.write(frozen, header: header, files: files)
+                try files.removeSegments(dropping)
+                return size
+            }
+            olderSegments.removeAll { dropping.contains($0) }
+            olderBytes = 0
+            statistics.snapshotSequence = covered
+            statistics.snapshotTime = header.createdAt
+            statistics.compactions += 1
+            options.log("namespace \(name): snapshot of \(frozen.count) keys through sequence \(covered) written (\(size) bytes); dropped \(dropping.count) log segment(s)")
+        } catch {
+            statistics.ioErrors += 1
+            options.log("namespace \(name): compaction failed: \(error)")
+            throw error
+        }
+    }
+
+    /// Starts a new segment unless the active one is empty; returns the segments a snapshot of
+    /// the current state makes redundant.
+    private func rotate() throws(StoreError) -> [UInt64] {
+        guard activeLength > 0 else { return olderSegments }
+        do { try syncer.syncNow() } catch {
+            writeFailure = error
+            statistics.failure = error.message
+            throw error
+        }
+        let next = try files.createSegment(active.number + 1)
+        let dropping = olderSegments + [active.number]
+        olderSegments.append(active.number)
+        olderBytes += activeLength
+        active = next
+        activeLength = 0
+        syncer.rotate(to: next, durableThrough: lastSequence)
+        return dropping
+    }
+
+    // MARK: - Lifecycle
+
+    /// Figures for INFO.
+    public func currentStatistics() -> NamespaceStatistics {
+        var s = statistics
+        s.keys = data.map.count
+        s.liveBytes = data.bytes
+        s.logBytes = olderBytes + activeLength
+        s.lastSequence = lastSequence
+        return s
+    }
+
+    /// Waits for a running compaction, fsyncs the log and refuses further writes.
+    public func close() async {
+        closed = true
+        while let running = compactionTask { _ = try? await running.value }
+        let syncer = self.syncer
+        _ = try? await BlockingIO.run { () throws(StoreError) in try syncer.syncNow() }
+    }
+}

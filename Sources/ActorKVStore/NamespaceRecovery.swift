@@ -1,0 +1,146 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// What opening a namespace found on disk.
+struct RecoveredNamespace {
+    var data: LiveData
+    var lastSequence: UInt64
+    var snapshotSequence: UInt64
+    var snapshotCreatedAt: UInt64
+    var olderSegments: [UInt64]
+    var olderBytes: Int
+    var active: LogSegment
+    var activeLength: Int
+    var recordsReplayed: Int
+    var tornBytesCut: Int
+}
+
+/// Rebuilds a namespace from its snapshot and log. Blocking: runs off the actors.
+///
+/// Every file is read and checked before anything is changed. The only change recovery ever makes
+/// is cutting a torn tail off the last segment; anything else unreadable throws a `corrupt`
+/// ``StoreError`` naming the file and byte offset, and leaves every file as it was.
+enum NamespaceRecovery {
+    static func recover(name: String, files: NamespaceFiles, log: @Sendable (String) -> Void) throws(StoreError) -> RecoveredNamespace {
+        let names: [String]
+        do { names = try SystemCalls.listDirectory(files.directory) } catch {
+            throw StoreError.io("listing", files.directory, error)
+        }
+        if names.contains("snapshot.json.tmp") {
+            try? SystemCalls.unlink(files.temporarySnapshotPath)
+            log("namespace \(name): removed an unfinished snapshot.json.tmp left by an interrupted compaction")
+        }
+        let segments = names.compactMap(NamespaceFiles.segmentNumber(fileName:)).sorted()
+        var state = try loadSnapshot(name: name, files: files, present: names.contains("snapshot.json"))
+        var replay = Replay(snapshotSequence: state.lastSequence, data: state.data)
+        var lengths: [Int] = []
+        var tornCut = 0
+        for (index, number) in segments.enumerated() {
+            let path = files.segmentPath(number)
+            let bytes = try NamespaceFiles.readAll(path)
+            let end = try bytes.withBytes { (raw) throws(StoreError) in
+                try LogScanner.scan(raw) { (record, offset) throws(StoreError) in
+                    try replay.apply(record, path: path, offset: offset)
+                }
+            }
+            switch end {
+            case .clean:
+                lengths.append(bytes.count)
+            case .torn(let validLength) where index == segments.count - 1:
+                try cut(path, to: validLength)
+                tornCut = bytes.count - validLength
+                log("namespace \(name): cut a torn tail of \(tornCut) bytes at offset \(validLength) of \(path)")
+                lengths.append(validLength)
+            case .torn(let validLength):
+                throw StoreError.corrupt(path, offset: validLength, "incomplete record in a segment that is not the last")
+            case .corrupt(let offset, let reason):
+                throw StoreError.corrupt(path, offset: offset, reason)
+            }
+        }
+        state.data = replay.data
+        let activeNumber = segments.last ?? 1
+        let active: LogSegment
+        if segments.isEmpty {
+            active = try files.createSegment(activeNumber)
+        } else {
+            do {
+                let fd = try SystemCalls.open(files.segmentPath(activeNumber), O_RDWR)
+                active = LogSegment(number: activeNumber, path: files.segmentPath(activeNumber), fd: fd)
+            } catch {
+                throw StoreError.io("opening", files.segmentPath(activeNumber), error)
+            }
+        }
+        return RecoveredNamespace(
+            data: state.data, lastSequence: max(replay.lastSequence, state.lastSequence),
+            snapshotSequence: state.lastSequence, snapshotCreatedAt: state.createdAt,
+            olderSegments: Array(segments.dropLast()), olderBytes: lengths.dropLast().reduce(0, +),
+            active: active, activeLength: lengths.last ?? 0,
+            recordsReplayed: replay.replayed, tornBytesCut: tornCut)
+    }
+
+    private struct SnapshotState {
+        var data: LiveData
+        var lastSequence: UInt64
+        var createdAt: UInt64
+    }
+
+    private static func loadSnapshot(name: String, files: NamespaceFiles, present: Bool) throws(StoreError) -> SnapshotState {
+        guard present else { return SnapshotState(data: LiveData(), lastSequence: 0, createdAt: 0) }
+        let path = files.snapshotPath
+        let bytes = try NamespaceFiles.readAll(path)
+        let decoded: (header: SnapshotCodec.Header, map: OrderedMap)
+        do {
+            decoded = try SnapshotCodec.decode(bytes)
+        } catch {
+            throw StoreError.corrupt(path, offset: error.offset, error.reason)
+        }
+        guard decoded.header.namespace == name else {
+            throw StoreError.corrupt(path, offset: 0, "the snapshot belongs to namespace '\(decoded.header.namespace)'")
+        }
+        let data = LiveData(map: decoded.map, bytes: LiveData.byteCount(of: decoded.map))
+        return SnapshotState(data: data, lastSequence: decoded.header.lastSequence, createdAt: decoded.header.createdAt)
+    }
+
+    private static func cut(_ path: String, to length: Int) throws(StoreError) {
+        do {
+            let fd = try SystemCalls.open(path, O_RDWR)
+            defer { SystemCalls.close(fd) }
+            try SystemCalls.ftruncate(fd, length, path: path)
+            try SystemCalls.fdatasync(fd, path: path)
+        } catch {
+            throw StoreError.io("cutting the torn tail of", path, error)
+        }
+    }
+
+    /// Applies log records after the snapshot, checking that sequence numbers run without gaps.
+    private struct Replay {
+        let snapshotSequence: UInt64
+        var data: LiveData
+        var lastSequence: UInt64 = 0
+        var previous: UInt64?
+        var replayed = 0
+
+        init(snapshotSequence: UInt64, data: LiveData) {
+            self.snapshotSequence = snapshotSequence
+            self.data = data
+            self.lastSequence = snapshotSequence
+        }
+
+        mutating func apply(_ record: LogRecord, path: String, offset: Int) throws(StoreError) {
+            if let previous, record.sequence <= previous {
+                throw StoreError.corrupt(path, offset: offset, "sequence \(record.sequence) does not follow \(previous)")
+            }
+            previous = record.sequence
+            guard record.sequence > snapshotSequence else { return }
+            guard record.sequence == lastSequence + 1 else {
+                throw StoreError.corrupt(path, offset: offset, "sequence gap: expected \(lastSequence + 1), found \(record.sequence)")
+            }
+            for mutation in record.mutations { data.apply(mutation) }
+            lastSequence = record.sequence
+            replayed += 1
+        }
+    }
+}

@@ -1,0 +1,261 @@
+/// The snapshot file format: one JSON document holding a namespace's whole live map. Pure: no I/O.
+///
+///     {"format":"actorkv-snapshot","version":1,"namespace":"config","lastSequence":42,
+///      "createdAt":1763800000,"count":2,"entries":[
+///     ["theme","dark"],
+///     ["blob",{"base64":"AP8K"}]
+///     ],"crc32c":"1a2b3c4d"}
+///
+/// Entries are `[key, value]` pairs in ascending key order. A key or value that is valid UTF-8 is
+/// a JSON string; any other bytes are `{"base64":"…"}`, so every byte string round-trips.
+/// `crc32c` is the CRC-32C, in hex, of every byte before the comma that precedes `"crc32c"`.
+/// `lastSequence` is the sequence number of the last log record the snapshot includes: recovery
+/// replays only records after it.
+public enum SnapshotCodec {
+    /// The value of the `format` field.
+    public static let formatName = "actorkv-snapshot"
+    /// The format version this code writes and reads.
+    public static let currentVersion: UInt64 = 1
+
+    /// The fields of a snapshot other than its entries.
+    public struct Header: Sendable, Equatable {
+        /// The namespace the snapshot belongs to.
+        public var namespace: String
+        /// The last log sequence number included.
+        public var lastSequence: UInt64
+        /// Seconds since 1970 when the snapshot was taken.
+        public var createdAt: UInt64
+
+        /// Creates a header.
+        public init(namespace: String, lastSequence: UInt64, createdAt: UInt64) {
+            self.namespace = namespace
+            self.lastSequence = lastSequence
+            self.createdAt = createdAt
+        }
+    }
+
+    /// Why a snapshot could not be read, and where.
+    public struct Failure: Error, Sendable, Equatable {
+        /// The byte offset in the file.
+        public let offset: Int
+        /// What was wrong there.
+        public let reason: String
+    }
+
+    /// Encodes `map` with `header`, handing the bytes to `sink` in chunks of about `chunkSize`,
+    /// so that a large map never exists twice in memory.
+    public static func encode<E: Error>(_ map: OrderedMap, header: Header, chunkSize: Int = 1 << 20,
+                                        sink: (UnsafeRawBufferPointer) throws(E) -> Void) throws(E) {
+        var writer = ChunkWriter(chunkSize: chunkSize)
+        writer.append("{\"format\":\"\(formatName)\",\"version\":\(currentVersion),\"namespace\":")
+        appendValue(Array(header.namespace.utf8), to: &writer.buffer)
+        writer.append(",\"lastSequence\":\(header.lastSequence),\"createdAt\":\(header.createdAt)")
+        writer.append(",\"count\":\(map.count),\"entries\":[")
+        var first = true
+        var failure: E?
+        map.forEach { key, value in
+            writer.append(first ? "\n[" : ",\n[")
+            first = false
+            appendValue(key, to: &writer.buffer)
+            writer.buffer.append(UInt8(ascii: ","))
+            appendValue(value, to: &writer.buffer)
+            writer.buffer.append(UInt8(ascii: "]"))
+            do throws(E) { try writer.flushIfFull(sink) } catch { failure = error; return false }
+            return true
+        }
+        if let failure { throw failure }
+        writer.append("\n]")
+        try writer.flush(sink)
+        let crc = String(writer.crc, radix: 16)
+        writer.append(",\"crc32c\":\"\(String(repeating: "0", count: 8 - crc.count) + crc)\"}\n")
+        try writer.flush(sink, checksummed: false)
+    }
+
+    /// Encodes a whole snapshot into one array (for tests and small maps).
+    public static func encode(_ map: OrderedMap, header: Header) -> [UInt8] {
+        var out: [UInt8] = []
+        encode(map, header: header) { (chunk: UnsafeRawBufferPointer) throws(Never) in out.append(contentsOf: chunk) }
+        return out
+    }
+
+    /// Decodes a snapshot, checking its format, version and checksum and that its keys are in
+    /// strictly ascending order.
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(Failure) -> (header: Header, map: OrderedMap) {
+        var parser = SnapshotParser(bytes)
+        do throws(JSONScanner.Failure) {
+            return try parser.parse()
+        } catch {
+            throw Failure(offset: error.offset, reason: error.reason)
+        }
+    }
+
+    /// Decodes a snapshot held in an array.
+    public static func decode(_ bytes: [UInt8]) throws(Failure) -> (header: Header, map: OrderedMap) {
+        try bytes.withBytes { (raw) throws(Failure) in try decode(raw) }
+    }
+
+    static func appendValue(_ bytes: [UInt8], to out: inout [UInt8]) {
+        guard UTF8Validator.isValid(bytes) else {
+            out.append(contentsOf: "{\"base64\":\"".utf8)
+            Base64.encode(bytes, into: &out)
+            out.append(contentsOf: "\"}".utf8)
+            return
+        }
+        out.append(UInt8(ascii: "\""))
+        for b in bytes {
+            switch b {
+            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                        hex[Int(b >> 4)], hex[Int(b & 15)]])
+            default: out.append(b)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
+
+/// Accumulates output, checksums it, and hands it on in chunks.
+private struct ChunkWriter {
+    let chunkSize: Int
+    var buffer: [UInt8] = []
+    var crc: UInt32 = 0
+
+    init(chunkSize: Int) {
+        self.chunkSize = chunkSize
+        buffer.reserveCapacity(chunkSize + 4096)
+    }
+
+    mutating func append(_ text: String) { buffer.append(contentsOf: text.utf8) }
+
+    mutating func flushIfFull<E: Error>(_ sink: (UnsafeRawBufferPointer) throws(E) -> Void) throws(E) {
+        if buffer.count >= chunkSize { try flush(sink) }
+    }
+
+    mutating func flush<E: Error>(_ sink: (UnsafeRawBufferPointer) throws(E) -> Void,
+                                  checksummed: Bool = true) throws(E) {
+        if checksummed { crc = CRC32C.checksum(buffer, continuing: crc) }
+        try buffer.withBytes { (raw) throws(E) in try sink(raw) }
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+/// Reads the document described in ``SnapshotCodec``.
+private struct SnapshotParser {
+    var scanner: JSONScanner
+    var namespace: String?
+    var version: UInt64?
+    var lastSequence: UInt64?
+    var createdAt: UInt64 = 0
+    var count: UInt64?
+    var map: OrderedMap?
+
+    init(_ bytes: UnsafeRawBufferPointer) { scanner = JSONScanner(bytes) }
+
+    mutating func parse() throws(JSONScanner.Failure) -> (header: SnapshotCodec.Header, map: OrderedMap) {
+        try scanner.expect(UInt8(ascii: "{"))
+        var checksumCovers: Int?
+        var commaAt = 0
+        repeat {
+            let key = String(decoding: try scanner.string(), as: UTF8.self)
+            try scanner.expect(UInt8(ascii: ":"))
+            if key == "crc32c" {
+                checksumCovers = commaAt
+                try verifyChecksum(covering: commaAt)
+            } else {
+                guard checksumCovers == nil else { throw scanner.fail("crc32c must be the last field") }
+                try field(key)
+            }
+            _ = scanner.peek()
+            commaAt = scanner.position
+        } while scanner.consume(UInt8(ascii: ","))
+        try scanner.expect(UInt8(ascii: "}"))
+        guard scanner.peek() == nil else { throw scanner.fail("data after the end of the document") }
+        guard checksumCovers != nil else { throw scanner.fail("missing crc32c") }
+        return try finish()
+    }
+
+    private mutating func field(_ key: String) throws(JSONScanner.Failure) {
+        switch key {
+        case "format":
+            let start = scanner.position
+            guard String(decoding: try scanner.string(), as: UTF8.self) == SnapshotCodec.formatName else {
+                throw JSONScanner.Failure(offset: start, reason: "not an actorkv snapshot")
+            }
+        case "version":
+            let start = scanner.position
+            let v = try scanner.unsignedInteger()
+            guard v == SnapshotCodec.currentVersion else {
+                throw JSONScanner.Failure(offset: start, reason: "unknown format version \(v) (this build reads \(SnapshotCodec.currentVersion))")
+            }
+            version = v
+        case "namespace": namespace = String(decoding: try scanner.string(), as: UTF8.self)
+        case "lastSequence": lastSequence = try scanner.unsignedInteger()
+        case "createdAt": createdAt = try scanner.unsignedInteger()
+        case "count": count = try scanner.unsignedInteger()
+        case "entries":
+            guard version != nil else { throw scanner.fail("entries before the format version") }
+            map = try entries()
+        default: try scanner.skipValue()
+        }
+    }
+
+    private mutating func entries() throws(JSONScanner.Failure) -> OrderedMap {
+        var builder = OrderedMap.Builder()
+        try scanner.expect(UInt8(ascii: "["))
+        if scanner.consume(UInt8(ascii: "]")) { return builder.build() }
+        repeat {
+            let start = scanner.position
+            try scanner.expect(UInt8(ascii: "["))
+            let key = try bytesValue()
+            try scanner.expect(UInt8(ascii: ","))
+            let value = try bytesValue()
+            try scanner.expect(UInt8(ascii: "]"))
+            guard builder.append(key: key, value: value) else {
+                throw JSONScanner.Failure(offset: start, reason: "keys out of order or duplicated")
+            }
+        } while scanner.consume(UInt8(ascii: ","))
+        try scanner.expect(UInt8(ascii: "]"))
+        return builder.build()
+    }
+
+    private mutating func bytesValue() throws(JSONScanner.Failure) -> [UInt8] {
+        if scanner.peek() == UInt8(ascii: "\"") { return try scanner.string() }
+        try scanner.expect(UInt8(ascii: "{"))
+        guard try scanner.string() == Array("base64".utf8) else { throw scanner.fail("expected \"base64\"") }
+        try scanner.expect(UInt8(ascii: ":"))
+        let start = scanner.position
+        let text = try scanner.string()
+        try scanner.expect(UInt8(ascii: "}"))
+        guard let decoded = Base64.decode(text) else { throw JSONScanner.Failure(offset: start, reason: "invalid base64") }
+        return decoded
+    }
+
+    private mutating func verifyChecksum(covering end: Int) throws(JSONScanner.Failure) {
+        let start = scanner.position
+        let text = try scanner.string()
+        guard text.count == 8, let stored = UInt32(String(decoding: text, as: UTF8.self), radix: 16) else {
+            throw JSONScanner.Failure(offset: start, reason: "crc32c is not 8 hex digits")
+        }
+        let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: scanner.bytes[0..<end]))
+        guard actual == stored else {
+            throw JSONScanner.Failure(offset: start, reason: "checksum mismatch (stored \(String(stored, radix: 16)), computed \(String(actual, radix: 16)))")
+        }
+    }
+
+    private func finish() throws(JSONScanner.Failure) -> (header: SnapshotCodec.Header, map: OrderedMap) {
+        guard version != nil else { throw scanner.fail("missing version") }
+        guard let namespace else { throw scanner.fail("missing namespace") }
+        guard let lastSequence else { throw scanner.fail("missing lastSequence") }
+        guard let map else { throw scanner.fail("missing entries") }
+        if let count, count != UInt64(map.count) {
+            throw scanner.fail("count says \(count) entries but \(map.count) were read")
+        }
+        return (SnapshotCodec.Header(namespace: namespace, lastSequence: lastSequence, createdAt: createdAt), map)
+    }
+}

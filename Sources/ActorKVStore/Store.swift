@@ -1,0 +1,185 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Synchronization
+
+/// The registry of a data directory's namespaces: opens each lazily, keeps one actor per
+/// namespace, and closes them all on shutdown.
+///
+/// Opening takes an exclusive lock on the directory, so a second process gets a `locked` error.
+/// A namespace whose files are corrupt stays unavailable (every call for it throws the `corrupt`
+/// error naming file and offset) while the others keep working.
+public actor Store {
+    /// The data directory.
+    public nonisolated let directory: String
+    /// The options every namespace uses.
+    public nonisolated let options: StoreOptions
+    private let lock: DirectoryLock
+    private var onDisk: Set<String>
+    private var opening: [String: Task<Namespace, any Error>] = [:]
+    private var failed: [String: StoreError] = [:]
+    private nonisolated let openNamespaces = Mutex<[String: Namespace]>([:])
+    private var housekeeping: Task<Void, Never>?
+    private var isClosed = false
+
+    /// Opens (creating if needed, mode 0700) the data directory and locks it.
+    ///
+    /// Throws `locked` if another process holds it, `unsafeDirectory` if other users may write to
+    /// it (unless ``StoreOptions/allowSharedDirectory``), `io` if it cannot be created or read.
+    public init(directory: String, options: StoreOptions = StoreOptions()) throws(StoreError) {
+        try Self.prepare(directory: directory, options: options)
+        self.directory = directory
+        self.options = options
+        lock = try DirectoryLock(directory: directory)
+        do {
+            onDisk = Set(try SystemCalls.listDirectory(directory).filter { name in
+                NamespaceName.problem(with: Array(name.utf8)) == nil
+                    && (try? SystemCalls.status(directory + "/" + name)).flatMap { $0 }.map { ($0.st_mode & S_IFMT) == S_IFDIR } == true
+            })
+        } catch {
+            throw StoreError.io("listing", directory, error)
+        }
+    }
+
+    private static func prepare(directory: String, options: StoreOptions) throws(StoreError) {
+        var path = directory.hasPrefix("/") ? "" : "."
+        for part in directory.split(separator: "/") {
+            path += "/" + part
+            do { try SystemCalls.mkdir(path) } catch { throw StoreError.io("creating directory", path, error) }
+        }
+        guard let st = try? SystemCalls.status(directory) else {
+            throw StoreError(.io, "data directory \(directory) cannot be read")
+        }
+        if st.st_mode & 0o022 != 0 && !options.allowSharedDirectory {
+            throw StoreError(.unsafeDirectory, "data directory \(directory) is writable by other users (mode \(String(st.st_mode & 0o777, radix: 8))); run chmod go-w on it, or allow it explicitly")
+        }
+    }
+
+    /// The namespace if it is open already, without waiting on the registry (the server's fast path).
+    public nonisolated func openNamespace(_ name: String) -> Namespace? {
+        openNamespaces.withLock { $0[name] }
+    }
+
+    /// The names of all namespaces in the directory, sorted.
+    public func namespaceNames() -> [String] { onDisk.sorted() }
+
+    /// The namespace called `name`, created if it does not exist yet.
+    public func namespace(_ name: String) async throws(StoreError) -> Namespace {
+        try await open(name, create: true)!
+    }
+
+    /// The namespace called `name`, or nil if it does not exist (nothing is created).
+    public func existingNamespace(_ name: String) async throws(StoreError) -> Namespace? {
+        try await open(name, create: false)
+    }
+
+    /// Opens every namespace in the directory (the server does this at start, like Redis loading
+    /// its files before answering); returns the errors of those that could not be opened.
+    public func openAll() async -> [String: StoreError] {
+        for name in onDisk.sorted() { _ = try? await open(name, create: false) }
+        return failed
+    }
+
+    private func open(_ name: String, create: Bool) async throws(StoreError) -> Namespace? {
+        let name = try NamespaceName.validate(name)
+        if isClosed { throw StoreError(.closed, "the store is closed") }
+        if let ns = openNamespace(name) { return ns }
+        if let error = failed[name] { throw error }
+        if !create && !onDisk.contains(name) { return nil }
+        let task = opening[name] ?? startOpening(name)
+        do {
+            return try await task.value
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.io, "opening namespace \(name) failed: \(error)")
+        }
+    }
+
+    private func startOpening(_ name: String) -> Task<Namespace, any Error> {
+        let files = NamespaceFiles(directory: directory + "/" + name)
+        let options = self.options
+        let parent = directory
+        let isNew = !onDisk.contains(name)
+        onDisk.insert(name)
+        let task = Task<Namespace, any Error> {
+            do {
+                let recovered = try await BlockingIO.run { () throws(StoreError) in
+                    if isNew { try Self.createDirectory(files.directory, parent: parent) }
+                    return try NamespaceRecovery.recover(name: name, files: files, log: options.log)
+                }
+                let ns = Namespace(name: name, files: files, options: options, recovered: recovered)
+                self.finishOpening(name, ns)
+                options.log("namespace \(name): opened: \(recovered.data.map.count) keys, snapshot through sequence \(recovered.snapshotSequence), \(recovered.recordsReplayed) log records replayed, \(recovered.tornBytesCut) torn bytes cut")
+                return ns
+            } catch {
+                let storeError = error as? StoreError ?? StoreError(.io, "\(error)")
+                self.failOpening(name, storeError)
+                options.log("namespace \(name): UNAVAILABLE: \(storeError.message)")
+                throw storeError
+            }
+        }
+        opening[name] = task
+        return task
+    }
+
+    private static func createDirectory(_ path: String, parent: String) throws(StoreError) {
+        do {
+            try SystemCalls.mkdir(path)
+            try SystemCalls.fsyncDirectory(parent)
+        } catch {
+            throw StoreError.io("creating namespace directory", path, error)
+        }
+    }
+
+    private func finishOpening(_ name: String, _ ns: Namespace) {
+        opening[name] = nil
+        openNamespaces.withLock { $0[name] = ns }
+        startHousekeeping()
+    }
+
+    private func failOpening(_ name: String, _ error: StoreError) {
+        opening[name] = nil
+        if error.code == .corrupt { failed[name] = error }
+    }
+
+    /// The error that keeps a namespace unavailable, if any.
+    public func unavailability(of name: String) -> StoreError? { failed[name] }
+
+    /// Statistics of every open namespace, sorted by name.
+    public func statistics() async -> [NamespaceStatistics] {
+        var all: [NamespaceStatistics] = []
+        for ns in openNamespaces.withLock({ Array($0.values) }) { all.append(await ns.currentStatistics()) }
+        return all.sorted { $0.name < $1.name }
+    }
+
+    /// Closes every namespace (waiting for compactions, fsyncing logs) and stops background work.
+    /// The directory lock is released when the store is deallocated.
+    public func close() async {
+        isClosed = true
+        housekeeping?.cancel()
+        housekeeping = nil
+        for task in opening.values { _ = try? await task.value }
+        for ns in openNamespaces.withLock({ Array($0.values) }) { await ns.close() }
+    }
+
+    /// Once a second: the `everysec` fsync, and the periodic compaction check.
+    private func startHousekeeping() {
+        guard housekeeping == nil else { return }
+        let everysec = options.durability == .everysec
+        housekeeping = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: 1_000_000_000)
+                guard let self, !Task.isCancelled else { return }
+                let all = self.openNamespaces.withLock { Array($0.values) }
+                let now = UInt64(time(nil))
+                for ns in all {
+                    if everysec { ns.syncer.syncInBackground() }
+                    await ns.compactIfStale(now: now)
+                }
+            }
+        }
+    }
+}

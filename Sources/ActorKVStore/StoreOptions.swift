@@ -1,0 +1,73 @@
+/// When a write's log record reaches stable storage, relative to the write returning.
+public enum DurabilityPolicy: String, Sendable, CaseIterable {
+    /// A write returns only after its record is fsync'd. Concurrent writers share one fsync
+    /// (group commit). Survives kill -9 and power loss.
+    case always
+    /// A write returns once its record is handed to the kernel; a background fsync follows within
+    /// about a second. Survives kill -9; power loss can lose about the last second.
+    case everysec
+    /// A write returns once handed to the kernel; the kernel decides when it reaches the disk.
+    /// Survives kill -9; power loss can lose whatever the kernel had not written back.
+    case no
+}
+
+/// When a namespace rewrites its snapshot and drops the log records it covers.
+public struct CompactionPolicy: Sendable, Equatable {
+    /// Compact when the log is larger than `logToLiveRatio` times the live data ...
+    public var logToLiveRatio: Double
+    /// ... and at least this many bytes.
+    public var minimumLogBytes: Int
+    /// Also compact this often (seconds) if anything was written since the last snapshot; 0 turns it off.
+    public var interval: Double
+
+    /// Creates a policy; the defaults are a ratio of 2, 16 MiB and 60 s.
+    public init(logToLiveRatio: Double = 2, minimumLogBytes: Int = 16 << 20, interval: Double = 60) {
+        self.logToLiveRatio = logToLiveRatio
+        self.minimumLogBytes = minimumLogBytes
+        self.interval = interval
+    }
+
+    /// Whether a log of `logBytes` over `liveBytes` of live data has grown enough to compact.
+    public func isDue(logBytes: Int, liveBytes: Int) -> Bool {
+        logBytes >= minimumLogBytes && Double(logBytes) > logToLiveRatio * Double(liveBytes)
+    }
+}
+
+/// Size limits on what a namespace stores.
+public struct StoreLimits: Sendable, Equatable {
+    /// The longest key, in bytes (keys are 1 to this many bytes, any byte values).
+    public var maxKeyBytes: Int
+    /// The longest value, in bytes.
+    public var maxValueBytes: Int
+
+    /// Creates limits; the defaults are 64 KiB keys and 64 MiB values.
+    public init(maxKeyBytes: Int = 64 << 10, maxValueBytes: Int = 64 << 20) {
+        self.maxKeyBytes = maxKeyBytes
+        self.maxValueBytes = maxValueBytes
+    }
+}
+
+/// How a ``Store`` behaves.
+public struct StoreOptions: Sendable {
+    /// When writes become durable; `everysec` by default.
+    public var durability: DurabilityPolicy
+    /// When snapshots are written.
+    public var compaction: CompactionPolicy
+    /// Key and value size limits.
+    public var limits: StoreLimits
+    /// Open even if other users may write to the data directory.
+    public var allowSharedDirectory: Bool
+    /// Receives one line per notable event (recovery facts, torn tails cut, compactions, errors).
+    public var log: @Sendable (String) -> Void
+
+    /// Creates options; every parameter has a working default.
+    public init(durability: DurabilityPolicy = .everysec, compaction: CompactionPolicy = CompactionPolicy(),
+                limits: StoreLimits = StoreLimits(), allowSharedDirectory: Bool = false,
+                log: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.durability = durability
+        self.compaction = compaction
+        self.limits = limits
+        self.allowSharedDirectory = allowSharedDirectory
+        self.log = log
+    }
+}

@@ -1,0 +1,147 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The one door through which the storage engine reaches the kernel.
+///
+/// Every file operation the engine performs passes through here, so that tests can make any of
+/// them fail with a chosen errno (see ``FaultInjector``) without a real full disk or a broken
+/// device. Each function retries on `EINTR` and reports failure as an ``Errno``.
+enum SystemCalls {
+    /// Opens `path` with `flags` and `mode`. The corresponding C function is `open`.
+    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o600) throws(Errno) -> Int32 {
+        try FaultInjector.check(.open, path: path)
+        while true {
+            let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
+            if fd >= 0 { return fd }
+            if errno != EINTR { throw Errno(errno) }
+        }
+    }
+
+    /// Closes a descriptor, ignoring errors (there is nothing useful to do with them).
+    static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+
+    /// Writes all of `bytes` at `offset`. The corresponding C function is `pwrite`.
+    ///
+    /// A failure can leave a prefix of `bytes` written; callers that need all-or-nothing
+    /// truncate back to `offset`.
+    static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws(Errno) {
+        var done = 0
+        while done < bytes.count {
+            try FaultInjector.check(.write, path: path)
+            let n = Glibc.pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Errno(errno)
+            }
+            done += n
+        }
+    }
+
+    /// Reads up to `count` bytes at `offset` into `buffer`; returns the number read (0 at end of file).
+    static func pread(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String) throws(Errno) -> Int {
+        try FaultInjector.check(.read, path: path)
+        while true {
+            let n = Glibc.pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
+            if n >= 0 { return n }
+            if errno != EINTR { throw Errno(errno) }
+        }
+    }
+
+    /// Flushes a file's data (and the metadata needed to read it) to stable storage.
+    /// The corresponding C function is `fdatasync`.
+    static func fdatasync(_ fd: Int32, path: String) throws(Errno) {
+        try FaultInjector.check(.fsync, path: path)
+        while Glibc.fdatasync(fd) != 0 {
+            if errno != EINTR { throw Errno(errno) }
+        }
+    }
+
+    /// Flushes a file or directory completely. The corresponding C function is `fsync`.
+    static func fsync(_ fd: Int32, path: String) throws(Errno) {
+        try FaultInjector.check(.fsync, path: path)
+        while Glibc.fsync(fd) != 0 {
+            if errno != EINTR { throw Errno(errno) }
+        }
+    }
+
+    /// Opens a directory and fsyncs it, so that entries created, renamed or removed in it are durable.
+    static func fsyncDirectory(_ path: String) throws(Errno) {
+        let fd = try open(path, O_RDONLY | O_DIRECTORY)
+        defer { close(fd) }
+        try fsync(fd, path: path)
+    }
+
+    /// Cuts a file to `length` bytes. The corresponding C function is `ftruncate`.
+    static func ftruncate(_ fd: Int32, _ length: Int, path: String) throws(Errno) {
+        try FaultInjector.check(.truncate, path: path)
+        while Glibc.ftruncate(fd, off_t(length)) != 0 {
+            if errno != EINTR { throw Errno(errno) }
+        }
+    }
+
+    /// The size of an open file in bytes. The corresponding C function is `fstat`.
+    static func fileSize(_ fd: Int32) throws(Errno) -> Int {
+        var st = stat()
+        guard Glibc.fstat(fd, &st) == 0 else { throw Errno(errno) }
+        return Int(st.st_size)
+    }
+
+    /// `stat` of a path, or nil when it does not exist.
+    static func status(_ path: String) throws(Errno) -> stat? {
+        var st = stat()
+        if fstatat(AT_FDCWD, path, &st, 0) == 0 { return st }
+        if errno == ENOENT { return nil }
+        throw Errno(errno)
+    }
+
+    /// Atomically replaces `to` with `from`. The corresponding C function is `rename`.
+    static func rename(_ from: String, _ to: String) throws(Errno) {
+        try FaultInjector.check(.rename, path: to)
+        guard Glibc.rename(from, to) == 0 else { throw Errno(errno) }
+    }
+
+    /// Removes a file; a missing file is not an error. The corresponding C function is `unlink`.
+    static func unlink(_ path: String) throws(Errno) {
+        try FaultInjector.check(.unlink, path: path)
+        guard Glibc.unlink(path) == 0 || errno == ENOENT else { throw Errno(errno) }
+    }
+
+    /// Creates a directory; an existing one is not an error. The corresponding C function is `mkdir`.
+    static func mkdir(_ path: String, mode: mode_t = 0o700) throws(Errno) {
+        try FaultInjector.check(.mkdir, path: path)
+        guard Glibc.mkdir(path, mode) == 0 || errno == EEXIST else { throw Errno(errno) }
+    }
+
+    /// The names in a directory, without "." and "..".
+    static func listDirectory(_ path: String) throws(Errno) -> [String] {
+        try FaultInjector.check(.read, path: path)
+        guard let dir = opendir(path) else { throw Errno(errno) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    // Glibc's `struct flock` hides the function of the same name from Swift; look it up by symbol.
+    private static let flockFunction: @convention(c) (Int32, Int32) -> Int32 = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "flock") else { fatalError("flock(2) not found in libc") }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32, Int32) -> Int32).self)
+    }()
+
+    /// Takes an exclusive advisory lock without waiting. The corresponding C function is `flock`.
+    static func lockExclusive(_ fd: Int32) throws(Errno) {
+        while flockFunction(fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno != EINTR { throw Errno(errno) }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ActorKVServer
+
+// actorkvd: parse flags, serve, exit 0 after a clean shutdown, 1 if it cannot start, 2 on bad usage.
+switch Result(catching: { () throws(UsageError) in try ServerConfiguration.parse(Array(CommandLine.arguments.dropFirst())) }) {
+case .failure(let error):
+    FileHandleStderr.write("actorkvd: \(error)\nRun 'actorkvd --help' for usage.\n")
+    exit(2)
+case .success(.help):
+    print(ServerConfiguration.usage)
+case .success(.version):
+    print("actorkvd \(ActorKVVersion.string)")
+case .success(.run(let configuration)):
+    do {
+        try await Server(configuration: configuration).run()
+    } catch {
+        ServerLog.line("cannot start: \(error)")
+        exit(1)
+    }
+}
+
+enum FileHandleStderr {
+    static func write(_ text: String) {
+        _ = text.utf8CString.withUnsafeBufferPointer { Glibc.write(2, $0.baseAddress, $0.count - 1) }
+    }
+}

@@ -16,7 +16,7 @@ let package = Package(
     ],
     targets: [
         // Storage engine: namespace actors, append-only log, snapshots. Embeddable, no sockets.
-        .target(name: "ActorKVStore", swiftSettings: strict),
+        .target(name: "ActorKVStore", dependencies: ["ActorKVProtocol"], swiftSettings: strict),
         // Wire protocol: request decoder (RESP2 multibulk + inline), reply encoder/decoder. Pure, no I/O.
         .target(name: "ActorKVProtocol", swiftSettings: strict),
         // The server: epoll event loop, connections, command dispatch, configuration.
@@ -33,6 +33,7 @@ let package = Package(
                           swiftSettings: strict),
         .testTarget(name: "ActorKVStoreTests", dependencies: ["ActorKVStore"], swiftSettings: strict),
         .testTarget(name: "ActorKVProtocolTests", dependencies: ["ActorKVProtocol"], swiftSettings: strict),
-        .testTarget(name: "ActorKVServerTests", dependencies: ["ActorKVServer", "ActorKVClient"], swiftSettings: strict),
+        .testTarget(name: "ActorKVServerTests", dependencies: ["ActorKVServer", "ActorKVProtocol"], swiftSettings: strict),
+        .testTarget(name: "ActorKVClientTests", dependencies: ["ActorKVClient"], swiftSettings: strict),
     ]
 )

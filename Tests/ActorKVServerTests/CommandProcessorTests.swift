@@ -1,0 +1,116 @@
+import ActorKVProtocol
+import ActorKVServer
+import ActorKVStore
+import Testing
+
+/// Commands run through the processor against a real store in a temp directory; no sockets.
+@Suite struct CommandProcessorTests {
+    let directory = TemporaryDirectory()
+
+    func withProcessor(_ body: (CommandProcessor) async throws -> Void) async throws {
+        let store = try Store(directory: directory.path + "/data")
+        let processor = CommandProcessor(store: store) { Array("# Server\r\n".utf8) }
+        try await body(processor)
+        await store.close()
+    }
+
+    func run(_ p: CommandProcessor, _ lines: [String]) async -> [Reply] {
+        await p.process(lines.map { line in line.split(separator: " ").map { Array($0.utf8) } }).replies
+    }
+
+    @Test func putGetDeleteRoundTrip() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, ["PUT config theme dark", "GET config theme", "GET config missing",
+                                        "DEL config theme missing", "GET config theme", "EXISTS config theme", "COUNT config"])
+            #expect(replies == [.simple("OK"), .bulk("dark"), .null, .integer(1), .null, .integer(0), .integer(0)])
+        }
+    }
+
+    @Test func commandNamesAreCaseInsensitive() async throws {
+        try await withProcessor { p in
+            #expect(await run(p, ["put a k v", "gEt a k", "ping"]) == [.simple("OK"), .bulk("v"), .simple("PONG")])
+        }
+    }
+
+    @Test func errorsNameTheProblemAndLeaveLaterCommandsWorking() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, ["FROB x", "PUT a k", "GET a/b k", "SCAN a 0 COUNT zero", "SCAN a nonsense",
+                                        "BATCH a PUT k", "BATCH a JUMP k", "PING"])
+            #expect(replies.map(\.errorCode) == ["ERR", "ERR", "BADNS", "ERR", "BADCURSOR", "ERR", "ERR", nil])
+            #expect(replies[0] == .error("ERR unknown command 'FROB'"))
+            #expect(replies.last == .simple("PONG"))
+        }
+    }
+
+    @Test func emptyKeyIsRefusedWithBadKey() async throws {
+        try await withProcessor { p in
+            let replies = await p.process([[Array("PUT".utf8), Array("a".utf8), [], Array("v".utf8)]]).replies
+            #expect(replies.first?.errorCode == "BADKEY")
+        }
+    }
+
+    @Test func batchIsAllOrNothing() async throws {
+        try await withProcessor { p in
+            _ = await run(p, ["PUT b keep 1"])
+            let bad = await p.process([["BATCH", "b", "PUT", "x", "1", "DEL", "keep", "PUT", "", "2"].map { Array($0.utf8) }]).replies
+            #expect(bad.first?.errorCode == "BADKEY")
+            #expect(await run(p, ["GET b x", "GET b keep"]) == [.null, .bulk("1")])
+            let good = await run(p, ["BATCH b PUT x 1 DEL keep DEL nothing"])
+            #expect(good == [.array([.simple("OK"), .integer(1), .integer(0)])])
+        }
+    }
+
+    @Test func scanPagesInKeyOrderAndEnds() async throws {
+        try await withProcessor { p in
+            _ = await run(p, (0..<25).map { "PUT s key\(String(format: "%02d", $0)) v\($0)" } + ["PUT s other 1"])
+            var cursor = "0"
+            var keys: [String] = []
+            repeat {
+                let reply = await run(p, ["SCAN s \(cursor) PREFIX key COUNT 10"])[0]
+                guard case .array(let parts) = reply, case .bulk(let next) = parts[0], case .array(let flat) = parts[1] else {
+                    Issue.record("unexpected reply \(reply)"); return
+                }
+                for i in stride(from: 0, to: flat.count, by: 2) {
+                    if case .bulk(let k) = flat[i] { keys.append(String(decoding: k, as: UTF8.self)) }
+                }
+                cursor = String(decoding: next, as: UTF8.self)
+            } while cursor != "0"
+            #expect(keys == (0..<25).map { "key" + String(format: "%02d", $0) })
+        }
+    }
+
+    @Test func unknownNamespaceReadsAsEmptyAndIsNotCreated() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, ["GET ghost k", "COUNT ghost", "SCAN ghost 0", "DEL ghost k", "NAMESPACES"])
+            #expect(replies == [.null, .integer(0), .array([.bulk("0"), .array([])]), .integer(0), .array([])])
+        }
+    }
+
+    @Test func quitStopsProcessingAndAsksToClose() async throws {
+        try await withProcessor { p in
+            let (replies, quit) = await p.process([["QUIT"], ["PUT", "q", "k", "v"]].map { $0.map { Array($0.utf8) } })
+            #expect(quit)
+            #expect(replies == [.simple("OK")])
+            #expect(await run(p, ["GET q k"]) == [.null])
+        }
+    }
+
+    @Test func compactAndInfoAndPingWithMessage() async throws {
+        try await withProcessor { p in
+            #expect(await run(p, ["PUT c k v", "COMPACT c", "PING hello", "NAMESPACES"])
+                    == [.simple("OK"), .simple("OK"), .bulk("hello"), .array([.bulk("c")])])
+            guard case .bulk(let info) = await run(p, ["INFO"])[0] else { Issue.record("INFO not bulk"); return }
+            #expect(String(decoding: info, as: UTF8.self).hasPrefix("# Server"))
+        }
+    }
+
+    @Test func parseRejectsArityAndNamesTheUsage() throws {
+        #expect(throws: CommandError.self) { try Command.parse([Array("GET".utf8)]) }
+        do {
+            _ = try Command.parse(["SCAN", "ns", "0", "COUNT"].map { Array($0.utf8) })
+            Issue.record("odd SCAN options accepted")
+        } catch {
+            #expect(error.message.contains("SCAN ns cursor"))
+        }
+    }
+}

@@ -1,0 +1,150 @@
+import ActorKVProtocol
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real `actorkvd` over a real socket.
+@Suite struct EndToEndTests {
+    @Test func inlineAndMultibulkRequestsShareOneConnectionAndReplyInOrder() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let c = try RawConnection(path: server.socketPath)
+        var pipeline = Array("PUT config theme \"dark\\x00mode\"\r\nGET config theme\r\n".utf8)
+        RequestEncoder.encode([Array("PUT".utf8), Array("config".utf8), Array("bin".utf8), [0, 13, 10, 255]], into: &pipeline)
+        RequestEncoder.encode(["GET", "config", "bin"], into: &pipeline)
+        pipeline += Array("DEL config theme bin nothing\nPING\r\n".utf8)
+        try c.send(pipeline)
+        let replies = try (0..<6).map { _ in try c.reply() }
+        #expect(replies == [.simple("OK"), .bulk(Array("dark".utf8) + [0] + Array("mode".utf8)), .simple("OK"),
+                            .bulk([0, 13, 10, 255]), .integer(2), .simple("PONG")])
+    }
+
+    @Test func aFramingErrorGetsProtoAndClosesButEarlierCommandsRan() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let c = try RawConnection(path: server.socketPath)
+        try c.send("PUT a k 1\r\nPUT a k \"unbalanced\r\nPUT a k 2\r\n")
+        #expect(try c.reply() == .simple("OK"))
+        #expect(try c.reply().errorCode == "PROTO")
+        #expect(c.isClosedByServer())
+        let other = try RawConnection(path: server.socketPath)
+        #expect(try other.command(["GET", "a", "k"]) == .bulk("1"))
+    }
+
+    @Test func aCommandErrorLeavesTheConnectionUsable() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let c = try RawConnection(path: server.socketPath)
+        #expect(try c.command(["NOPE"]).errorCode == "ERR")
+        #expect(try c.command(["PUT", "..", "k", "v"]).errorCode == "BADNS")
+        #expect(try c.command(["PING"]) == .simple("PONG"))
+    }
+
+    @Test func quitRepliesThenCloses() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let c = try RawConnection(path: server.socketPath)
+        try c.send("QUIT\r\nPUT a k v\r\n")
+        #expect(try c.reply() == .simple("OK"))
+        #expect(c.isClosedByServer())
+        #expect(try RawConnection(path: server.socketPath).command(["GET", "a", "k"]) == .null)
+    }
+
+    @Test func sigtermShutsDownCleanlyAndDataSurvivesRestart() throws {
+        let dir = TemporaryDirectory()
+        let first = try ServerProcess(directory: dir, arguments: ["--fsync", "always"])
+        let c = try RawConnection(path: first.socketPath)
+        for i in 0..<200 { #expect(try c.command(["PUT", "persist", "k\(i)", "v\(i)"]) == .simple("OK")) }
+        #expect(first.stop(signal: SIGTERM) == 0)
+        #expect(!FileManager.default.fileExists(atPath: first.socketPath), "socket removed on exit")
+        #expect(first.log.contains("shut down cleanly"))
+        let second = try ServerProcess(directory: dir)
+        defer { second.stop() }
+        let d = try RawConnection(path: second.socketPath)
+        #expect(try d.command(["COUNT", "persist"]) == .integer(200))
+        #expect(try d.command(["GET", "persist", "k199"]) == .bulk("v199"))
+        #expect(second.log.contains("namespace persist: opened: 200 keys"))
+    }
+
+    @Test func socketIsPrivateByDefaultAndModeIsConfigurable() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let attributes = try FileManager.default.attributesOfItem(atPath: server.socketPath)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let open = try ServerProcess(arguments: ["--socket-mode", "660"])
+        defer { open.stop() }
+        #expect((try FileManager.default.attributesOfItem(atPath: open.socketPath)[.posixPermissions] as? Int) == 0o660)
+    }
+
+    @Test func secondServerOnTheSameSocketOrDataDirectoryIsRefused() throws {
+        let dir = TemporaryDirectory()
+        let server = try ServerProcess(directory: dir)
+        defer { server.stop() }
+        let rival = Process()
+        rival.executableURL = URL(fileURLWithPath: BuiltProducts.actorkvd)
+        rival.arguments = ["--socket", server.socketPath, "--data-dir", dir.path + "/other"]
+        rival.standardError = FileHandle.nullDevice
+        try rival.run()
+        rival.waitUntilExit()
+        #expect(rival.terminationStatus == 1)
+        let sameData = Process()
+        sameData.executableURL = URL(fileURLWithPath: BuiltProducts.actorkvd)
+        sameData.arguments = ["--socket", dir.path + "/other.sock", "--data-dir", server.dataPath]
+        sameData.standardError = FileHandle.nullDevice
+        try sameData.run()
+        sameData.waitUntilExit()
+        #expect(sameData.terminationStatus == 1)
+        #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"))
+    }
+
+    @Test func staleSocketFromAKilledServerIsReplaced() throws {
+        let dir = TemporaryDirectory()
+        let killed = try ServerProcess(directory: dir)
+        killed.stop(signal: SIGKILL)
+        #expect(FileManager.default.fileExists(atPath: killed.socketPath))
+        let next = try ServerProcess(directory: dir)
+        defer { next.stop() }
+        #expect(next.log.contains("removed stale socket"))
+    }
+
+    @Test func usageErrorsExitTwoAndHelpExitsZero() throws {
+        func run(_ args: [String]) throws -> Int32 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: BuiltProducts.actorkvd)
+            p.arguments = args
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            p.waitUntilExit()
+            return p.terminationStatus
+        }
+        #expect(try run(["--help"]) == 0)
+        #expect(try run(["--bogus"]) == 2)
+        #expect(try run(["--fsync", "sometimes"]) == 2)
+        #expect(try run(["--max-clients"]) == 2)
+    }
+
+    @Test func concurrentClientsOnDifferentNamespacesAllSucceed() async throws {
+        let server = try ServerProcess(arguments: ["--fsync", "always"])
+        defer { server.stop() }
+        let path = server.socketPath
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for client in 0..<20 {
+                group.addTask {
+                    let c = try RawConnection(path: path)
+                    for i in 0..<25 {
+                        let reply = try c.command(["PUT", "ns\(client % 4)", "c\(client)-\(i)", "v"])
+                        guard reply == .simple("OK") else { throw TestFailure("client \(client): \(reply)") }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let c = try RawConnection(path: path)
+        var total: Int64 = 0
+        for ns in 0..<4 { if case .integer(let n) = try c.command(["COUNT", "ns\(ns)"]) { total += n } }
+        #expect(total == 500)
+    }
+}

@@ -1,0 +1,146 @@
+import ActorKVProtocol
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Clients that misbehave: the server answers with errors, keeps memory bounded and keeps
+/// serving everyone else.
+@Suite struct HostileClientTests {
+    @Test func aThousandConcurrentConnectionsAreHeldAndServed() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        var connections: [RawConnection] = []
+        for _ in 0..<1000 { connections.append(try RawConnection(path: server.socketPath)) }
+        for (i, c) in connections.enumerated() { try c.send("PUT many k\(i) v\(i)\r\n") }
+        for c in connections { #expect(try c.reply() == .simple("OK")) }
+        #expect(try connections[999].command(["COUNT", "many"]) == .integer(1000))
+        #expect(try connections[0].command(["INFO"]).bulkText?.contains("connected_clients:1000") == true)
+    }
+
+    @Test func maxClientsRefusesTheExtraConnectionWithAnError() throws {
+        let server = try ServerProcess(arguments: ["--max-clients", "3"])
+        defer { server.stop() }
+        let held = try (0..<3).map { _ in try RawConnection(path: server.socketPath) }
+        for c in held { #expect(try c.command(["PING"]) == .simple("PONG")) }
+        let extra = try RawConnection(path: server.socketPath)
+        #expect(try extra.reply().errorCode == "MAXCLIENTS")
+        #expect(extra.isClosedByServer())
+        #expect(try held[0].command(["PING"]) == .simple("PONG"))
+    }
+
+    @Test func aHugeBulkHeaderIsRefusedBeforeAllocating() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let before = server.residentKiB()
+        let c = try RawConnection(path: server.socketPath)
+        try c.send("*3\r\n$3\r\nPUT\r\n$1\r\na\r\n$9999999999\r\n")
+        #expect(try c.reply().errorCode == "PROTO")
+        #expect(c.isClosedByServer())
+        #expect(server.residentKiB() - before < 16 * 1024)
+        #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"))
+    }
+
+    @Test func anEndlessInlineLineIsCutOffAtTheLimit() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let c = try RawConnection(path: server.socketPath)
+        let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 16 * 1024)
+        var refused = false
+        for _ in 0..<64 {
+            do { try c.send(chunk) } catch { refused = true; break }
+        }
+        _ = refused
+        #expect(try c.reply().errorCode == "PROTO")
+        #expect(c.isClosedByServer())
+    }
+
+    @Test func aClientTricklingOneByteAtATimeIsServedAndOthersAreNotDelayed() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let slow = try RawConnection(path: server.socketPath)
+        let fast = try RawConnection(path: server.socketPath)
+        var request: [UInt8] = []
+        RequestEncoder.encode(["PUT", "trickle", "key", "value"], into: &request)
+        for (i, byte) in request.enumerated() {
+            try slow.send([byte])
+            if i % 8 == 0 { #expect(try fast.command(["PING"]) == .simple("PONG")) }
+        }
+        #expect(try slow.reply() == .simple("OK"))
+    }
+
+    @Test func aConnectionDroppedMidCommandAppliesNothing() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        do {
+            let c = try RawConnection(path: server.socketPath)
+            try c.send("*4\r\n$3\r\nPUT\r\n$4\r\ndrop\r\n$1\r\nk\r\n$10\r\nhalf")
+        }
+        do {
+            let c = try RawConnection(path: server.socketPath)
+            try c.send("BATCH drop PUT a 1 PUT b")
+        }
+        usleep(200_000)
+        let check = try RawConnection(path: server.socketPath)
+        #expect(try check.command(["GET", "drop", "k"]) == .null)
+        #expect(try check.command(["COUNT", "drop"]) == .integer(0))
+    }
+
+    @Test func clientsThatNeverReadGetBackpressureNotUnboundedBuffers() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let setup = try RawConnection(path: server.socketPath)
+        let big = String(repeating: "x", count: 256 * 1024)
+        #expect(try setup.command(["PUT", "bp", "big", big]) == .simple("OK"))
+        let before = server.residentKiB()
+        // Five clients each ask for 2000 copies of a 256 KiB value (about 500 MiB each) and never read.
+        var request: [UInt8] = []
+        for _ in 0..<2000 { RequestEncoder.encode(["GET", "bp", "big"], into: &request) }
+        var hogs: [RawConnection] = []
+        for _ in 0..<5 {
+            let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
+            _ = try? hog.send(request)
+            hogs.append(hog)
+        }
+        usleep(500_000)
+        let grown = server.residentKiB() - before
+        #expect(grown < 64 * 1024, "server grew by \(grown) KiB while clients did not read")
+        #expect(try setup.command(["PING"]) == .simple("PONG"))
+        #expect(try setup.command(["GET", "bp", "big"]) == .bulk(big))
+    }
+
+    @Test func allowListRejectsOtherUsersWithNoPerm() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+              FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") || FileManager.default.isExecutableFile(atPath: "/bin/nc") else {
+            return
+        }
+        let dir = TemporaryDirectory()
+        chmod(dir.path, 0o755)
+        let server = try ServerProcess(directory: dir, arguments: ["--socket-mode", "666", "--allow-uid", "4242"])
+        defer { server.stop() }
+        func connectAs(_ uid: String) throws -> String {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            p.arguments = ["--reuid", uid, "--regid", uid, "--clear-groups", "/bin/sh", "-c",
+                           "printf 'PING\\r\\n' | timeout 5 nc -U -N \(server.socketPath)"]
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            return String(decoding: data, as: UTF8.self)
+        }
+        #expect(try connectAs("65534").hasPrefix("-NOPERM"))
+        #expect(try connectAs("4242").hasPrefix("+PONG"))
+        #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"), "own uid is always allowed")
+    }
+}
+
+extension Reply {
+    var bulkText: String? {
+        if case .bulk(let b) = self { return String(decoding: b, as: UTF8.self) }
+        return nil
+    }
+}

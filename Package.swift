@@ -19,14 +19,18 @@ let package = Package(
         .target(name: "ActorKVStore", dependencies: ["ActorKVProtocol"], swiftSettings: strict),
         // Wire protocol: request decoder (RESP2 multibulk + inline), reply encoder/decoder. Pure, no I/O.
         .target(name: "ActorKVProtocol", swiftSettings: strict),
-        // The server: epoll event loop, connections, command dispatch, configuration.
         // Linux headers Glibc's Swift module lacks (epoll, eventfd, SO_PEERCRED), as a tiny C shim.
         .target(name: "CActorKVSys"),
+        // The server: epoll event loop, connections, command dispatch, configuration.
         .target(name: "ActorKVServer", dependencies: ["ActorKVStore", "ActorKVProtocol", "CActorKVSys"],
                 swiftSettings: strict),
         .executableTarget(name: "actorkvd", dependencies: ["ActorKVServer"], swiftSettings: strict),
         // Test helper: drives the engine in a child process for kill -9 and failpoint crash tests.
         .executableTarget(name: "actorkv-stress", dependencies: ["ActorKVStore"], swiftSettings: strict),
+        // Benchmarks: embedded put latency vs store size, the seed pattern's rewrite-per-save baseline,
+        // latency during compaction. Driven by Benchmarks/run.sh.
+        .executableTarget(name: "actorkv-bench", dependencies: ["ActorKVStore", "ActorKVProtocol"],
+                          path: "Benchmarks/Sources/actorkv-bench", swiftSettings: strict),
         .target(name: "ActorKVClient", dependencies: ["ActorKVProtocol"], path: "Clients/Swift/ActorKVClient",
                 swiftSettings: strict),
         .executableTarget(name: "actorkv", dependencies: ["ActorKVClient"], path: "Clients/CLI/actorkv",

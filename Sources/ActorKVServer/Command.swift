@@ -90,6 +90,7 @@ struct CommandSpec: Sendable {
 
     static let table: [String: CommandSpec] = [
         "PING": CommandSpec(usage: "PING [message]", minArguments: 0, maxArguments: 1) { (args) throws(CommandError) in .ping(args.first) },
+        "ECHO": CommandSpec(usage: "ECHO message", minArguments: 1, maxArguments: 1) { (args) throws(CommandError) in .ping(args[0]) },
         "QUIT": CommandSpec(usage: "QUIT", minArguments: 0, maxArguments: 0) { (_) throws(CommandError) in .quit },
         "INFO": CommandSpec(usage: "INFO", minArguments: 0, maxArguments: 1) { (_) throws(CommandError) in .info },
         "NAMESPACES": CommandSpec(usage: "NAMESPACES", minArguments: 0, maxArguments: 0) { (_) throws(CommandError) in .namespaces },

@@ -113,4 +113,20 @@ import Testing
             #expect(error.message.contains("SCAN ns cursor"))
         }
     }
+
+    /// The SCAN and BATCH examples of protocol.md, reply for reply.
+    @Test func protocolDocumentExamples() async throws {
+        try await withProcessor { p in
+            _ = await run(p, ["PUT config motd hello", "PUT config theme dark"])
+            #expect(await run(p, ["SCAN config 0 COUNT 1"])
+                    == [.array([.bulk("k6d6f7464"), .array([.bulk("motd"), .bulk("hello")])])])
+            #expect(await run(p, ["SCAN config k6d6f7464 COUNT 1"])
+                    == [.array([.bulk("0"), .array([.bulk("theme"), .bulk("dark")])])])
+            #expect(await run(p, ["BATCH config PUT k1 v1 DEL k1 PUT k2 v2"])
+                    == [.array([.simple("OK"), .integer(1), .simple("OK")])])
+            #expect(await run(p, ["BATCH config PUT k1 v1 JUMP k2"])
+                    == [.error("ERR BATCH op 2: unknown op 'JUMP' (expected PUT or DEL); nothing was applied")])
+            #expect(await run(p, ["DEL config theme missing"]) == [.integer(1)])
+        }
+    }
 }

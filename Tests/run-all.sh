@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every ActorKV test: the Swift packages' tests, the Python client's tests, the shell
+# interop tests (socat, nc, redis-cli) and the benchmark script in its quick mode.
+# Needs: swift, python3, socat, netcat-openbsd, redis-tools, redis-server (see .ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== swift build"
+swift build
+echo "== swift test"
+swift test
+export ACTORKVD="$PWD/.build/debug/actorkvd"
+echo "== python client tests"
+python3 -m unittest discover -s Clients/python -v
+echo "== shell interop tests"
+bash Tests/interop/run.sh
+echo "== benchmark script, quick mode (no timings asserted)"
+bash Benchmarks/run.sh --quick
+echo "== all suites passed"

@@ -21,8 +21,7 @@ public enum Command: Sendable {
     /// Parses the arguments of one request (`arguments[0]` is the command name, any case).
     public static func parse(_ arguments: [[UInt8]]) throws(CommandError) -> Command {
         guard let first = arguments.first else { throw CommandError(.syntax, "empty command") }
-        let name = String(decoding: first, as: UTF8.self).uppercased()
-        guard let spec = CommandSpec.table[name] else {
+        guard let (name, spec) = CommandSpec.lookup(first) else {
             throw CommandError(.unknownCommand, "unknown command '\(printable(first))'")
         }
         let count = arguments.count - 1
@@ -87,6 +86,22 @@ struct CommandSpec: Sendable {
     let parse: @Sendable ([[UInt8]]) throws(CommandError) -> Command
 
     static let maxScanCount = 100_000
+
+    private static let byName: [(name: String, bytes: [UInt8], spec: CommandSpec)] =
+        table.map { ($0.key, Array($0.key.utf8), $0.value) }
+
+    /// Finds a command by name, ignoring ASCII case, without allocating (this runs per request).
+    static func lookup(_ name: [UInt8]) -> (String, CommandSpec)? {
+        for entry in byName where entry.bytes.count == name.count {
+            var same = true
+            for i in 0..<name.count where entry.bytes[i] != (name[i] & 0xDF) || !(name[i] | 0x20 >= 0x61 && name[i] | 0x20 <= 0x7A) {
+                same = false
+                break
+            }
+            if same { return (entry.name, entry.spec) }
+        }
+        return nil
+    }
 
     static let table: [String: CommandSpec] = [
         "PING": CommandSpec(usage: "PING [message]", minArguments: 0, maxArguments: 1) { (args) throws(CommandError) in .ping(args.first) },

@@ -47,6 +47,113 @@ public struct CommandProcessor: Sendable {
         return (replies, false)
     }
 
+    /// One connection's requests handed over by the event loop, and later its replies.
+    public struct Work: Sendable {
+        /// The connection.
+        public let connection: UInt64
+        /// Its requests, in order.
+        public let requests: [[[UInt8]]]
+
+        /// Creates a unit of work.
+        public init(connection: UInt64, requests: [[[UInt8]]]) {
+            self.connection = connection
+            self.requests = requests
+        }
+    }
+
+    /// The replies to one ``Work``.
+    public struct Done: Sendable {
+        /// The connection.
+        public let connection: UInt64
+        /// One reply per request run.
+        public let replies: [Reply]
+        /// Whether a QUIT was run.
+        public let quit: Bool
+    }
+
+    /// Runs the requests of many connections at once (what one turn of the event loop read) and
+    /// hands each connection's replies to `deliver` as soon as they may be sent.
+    ///
+    /// Connections whose requests all address one namespace are merged: one actor call and one log
+    /// write for all of them, in connection order, each connection's requests in its own order.
+    /// Each namespace's fsync wait (under `always`) is awaited in its own task, so one namespace's
+    /// fsync never holds back another's replies. Anything else runs through ``process(_:)``.
+    public func process(batch: [Work], deliver: @escaping @Sendable ([Done]) -> Void) async {
+        var merged: [String: [(work: Work, operations: [Operation])]] = [:]
+        var order: [String] = []
+        for work in batch {
+            guard let (namespace, operations) = Self.singleNamespace(work.requests) else {
+                Task { let (replies, quit) = await process(work.requests); deliver([Done(connection: work.connection, replies: replies, quit: quit)]) }
+                continue
+            }
+            if merged[namespace] == nil { order.append(namespace) }
+            merged[namespace, default: []].append((work, operations))
+        }
+        var ready: [Done] = []
+        for namespace in order {
+            let parts = merged[namespace]!
+            let (outcomes, durability) = await executeMerged(parts.flatMap(\.operations), in: namespace)
+            let done = { (outcomes: [Outcome]) -> [Done] in
+                var offset = 0
+                return parts.map { part in
+                    defer { offset += part.operations.count }
+                    let replies = outcomes[offset..<(offset + part.operations.count)].map(Self.reply(for:))
+                    return Done(connection: part.work.connection, replies: replies, quit: false)
+                }
+            }
+            guard let durability else { ready += done(outcomes); continue }
+            let operations = parts.flatMap(\.operations)
+            Task {
+                deliver(done(await Self.awaitDurability(durability, outcomes, operations)))
+            }
+        }
+        if !ready.isEmpty { deliver(ready) }
+    }
+
+    /// The namespace and operations when every request is a well-formed data command on one namespace.
+    static func singleNamespace(_ requests: [[[UInt8]]]) -> (String, [Operation])? {
+        var namespace: String?
+        var operations: [Operation] = []
+        operations.reserveCapacity(requests.count)
+        for arguments in requests {
+            guard case .data(let ns, let operation)? = try? Command.parse(arguments), namespace == nil || namespace == ns else {
+                return nil
+            }
+            namespace = ns
+            operations.append(operation)
+        }
+        guard let namespace else { return nil }
+        return (namespace, operations)
+    }
+
+    private func executeMerged(_ operations: [Operation], in name: String) async -> ([Outcome], Durability?) {
+        let creates = operations.contains { if case .put = $0 { return true }; if case .batch = $0 { return true }; return false }
+        do {
+            guard let namespace = try await resolve(name, create: creates) else {
+                return (operations.map(Self.outcomeInMissingNamespace), nil)
+            }
+            let run = await namespace.execute(operations)
+            return (run.outcomes, run.durability.isImmediate ? nil : run.durability)
+        } catch {
+            return (operations.map { _ in .failure(error) }, nil)
+        }
+    }
+
+    private static func awaitDurability(_ durability: Durability, _ outcomes: [Outcome], _ operations: [Operation]) async -> [Outcome] {
+        do {
+            try await durability.wait()
+            return outcomes
+        } catch {
+            let failure = error as? StoreError ?? StoreError(.io, "\(error)")
+            var outcomes = outcomes
+            for i in outcomes.indices where operations[i].isWrite {
+                if case .failure = outcomes[i] { continue }
+                outcomes[i] = .failure(failure)
+            }
+            return outcomes
+        }
+    }
+
     private struct Group {
         var namespace: String?
         var operations: [Operation] = []
@@ -68,17 +175,8 @@ public struct CommandProcessor: Sendable {
             return operations.map { _ in .failure(error) }
         }
         guard let namespace else { return operations.map(Self.outcomeInMissingNamespace) }
-        var run = await namespace.execute(operations)
-        do {
-            try await run.durability.wait()
-        } catch {
-            let failure = error as? StoreError ?? StoreError(.io, "\(error)")
-            for i in run.outcomes.indices where operations[i].isWrite {
-                if case .failure = run.outcomes[i] { continue }
-                run.outcomes[i] = .failure(failure)
-            }
-        }
-        return run.outcomes
+        let run = await namespace.execute(operations)
+        return await Self.awaitDurability(run.durability, run.outcomes, operations)
     }
 
     private func resolve(_ name: String, create: Bool) async throws(StoreError) -> Namespace? {

@@ -24,7 +24,8 @@ final class EventLoop: @unchecked Sendable {
     private var ready: [UInt64] = []
     private var nextID: UInt64 = 16
     private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
-    private let completions = Mutex<[Completion]>([])
+    private let completions = Mutex<[CommandProcessor.Done]>([])
+    private var outgoing: [CommandProcessor.Work] = []
     private let stopRequested = Atomic<Bool>(false)
     private var draining = false
 
@@ -32,12 +33,6 @@ final class EventLoop: @unchecked Sendable {
     private static let wakeToken: UInt64 = 2
     private static let outputChunk = 64 * 1024
     private static let readsPerTurn = 16
-
-    private struct Completion {
-        let id: UInt64
-        let replies: [Reply]
-        let quit: Bool
-    }
 
     init(listener: Int32, configuration: ServerConfiguration, processor: CommandProcessor,
          statistics: ServerStatistics, log: @escaping @Sendable (String) -> Void) throws(SocketCalls.Failure) {
@@ -86,6 +81,7 @@ final class EventLoop: @unchecked Sendable {
                 handle(token: actorkv_epoll_token(events, Int32(i)), flags: actorkv_epoll_flags(events, Int32(i)))
             }
             serviceReady()
+            startOutgoing()
             if !draining && (stopRequested.load(ordering: .sequentiallyConsistent) || SignalHandling.received.load(ordering: .relaxed) != 0) {
                 beginDrain()
                 drainDeadline = monotonicSeconds() + configuration.shutdownGraceSeconds
@@ -212,23 +208,28 @@ final class EventLoop: @unchecked Sendable {
         return true
     }
 
+    /// Queues a connection's decoded requests; all queued this turn start together in ``startOutgoing()``.
     private func dispatch(_ c: Connection) {
-        let requests = c.pending
+        outgoing.append(CommandProcessor.Work(connection: c.id, requests: c.pending))
+        statistics.commandsProcessed.add(c.pending.count, ordering: .relaxed)
         c.pending = []
         c.inFlight = true
-        let id = c.id
-        let processor = self.processor
-        statistics.commandsProcessed.add(requests.count, ordering: .relaxed)
-        Task {
-            let (replies, quit) = await processor.process(requests)
-            self.post(Completion(id: id, replies: replies, quit: quit))
-        }
     }
 
-    private func post(_ completion: Completion) {
+    /// Hands this turn's requests, from every connection, to one task on the cooperative pool.
+    private func startOutgoing() {
+        guard !outgoing.isEmpty else { return }
+        let batch = outgoing
+        outgoing.removeAll(keepingCapacity: true)
+        let processor = self.processor
+        Task { await processor.process(batch: batch, deliver: { self.post($0) }) }
+    }
+
+    private func post(_ done: [CommandProcessor.Done]) {
         let wasEmpty = completions.withLock { queue -> Bool in
-            queue.append(completion)
-            return queue.count == 1
+            let empty = queue.isEmpty
+            queue.append(contentsOf: done)
+            return empty
         }
         if wasEmpty { wake() }
     }
@@ -236,12 +237,12 @@ final class EventLoop: @unchecked Sendable {
     private func drainCompletions() {
         var counter: UInt64 = 0
         _ = Glibc.read(wakeFD, &counter, 8)
-        let done = completions.withLock { queue -> [Completion] in
+        let done = completions.withLock { queue -> [CommandProcessor.Done] in
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
         }
         for completion in done {
-            guard let c = connections[completion.id] else { continue }
+            guard let c = connections[completion.connection] else { continue }
             c.inFlight = false
             c.enqueue(completion.replies)
             if completion.quit {

@@ -151,6 +151,9 @@ public struct Durability: Sendable {
     /// Nothing to wait for.
     public static let immediate = Durability(syncer: nil, sequence: 0)
 
+    /// Whether there is nothing to wait for.
+    public var isImmediate: Bool { syncer == nil }
+
     /// Returns once the writes are as durable as the store's policy promises; throws a
     /// `durabilityLost` ``StoreError`` if the fsync failed.
     public func wait() async throws {

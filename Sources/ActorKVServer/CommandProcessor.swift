@@ -127,10 +127,9 @@ public struct CommandProcessor: Sendable {
     }
 
     private func executeMerged(_ operations: [Operation], in name: String) async -> ([Outcome], Durability?) {
-        let creates = operations.contains { if case .put = $0 { return true }; if case .batch = $0 { return true }; return false }
         do {
-            guard let namespace = try await resolve(name, create: creates) else {
-                return (operations.map(Self.outcomeInMissingNamespace), nil)
+            guard let namespace = try await resolve(name, create: createsNamespace(operations)) else {
+                return (operations.map(outcomeInMissingNamespace), nil)
             }
             let run = await namespace.execute(operations)
             return (run.outcomes, run.durability.isImmediate ? nil : run.durability)
@@ -167,14 +166,13 @@ public struct CommandProcessor: Sendable {
     }
 
     private func execute(_ operations: [Operation], in name: String) async -> [Outcome] {
-        let creates = operations.contains { if case .put = $0 { return true }; if case .batch = $0 { return true }; return false }
         let namespace: Namespace?
         do {
-            namespace = try await resolve(name, create: creates)
+            namespace = try await resolve(name, create: createsNamespace(operations))
         } catch {
             return operations.map { _ in .failure(error) }
         }
-        guard let namespace else { return operations.map(Self.outcomeInMissingNamespace) }
+        guard let namespace else { return operations.map(outcomeInMissingNamespace) }
         let run = await namespace.execute(operations)
         return await Self.awaitDurability(run.durability, run.outcomes, operations)
     }
@@ -184,8 +182,23 @@ public struct CommandProcessor: Sendable {
         return create ? try await store.namespace(name) : try await store.existingNamespace(name)
     }
 
+    /// Whether the operations bring their namespace into existence: a valid PUT, or a valid batch
+    /// that puts. Rejected writes and deletes never create one.
+    private func createsNamespace(_ operations: [Operation]) -> Bool {
+        operations.contains { operation in
+            let puts: Bool
+            switch operation {
+            case .put: puts = true
+            case .batch(let mutations): puts = mutations.contains { if case .put = $0 { return true }; return false }
+            default: puts = false
+            }
+            return puts && store.options.limits.problem(with: operation) == nil
+        }
+    }
+
     /// What an operation yields in a namespace that does not exist (and is not created by it).
-    static func outcomeInMissingNamespace(_ operation: Operation) -> Outcome {
+    private func outcomeInMissingNamespace(_ operation: Operation) -> Outcome {
+        if let problem = store.options.limits.problem(with: operation) { return .failure(problem) }
         switch operation {
         case .get: return .value(nil)
         case .exists, .count, .delete: return .integer(0)

@@ -34,13 +34,15 @@ public final class Server: Sendable {
         let config = configuration
         let limit = SocketCalls.raiseOpenFileLimit(to: config.maxClients + 256)
         try checkSocketDirectory()
+        let staleSocket = try checkSocketPath()
         let store: Store
         do { store = try Store(directory: config.dataDirectory, options: config.storeOptions(log: log)) } catch {
-            throw StartupError(description: error.message)
+            let hint = error.code == .unsafeDirectory ? " (--allow-shared-data-dir)" : ""
+            throw StartupError(description: error.message + hint)
         }
         log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(config.maxClients), open files limit \(limit)")
         let unavailable = await store.openAll()
-        let listener = try bindSocket()
+        let listener = try bindSocket(replacingStale: staleSocket)
         let processor = CommandProcessor(store: store) { [self] in await self.infoText(store) }
         let loop: EventLoop
         do {
@@ -77,19 +79,27 @@ public final class Server: Sendable {
         }
     }
 
-    private func bindSocket() throws -> Int32 {
+    /// Checks the socket path before anything else is touched; returns whether a stale socket
+    /// (left by a crash, nobody answering) is there to be replaced.
+    private func checkSocketPath() throws -> Bool {
         let path = configuration.socketPath
         guard SocketCalls.address(path) != nil else {
             throw StartupError(description: "socket path \(path) is longer than the 107 bytes a Unix socket path may have")
         }
         var st = stat()
-        if fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 {
-            guard st.st_mode & S_IFMT == S_IFSOCK else {
-                throw StartupError(description: "\(path) exists and is not a socket; refusing to replace it")
-            }
-            if SocketCalls.someoneListens(at: path) {
-                throw StartupError(description: "another server is already listening on \(path)")
-            }
+        guard fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
+        guard st.st_mode & S_IFMT == S_IFSOCK else {
+            throw StartupError(description: "\(path) exists and is not a socket; refusing to replace it")
+        }
+        if SocketCalls.someoneListens(at: path) {
+            throw StartupError(description: "another server is already listening on \(path)")
+        }
+        return true
+    }
+
+    private func bindSocket(replacingStale stale: Bool) throws -> Int32 {
+        let path = configuration.socketPath
+        if stale {
             unlink(path)
             log("removed stale socket \(path) left by a previous run")
         }

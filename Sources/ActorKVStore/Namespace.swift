@@ -27,6 +27,7 @@ public actor Namespace {
     private var statistics: NamespaceStatistics
     private var writeFailure: StoreError?
     private var closed = false
+    private let openedAt = UInt64(time(nil))
 
     init(name: String, files: NamespaceFiles, options: StoreOptions, recovered r: RecoveredNamespace) {
         self.name = name
@@ -55,7 +56,7 @@ public actor Namespace {
 
     /// Up to `limit` entries after `cursor` whose keys start with `prefix`, in key order.
     public func scan(from cursor: ScanCursor = .start, prefix: [UInt8] = [], limit: Int = 100) -> ScanPage {
-        let limit = max(1, limit)
+        let limit = min(max(1, limit), Int.max - 1)  // limit + 1 below must not overflow
         var found = data.map.entries(after: cursor.afterKey, prefix: prefix, limit: limit + 1)
         var next = ScanCursor.start
         if found.count > limit {
@@ -107,8 +108,12 @@ public actor Namespace {
         var written: [Int] = []
         let blocker = writeBlocker()
         for (index, operation) in operations.enumerated() {
+            if let problem = options.limits.problem(with: operation) {
+                outcomes[index] = .failure(problem)
+                continue
+            }
             guard let mutations = operation.mutations else { continue }
-            if let problem = blocker ?? validate(mutations) {
+            if let problem = blocker {
                 outcomes[index] = .failure(problem)
                 continue
             }
@@ -153,27 +158,6 @@ public actor Namespace {
                 return removed
             })
         }
-    }
-
-    private func validate(_ mutations: [Mutation]) -> StoreError? {
-        if mutations.isEmpty { return StoreError(.invalidArgument, "a batch needs at least one operation") }
-        let limits = options.limits
-        for mutation in mutations {
-            switch mutation {
-            case .put(let key, let value):
-                if key.isEmpty || key.count > limits.maxKeyBytes { return keyError(key) }
-                if value.count > limits.maxValueBytes {
-                    return StoreError(.valueTooLarge, "value is \(value.count) bytes; the limit is \(limits.maxValueBytes)")
-                }
-            case .delete(let key):
-                if key.isEmpty || key.count > limits.maxKeyBytes { return keyError(key) }
-            }
-        }
-        return nil
-    }
-
-    private func keyError(_ key: [UInt8]) -> StoreError {
-        StoreError(.invalidKey, "key is \(key.count) bytes; keys are 1 to \(options.limits.maxKeyBytes) bytes")
     }
 
     private func writeBlocker() -> StoreError? {
@@ -229,7 +213,7 @@ public actor Namespace {
     func compactIfStale(now: UInt64) {
         let interval = options.compaction.interval
         guard interval > 0, compactionTask == nil, !closed, lastSequence > statistics.snapshotSequence,
-              Double(now) - Double(statistics.snapshotTime) >= interval else { return }
+              Double(now) - Double(max(statistics.snapshotTime, openedAt)) >= interval else { return }
         startCompaction()
     }
 
@@ -244,12 +228,9 @@ public actor Namespace {
         defer { compactionTask = nil }
         do {
             if let blocker = writeBlocker() { throw blocker }
-            let presync = active
-            try await BlockingIO.run { () throws(StoreError) in
-                do throws(Errno) { try SystemCalls.fdatasync(presync.fd, path: presync.path) } catch {
-                    throw StoreError.io("fsync of", presync.path, error)
-                }
-            }
+            // Through the syncer, so that a failed fsync ends durability as it does for writers.
+            let syncer = self.syncer
+            try await BlockingIO.run { () throws(StoreError) in try syncer.syncNow() }
             let covered = lastSequence
             let frozen = data.map
             let dropping = try rotate()

@@ -116,7 +116,7 @@ public actor Store {
                 return ns
             } catch {
                 let storeError = error as? StoreError ?? StoreError(.io, "\(error)")
-                self.failOpening(name, storeError)
+                self.failOpening(name, storeError, wasNew: isNew)
                 options.log("namespace \(name): UNAVAILABLE: \(storeError.message)")
                 throw storeError
             }
@@ -140,9 +140,11 @@ public actor Store {
         startHousekeeping()
     }
 
-    private func failOpening(_ name: String, _ error: StoreError) {
+    private func failOpening(_ name: String, _ error: StoreError, wasNew: Bool) {
         opening[name] = nil
         if error.code == .corrupt { failed[name] = error }
+        // A namespace that could not be created does not exist: the next open creates it again.
+        else if wasNew { onDisk.remove(name) }
     }
 
     /// The error that keeps a namespace unavailable, if any.

@@ -47,6 +47,38 @@ public struct StoreLimits: Sendable, Equatable {
     }
 }
 
+extension StoreLimits {
+    /// Why `operation` is invalid under these limits (an empty or too long key, a too large value,
+    /// an empty batch), or nil if it is valid. Checked before anything is written.
+    public func problem(with operation: Operation) -> StoreError? {
+        switch operation {
+        case .get(let key): return keyProblem(key)
+        case .exists(let keys), .delete(let keys): return keys.lazy.compactMap(keyProblem).first
+        case .count, .scan: return nil
+        case .put(let key, let value): return keyProblem(key) ?? valueProblem(value)
+        case .batch(let mutations):
+            if mutations.isEmpty { return StoreError(.invalidArgument, "a batch needs at least one operation") }
+            for mutation in mutations {
+                switch mutation {
+                case .put(let key, let value): if let p = keyProblem(key) ?? valueProblem(value) { return p }
+                case .delete(let key): if let p = keyProblem(key) { return p }
+                }
+            }
+            return nil
+        }
+    }
+
+    private func keyProblem(_ key: [UInt8]) -> StoreError? {
+        guard key.isEmpty || key.count > maxKeyBytes else { return nil }
+        return StoreError(.invalidKey, "key is \(key.count) bytes; keys are 1 to \(maxKeyBytes) bytes")
+    }
+
+    private func valueProblem(_ value: [UInt8]) -> StoreError? {
+        guard value.count > maxValueBytes else { return nil }
+        return StoreError(.valueTooLarge, "value is \(value.count) bytes; the limit is \(maxValueBytes)")
+    }
+}
+
 /// How a ``Store`` behaves.
 public struct StoreOptions: Sendable {
     /// When writes become durable; `everysec` by default.

@@ -129,4 +129,15 @@ import Testing
             #expect(await run(p, ["DEL config theme missing"]) == [.integer(1)])
         }
     }
+
+    @Test func rejectedWritesAndDeletesNeverCreateANamespace() async throws {
+        try await withProcessor { p in
+            let bytes = { (words: [String]) in words.map { Array($0.utf8) } }
+            let replies = await p.process([bytes(["PUT", "ghost1", "", "v"]), bytes(["BATCH", "ghost2", "PUT", "", "v"]),
+                                           bytes(["BATCH", "ghost3", "DEL", "x"]), bytes(["DEL", "ghost4", "x"]),
+                                           bytes(["GET", "ghost5", ""]), bytes(["NAMESPACES"])]).replies
+            #expect(replies.map(\.errorCode) == ["BADKEY", "BADKEY", nil, nil, "BADKEY", nil])
+            #expect(replies.last == .array([]))
+        }
+    }
 }

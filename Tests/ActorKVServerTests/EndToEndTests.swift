@@ -147,4 +147,20 @@ import Glibc
         for ns in 0..<4 { if case .integer(let n) = try c.command(["COUNT", "ns\(ns)"]) { total += n } }
         #expect(total == 500)
     }
+
+    @Test func aServerThatCannotStartLeavesTheDataDirectoryUntouched() throws {
+        let dir = TemporaryDirectory()
+        _ = FileManager.default.createFile(atPath: dir.path + "/plain-file", contents: Data("x".utf8))
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: BuiltProducts.actorkvd)
+        p.arguments = ["--socket", dir.path + "/plain-file", "--data-dir", dir.path + "/data"]
+        let err = Pipe()
+        p.standardError = err
+        try p.run()
+        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 1)
+        #expect(message.contains("exists and is not a socket"))
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/data"))
+    }
 }

@@ -6,7 +6,8 @@ public struct ProtocolLimits: Sendable, Equatable {
     /// Longer lines fail with "too big inline request". For replies, the longest `+`/`-` line.
     public var maxInlineLength: Int
     /// Largest `$len` a bulk header may announce. A larger header fails with "invalid bulk length"
-    /// as soon as the header is read, before anything is allocated for the payload.
+    /// as soon as the header is read, before anything is allocated for the payload. (A valid
+    /// header of 32 KiB or more reserves room for its payload, at most 64 MiB, as Redis does.)
     public var maxBulkLength: Int
     /// Largest `*N` a multibulk header may announce; a larger one fails with "invalid multibulk length".
     public var maxArguments: Int
@@ -25,5 +26,22 @@ public struct ProtocolLimits: Sendable, Equatable {
         self.maxBulkLength = maxBulkLength
         self.maxArguments = maxArguments
         self.maxRequestBytes = maxRequestBytes
+    }
+}
+
+extension ProtocolLimits {
+    /// Largest value a decoder uses for any limit: "unlimited" settings such as `Int.max` are
+    /// read as this, so that offsets computed from limits cannot overflow.
+    static let ceiling = 1 << 48
+
+    /// These limits with every value brought into `0...ceiling`.
+    var clamped: ProtocolLimits {
+        func clamp(_ value: Int) -> Int { min(max(value, 0), Self.ceiling) }
+        return ProtocolLimits(
+            maxInlineLength: clamp(maxInlineLength),
+            maxBulkLength: clamp(maxBulkLength),
+            maxArguments: clamp(maxArguments),
+            maxRequestBytes: clamp(maxRequestBytes)
+        )
     }
 }

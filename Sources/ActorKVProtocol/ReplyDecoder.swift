@@ -11,9 +11,10 @@ public struct ReplyDecoder: Sendable {
     private var buffer = InputBuffer()
     private var parser = ReplyParser()
 
-    /// Creates a decoder that enforces `limits`.
+    /// Creates a decoder that enforces `limits` (negative values count as 0, values above 2^48
+    /// as 2^48).
     public init(limits: ProtocolLimits = ProtocolLimits()) {
-        self.limits = limits
+        self.limits = limits.clamped
     }
 
     /// Adds bytes received from the server. Never throws: limits are checked by ``next()``.

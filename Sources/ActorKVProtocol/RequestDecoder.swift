@@ -7,13 +7,17 @@
 /// dropped, so memory stays bounded by one request (see ``ProtocolLimits``) plus the bytes
 /// appended since the last drain.
 public struct RequestDecoder: Sendable {
+    /// Most bytes reserved ahead for a payload announced by a `$len` header.
+    static let maxPreallocation = 64 * 1024 * 1024 + 2
+
     private let limits: ProtocolLimits
     private var buffer = InputBuffer()
     private var parser = RequestParser()
 
-    /// Creates a decoder that enforces `limits`.
+    /// Creates a decoder that enforces `limits` (negative values count as 0, values above 2^48
+    /// as 2^48).
     public init(limits: ProtocolLimits = ProtocolLimits()) {
-        self.limits = limits
+        self.limits = limits.clamped
     }
 
     /// Adds bytes received from the client. Never throws: limits are checked by ``next()``.
@@ -81,10 +85,11 @@ public struct RequestDecoder: Sendable {
     }
 
     /// Drops consumed bytes; when a big payload is on its way, moves it to the start of a
-    /// buffer that has room for all of it, so it can be taken in place when complete.
+    /// buffer with room for all of it (up to ``maxPreallocation``), so that it arrives without
+    /// reallocation and can be taken in place when complete, as Redis does.
     private mutating func prepareForMoreInput() {
         if let count = parser.pendingBigPayload, buffer.readIndex > 0 {
-            buffer.reserve(unread: count + 2)
+            buffer.reserve(unread: min(count + 2, Self.maxPreallocation))
         } else {
             buffer.compactIfConsumed()
         }

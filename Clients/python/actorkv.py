@@ -1,0 +1,773 @@
+"""A small, dependency-free Python client for ActorKV.
+
+ActorKV is a local key-value server that listens on a Unix-domain socket and speaks a
+Redis-compatible protocol (RESP2). This module is a single file that needs only the Python
+standard library (Python 3.9 or newer): copy it next to your program or put its folder on
+``PYTHONPATH``.
+
+Example::
+
+    from actorkv import Client
+
+    with Client("/run/myapp/actorkv.sock") as kv:
+        kv.put("config", "theme", "dark")
+        assert kv.get("config", "theme") == b"dark"
+        for key, value in kv.scan("config", prefix="th"):
+            print(key, value)
+
+Keys, values and namespace names may be given as ``str`` (encoded as UTF-8) or as bytes-like
+objects; keys and values come back as ``bytes``.
+
+Errors all derive from :class:`ActorKVError`:
+
+* :class:`ServerError` -- the server answered ``-CODE message`` (``code`` is e.g. ``"BADNS"``);
+* :class:`ActorKVConnectionError` -- cannot connect, or the connection was lost (also a
+  built-in :class:`ConnectionError`); :class:`ActorKVTimeoutError` for a timeout;
+* :class:`ProtocolError` -- the server's reply could not be parsed.
+
+A :class:`Client` is one connection and is not thread-safe: give each thread its own client.
+"""
+
+import builtins
+import collections
+import socket
+
+__all__ = [
+    "ActorKVConnectionError",
+    "ActorKVError",
+    "ActorKVTimeoutError",
+    "Client",
+    "NOT_READY",
+    "Pipeline",
+    "ProtocolError",
+    "ReplyParser",
+    "ServerError",
+    "encode_command",
+    "parse_info",
+]
+
+__version__ = "0.1.0"
+
+#: The default socket path, the same as ``actorkvd``'s default.
+DEFAULT_SOCKET = "./actorkv.sock"
+
+#: The first bytes of the five RESP2 reply types: + - : $ *
+_REPLY_TYPES = frozenset(b"+-:$*")
+
+#: Error codes after which the server closes the connection.
+_FATAL_CODES = frozenset({"PROTO", "MAXCLIENTS", "NOPERM"})
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+
+
+class ActorKVError(Exception):
+    """Base class of every error this module raises (except ``ValueError``/``TypeError`` for
+    arguments that are wrong before anything is sent)."""
+
+
+class ServerError(ActorKVError):
+    """The server replied with an error, ``-CODE message``.
+
+    Attributes:
+        code: the first word of the error line, e.g. ``"ERR"``, ``"BADNS"``, ``"BADKEY"``,
+            ``"TOOBIG"``, ``"BADCURSOR"``, ``"CORRUPT"``, ``"IOERR"``, ``"SHUTDOWN"``,
+            ``"PROTO"``, ``"MAXCLIENTS"`` or ``"NOPERM"``.
+        message: the rest of the line (may be empty).
+    """
+
+    def __init__(self, code, message=""):
+        self.code = code
+        self.message = message
+        super().__init__(code + (" " + message if message else ""))
+
+    @classmethod
+    def from_line(cls, line):
+        """Builds the error from the text of an error reply (without ``-`` and ``\\r\\n``)."""
+        code, _, message = line.partition(" ")
+        return cls(code, message)
+
+    def __eq__(self, other):
+        return (isinstance(other, ServerError) and other.code == self.code
+                and other.message == self.message)
+
+    def __hash__(self):
+        return hash((self.code, self.message))
+
+    def __repr__(self):
+        return "ServerError(%r, %r)" % (self.code, self.message)
+
+
+class ActorKVConnectionError(ActorKVError, builtins.ConnectionError):
+    """The client cannot connect to the server, or the connection was lost or closed.
+
+    It is also a built-in :class:`ConnectionError`. After it, the client's socket is closed;
+    the next command opens a new connection. A command that failed this way may or may not
+    have been applied by the server.
+    """
+
+
+class ActorKVTimeoutError(ActorKVConnectionError, builtins.TimeoutError):
+    """The server did not answer (or accept) within the client's timeout. The connection is
+    closed, since a late reply would otherwise be taken for the answer to the next command."""
+
+
+class ProtocolError(ActorKVError):
+    """The bytes received are not a valid RESP2 reply. The connection is closed."""
+
+
+# --------------------------------------------------------------------------------------------
+# Encoding
+
+
+def _to_bytes(value, what="argument"):
+    """Returns ``value`` as bytes: str is UTF-8 encoded, bytes-like objects are copied and
+    ints are written in decimal. Anything else is a ``TypeError``."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value).encode("ascii")
+    raise TypeError("%s must be str, bytes or int, not %s" % (what, type(value).__name__))
+
+
+def encode_command(*args):
+    """Encodes one request as a RESP2 multibulk array (binary safe).
+
+    >>> encode_command("GET", "ns", b"k")
+    b'*3\\r\\n$3\\r\\nGET\\r\\n$2\\r\\nns\\r\\n$1\\r\\nk\\r\\n'
+    """
+    if not args:
+        raise ValueError("a command needs at least a name")
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = _to_bytes(arg)
+        parts.append(b"$%d\r\n" % len(data))
+        parts.append(data)
+        parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding
+
+
+class _NotReady(object):
+    """The type of :data:`NOT_READY`."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self):
+        return "NOT_READY"
+
+    def __bool__(self):
+        return False
+
+
+#: What :meth:`ReplyParser.gets` returns while no complete reply is buffered (``None`` is a
+#: real reply: the null bulk string).
+NOT_READY = _NotReady()
+
+
+class ReplyParser(object):
+    """An incremental RESP2 reply parser. Pure: it never touches a socket.
+
+    Feed it bytes as they arrive, in pieces of any size (even one byte at a time), and take
+    complete replies out in order::
+
+        parser = ReplyParser()
+        parser.feed(b"+OK\\r\\n$3\\r\\nab")
+        parser.gets()   # 'OK'
+        parser.gets()   # NOT_READY
+        parser.feed(b"c\\r\\n")
+        parser.gets()   # b'abc'
+
+    Replies are converted as follows:
+
+    * ``+text`` (simple string) -> ``str``
+    * ``-CODE message`` (error) -> a :class:`ServerError` instance (returned, not raised)
+    * ``:n`` (integer) -> ``int``
+    * ``$n`` (bulk string) -> ``bytes``; ``$-1`` -> ``None``
+    * ``*n`` (array) -> ``list``; ``*-1`` -> ``None``
+
+    Partly received arrays and bulk strings are kept, so the work done is linear in the
+    number of bytes fed, whatever the piece sizes. A malformed reply raises
+    :class:`ProtocolError`; the parser is unusable afterwards.
+    """
+
+    #: Longest ``+``/``-``/``:``/``$``/``*`` line accepted, without its ``\\r\\n``.
+    max_line_length = 64 * 1024
+    #: Deepest array nesting accepted.
+    max_depth = 32
+
+    def __init__(self, max_bulk_length=1 << 31):
+        """``max_bulk_length`` bounds the ``$n`` a reply may announce."""
+        self.max_bulk_length = max_bulk_length
+        self._buffer = bytearray()
+        self._pos = 0
+        # Arrays being filled, innermost last: [elements still expected, elements so far].
+        self._stack = []
+        self._replies = collections.deque()
+        self._failed = None
+
+    def feed(self, data):
+        """Adds received bytes and parses every reply they complete.
+
+        Raises :class:`ProtocolError` if the bytes cannot be a reply.
+        """
+        if self._failed is not None:
+            raise self._failed
+        if data:
+            self._buffer += data
+        try:
+            self._parse()
+        except ProtocolError as error:
+            self._failed = error
+            raise
+        finally:
+            if self._pos:
+                del self._buffer[:self._pos]
+                self._pos = 0
+
+    def gets(self):
+        """Returns the next complete reply, or :data:`NOT_READY` if none is buffered."""
+        if self._replies:
+            return self._replies.popleft()
+        return NOT_READY
+
+    def __len__(self):
+        """The number of complete replies waiting to be taken."""
+        return len(self._replies)
+
+    @property
+    def buffered(self):
+        """Bytes received that are not yet part of a complete reply (for diagnostics)."""
+        return len(self._buffer) - self._pos
+
+    @property
+    def in_reply(self):
+        """True if part of a reply has been received (bytes buffered or an array open)."""
+        return bool(self._stack) or self.buffered > 0
+
+    def _line(self, start):
+        """Returns (text, index after ``\\r\\n``) for the line whose type byte is at ``start``,
+        or None if its end has not arrived."""
+        buf = self._buffer
+        end = buf.find(b"\r\n", start + 1)
+        if end < 0:
+            if len(buf) - start > self.max_line_length + 2:
+                raise ProtocolError("reply line longer than %d bytes" % self.max_line_length)
+            return None
+        if end - start - 1 > self.max_line_length:
+            raise ProtocolError("reply line longer than %d bytes" % self.max_line_length)
+        line = bytes(buf[start + 1:end])
+        if b"\n" in line:
+            raise ProtocolError("bare \\n inside a reply line")
+        return line, end + 2
+
+    @staticmethod
+    def _integer(line, what):
+        try:
+            text = line.decode("ascii")
+            value = int(text)
+        except (UnicodeDecodeError, ValueError):
+            raise ProtocolError("invalid %s %r" % (what, line))
+        if text != text.strip() or "_" in text or (text.startswith("+")):
+            raise ProtocolError("invalid %s %r" % (what, line))
+        return value
+
+    def _parse(self):
+        buf = self._buffer
+        while self._pos < len(buf):
+            start = self._pos
+            kind = buf[start]
+            if kind not in _REPLY_TYPES:
+                raise ProtocolError("unexpected reply type byte %r" % bytes([kind]))
+            got = self._line(start)
+            if got is None:
+                return
+            line, after = got
+            if kind == 0x2B:  # '+'
+                value = line.decode("utf-8", "replace")
+            elif kind == 0x2D:  # '-'
+                value = ServerError.from_line(line.decode("utf-8", "replace"))
+            elif kind == 0x3A:  # ':'
+                value = self._integer(line, "integer reply")
+            elif kind == 0x24:  # '$'
+                length = self._integer(line, "bulk length")
+                if length == -1:
+                    value = None
+                elif length < 0 or length > self.max_bulk_length:
+                    raise ProtocolError("invalid bulk length %d" % length)
+                else:
+                    end = after + length
+                    if len(buf) < end + 2:
+                        return
+                    if buf[end:end + 2] != b"\r\n":
+                        raise ProtocolError("bulk string not followed by \\r\\n")
+                    value = bytes(buf[after:end])
+                    after = end + 2
+            elif kind == 0x2A:  # '*'
+                count = self._integer(line, "array length")
+                if count == -1:
+                    value = None
+                elif count < 0:
+                    raise ProtocolError("invalid array length %d" % count)
+                elif count == 0:
+                    value = []
+                else:
+                    if len(self._stack) >= self.max_depth:
+                        raise ProtocolError("arrays nested deeper than %d" % self.max_depth)
+                    self._stack.append([count, []])
+                    self._pos = after
+                    continue
+            self._pos = after
+            self._complete(value)
+
+    def _complete(self, value):
+        """Places a finished value in the innermost open array, closing arrays that fill up."""
+        stack = self._stack
+        while stack:
+            top = stack[-1]
+            top[1].append(value)
+            top[0] -= 1
+            if top[0]:
+                return
+            stack.pop()
+            value = top[1]
+        self._replies.append(value)
+
+
+def parse_info(text):
+    """Parses the text of ``INFO`` into a dict.
+
+    ``key:value`` lines become entries; values that are decimal integers become ``int``;
+    values made of ``name=value`` pairs separated by commas (the ``ns_<name>`` lines) become
+    dicts (with integer values converted too). Section headers (``# Server``) and blank lines
+    are skipped.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", "replace")
+
+    def convert(value):
+        try:
+            return int(value)
+        except ValueError:
+            return value
+
+    info = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or ":" not in line:
+            continue
+        key, _, value = line.partition(":")
+        if "=" in value and key.startswith("ns_"):
+            fields = {}
+            for pair in value.split(","):
+                name, _, field = pair.partition("=")
+                fields[name] = convert(field)
+            info[key] = fields
+        else:
+            info[key] = convert(value)
+    return info
+
+
+# --------------------------------------------------------------------------------------------
+# Commands, shared by Client (runs them now) and Pipeline (queues them)
+
+
+def _identity(reply):
+    return reply
+
+
+def _is_ok(reply):
+    return reply == "OK"
+
+
+def _decode_text(reply):
+    return reply.decode("utf-8", "replace") if isinstance(reply, bytes) else reply
+
+
+def _decode_list(reply):
+    return [_decode_text(item) for item in reply]
+
+
+def _batch_results(reply):
+    return [True if item == "OK" else item for item in reply]
+
+
+def _scan_page(reply):
+    if not isinstance(reply, list) or len(reply) != 2 or not isinstance(reply[1], list) \
+            or len(reply[1]) % 2:
+        raise ProtocolError("unexpected SCAN reply %r" % (reply,))
+    flat = reply[1]
+    return reply[0], [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+
+
+def _batch_arguments(ops):
+    """Turns ``[("put", k, v), ("del", k), ...]`` into BATCH's arguments."""
+    args = []
+    for index, op in enumerate(ops):
+        if not isinstance(op, (tuple, list)) or not op:
+            raise ValueError("batch op %d must be a tuple like ('put', key, value) or ('del', key)"
+                             % (index + 1))
+        name = _to_bytes(op[0], "batch op name").upper()
+        if name == b"PUT" and len(op) == 3:
+            args += [b"PUT", op[1], op[2]]
+        elif name in (b"DEL", b"DELETE") and len(op) == 2:
+            args += [b"DEL", op[1]]
+        else:
+            raise ValueError("batch op %d must be ('put', key, value) or ('del', key), got %r"
+                             % (index + 1, op))
+    if not args:
+        raise ValueError("a batch needs at least one op")
+    return args
+
+
+class _Commands(object):
+    """The ActorKV commands. Subclasses define ``_call(transform, *args)``, which either runs
+    the command and returns ``transform(reply)``, or queues it."""
+
+    def _call(self, transform, *args):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def execute_command(self, *args):
+        """Sends any command, e.g. ``execute_command("GET", "ns", "k")``, and returns the raw
+        reply (see :class:`ReplyParser` for the types). An error reply raises
+        :class:`ServerError`."""
+        return self._call(_identity, *args)
+
+    def ping(self, message=None):
+        """``PING [message]``: returns ``"PONG"``, or ``message`` echoed back as bytes."""
+        if message is None:
+            return self._call(_identity, "PING")
+        return self._call(_identity, "PING", message)
+
+    def put(self, namespace, key, value):
+        """``PUT ns key value``: stores ``value`` under ``key``; returns True.
+
+        The namespace is created by its first write. Raises :class:`ServerError` with code
+        ``BADNS`` (invalid namespace name), ``BADKEY`` (empty or too long key) or ``TOOBIG``.
+        """
+        return self._call(_is_ok, "PUT", namespace, key, value)
+
+    def get(self, namespace, key):
+        """``GET ns key``: returns the value as bytes, or None if the key (or namespace) does
+        not exist."""
+        return self._call(_identity, "GET", namespace, key)
+
+    def delete(self, namespace, *keys):
+        """``DEL ns key [key ...]``: removes the keys; returns how many existed."""
+        if not keys:
+            raise ValueError("delete needs at least one key")
+        return self._call(_identity, "DEL", namespace, *keys)
+
+    def exists(self, namespace, *keys):
+        """``EXISTS ns key [key ...]``: returns how many of the keys exist (a key named twice
+        counts twice)."""
+        if not keys:
+            raise ValueError("exists needs at least one key")
+        return self._call(_identity, "EXISTS", namespace, *keys)
+
+    def count(self, namespace):
+        """``COUNT ns``: returns the number of keys in the namespace (0 if it does not exist)."""
+        return self._call(_identity, "COUNT", namespace)
+
+    def scan_page(self, namespace, cursor=b"0", prefix=b"", count=100):
+        """``SCAN ns cursor [PREFIX p] [COUNT n]``: returns one page as
+        ``(next_cursor, [(key, value), ...])`` in key order.
+
+        Start with cursor ``b"0"``; the scan is over when the returned cursor is ``b"0"``.
+        ``count`` is at most 100000. Prefer :meth:`Client.scan`, which walks every page.
+        """
+        args = ["SCAN", namespace, cursor]
+        if prefix:
+            args += ["PREFIX", prefix]
+        if count is not None:
+            args += ["COUNT", int(count)]
+        return self._call(_scan_page, *args)
+
+    def batch(self, namespace, ops):
+        """``BATCH ns PUT k v | DEL k ...``: applies the ops atomically, all or nothing.
+
+        ``ops`` is a sequence of ``("put", key, value)`` and ``("del", key)`` tuples (op names
+        in any case). Returns one result per op: True for a put, 1 or 0 for a delete (whether
+        the key existed at that point of the batch). If any op is invalid (for example an empty
+        key) the server raises :class:`ServerError` and applies none of them.
+        """
+        return self._call(_batch_results, "BATCH", namespace, *_batch_arguments(ops))
+
+    def compact(self, namespace):
+        """``COMPACT ns``: writes a snapshot of the namespace and trims its log; returns True."""
+        return self._call(_is_ok, "COMPACT", namespace)
+
+    def info(self):
+        """``INFO``: returns the server's statistics as text (``key:value`` lines); see
+        :func:`parse_info` and :meth:`info_dict`."""
+        return self._call(_decode_text, "INFO")
+
+    def info_dict(self):
+        """``INFO`` parsed with :func:`parse_info`."""
+        return self._call(lambda reply: parse_info(_decode_text(reply)), "INFO")
+
+    def namespaces(self):
+        """``NAMESPACES``: returns the names of the namespaces, as a list of str."""
+        return self._call(_decode_list, "NAMESPACES")
+
+
+# --------------------------------------------------------------------------------------------
+# The client
+
+
+class Client(_Commands):
+    """One connection to an ActorKV server.
+
+    Args:
+        path: the server's Unix socket (default ``./actorkv.sock``).
+        timeout: seconds to wait to connect and for each reply; None waits forever.
+        connect: connect now (the default) rather than at the first command.
+
+    Use it as a context manager to close the connection at the end. If the connection is
+    lost, the failing call raises :class:`ActorKVConnectionError` and the next call connects
+    again. Not thread-safe.
+    """
+
+    #: Bytes asked of the socket per read.
+    read_size = 256 * 1024
+
+    def __init__(self, path=DEFAULT_SOCKET, timeout=10.0, connect=True):
+        self.path = path
+        self.timeout = timeout
+        self._sock = None
+        self._parser = None
+        if connect:
+            self.connect()
+
+    # -- connection -------------------------------------------------------------------------
+
+    def connect(self):
+        """Opens the connection if it is not open. Raises :class:`ActorKVConnectionError`."""
+        if self._sock is not None:
+            return
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(self.path)
+        except socket.timeout:
+            sock.close()
+            raise ActorKVTimeoutError("timed out connecting to %s" % self.path)
+        except OSError as error:
+            sock.close()
+            raise ActorKVConnectionError("cannot connect to ActorKV at %s: %s"
+                                         % (self.path, error.strerror or error))
+        self._sock = sock
+        self._parser = ReplyParser()
+
+    @property
+    def connected(self):
+        """True while a connection is open."""
+        return self._sock is not None
+
+    def close(self):
+        """Closes the connection (without QUIT). Safe to call more than once."""
+        sock, self._sock, self._parser = self._sock, None, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def quit(self):
+        """Sends ``QUIT``, waits for its ``+OK`` and closes the connection."""
+        try:
+            if self._sock is not None:
+                self._call(_is_ok, "QUIT")
+        finally:
+            self.close()
+
+    def __enter__(self):
+        self.connect()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return "<actorkv.Client path=%r %s>" % (self.path, "connected" if self._sock else "closed")
+
+    # -- I/O ----------------------------------------------------------------------------------
+
+    def _send(self, payload):
+        """Sends encoded requests; on failure closes and raises. If the server closed the
+        connection with an error reply first (MAXCLIENTS, NOPERM), raises that instead."""
+        self.connect()
+        try:
+            self._sock.sendall(payload)
+        except socket.timeout:
+            self.close()
+            raise ActorKVTimeoutError("timed out sending to %s" % self.path)
+        except OSError as error:
+            reply = self._salvage_error()
+            self.close()
+            if isinstance(reply, ServerError):
+                raise reply
+            raise ActorKVConnectionError("connection to %s lost while sending: %s"
+                                         % (self.path, error.strerror or error))
+
+    def _salvage_error(self):
+        """After a failed send, returns an error reply already received, if any."""
+        try:
+            self._sock.setblocking(False)
+            data = self._sock.recv(self.read_size)
+            if data:
+                self._parser.feed(data)
+            return self._parser.gets()
+        except (OSError, ProtocolError):
+            return None
+
+    def _read_reply(self):
+        """Reads one complete reply (an error reply is returned, not raised)."""
+        parser = self._parser
+        while True:
+            reply = parser.gets()
+            if reply is not NOT_READY:
+                return reply
+            try:
+                data = self._sock.recv(self.read_size)
+            except socket.timeout:
+                self.close()
+                raise ActorKVTimeoutError("timed out waiting for a reply from %s" % self.path)
+            except OSError as error:
+                self.close()
+                raise ActorKVConnectionError("connection to %s lost: %s"
+                                             % (self.path, error.strerror or error))
+            if not data:
+                self.close()
+                raise ActorKVConnectionError("connection to %s closed by the server" % self.path)
+            try:
+                parser.feed(data)
+            except ProtocolError:
+                self.close()
+                raise
+
+    def _roundtrip(self, payload, count):
+        """Sends ``payload`` holding ``count`` requests; returns their ``count`` raw replies.
+        After a connection-fatal error reply (PROTO, ...) the remaining replies are
+        :class:`ActorKVConnectionError` instances and the connection is closed."""
+        self._send(payload)
+        replies = []
+        for _ in range(count):
+            if self._sock is None:
+                replies.append(ActorKVConnectionError(
+                    "connection closed by the server after an earlier error; not run"))
+                continue
+            reply = self._read_reply()
+            replies.append(reply)
+            if isinstance(reply, ServerError) and reply.code in _FATAL_CODES:
+                self.close()
+        return replies
+
+    def _call(self, transform, *args):
+        reply = self._roundtrip(encode_command(*args), 1)[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return transform(reply)
+
+    # -- helpers beyond single commands ---------------------------------------------------------
+
+    def scan(self, namespace, prefix=b"", count=100):
+        """Yields every ``(key, value)`` of the namespace whose key starts with ``prefix``, in
+        key order, fetching pages of up to ``count`` entries as it goes.
+
+        Other commands may be sent on the same client between items. A key that exists for
+        the whole scan is yielded exactly once, whatever is written meanwhile.
+        """
+        cursor = b"0"
+        while True:
+            cursor, entries = self.scan_page(namespace, cursor, prefix=prefix, count=count)
+            for entry in entries:
+                yield entry
+            if cursor == b"0":
+                return
+
+    def pipeline(self):
+        """Returns a :class:`Pipeline` that queues commands and sends them in one write."""
+        return Pipeline(self)
+
+
+class Pipeline(_Commands):
+    """Queues commands and sends them all in one write; :meth:`execute` returns every reply in
+    order. The methods are those of :class:`Client` (except ``scan``, use ``scan_page``), each
+    returning the pipeline so that calls can be chained::
+
+        with client.pipeline() as p:
+            p.put("ns", "a", "1").put("ns", "b", "2")
+            p.get("ns", "a")
+            results = p.execute()        # [True, True, b'1']
+
+    Commands are not atomic as a group (use :meth:`Client.batch` for that), but they run in
+    order and their replies come back in order. Leaving the ``with`` block discards commands
+    that were not executed.
+    """
+
+    def __init__(self, client):
+        self.client = client
+        self._queue = []
+
+    def _call(self, transform, *args):
+        self._queue.append((transform, encode_command(*args)))
+        return self
+
+    def __len__(self):
+        """The number of commands queued."""
+        return len(self._queue)
+
+    def reset(self):
+        """Discards the queued commands."""
+        self._queue = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.reset()
+
+    def execute(self, raise_on_error=True):
+        """Sends the queued commands and returns their results, in order; empties the queue.
+
+        With ``raise_on_error`` (the default) the first error reply is raised as
+        :class:`ServerError` after every reply has been read (so the connection stays in step);
+        otherwise each failed command's place in the list holds its exception.
+        """
+        queue, self._queue = self._queue, []
+        if not queue:
+            return []
+        replies = self.client._roundtrip(b"".join(payload for _, payload in queue), len(queue))
+        results = []
+        for (transform, _), reply in zip(queue, replies):
+            if not isinstance(reply, Exception):
+                try:
+                    reply = transform(reply)
+                except ProtocolError as error:
+                    reply = error
+            results.append(reply)
+        if raise_on_error:
+            for result in results:
+                if isinstance(result, Exception):
+                    raise result
+        return results

@@ -1,0 +1,832 @@
+"""Tests of the Python ActorKV client (standard library unittest only).
+
+Run from the repository root::
+
+    python3 -m unittest discover -s Clients/python -v
+
+The reply-parser tests are pure. The others start a real ``actorkvd`` per test class in a
+temporary directory: the binary is ``$ACTORKVD`` or ``<repo root>/.build/debug/actorkvd``.
+Without a binary those tests are skipped, unless ``ACTORKV_REQUIRE_SERVER=1`` makes that a
+failure (for CI).
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import actorkv  # noqa: E402
+from actorkv import (  # noqa: E402
+    NOT_READY, ActorKVConnectionError, ActorKVError, Client, ProtocolError, ReplyParser,
+    ServerError, encode_command, parse_info,
+)
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ACTORKVD = os.environ.get("ACTORKVD") or os.path.join(REPO_ROOT, ".build", "debug", "actorkvd")
+#: Upper bound for waiting on the server (start, stop); generous, never asserted on.
+PATIENCE = 60.0
+
+
+def require_server():
+    """Skips (or, with ACTORKV_REQUIRE_SERVER=1, fails) when there is no actorkvd binary."""
+    if os.path.isfile(ACTORKVD) and os.access(ACTORKVD, os.X_OK):
+        return
+    message = "actorkvd not found at %s (build it, or set ACTORKVD)" % ACTORKVD
+    if os.environ.get("ACTORKV_REQUIRE_SERVER") == "1":
+        raise RuntimeError(message)
+    raise unittest.SkipTest(message)
+
+
+class ServerProcess(object):
+    """A real actorkvd in a private temporary directory (short path, for the socket)."""
+
+    def __init__(self, *flags, fsync="everysec"):
+        self.flags = list(flags)
+        self.fsync = fsync
+        self.dir = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
+        self.socket = os.path.join(self.dir, "s")
+        self.data = os.path.join(self.dir, "data")
+        self.log_path = os.path.join(self.dir, "server.log")
+        self.process = None
+
+    def start(self):
+        """Starts the server and waits until it answers PING."""
+        log = open(self.log_path, "ab")
+        try:
+            self.process = subprocess.Popen(
+                [ACTORKVD, "--socket", self.socket, "--data-dir", self.data,
+                 "--fsync", self.fsync] + self.flags,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        finally:
+            log.close()
+        deadline = time.monotonic() + PATIENCE
+        while True:
+            if self.process.poll() is not None:
+                raise AssertionError("actorkvd exited with %s while starting:\n%s"
+                                     % (self.process.returncode, self.log()))
+            try:
+                with Client(self.socket, timeout=5) as client:
+                    if client.ping() == "PONG":
+                        return self
+            except ActorKVConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError("actorkvd did not answer PING:\n" + self.log())
+            time.sleep(0.05)
+
+    def client(self, timeout=30.0):
+        """A new client of this server."""
+        return Client(self.socket, timeout=timeout)
+
+    def stop(self):
+        """SIGTERM; returns the exit status. The caller checks it and the socket."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(PATIENCE)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError("actorkvd did not exit after SIGTERM:\n" + self.log())
+
+    def kill(self):
+        """SIGKILL (no clean shutdown)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(PATIENCE)
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def cleanup(self):
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ServerTestCase(unittest.TestCase):
+    """One server for the whole class, stopped with SIGTERM at the end (which must exit 0 and
+    remove the socket)."""
+
+    server_flags = ()
+    fsync = "everysec"
+
+    @classmethod
+    def setUpClass(cls):
+        require_server()
+        cls.server = ServerProcess(*cls.server_flags, fsync=cls.fsync)
+        try:
+            cls.server.start()
+        except BaseException:
+            cls.server.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        server = cls.server
+        try:
+            status = server.stop()
+            if status != 0:
+                raise AssertionError("actorkvd exited %s after SIGTERM:\n%s" % (status, server.log()))
+            if os.path.exists(server.socket):
+                raise AssertionError("actorkvd left its socket behind after SIGTERM")
+        finally:
+            server.cleanup()
+
+    def setUp(self):
+        self.kv = self.server.client()
+        self.addCleanup(self.kv.close)
+        # Each test its own namespace, so tests don't see each other's keys.
+        self.ns = "t-" + self._testMethodName.replace("test_", "")[:50]
+
+
+# ============================================================================================
+# Pure tests: no server
+
+
+def parse_all(data, piece=None):
+    """Feeds ``data`` to a new parser (in pieces of ``piece`` bytes) and returns all replies."""
+    parser = ReplyParser()
+    replies = []
+    step = piece or max(1, len(data))
+    for i in range(0, len(data), step):
+        parser.feed(data[i:i + step])
+        while True:
+            reply = parser.gets()
+            if reply is NOT_READY:
+                break
+            replies.append(reply)
+    if parser.in_reply:
+        raise AssertionError("parser holds an incomplete reply")
+    return replies
+
+
+class ReplyParserTests(unittest.TestCase):
+    STREAM = (b"+OK\r\n"
+              b"-BADNS namespace name is empty\r\n"
+              b":42\r\n"
+              b":-7\r\n"
+              b"$5\r\nhello\r\n"
+              b"$0\r\n\r\n"
+              b"$-1\r\n"
+              b"$6\r\na\r\nb\x00\xff\r\n"
+              b"*0\r\n"
+              b"*-1\r\n"
+              b"*2\r\n$2\r\nk1\r\n*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$-1\r\n"
+              b"*3\r\n*1\r\n*1\r\n:1\r\n+OK\r\n-ERR x\r\n"
+              b"-ERR\r\n")
+    EXPECTED = [
+        "OK",
+        ServerError("BADNS", "namespace name is empty"),
+        42,
+        -7,
+        b"hello",
+        b"",
+        None,
+        b"a\r\nb\x00\xff",
+        [],
+        None,
+        [b"k1", [b"a", b"1", b"b", None]],
+        [[[1]], "OK", ServerError("ERR", "x")],
+        ServerError("ERR", ""),
+    ]
+
+    def test_whole_stream(self):
+        self.assertEqual(parse_all(self.STREAM), self.EXPECTED)
+
+    def test_byte_by_byte(self):
+        self.assertEqual(parse_all(self.STREAM, piece=1), self.EXPECTED)
+
+    def test_every_piece_size(self):
+        for piece in range(2, 40):
+            self.assertEqual(parse_all(self.STREAM, piece=piece), self.EXPECTED, piece)
+
+    def test_not_ready_until_complete(self):
+        parser = ReplyParser()
+        data = b"$10\r\n0123456789\r\n"
+        for i, byte in enumerate(data):
+            self.assertIs(parser.gets(), NOT_READY, i)
+            parser.feed(bytes([byte]))
+        self.assertEqual(parser.gets(), b"0123456789")
+        self.assertIs(parser.gets(), NOT_READY)
+        self.assertFalse(NOT_READY)
+
+    def test_null_is_a_reply_not_not_ready(self):
+        parser = ReplyParser()
+        parser.feed(b"$-1\r\n")
+        self.assertEqual(len(parser), 1)
+        self.assertIsNone(parser.gets())
+        self.assertIs(parser.gets(), NOT_READY)
+
+    def test_large_bulk_in_chunks(self):
+        payload = bytes(range(256)) * 20000 + b"\r\n"  # about 5 MB, with CR LF inside
+        data = b"$%d\r\n%s\r\n+OK\r\n" % (len(payload), payload)
+        self.assertEqual(parse_all(data, piece=65536), [payload, "OK"])
+
+    def test_large_array_in_chunks(self):
+        items = [b"key%06d" % i for i in range(20000)]
+        data = b"*%d\r\n" % len(items) + b"".join(b"$%d\r\n%s\r\n" % (len(i), i) for i in items)
+        self.assertEqual(parse_all(data, piece=1000), [items])
+
+    def test_error_code_is_first_word(self):
+        [error] = parse_all(b"-TOOBIG value is 9 bytes; the limit is 8\r\n")
+        self.assertIsInstance(error, ServerError)
+        self.assertIsInstance(error, ActorKVError)
+        self.assertEqual(error.code, "TOOBIG")
+        self.assertEqual(error.message, "value is 9 bytes; the limit is 8")
+        self.assertEqual(str(error), "TOOBIG value is 9 bytes; the limit is 8")
+
+    def test_malformed_replies(self):
+        bad = [
+            b"?what\r\n",
+            b"hello\r\n",
+            b":12x\r\n",
+            b": 12\r\n",
+            b"$abc\r\n",
+            b"$-2\r\n",
+            b"$3\r\nabcX\r\n",
+            b"*x\r\n",
+            b"*-5\r\n",
+            b"*1\r\n!\r\n",
+            b"+a\nb\r\n",
+        ]
+        for data in bad:
+            with self.assertRaises(ProtocolError, msg=data):
+                parse_all(data)
+            with self.assertRaises(ProtocolError, msg=data):
+                parse_all(data, piece=1)
+
+    def test_failed_parser_stays_failed(self):
+        parser = ReplyParser()
+        with self.assertRaises(ProtocolError):
+            parser.feed(b"?\r\n")
+        with self.assertRaises(ProtocolError):
+            parser.feed(b"+OK\r\n")
+
+    def test_line_too_long(self):
+        parser = ReplyParser()
+        with self.assertRaises(ProtocolError):
+            parser.feed(b"+" + b"x" * (ReplyParser.max_line_length + 10))
+
+    def test_too_deep(self):
+        with self.assertRaises(ProtocolError):
+            parse_all(b"*1\r\n" * (ReplyParser.max_depth + 1) + b":1\r\n")
+        depth = ReplyParser.max_depth
+        value = parse_all(b"*1\r\n" * depth + b":1\r\n")[0]
+        for _ in range(depth):
+            value = value[0]
+        self.assertEqual(value, 1)
+
+    def test_bulk_limit(self):
+        parser = ReplyParser(max_bulk_length=10)
+        with self.assertRaises(ProtocolError):
+            parser.feed(b"$11\r\n")
+
+
+class EncodingTests(unittest.TestCase):
+    def test_encode_command(self):
+        self.assertEqual(encode_command("PUT", "ns", b"k\x00", "v\u00e9", 12),
+                         b"*5\r\n$3\r\nPUT\r\n$2\r\nns\r\n$2\r\nk\x00\r\n"
+                         b"$3\r\nv\xc3\xa9\r\n$2\r\n12\r\n")
+        self.assertEqual(encode_command("PUT", "ns", bytearray(b"a"), memoryview(b"")),
+                         b"*4\r\n$3\r\nPUT\r\n$2\r\nns\r\n$1\r\na\r\n$0\r\n\r\n")
+
+    def test_encode_rejects(self):
+        with self.assertRaises(ValueError):
+            encode_command()
+        with self.assertRaises(TypeError):
+            encode_command("GET", "ns", None)
+        with self.assertRaises(TypeError):
+            encode_command("GET", "ns", 1.5)
+
+    def test_parse_info(self):
+        text = ("# Server\r\nactorkv_version:0.1.0\r\nfsync:always\r\nuptime_in_seconds:3\r\n\r\n"
+                "# Namespaces\r\nnamespaces:1\r\n"
+                "ns_config:keys=3,live_bytes=18,status=ok\r\n")
+        info = parse_info(text)
+        self.assertEqual(info["actorkv_version"], "0.1.0")
+        self.assertEqual(info["fsync"], "always")
+        self.assertEqual(info["uptime_in_seconds"], 3)
+        self.assertEqual(info["ns_config"], {"keys": 3, "live_bytes": 18, "status": "ok"})
+        self.assertEqual(parse_info(text.encode()), info)
+
+    def test_batch_arguments_checked_before_sending(self):
+        client = Client("/nonexistent/actorkv.sock", connect=False)
+        for ops in ([], [("put", "k")], [("get", "k")], [("del",)], ["put"]):
+            with self.assertRaises(ValueError, msg=ops):
+                client.batch("ns", ops)
+        with self.assertRaises(ValueError):
+            client.delete("ns")
+        with self.assertRaises(ValueError):
+            client.exists("ns")
+
+    def test_connection_refused(self):
+        directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "none.sock")
+        with self.assertRaises(ActorKVConnectionError) as caught:
+            Client(path, timeout=5)
+        self.assertIsInstance(caught.exception, ConnectionError)  # the built-in one
+        self.assertIsInstance(caught.exception, ActorKVError)
+        self.assertIn(path, str(caught.exception))
+        # A socket file that nobody listens on.
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.close()
+        with self.assertRaises(ActorKVConnectionError):
+            Client(path, timeout=5)
+
+    def test_fake_server_garbage_reply(self):
+        """A reply that is not RESP raises ProtocolError and closes the connection."""
+        directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "fake.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        self.addCleanup(listener.close)
+
+        def serve():
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n")
+                conn.recv(1024)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        client = Client(path, timeout=30)
+        with self.assertRaises(ProtocolError):
+            client.ping()
+        self.assertFalse(client.connected)
+        client.close()
+        thread.join(PATIENCE)
+
+    def test_fake_server_silent_times_out(self):
+        """No reply within the timeout raises ActorKVTimeoutError and closes the connection."""
+        directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "silent.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        self.addCleanup(listener.close)
+        client = Client(path, timeout=0.2)
+        self.addCleanup(client.close)
+        with self.assertRaises(actorkv.ActorKVTimeoutError) as caught:
+            client.ping()
+        self.assertIsInstance(caught.exception, ActorKVConnectionError)
+        self.assertIsInstance(caught.exception, TimeoutError)
+        self.assertFalse(client.connected)
+
+
+# ============================================================================================
+# Against a real server
+
+
+class RoundTripTests(ServerTestCase):
+    server_flags = ("--max-value-bytes", str(4 << 20))
+
+    def test_ping(self):
+        self.assertEqual(self.kv.ping(), "PONG")
+        self.assertEqual(self.kv.ping("hello there"), b"hello there")
+        self.assertEqual(self.kv.ping(b"\x00\xff"), b"\x00\xff")
+
+    def test_put_get_str_and_bytes(self):
+        self.assertIs(self.kv.put(self.ns, "theme", "dark"), True)
+        self.assertEqual(self.kv.get(self.ns, "theme"), b"dark")
+        self.assertEqual(self.kv.get(self.ns, b"theme"), b"dark")
+        self.kv.put(self.ns, b"theme", b"light")
+        self.assertEqual(self.kv.get(self.ns, "theme"), b"light")
+        self.kv.put(self.ns, "caf\u00e9", "\u2603 snow")
+        self.assertEqual(self.kv.get(self.ns, "caf\u00e9".encode()), "\u2603 snow".encode())
+        self.kv.put(self.ns, "n", 42)
+        self.assertEqual(self.kv.get(self.ns, "n"), b"42")
+
+    def test_binary_values_and_keys(self):
+        values = {
+            b"nul": b"a\x00b",
+            b"crlf": b"line1\r\nline2\r\n",
+            b"ff": b"\xff\xfe\xff",
+            b"all": bytes(range(256)) * 3,
+            b"empty": b"",
+            b"star": b"*1\r\n$3\r\nGET\r\n",
+            b"\x00key\r\n\xff": b"binary key",
+        }
+        for key, value in values.items():
+            self.kv.put(self.ns, key, value)
+        for key, value in values.items():
+            self.assertEqual(self.kv.get(self.ns, key), value, key)
+        self.assertEqual(self.kv.get(self.ns, b"empty"), b"")  # empty, not missing
+
+    def test_large_value(self):
+        value = os.urandom(4 << 20)  # exactly the limit this server was given
+        self.kv.put(self.ns, "big", value)
+        self.assertEqual(self.kv.get(self.ns, "big"), value)
+        with self.assertRaises(ServerError) as caught:
+            self.kv.put(self.ns, "bigger", value + b"x")
+        self.assertEqual(caught.exception.code, "TOOBIG")
+        self.assertIsNone(self.kv.get(self.ns, "bigger"))
+        self.assertEqual(self.kv.ping(), "PONG")
+
+    def test_missing(self):
+        self.assertIsNone(self.kv.get(self.ns, "nope"))
+        self.assertIsNone(self.kv.get("never-created", "nope"))
+        self.assertEqual(self.kv.count("never-created"), 0)
+        self.assertEqual(self.kv.exists("never-created", "a"), 0)
+        self.assertEqual(self.kv.delete("never-created", "a"), 0)
+        self.assertEqual(list(self.kv.scan("never-created")), [])
+        self.assertNotIn("never-created", self.kv.namespaces())
+
+    def test_delete_and_exists_counts(self):
+        for key in ("a", "b", "c"):
+            self.kv.put(self.ns, key, "v")
+        self.assertEqual(self.kv.exists(self.ns, "a", "b", "x"), 2)
+        self.assertEqual(self.kv.exists(self.ns, "a", "a"), 2)
+        self.assertEqual(self.kv.count(self.ns), 3)
+        self.assertEqual(self.kv.delete(self.ns, "a", "b", "x"), 2)
+        self.assertEqual(self.kv.delete(self.ns, "a", "b"), 0)
+        self.assertEqual(self.kv.delete(self.ns, "c", "c"), 1)
+        self.assertEqual(self.kv.count(self.ns), 0)
+        self.assertIsNone(self.kv.get(self.ns, "c"))
+
+    def test_scan_many_pages_with_prefix(self):
+        expected = {}
+        with self.kv.pipeline() as p:
+            for i in range(1000):
+                prefix = ("user:", "item:", "us", "zz")[i % 4]
+                key = ("%s%04d" % (prefix, i)).encode()
+                value = b"v\x00%d" % i
+                p.put(self.ns, key, value)
+                if key.startswith(b"user:"):
+                    expected[key] = value
+            p.execute()
+        self.assertEqual(len(expected), 250)
+        got = list(self.kv.scan(self.ns, prefix="user:", count=7))  # 36 pages
+        self.assertEqual([k for k, _ in got], sorted(expected))
+        self.assertEqual(dict(got), expected)
+        everything = list(self.kv.scan(self.ns, count=33))
+        self.assertEqual(len(everything), 1000)
+        self.assertEqual([k for k, _ in everything], sorted(k for k, _ in everything))
+        self.assertEqual(len(list(self.kv.scan(self.ns, prefix=b"us"))), 500)
+        self.assertEqual(list(self.kv.scan(self.ns, prefix="none")), [])
+        # One page can hold everything.
+        cursor, page = self.kv.scan_page(self.ns, count=100000)
+        self.assertEqual(cursor, b"0")
+        self.assertEqual(len(page), 1000)
+
+    def test_scan_pages_and_cursor(self):
+        for key in ("a", "b", "c"):
+            self.kv.put(self.ns, key, key.upper())
+        cursor, page = self.kv.scan_page(self.ns, b"0", count=2)
+        self.assertEqual(page, [(b"a", b"A"), (b"b", b"B")])
+        self.assertNotEqual(cursor, b"0")
+        self.kv.put(self.ns, "ab", "inserted behind the cursor")
+        self.kv.put(self.ns, "bb", "inserted ahead")
+        cursor, page = self.kv.scan_page(self.ns, cursor, count=2)
+        self.assertEqual(page, [(b"bb", b"inserted ahead"), (b"c", b"C")])
+        self.assertEqual(cursor, b"0")  # nothing after: the scan is over
+        cursor, page = self.kv.scan_page(self.ns, b"k" + b"c".hex().encode(), count=2)
+        self.assertEqual((cursor, page), (b"0", []))
+        with self.assertRaises(ServerError) as caught:
+            self.kv.scan_page(self.ns, b"not-a-cursor")
+        self.assertEqual(caught.exception.code, "BADCURSOR")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.scan_page(self.ns, b"0", count=0)
+        self.assertEqual(caught.exception.code, "ERR")
+
+    def test_scan_interleaved_with_writes(self):
+        for i in range(50):
+            self.kv.put(self.ns, "k%02d" % i, "x")
+        seen = []
+        for key, _ in self.kv.scan(self.ns, count=5):
+            seen.append(key)
+            self.kv.delete(self.ns, key)  # other commands between pages are fine
+        self.assertEqual(len(seen), 50)
+        self.assertEqual(self.kv.count(self.ns), 0)
+
+    def test_batch_results(self):
+        self.kv.put(self.ns, "old", "1")
+        results = self.kv.batch(self.ns, [
+            ("put", "a", "1"),
+            ("PUT", b"b", b"\x00\xff"),
+            ("del", "old"),
+            ("del", "old"),
+            ("del", "a"),
+            ("Put", "a", "2"),
+        ])
+        self.assertEqual(results, [True, True, 1, 0, 1, True])
+        self.assertEqual(self.kv.get(self.ns, "a"), b"2")
+        self.assertEqual(self.kv.get(self.ns, "b"), b"\x00\xff")
+        self.assertIsNone(self.kv.get(self.ns, "old"))
+
+    def test_batch_all_or_nothing(self):
+        self.kv.put(self.ns, "keep", "original")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.batch(self.ns, [("put", "x", "1"), ("del", "keep"), ("put", "", "empty key")])
+        self.assertEqual(caught.exception.code, "BADKEY")
+        self.assertIsNone(self.kv.get(self.ns, "x"))
+        self.assertEqual(self.kv.get(self.ns, "keep"), b"original")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.batch(self.ns, [("put", "x", "1"), ("put", "y", b"v" * ((4 << 20) + 1))])
+        self.assertEqual(caught.exception.code, "TOOBIG")
+        self.assertIsNone(self.kv.get(self.ns, "x"))
+        # An op the server does not know (sent raw, as the client refuses it).
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("BATCH", self.ns, "PUT", "x", "1", "INCR", "x")
+        self.assertEqual(caught.exception.code, "ERR")
+        self.assertIn("nothing was applied", caught.exception.message)
+        self.assertIsNone(self.kv.get(self.ns, "x"))
+        self.assertEqual(self.kv.count(self.ns), 1)
+
+    def test_server_errors(self):
+        cases = [
+            (lambda: self.kv.put("a/b", "k", "v"), "BADNS"),
+            (lambda: self.kv.get("", "k"), "BADNS"),
+            (lambda: self.kv.get(".hidden", "k"), "BADNS"),
+            (lambda: self.kv.get("x" * 65, "k"), "BADNS"),
+            (lambda: self.kv.execute_command("FOO"), "ERR"),
+            (lambda: self.kv.execute_command("GET", self.ns), "ERR"),
+            (lambda: self.kv.execute_command("SCAN", self.ns, "0", "LIMIT", "3"), "ERR"),
+            (lambda: self.kv.put(self.ns, "", "v"), "BADKEY"),
+            (lambda: self.kv.get(self.ns, "k" * (64 * 1024 + 1)), "BADKEY"),
+            (lambda: self.kv.get(self.ns, ""), "BADKEY"),
+        ]
+        for call, code in cases:
+            if code is None:
+                call()
+                continue
+            with self.assertRaises(ServerError) as caught:
+                call()
+            self.assertEqual(caught.exception.code, code, caught.exception)
+            self.assertTrue(caught.exception.message)
+            # The connection stays usable after an error reply.
+            self.assertEqual(self.kv.ping(), "PONG")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("FOO", "bar")
+        self.assertEqual(str(caught.exception), "ERR unknown command 'FOO'")
+
+    def test_pipeline(self):
+        with self.kv.pipeline() as p:
+            for i in range(200):
+                p.put(self.ns, "k%03d" % i, "v%d" % i)
+            p.get(self.ns, "k007").exists(self.ns, "k000", "nope").count(self.ns)
+            p.delete(self.ns, "k000").ping().scan_page(self.ns, count=2)
+            self.assertEqual(len(p), 206)
+            results = p.execute()
+            self.assertEqual(len(p), 0)
+        self.assertEqual(results[:200], [True] * 200)
+        self.assertEqual(results[200:205], [b"v7", 1, 200, 1, "PONG"])
+        self.assertEqual(results[205], (b"k" + b"k002".hex().encode(), [(b"k001", b"v1"), (b"k002", b"v2")]))
+        self.assertEqual(self.kv.pipeline().execute(), [])
+
+    def test_pipeline_errors(self):
+        p = self.kv.pipeline()
+        p.put(self.ns, "a", "1").put("bad/ns", "a", "1").get(self.ns, "a")
+        results = p.execute(raise_on_error=False)
+        self.assertEqual(results[0], True)
+        self.assertIsInstance(results[1], ServerError)
+        self.assertEqual(results[1].code, "BADNS")
+        self.assertEqual(results[2], b"1")
+        p.execute_command("NOSUCH").put(self.ns, "b", "2")
+        with self.assertRaises(ServerError) as caught:
+            p.execute()
+        self.assertEqual(caught.exception.code, "ERR")
+        # Every reply was read: the connection is in step, and the later command ran.
+        self.assertEqual(self.kv.get(self.ns, "b"), b"2")
+
+    def test_pipeline_discarded_on_exit(self):
+        with self.kv.pipeline() as p:
+            p.put(self.ns, "never", "sent")
+        self.assertIsNone(self.kv.get(self.ns, "never"))
+
+    def test_info_and_namespaces(self):
+        self.kv.put(self.ns, "k", "v")
+        text = self.kv.info()
+        self.assertIsInstance(text, str)
+        self.assertIn("fsync:everysec", text)
+        info = self.kv.info_dict()
+        self.assertEqual(info["fsync"], "everysec")
+        self.assertEqual(info["socket"], self.server.socket)
+        self.assertGreaterEqual(info["connected_clients"], 1)
+        self.assertEqual(info["ns_" + self.ns]["keys"], 1)
+        self.assertEqual(info["ns_" + self.ns]["status"], "ok")
+        names = self.kv.namespaces()
+        self.assertIn(self.ns, names)
+        self.assertTrue(all(isinstance(n, str) for n in names))
+
+    def test_compact(self):
+        for i in range(100):
+            self.kv.put(self.ns, "k%d" % (i % 10), "v%d" % i)
+        self.assertIs(self.kv.compact(self.ns), True)
+        self.assertEqual(self.kv.count(self.ns), 10)
+        self.assertEqual(self.kv.get(self.ns, "k9"), b"v99")
+        self.assertIs(self.kv.compact("never-created-either"), True)
+        with self.assertRaises(ServerError) as caught:
+            self.kv.compact("bad/name")
+        self.assertEqual(caught.exception.code, "BADNS")
+
+    def test_two_clients_share_state(self):
+        with self.server.client() as other:
+            self.kv.put(self.ns, "shared", "from one")
+            self.assertEqual(other.get(self.ns, "shared"), b"from one")
+            other.delete(self.ns, "shared")
+            self.assertIsNone(self.kv.get(self.ns, "shared"))
+
+    def test_context_manager_quit_and_reconnect(self):
+        with self.server.client() as client:
+            self.assertTrue(client.connected)
+            client.put(self.ns, "k", "v")
+        self.assertFalse(client.connected)
+        self.assertEqual(client.get(self.ns, "k"), b"v")  # connects again on demand
+        client.quit()
+        self.assertFalse(client.connected)
+        client.close()
+        client.close()
+
+    def test_raw_inline_request_on_same_server(self):
+        """The server also takes inline commands; the client's values are readable by them."""
+        self.kv.put(self.ns, "inline", "a b\r\n")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+            raw.settimeout(30)
+            raw.connect(self.server.socket)
+            raw.sendall(b"GET " + self.ns.encode() + b" inline\r\nQUIT\r\n")
+            data = b""
+            while True:
+                chunk = raw.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        self.assertEqual(data, b"$5\r\na b\r\n\r\n+OK\r\n")
+
+
+class LimitsTests(ServerTestCase):
+    """A server with small framing limits, to see PROTO errors close the connection."""
+
+    server_flags = ("--max-bulk-bytes", "4096", "--max-value-bytes", "1024")
+
+    def test_toobig_keeps_connection(self):
+        with self.assertRaises(ServerError) as caught:
+            self.kv.put(self.ns, "k", b"x" * 2000)
+        self.assertEqual(caught.exception.code, "TOOBIG")
+        self.assertTrue(self.kv.connected)
+        self.assertEqual(self.kv.ping(), "PONG")
+
+    def test_proto_error_closes_connection(self):
+        with self.assertRaises(ServerError) as caught:
+            self.kv.put(self.ns, "k", b"x" * 5000)
+        self.assertEqual(caught.exception.code, "PROTO")
+        self.assertFalse(self.kv.connected)
+        self.assertEqual(self.kv.ping(), "PONG")  # a new connection
+        self.assertIsNone(self.kv.get(self.ns, "k"))
+
+    def test_proto_error_in_pipeline(self):
+        p = self.kv.pipeline()
+        p.put(self.ns, "a", "1").put(self.ns, "k", b"x" * 5000).get(self.ns, "a")
+        results = p.execute(raise_on_error=False)
+        self.assertEqual(results[0], True)
+        self.assertEqual(results[1].code, "PROTO")
+        self.assertIsInstance(results[2], ActorKVConnectionError)
+        self.assertEqual(self.kv.get(self.ns, "a"), b"1")
+
+
+class LifecycleTests(unittest.TestCase):
+    """Restarts and crashes: each test runs its own servers."""
+
+    def setUp(self):
+        require_server()
+
+    def start(self, server):
+        self.addCleanup(server.cleanup)
+        return server.start()
+
+    def assert_clean_stop(self, server):
+        self.assertEqual(server.stop(), 0, server.log())
+        self.assertFalse(os.path.exists(server.socket), "socket left behind")
+
+    def test_data_survives_restart(self):
+        server = self.start(ServerProcess())
+        with server.client() as kv:
+            kv.put("cfg", "theme", "dark")
+            kv.put("cfg", b"bin", b"\x00\r\n\xff")
+            kv.batch("other", [("put", "a", "1"), ("put", "b", "2"), ("del", "a")])
+            for i in range(300):
+                kv.put("many", "k%03d" % i, "v%d" % i)
+            kv.compact("many")
+            kv.put("many", "after-compact", "yes")
+        self.assert_clean_stop(server)
+
+        server.start()  # same data directory
+        with server.client() as kv:
+            self.assertEqual(kv.get("cfg", "theme"), b"dark")
+            self.assertEqual(kv.get("cfg", "bin"), b"\x00\r\n\xff")
+            self.assertIsNone(kv.get("other", "a"))
+            self.assertEqual(kv.get("other", "b"), b"2")
+            self.assertEqual(kv.count("many"), 301)
+            self.assertEqual(kv.get("many", "k299"), b"v299")
+            self.assertEqual(kv.get("many", "after-compact"), b"yes")
+            self.assertEqual(sorted(kv.namespaces()), ["cfg", "many", "other"])
+        self.assert_clean_stop(server)
+
+    def test_kill_9_keeps_acknowledged_puts(self):
+        """Under --fsync always, every put the server acknowledged survives SIGKILL."""
+        server = self.start(ServerProcess(fsync="always"))
+        acknowledged = []
+        enough = threading.Event()
+        stopped = threading.Event()
+        failure = []
+
+        def writer():
+            try:
+                with server.client() as kv:
+                    i = 0
+                    while not stopped.is_set() and i < 100000:
+                        key = "k%06d" % i
+                        kv.put("crash", key, "value-%d" % i)
+                        acknowledged.append(key)  # only after +OK arrived
+                        if i % 5 == 4:
+                            kv.batch("crash", [("put", key + "b", "batch-%d" % i)])
+                            acknowledged.append(key + "b")
+                        if len(acknowledged) >= 300:
+                            enough.set()
+                        i += 1
+            except ActorKVConnectionError:
+                pass  # the server was killed under us
+            except BaseException as error:  # pragma: no cover - reported below
+                failure.append(error)
+            finally:
+                enough.set()
+
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        self.assertTrue(enough.wait(PATIENCE), "writer made no progress")
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(PATIENCE)
+        thread.join(PATIENCE)
+        stopped.set()
+        self.assertFalse(failure, failure)
+        self.assertFalse(thread.is_alive())
+        self.assertGreaterEqual(len(acknowledged), 300)
+        self.assertTrue(os.path.exists(server.socket), "a SIGKILLed server leaves its socket")
+
+        server.start()  # removes the stale socket
+        with server.client() as kv:
+            missing = []
+            for key in acknowledged:
+                want = ("batch-%d" % int(key[1:7]) if key.endswith("b")
+                        else "value-%d" % int(key[1:]))
+                if kv.get("crash", key) != want.encode():
+                    missing.append(key)
+            self.assertEqual(missing, [], "acknowledged writes lost after kill -9")
+            self.assertGreaterEqual(kv.count("crash"), len(acknowledged))
+        self.assert_clean_stop(server)
+
+    def test_max_clients(self):
+        server = self.start(ServerProcess("--max-clients", "1"))
+        first = None
+        for _ in range(600):  # until the server has noticed that start()'s client left
+            candidate = server.client()
+            try:
+                candidate.ping()
+                first = candidate
+                break
+            except ServerError as error:
+                self.assertEqual(error.code, "MAXCLIENTS")
+                candidate.close()
+                time.sleep(0.1)
+        self.assertIsNotNone(first, "no client ever got the one slot")
+        self.addCleanup(first.close)
+        second = server.client()
+        self.addCleanup(second.close)
+        with self.assertRaises(ServerError) as caught:
+            second.ping()
+        self.assertEqual(caught.exception.code, "MAXCLIENTS")
+        self.assertFalse(second.connected)
+        self.assertEqual(first.ping(), "PONG")
+        first.close()
+        self.assert_clean_stop(server)
+
+    def test_sigterm_with_connected_client(self):
+        server = self.start(ServerProcess())
+        kv = server.client()
+        self.addCleanup(kv.close)
+        kv.put("ns", "k", "v")
+        self.assert_clean_stop(server)
+        with self.assertRaises(ActorKVConnectionError):
+            kv.get("ns", "k")
+        with self.assertRaises(ActorKVConnectionError):
+            server.client()
+
+
+if __name__ == "__main__":
+    unittest.main()

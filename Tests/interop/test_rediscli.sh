@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The stock Redis command-line client, `redis-cli -s $SOCK`, against actorkvd.
+# Its output is --raw when not on a terminal; --no-raw shows types: (integer), (nil), (error).
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_tool redis-cli redis-tools
+use_server
+
+R() { timeout "$T" redis-cli -s "$SOCK" "$@" 2>&1; }
+RT() { timeout "$T" redis-cli --no-raw -s "$SOCK" "$@" 2>&1; }
+
+expect_eq "PING" "PONG" "$(R PING)"
+expect_eq "PING message" "hi there" "$(R PING "hi there")"
+expect_eq "PUT" "OK" "$(R PUT rcli color blue)"
+expect_eq "GET" "blue" "$(R GET rcli color)"
+expect_eq "GET missing key (--no-raw)" "(nil)" "$(RT GET rcli nope)"
+
+multi=$'hello world\n  second line\twith a tab'
+expect_eq "PUT a value with spaces and newlines" "OK" "$(R PUT rcli multi "$multi")"
+expect_eq "GET it back exactly (raw)" "$multi" "$(R GET rcli multi)"
+expect_eq "GET it back quoted (--no-raw)" '"hello world\n  second line\twith a tab"' "$(RT GET rcli multi)"
+
+# -x: the last argument is read from stdin (binary safe).
+expect_eq "PUT a binary value from stdin (-x)" "OK" "$(printf 'bin\000ary\377' | R -x PUT rcli bin)"
+expect_eq "GET the binary value (--no-raw escapes it)" '"bin\x00ary\xff"' "$(RT GET rcli bin)"
+
+expect_eq "EXISTS counts" "(integer) 2" "$(RT EXISTS rcli color multi nope)"
+expect_eq "DEL counts" "2" "$(R DEL rcli color nope bin)"
+expect_eq "COUNT" "1" "$(R COUNT rcli)"
+
+for i in 1 2 3 4 5; do R PUT rscan "s$i" "v$i" >/dev/null; done
+R PUT rscan t1 other >/dev/null
+expect_eq "SCAN with PREFIX, one page (raw: cursor, then key value ...)" \
+    "$(printf '%s\n' 0 s1 v1 s2 v2 s3 v3 s4 v4 s5 v5)" "$(R SCAN rscan 0 PREFIX s COUNT 10)"
+expect_eq "SCAN first of several pages (--no-raw)" \
+    "$(printf '%s\n' '1) "k7332"' '2) 1) "s1"' '   2) "v1"' '   3) "s2"' '   4) "v2"')" \
+    "$(RT SCAN rscan 0 PREFIX s COUNT 2)"
+expect_eq "SCAN last page returns cursor 0" \
+    "$(printf '%s\n' 0 s5 v5)" "$(R SCAN rscan k7334 PREFIX s COUNT 2)"
+
+expect_eq "BATCH replies per op (--no-raw)" \
+    "$(printf '%s\n' '1) OK' '2) OK' '3) (integer) 1' '4) (integer) 0')" \
+    "$(RT BATCH rcli PUT b1 one PUT b2 two DEL b1 DEL b1)"
+expect_eq "BATCH result visible" "two" "$(R GET rcli b2)"
+out=$(RT BATCH rcli PUT b3 three PUT '' empty-key)
+expect_contains "BATCH with an empty key is BADKEY" "(error) BADKEY" "$out"
+expect_eq "... and applied nothing" "0" "$(R EXISTS rcli b3)"
+out=$(RT BATCH rcli PUT b3 three GET b3)
+expect_contains "BATCH with an unknown op is ERR" "(error) ERR BATCH op 2: unknown op 'GET'" "$out"
+
+info=$(R INFO)
+expect_contains "INFO has fsync:" "fsync:" "$info"
+expect_contains "INFO has the namespace line" "ns_rcli:keys=" "$info"
+expect_contains "INFO has the version" "actorkv_version:" "$info"
+
+names=$(R NAMESPACES)
+expect_contains "NAMESPACES lists rcli" $'\nrcli\n' $'\n'"$names"$'\n'
+expect_contains "NAMESPACES lists rscan" $'\nrscan\n' $'\n'"$names"$'\n'
+
+# Errors show their code: raw prints the line, --no-raw prefixes "(error)".
+expect_eq "unknown command (raw)" "ERR unknown command 'FOO'" "$(R FOO bar)"
+expect_eq "unknown command (--no-raw)" "(error) ERR unknown command 'FOO'" "$(RT FOO bar)"
+expect_contains "bad namespace is BADNS" "(error) BADNS namespace name may contain only" "$(RT GET a/b k)"
+expect_contains "empty key is BADKEY" "(error) BADKEY" "$(RT PUT rcli '' v)"
+expect_contains "bad cursor is BADCURSOR" "(error) BADCURSOR" "$(RT SCAN rcli nope)"
+expect_contains "wrong arity is ERR" "(error) ERR wrong number of arguments for 'PUT'" "$(RT PUT rcli k)"
+
+# The connection probes redis-cli and other Redis tools send.
+expect_eq "COMMAND answers an empty array" "(empty array)" "$(RT COMMAND DOCS)"
+
+# Commands from stdin, one per line, over one connection.
+out=$(printf 'PUT rcli piped 1\nGET rcli piped\nDEL rcli piped\nGET rcli piped\n' | R)
+expect_eq "several commands piped to redis-cli" "$(printf '%s\n' OK 1 1 '')" "$out"
+
+# -r repeats a command.
+expect_eq "-r 3 repeats the command" "$(printf '%s\n' PONG PONG PONG)" "$(R -r 3 PING)"
+
+finish

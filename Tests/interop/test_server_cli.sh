@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# actorkvd's command line and start-up checks. Starts its own servers in a private temporary
+# directory (SOCK is not used), and stops every one of them.
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_tool nc netcat-openbsd
+if [ ! -x "$ACTORKVD" ]; then not_ok "actorkvd found at $ACTORKVD"; finish; fi
+
+W=$(mktemp -d /tmp/akvc.XXXXXX)
+PIDS=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do
+        if is_running "$pid"; then kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi
+    done
+    rm -rf "$W"
+}
+trap cleanup EXIT
+
+# start NAME ARGS...: starts actorkvd in the background (log in $W/NAME.log); sets PID.
+start() {
+    local name=$1; shift
+    "$ACTORKVD" "$@" </dev/null >"$W/$name.log" 2>&1 &
+    PID=$!
+    PIDS+=("$PID")
+}
+
+# run_fg NAME ARGS...: runs actorkvd in the foreground (bounded); sets STATUS and OUT.
+run_fg() {
+    local name=$1; shift
+    timeout 30 "$ACTORKVD" "$@" </dev/null >"$W/$name.log" 2>&1
+    STATUS=$?
+    OUT=$(cat "$W/$name.log")
+}
+
+# stop_ok NAME PID SOCKET: SIGTERM; checks exit 0 and the socket removed.
+stop_ok() {
+    kill -TERM "$2"
+    wait_exit "$2"
+    local status=$?
+    if [ $status -eq 0 ] && [ ! -e "$3" ]; then ok "$1 stops on SIGTERM: exit 0, socket removed"
+    else not_ok "$1 stops on SIGTERM: exit 0, socket removed"; note "exit $status, socket $( [ -e "$3" ] && echo left || echo removed)"; fi
+}
+
+nc_get() { printf 'GET %s %s\r\n' "$2" "$3" | timeout "$T" nc -U -N "$1" | tr -d '\r'; }
+
+# --help, --version, bad flags --------------------------------------------------------------
+out=$(timeout 10 "$ACTORKVD" --help 2>&1); status=$?
+expect_eq "--help exits 0" 0 "$status"
+expect_contains "--help mentions --socket" "--socket" "$out"
+expect_contains "--help mentions --allow-shared-data-dir" "--allow-shared-data-dir" "$out"
+out=$(timeout 10 "$ACTORKVD" --version 2>&1); status=$?
+expect_eq "--version exits 0" 0 "$status"
+expect_contains "--version prints the version" "actorkvd " "$out"
+
+run_fg unknown --no-such-flag
+expect_eq "an unknown flag exits 2" 2 "$STATUS"
+expect_contains "... and names it" "unknown option '--no-such-flag'" "$OUT"
+run_fg missing --socket
+expect_eq "a flag without its value exits 2" 2 "$STATUS"
+expect_contains "... and says so" "--socket needs a value" "$OUT"
+run_fg badfsync --fsync sometimes --socket "$W/x.sock" --data-dir "$W/x"
+expect_eq "--fsync with a bad policy exits 2" 2 "$STATUS"
+run_fg badmode --socket-mode 999 --socket "$W/x.sock" --data-dir "$W/x"
+expect_eq "--socket-mode that is not octal exits 2" 2 "$STATUS"
+check "bad flags create nothing" test ! -e "$W/x" -a ! -e "$W/x.sock"
+
+# First server; default modes ---------------------------------------------------------------
+A_SOCK=$W/a.sock
+start a --socket "$A_SOCK" --data-dir "$W/a-data" --fsync always
+A=$PID
+if wait_ping "$A_SOCK" "$A"; then ok "server A starts"; else not_ok "server A starts"; sed 's/^/#   /' "$W/a.log"; finish; fi
+expect_eq "the socket is mode 0600 by default" 600 "$(stat -c %a "$A_SOCK")"
+expect_eq "a new data directory is created 0700" 700 "$(stat -c %a "$W/a-data")"
+expect_eq "server A stores a value" "+OK" "$(printf 'PUT cli k from-a\r\n' | timeout "$T" nc -U -N "$A_SOCK" | tr -d '\r')"
+
+# A second server on the same socket fails and leaves the first alone.
+run_fg second --socket "$A_SOCK" --data-dir "$W/b-data"
+if [ "$STATUS" -ne 0 ] && [ "$STATUS" -ne 124 ]; then ok "a second server on the same socket exits non-zero ($STATUS)"
+else not_ok "a second server on the same socket exits non-zero"; note "status $STATUS"; fi
+expect_contains "... with a clear message" "another server is already listening on $A_SOCK" "$OUT"
+check "... and the first keeps its socket" test -S "$A_SOCK"
+expect_eq "... and keeps serving" $'$6\nfrom-a' "$(nc_get "$A_SOCK" cli k)"
+
+# A second server on the same data directory fails too.
+run_fg samedata --socket "$W/c.sock" --data-dir "$W/a-data"
+if [ "$STATUS" -ne 0 ] && [ "$STATUS" -ne 124 ]; then ok "a second server on the same data directory exits non-zero ($STATUS)"
+else not_ok "a second server on the same data directory exits non-zero"; note "status $STATUS"; fi
+expect_contains "... with a clear message" "in use by process $A" "$OUT"
+check "... and does not leave a socket" test ! -e "$W/c.sock"
+
+# Stale socket: SIGKILL leaves the socket file; the next server removes it and starts.
+{ kill -9 "$A"; wait "$A"; } 2>/dev/null
+check "a SIGKILLed server leaves its socket file" test -S "$A_SOCK"
+start a2 --socket "$A_SOCK" --data-dir "$W/a-data"
+A2=$PID
+if wait_ping "$A_SOCK" "$A2"; then ok "a new server replaces the stale socket and starts"
+else not_ok "a new server replaces the stale socket and starts"; sed 's/^/#   /' "$W/a2.log"; fi
+expect_contains "... and logs that it removed it" "removed stale socket $A_SOCK" "$(cat "$W/a2.log")"
+expect_eq "... and has the data acknowledged before the kill (fsync always)" $'$6\nfrom-a' "$(nc_get "$A_SOCK" cli k)"
+stop_ok "the restarted server" "$A2" "$A_SOCK"
+
+# A path that exists and is not a socket is never replaced.
+echo "precious" > "$W/file"
+run_fg notsocket --socket "$W/file" --data-dir "$W/f-data"
+expect_eq "a regular file at the socket path: exit 1" 1 "$STATUS"
+expect_contains "... with a clear message" "exists and is not a socket" "$OUT"
+expect_eq "... and the file is untouched" precious "$(cat "$W/file")"
+
+# --socket-mode ----------------------------------------------------------------------------
+start mode --socket "$W/m.sock" --data-dir "$W/m-data" --socket-mode 660
+M=$PID
+if wait_ping "$W/m.sock" "$M"; then
+    expect_eq "--socket-mode 660 gives 660" 660 "$(stat -c %a "$W/m.sock")"
+else
+    not_ok "--socket-mode 660 gives 660"; sed 's/^/#   /' "$W/mode.log"
+fi
+stop_ok "the --socket-mode server" "$M" "$W/m.sock"
+
+# A data directory other users can write to ------------------------------------------------
+mkdir "$W/shared"
+chmod 0777 "$W/shared"
+run_fg shared --socket "$W/s.sock" --data-dir "$W/shared"
+expect_eq "a data directory with mode 0777 is refused (exit 1)" 1 "$STATUS"
+expect_contains "... with a clear message" "writable by other users" "$OUT"
+check "... and no socket is left" test ! -e "$W/s.sock"
+start shared2 --socket "$W/s.sock" --data-dir "$W/shared" --allow-shared-data-dir
+S2=$PID
+if wait_ping "$W/s.sock" "$S2"; then ok "--allow-shared-data-dir accepts it"
+else not_ok "--allow-shared-data-dir accepts it"; sed 's/^/#   /' "$W/shared2.log"; fi
+stop_ok "the shared-data-dir server" "$S2" "$W/s.sock"
+
+# Other start-up refusals ------------------------------------------------------------------
+long=$W/$(printf 'x%.0s' $(seq 1 110)).sock
+run_fg longpath --socket "$long" --data-dir "$W/l-data"
+expect_eq "a socket path over 107 bytes: exit 1" 1 "$STATUS"
+expect_contains "... with a clear message" "longer than the 107 bytes" "$OUT"
+run_fg nodir --socket "$W/no/such/dir/s.sock" --data-dir "$W/n-data"
+expect_eq "a socket in a missing directory: exit 1" 1 "$STATUS"
+expect_contains "... with a clear message" "does not exist" "$OUT"
+
+finish

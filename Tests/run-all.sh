@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every ActorKV test: the Swift packages' tests, the Python client's tests, the shell
-# interop tests (socat, nc, redis-cli) and the benchmark script in its quick mode.
+# interop tests (socat, nc, redis-cli), 20 s of libFuzzer on the protocol decoder and the
+# benchmark script in its quick mode.
 # Needs: swift, python3, socat, netcat-openbsd, redis-tools, redis-server (see .ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,8 @@ echo "== python client tests"
 python3 -m unittest discover -s Clients/python -v
 echo "== shell interop tests"
 bash Tests/interop/run.sh
+echo "== libFuzzer on the protocol decoder (20 s)"
+bash Fuzz/run.sh 20
 echo "== benchmark script, quick mode (no timings asserted)"
 bash Benchmarks/run.sh --quick
 echo "== all suites passed"

@@ -102,7 +102,7 @@ final class RawConnection {
     let fd: Int32
     private var decoder = ReplyDecoder()
 
-    init(path: String, timeoutSeconds: Int = 10) throws {
+    init(path: String, timeoutSeconds: Int = 30) throws {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
         var addr = sockaddr_un()

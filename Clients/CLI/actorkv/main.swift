@@ -1,1 +1,329 @@
-print("x")
+// actorkv: the command-line client of actorkvd. Makes ActorKV state first-class in shell scripts:
+//
+//     actorkv put config theme dark
+//     theme=$(actorkv get config theme) || theme=light
+//
+// Arguments are taken as raw bytes (not re-encoded), and `get` writes the value's exact bytes,
+// so binary keys and values survive. See `usage` below for every command and exit code.
+import ActorKVClient
+import Foundation
+import Glibc
+
+let usage = """
+actorkv: command-line client of the ActorKV server (actorkvd).
+
+Usage: actorkv [--socket PATH] COMMAND [ARGUMENTS...]
+
+Commands:
+  get NS KEY                  print the value's exact bytes, with NO newline added
+                              (so $(actorkv get ns key) and binary values are exact); exit 1 if missing
+  put NS KEY VALUE            store VALUE; VALUE '-' reads the value from standard input to EOF
+  del NS KEY...               remove keys; print how many existed
+  exists NS KEY...            print how many of the keys exist; exit 1 unless all of them do
+  count NS                    print the number of keys in NS
+  scan [--json] NS [PREFIX]   print every entry (whose key starts with PREFIX) in key order, as
+                              KEY<TAB>VALUE lines; in keys and values, backslash, tab, newline and
+                              carriage return are written as \\\\ \\t \\n \\r so that each entry is one line.
+                              --json prints a JSON array of {"key": ..., "value": ...} objects
+                              instead; a key or value that is not valid UTF-8 is given as
+                              "key_base64" / "value_base64" (base64 of the exact bytes) instead.
+  batch NS OP...              apply the ops all-or-nothing; OP is 'put KEY VALUE' or 'del KEY';
+                              print one line per op: OK for put, 1 or 0 (existed) for del
+  compact NS                  snapshot NS and truncate its log
+  namespaces                  print the namespace names, one per line
+  info                        print the server's INFO text
+  ping [MESSAGE]              print PONG (or MESSAGE)
+
+Options:
+  --socket PATH, -s PATH      the server's socket (default: $ACTORKV_SOCKET, else ./actorkv.sock)
+  --help, -h                  print this text
+
+Commands that change data (put, compact) print nothing on success.
+
+Exit status:
+  0  success
+  1  not found (get of a missing key; exists when not every key exists)
+  2  usage error
+  3  the server refused the request (its error 'CODE message' is printed on standard error),
+     or replied with something unexpected
+  4  cannot connect to the server, or the connection broke
+
+"""
+
+enum Exit {
+    static let ok: Int32 = 0
+    static let notFound: Int32 = 1
+    static let usage: Int32 = 2
+    static let server: Int32 = 3
+    static let connection: Int32 = 4
+}
+
+/// A failure that ends the program with `code` after printing `message` on standard error.
+struct Failure: Error {
+    let code: Int32
+    let message: String
+}
+
+// MARK: Output
+
+/// Writes all of `bytes` to `fd`, retrying on EINTR and short writes.
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        if n > 0 { offset += n; continue }
+        if n < 0 && errno == EINTR { continue }
+        return
+    }
+}
+
+/// Buffered standard output: flushed when it grows past 64 KiB and at exit.
+final class Output {
+    private var buffer: [UInt8] = []
+
+    func write(_ bytes: [UInt8]) {
+        buffer.append(contentsOf: bytes)
+        if buffer.count >= 64 * 1024 { flush() }
+    }
+
+    func write(_ text: String) { write(Array(text.utf8)) }
+
+    func line(_ text: String) { write(Array(text.utf8) + [0x0A]) }
+
+    func flush() {
+        writeAll(1, buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+func printError(_ text: String) {
+    writeAll(2, Array((text.hasSuffix("\n") ? text : text + "\n").utf8))
+}
+
+// MARK: Formatting
+
+/// Escapes backslash, tab, newline and carriage return, so a key or value fits in one TAB field.
+func escapedField(_ bytes: [UInt8]) -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity(bytes.count)
+    for b in bytes {
+        switch b {
+        case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+        case UInt8(ascii: "\t"): out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+        case UInt8(ascii: "\n"): out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+        case UInt8(ascii: "\r"): out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+        default: out.append(b)
+        }
+    }
+    return out
+}
+
+/// A JSON member `"name":"text"` for valid UTF-8, else `"name_base64":"..."`.
+func jsonMember(_ name: String, _ bytes: [UInt8]) -> String {
+    guard let text = String(validating: bytes, as: UTF8.self) else {
+        return "\"\(name)_base64\":\"\(Data(bytes).base64EncodedString())\""
+    }
+    var out = "\"\(name)\":\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+            let hex = String(scalar.value, radix: 16)
+            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + "\""
+}
+
+// MARK: Arguments
+
+/// The program's arguments as raw bytes (not re-encoded: invalid UTF-8 passes through).
+func rawArguments() -> [[UInt8]] {
+    (1..<Int(CommandLine.argc)).map { i in
+        guard let pointer = CommandLine.unsafeArgv[i] else { return [] }
+        return Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer))).map { UInt8(bitPattern: $0) }
+    }
+}
+
+func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+func usageFailure(_ message: String) -> Failure {
+    Failure(code: Exit.usage, message: "actorkv: \(message)\nRun 'actorkv --help' for usage.")
+}
+
+/// Reads standard input to EOF.
+func readStandardInput() throws(Failure) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress, $0.count) }
+        if n > 0 { bytes.append(contentsOf: chunk[0..<n]); continue }
+        if n == 0 { return bytes }
+        if errno == EINTR { continue }
+        throw Failure(code: Exit.usage, message: "actorkv: cannot read standard input: \(String(cString: strerror(errno)))")
+    }
+}
+
+// MARK: Commands
+
+func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 {
+    var socketPath = ProcessInfo.processInfo.environment["ACTORKV_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
+        ?? "./actorkv.sock"
+    var rest = arguments[...]
+    var json = false
+    while let first = rest.first, first.first == UInt8(ascii: "-"), first.count > 1 {
+        rest.removeFirst()
+        let option = text(first)
+        switch option {
+        case "--help", "-h":
+            output.write(usage)
+            return Exit.ok
+        case "--socket", "-s":
+            guard let path = rest.popFirst() else { throw usageFailure("\(option) needs a path") }
+            socketPath = text(path)
+        case _ where option.hasPrefix("--socket="):
+            socketPath = String(option.dropFirst("--socket=".count))
+        case "--json":
+            json = true
+        case "--":
+            break
+        default:
+            throw usageFailure("unknown option '\(option)'")
+        }
+        if option == "--" { break }
+    }
+    guard let commandBytes = rest.popFirst() else { throw usageFailure("no command given") }
+    let command = text(commandBytes).lowercased()
+    if command == "help" {
+        output.write(usage)
+        return Exit.ok
+    }
+    if command == "scan" {
+        rest = rest.filter { arg in
+            if text(arg) == "--json" { json = true; return false }
+            return true
+        }[...]
+    } else if json {
+        throw usageFailure("--json applies to scan only")
+    }
+    var args = Array(rest)
+
+    func need(_ range: ClosedRange<Int>, _ form: String) throws(Failure) {
+        guard range.contains(args.count) else { throw usageFailure("usage: actorkv \(form)") }
+    }
+    let many = Int.max - 1
+
+    let client = ActorKVClient(socketPath: socketPath)
+    do {
+        switch command {
+        case "get":
+            try need(2...2, "get NS KEY")
+            guard let value = try await client.get(text(args[0]), args[1]) else { return Exit.notFound }
+            output.write(value)
+        case "put", "set":
+            try need(3...3, "put NS KEY VALUE   (VALUE '-' reads standard input)")
+            if args[2] == [UInt8(ascii: "-")] { args[2] = try readStandardInput() }
+            try await client.put(text(args[0]), args[1], args[2])
+        case "del", "delete":
+            try need(2...many, "del NS KEY...")
+            output.line(String(try await client.delete(text(args[0]), Array(args[1...]))))
+        case "exists":
+            try need(2...many, "exists NS KEY...")
+            let n = try await client.exists(text(args[0]), Array(args[1...]))
+            output.line(String(n))
+            if n < args.count - 1 { return Exit.notFound }
+        case "count":
+            try need(1...1, "count NS")
+            output.line(String(try await client.count(text(args[0]))))
+        case "scan":
+            try need(1...2, "scan [--json] NS [PREFIX]")
+            let entries = client.scan(text(args[0]), prefix: args.count > 1 ? args[1] : [], pageSize: 1000)
+            var first = true
+            if json { output.write("[") }
+            for try await entry in entries {
+                if json {
+                    output.write((first ? "\n  {" : ",\n  {") + jsonMember("key", entry.key) + ","
+                                 + jsonMember("value", entry.value) + "}")
+                } else {
+                    output.write(escapedField(entry.key) + [UInt8(ascii: "\t")] + escapedField(entry.value) + [0x0A])
+                }
+                first = false
+            }
+            if json { output.write(first ? "]\n" : "\n]\n") }
+        case "batch":
+            try need(3...many, "batch NS put KEY VALUE | del KEY ...")
+            var operations: [BatchOperation] = []
+            var i = 1
+            while i < args.count {
+                switch text(args[i]).lowercased() {
+                case "put":
+                    guard i + 2 < args.count else { throw usageFailure("batch: put needs a key and a value") }
+                    operations.append(.put(key: args[i + 1], value: args[i + 2]))
+                    i += 3
+                case "del", "delete":
+                    guard i + 1 < args.count else { throw usageFailure("batch: del needs a key") }
+                    operations.append(.delete(key: args[i + 1]))
+                    i += 2
+                default:
+                    throw usageFailure("batch: unknown op '\(text(args[i]))' (expected put or del)")
+                }
+            }
+            for result in try await client.batch(text(args[0]), operations) {
+                switch result {
+                case .stored: output.line("OK")
+                case .deleted(let existed): output.line(existed ? "1" : "0")
+                }
+            }
+        case "compact":
+            try need(1...1, "compact NS")
+            try await client.compact(text(args[0]))
+        case "namespaces":
+            try need(0...0, "namespaces")
+            for name in try await client.namespaces() { output.line(name) }
+        case "info":
+            try need(0...0, "info")
+            output.write(try await client.info())
+        case "ping":
+            try need(0...1, "ping [MESSAGE]")
+            if args.isEmpty {
+                output.line(try await client.ping())
+            } else {
+                output.write(try await client.ping(args[0]) + [0x0A])
+            }
+        default:
+            throw usageFailure("unknown command '\(text(commandBytes))'")
+        }
+    } catch let error as Failure {
+        throw error
+    } catch let error as ActorKVError {
+        switch error {
+        case .server(let code, let message):
+            throw Failure(code: Exit.server, message: message.isEmpty ? code : "\(code) \(message)")
+        case .cannotConnect, .connectionLost, .closed:
+            throw Failure(code: Exit.connection, message: "actorkv: \(error)")
+        case .protocolViolation, .decodingFailed, .encodingFailed:
+            throw Failure(code: Exit.server, message: "actorkv: \(error)")
+        }
+    } catch {
+        throw Failure(code: Exit.server, message: "actorkv: \(error)")
+    }
+    await client.close()
+    return Exit.ok
+}
+
+let output = Output()
+let status: Int32
+do {
+    status = try await run(rawArguments(), output: output)
+} catch {
+    output.flush()
+    printError(error.message)
+    exit(error.code)
+}
+output.flush()
+exit(status)

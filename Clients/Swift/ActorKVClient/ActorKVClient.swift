@@ -1,0 +1,316 @@
+import ActorKVProtocol
+import Synchronization
+
+/// A client of an `actorkvd` server on a Unix-domain socket.
+///
+/// One client is meant to be shared: it is `Sendable`, and any number of tasks may call it at
+/// once. Calls are pipelined over a single connection: each request is written as soon as it is
+/// made, without waiting for the replies to earlier ones, and the replies, which the server sends
+/// in request order, are handed back to the callers first-in first-out.
+///
+/// The connection is opened by the first call (a lazy `connect(2)`, which on a local socket
+/// completes at once). Its blocking socket I/O runs on two dedicated threads, never on Swift's
+/// cooperative pool: a reader thread that decodes replies and resumes the waiting tasks, and a
+/// writer thread that sends whatever the kernel's socket buffer could not take at once (a caller
+/// first tries a non-blocking send itself, so a lone request costs no thread hop). No lock is held
+/// across a blocking call or a round trip.
+///
+/// If the connection breaks (the server exits or crashes, a read or write fails), every pending
+/// call fails with ``ActorKVError/connectionLost(_:)`` and the next call connects again. A call
+/// whose task is cancelled still waits for its reply: the request has already been sent.
+///
+///     let kv = ActorKVClient(socketPath: "/run/myapp/actorkv.sock")
+///     try await kv.put("config", "theme", "dark")
+///     let theme = try await kv.getString("config", "theme")   // "dark"
+public final class ActorKVClient: Sendable {
+    /// The path of the server's Unix socket.
+    public let socketPath: String
+
+    private let current = Mutex<Connection?>(nil)
+
+    /// A client of the server listening at `socketPath`. Nothing is connected until the first call.
+    public init(socketPath: String = "./actorkv.sock") {
+        self.socketPath = socketPath
+    }
+
+    deinit {
+        current.withLock { $0?.shutdown(with: .closed) }
+    }
+
+    // MARK: Raw requests
+
+    /// Sends one request (`arguments[0]` is the command name) and returns its reply.
+    ///
+    /// An error reply (`-CODE message`) is thrown as ``ActorKVError/server(code:message:)``; any
+    /// other reply is returned as is. The typed methods below are built on this.
+    public func send(_ arguments: [[UInt8]]) async throws(ActorKVError) -> Reply {
+        var request: [UInt8] = []
+        RequestEncoder.encode(arguments, into: &request)
+        // A request that was not sent (its connection failed or began closing between being
+        // looked up and being used) is retried on a fresh connection, a bounded number of times.
+        var attempts = 0
+        while true {
+            let connection = try connection()
+            switch await connection.send(request) {
+            case .reply(.error(let text)): throw ActorKVError.fromErrorReply(text)
+            case .reply(let reply): return reply
+            case .failed(let error): throw error
+            case .notSent(let error):
+                attempts += 1
+                if attempts == 3 { throw error }
+            }
+        }
+    }
+
+    /// Sends one request given as strings (their UTF-8 bytes); see ``send(_:)-([[UInt8]])``.
+    public func send(_ arguments: [String]) async throws(ActorKVError) -> Reply {
+        try await send(arguments.map { Array($0.utf8) })
+    }
+
+    /// The open connection, or a new one if there is none or it failed.
+    private func connection() throws(ActorKVError) -> Connection {
+        try current.withLock { (connection: inout Connection?) throws(ActorKVError) -> Connection in
+            if let open = connection, open.isUsable { return open }
+            let fresh = try Connection.open(path: socketPath)
+            connection = fresh
+            return fresh
+        }
+    }
+
+    /// The number of requests sent on the current connection whose replies have not arrived yet
+    /// (for tests and diagnostics).
+    var pendingRequestCount: Int { current.withLock { $0?.pendingCount ?? 0 } }
+
+    /// Closes the connection gracefully: sends `QUIT`, waits until the replies to every request
+    /// sent before it have arrived, then closes the socket. Calls made after `close()` starts open
+    /// a new connection. Never throws: a connection that is already broken is just dropped.
+    public func close() async {
+        guard let connection = current.withLock({ (connection: inout Connection?) -> Connection? in
+            defer { connection = nil }
+            return connection
+        }) else { return }
+        var request: [UInt8] = []
+        RequestEncoder.encode(["QUIT"], into: &request)
+        _ = await connection.send(request, last: true)
+        connection.shutdown(with: .closed)
+    }
+
+    // MARK: Keys and values
+
+    /// The value stored under `key` in `namespace`, or nil if there is none.
+    public func get(_ namespace: String, _ key: [UInt8]) async throws(ActorKVError) -> [UInt8]? {
+        let reply = try await send([Array("GET".utf8), Array(namespace.utf8), key])
+        switch reply {
+        case .bulk(let value): return value
+        case .null: return nil
+        default: throw Self.unexpected(reply, for: "GET")
+        }
+    }
+
+    /// The value stored under the UTF-8 bytes of `key`, or nil if there is none.
+    public func get(_ namespace: String, _ key: String) async throws(ActorKVError) -> [UInt8]? {
+        try await get(namespace, Array(key.utf8))
+    }
+
+    /// The value stored under `key` decoded as UTF-8 (invalid sequences become U+FFFD), or nil.
+    public func getString(_ namespace: String, _ key: String) async throws(ActorKVError) -> String? {
+        try await get(namespace, Array(key.utf8)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Stores `value` under `key` in `namespace` (created if needed), replacing any value there.
+    /// Returns once the server has applied it, durable per the server's `--fsync` policy.
+    public func put(_ namespace: String, _ key: [UInt8], _ value: [UInt8]) async throws(ActorKVError) {
+        let reply = try await send([Array("PUT".utf8), Array(namespace.utf8), key, value])
+        try Self.expectOK(reply, for: "PUT")
+    }
+
+    /// Stores the UTF-8 bytes of `value` under the UTF-8 bytes of `key`.
+    public func put(_ namespace: String, _ key: String, _ value: String) async throws(ActorKVError) {
+        try await put(namespace, Array(key.utf8), Array(value.utf8))
+    }
+
+    /// Stores `value` under the UTF-8 bytes of `key`.
+    public func put(_ namespace: String, _ key: String, _ value: [UInt8]) async throws(ActorKVError) {
+        try await put(namespace, Array(key.utf8), value)
+    }
+
+    /// Removes `keys` from `namespace`; returns how many of them existed.
+    public func delete(_ namespace: String, _ keys: [[UInt8]]) async throws(ActorKVError) -> Int {
+        try await integer(["DEL", namespace], keys)
+    }
+
+    /// Removes the UTF-8 bytes of each of `keys`; returns how many of them existed.
+    public func delete(_ namespace: String, _ keys: [String]) async throws(ActorKVError) -> Int {
+        try await delete(namespace, keys.map { Array($0.utf8) })
+    }
+
+    /// Removes one key; returns whether it existed.
+    @discardableResult
+    public func delete(_ namespace: String, _ key: String) async throws(ActorKVError) -> Bool {
+        try await delete(namespace, [Array(key.utf8)]) == 1
+    }
+
+    /// How many of `keys` exist in `namespace` (a key listed twice counts twice).
+    public func exists(_ namespace: String, _ keys: [[UInt8]]) async throws(ActorKVError) -> Int {
+        try await integer(["EXISTS", namespace], keys)
+    }
+
+    /// How many of the UTF-8 bytes of `keys` exist in `namespace`.
+    public func exists(_ namespace: String, _ keys: [String]) async throws(ActorKVError) -> Int {
+        try await exists(namespace, keys.map { Array($0.utf8) })
+    }
+
+    /// Whether `key` exists in `namespace`.
+    public func exists(_ namespace: String, _ key: String) async throws(ActorKVError) -> Bool {
+        try await exists(namespace, [Array(key.utf8)]) == 1
+    }
+
+    /// The number of keys in `namespace` (0 if it does not exist).
+    public func count(_ namespace: String) async throws(ActorKVError) -> Int {
+        try await integer(["COUNT", namespace], [])
+    }
+
+    // MARK: Scans
+
+    /// Every entry of `namespace` whose key starts with `prefix`, in key order, fetched lazily
+    /// `pageSize` entries at a time (one `SCAN` per page, following the cursor until it is `0`).
+    ///
+    ///     for try await entry in kv.scan("users", prefix: "user:") { print(entry.keyString) }
+    ///
+    /// A scan sees a consistent order but not a snapshot: keys written while it runs may or may
+    /// not appear; keys that exist throughout appear exactly once. `pageSize` is 1 to 100,000.
+    public func scan(_ namespace: String, prefix: [UInt8] = [], pageSize: Int = 100) -> ScanSequence {
+        ScanSequence(client: self, namespace: namespace, prefix: prefix, pageSize: pageSize)
+    }
+
+    /// Every entry whose key starts with the UTF-8 bytes of `prefix`; see ``scan(_:prefix:pageSize:)-([UInt8])``.
+    public func scan(_ namespace: String, prefix: String, pageSize: Int = 100) -> ScanSequence {
+        scan(namespace, prefix: Array(prefix.utf8), pageSize: pageSize)
+    }
+
+    /// One page of a scan: up to `count` entries after `cursor` (``ScanPage/start`` to begin) whose
+    /// keys start with `prefix`, and the cursor of the next page.
+    public func scanPage(_ namespace: String, cursor: [UInt8] = ScanPage.start, prefix: [UInt8] = [],
+                         count: Int = 100) async throws(ActorKVError) -> ScanPage {
+        var arguments = [Array("SCAN".utf8), Array(namespace.utf8), cursor]
+        if !prefix.isEmpty { arguments += [Array("PREFIX".utf8), prefix] }
+        arguments += [Array("COUNT".utf8), Array(String(count).utf8)]
+        let reply = try await send(arguments)
+        guard case .array(let parts) = reply, parts.count == 2, case .bulk(let next) = parts[0],
+              case .array(let flat) = parts[1], flat.count % 2 == 0 else {
+            throw Self.unexpected(reply, for: "SCAN")
+        }
+        var entries: [ScanEntry] = []
+        entries.reserveCapacity(flat.count / 2)
+        var i = 0
+        while i < flat.count {
+            guard case .bulk(let key) = flat[i], case .bulk(let value) = flat[i + 1] else {
+                throw Self.unexpected(reply, for: "SCAN")
+            }
+            entries.append(ScanEntry(key: key, value: value))
+            i += 2
+        }
+        return ScanPage(entries: entries, nextCursor: next)
+    }
+
+    // MARK: Batches
+
+    /// Applies `operations` to `namespace` in order, all or nothing, as one durable write.
+    /// Returns one result per operation. If the server refuses the batch, nothing was applied.
+    public func batch(_ namespace: String, _ operations: [BatchOperation]) async throws(ActorKVError) -> [BatchResult] {
+        guard !operations.isEmpty else { return [] }
+        var arguments = [Array("BATCH".utf8), Array(namespace.utf8)]
+        arguments.reserveCapacity(2 + operations.count * 3)
+        for operation in operations {
+            switch operation {
+            case .put(let key, let value): arguments += [Array("PUT".utf8), key, value]
+            case .delete(let key): arguments += [Array("DEL".utf8), key]
+            }
+        }
+        let reply = try await send(arguments)
+        guard case .array(let elements) = reply, elements.count == operations.count else {
+            throw Self.unexpected(reply, for: "BATCH")
+        }
+        var results: [BatchResult] = []
+        results.reserveCapacity(elements.count)
+        for (element, operation) in zip(elements, operations) {
+            switch (element, operation) {
+            case (.simple("OK"), .put): results.append(.stored)
+            case (.integer(let n), .delete): results.append(.deleted(n == 1))
+            default: throw Self.unexpected(reply, for: "BATCH")
+            }
+        }
+        return results
+    }
+
+    // MARK: Server
+
+    /// Checks the connection: returns "PONG".
+    @discardableResult
+    public func ping() async throws(ActorKVError) -> String {
+        let reply = try await send([Array("PING".utf8)])
+        switch reply {
+        case .simple(let text): return text
+        case .bulk(let bytes): return String(decoding: bytes, as: UTF8.self)
+        default: throw Self.unexpected(reply, for: "PING")
+        }
+    }
+
+    /// Sends `PING message`; the server echoes `message` back.
+    public func ping(_ message: [UInt8]) async throws(ActorKVError) -> [UInt8] {
+        let reply = try await send([Array("PING".utf8), message])
+        guard case .bulk(let bytes) = reply else { throw Self.unexpected(reply, for: "PING") }
+        return bytes
+    }
+
+    /// The server's `INFO` text: `# Section` headers and `name:value` lines.
+    public func info() async throws(ActorKVError) -> String {
+        let reply = try await send([Array("INFO".utf8)])
+        guard case .bulk(let bytes) = reply else { throw Self.unexpected(reply, for: "INFO") }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Writes a snapshot of `namespace` and truncates its log (a no-op for a namespace that does
+    /// not exist).
+    public func compact(_ namespace: String) async throws(ActorKVError) {
+        let reply = try await send([Array("COMPACT".utf8), Array(namespace.utf8)])
+        try Self.expectOK(reply, for: "COMPACT")
+    }
+
+    /// The names of the namespaces that exist.
+    public func namespaces() async throws(ActorKVError) -> [String] {
+        let reply = try await send([Array("NAMESPACES".utf8)])
+        guard case .array(let elements) = reply else { throw Self.unexpected(reply, for: "NAMESPACES") }
+        var names: [String] = []
+        for element in elements {
+            guard case .bulk(let bytes) = element else { throw Self.unexpected(reply, for: "NAMESPACES") }
+            names.append(String(decoding: bytes, as: UTF8.self))
+        }
+        return names
+    }
+
+    // MARK: Reply checks
+
+    private func integer(_ head: [String], _ keys: [[UInt8]]) async throws(ActorKVError) -> Int {
+        let reply = try await send(head.map { Array($0.utf8) } + keys)
+        guard case .integer(let n) = reply else { throw Self.unexpected(reply, for: head[0]) }
+        return Int(n)
+    }
+
+    private static func expectOK(_ reply: Reply, for command: String) throws(ActorKVError) {
+        guard case .simple("OK") = reply else { throw unexpected(reply, for: command) }
+    }
+
+    static func unexpected(_ reply: Reply, for command: String) -> ActorKVError {
+        let shown: String
+        switch reply {
+        case .simple(let text): shown = "+\(text)"
+        case .error(let text): shown = "-\(text)"
+        case .integer(let n): shown = ":\(n)"
+        case .bulk(let bytes): shown = "a \(bytes.count)-byte bulk string"
+        case .null: shown = "a null"
+        case .array(let elements): shown = "an array of \(elements.count)"
+        }
+        return .protocolViolation("unexpected reply to \(command): \(shown)")
+    }
+}

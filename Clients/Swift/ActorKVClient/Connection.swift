@@ -1,0 +1,312 @@
+import ActorKVProtocol
+import Dispatch
+import Foundation
+import Synchronization
+import Glibc  // Linux only, like the server (MSG_NOSIGNAL, SOCK_CLOEXEC).
+
+/// What became of one request sent on a ``Connection``.
+enum SendResult: Sendable {
+    /// The server's reply (which may be an error reply).
+    case reply(Reply)
+    /// The request was sent (or may have been), then the connection failed.
+    case failed(ActorKVError)
+    /// The request was not sent: the connection had already failed, or is closing. Safe to retry
+    /// on a new connection.
+    case notSent(ActorKVError)
+}
+
+/// Where a pending call waits for its reply.
+typealias ReplyContinuation = CheckedContinuation<SendResult, Never>
+
+/// One connected Unix socket with pipelined requests: replies are matched to callers in FIFO order.
+///
+/// Threads and locks:
+/// - A caller appends its continuation to `pending` and its encoded request to the socket in one
+///   critical section of `state`, so the order of `pending` is the order of the requests on the wire.
+///   If the writer thread is idle, the caller sends right there with `MSG_DONTWAIT` (a non-blocking
+///   copy into the kernel's socket buffer, no waiting); whatever does not fit goes to `outbox` and
+///   the writer thread is woken. The lock is never held across a blocking call or a round trip.
+/// - The writer thread does the blocking sends of `outbox`, so a full socket buffer never blocks a
+///   task on Swift's cooperative pool. While it is busy, callers append to `outbox` (which also
+///   coalesces concurrent requests into one write).
+/// - The reader thread does blocking reads, decodes replies with `ReplyDecoder` and resumes the
+///   oldest pending continuations, one per reply, outside the lock.
+/// - The first failure (EOF, read or write error, a framing error, `shutdown(with:)`) is recorded,
+///   the socket is shut down (waking both threads, which then exit) and every pending call is failed
+///   with it. Later sends are refused unsent (``SendResult/notSent(_:)``), and the client retries
+///   them on a new connection. The descriptor is closed in `deinit`, when neither thread nor
+///   the client holds the connection any more, so it can never be reused while a thread uses it.
+final class Connection: Sendable {
+    private let fd: Int32
+    private let state = Mutex(State())
+    private let writerWakeup = DispatchSemaphore(value: 0)
+
+    private struct State {
+        var pending = FIFO<ReplyContinuation>()
+        var outbox: [UInt8] = []
+        var writerBusy = false
+        var failure: ActorKVError?
+        var closing = false
+    }
+
+    /// Limits for replies, wider than a server's request limits: a server may be configured to
+    /// store values past the 64 MiB default bulk limit, and a SCAN page of 100,000 entries is an
+    /// array of 200,000 elements. The server is local and trusted; these only stop runaway input.
+    static let replyLimits = ProtocolLimits(maxInlineLength: 1 << 20, maxBulkLength: Int(Int32.max),
+                                            maxArguments: 16 << 20, maxRequestBytes: Int(Int32.max))
+
+    private init(fd: Int32) {
+        self.fd = fd
+    }
+
+    deinit {
+        _ = Glibc.close(fd)
+    }
+
+    /// Connects to the Unix socket at `path` and starts the reader and writer threads.
+    static func open(path: String) throws(ActorKVError) -> Connection {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard !pathBytes.isEmpty, pathBytes.count < capacity else {
+            throw .cannotConnect(path: path, errno: ENAMETOOLONG,
+                                 reason: pathBytes.isEmpty ? "empty socket path"
+                                     : "socket path is \(pathBytes.count) bytes; at most \(capacity - 1) fit")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+            raw[pathBytes.count] = 0
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .cannotConnect(path: path, errno: errno, reason: errnoText(errno)) }
+        var result: Int32
+        repeat {
+            result = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+        } while result != 0 && errno == EINTR
+        if result != 0 {
+            let code = errno
+            _ = Glibc.close(fd)
+            throw .cannotConnect(path: path, errno: code, reason: errnoText(code))
+        }
+        let connection = Connection(fd: fd)
+        connection.startThreads()
+        return connection
+    }
+
+    private func startThreads() {
+        let reader = Thread { [self] in readLoop() }
+        reader.name = "actorkv-client-reader"
+        let writer = Thread { [self] in writeLoop() }
+        writer.name = "actorkv-client-writer"
+        reader.start()
+        writer.start()
+    }
+
+    /// The number of requests waiting for their replies (for tests).
+    var pendingCount: Int { state.withLock { $0.pending.count } }
+
+    /// False once the connection has failed, been shut down, or sent its last request.
+    var isUsable: Bool { state.withLock { $0.failure == nil && !$0.closing } }
+
+    /// Sends one encoded request and waits for its reply (or the connection's failure).
+    /// With `last`, no request is accepted after this one (used for QUIT): later sends return
+    /// ``SendResult/notSent(_:)``, in the same critical section that queues this request.
+    func send(_ request: [UInt8], last: Bool = false) async -> SendResult {
+        await withCheckedContinuation { (continuation: ReplyContinuation) in
+            enum Action { case none, reject(ActorKVError), fail([ReplyContinuation], ActorKVError) }
+            let action: Action = state.withLock { s in
+                if let failure = s.failure { return .reject(failure) }
+                if s.closing { return .reject(.closed) }
+                s.pending.append(continuation)
+                if last { s.closing = true }
+                if s.writerBusy {
+                    s.outbox.append(contentsOf: request)
+                    return .none
+                }
+                var offset = 0
+                while offset < request.count {
+                    let n = request.withUnsafeBytes {
+                        Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                    }
+                    if n > 0 { offset += n; continue }
+                    let code = errno
+                    if n < 0 && code == EINTR { continue }
+                    if n < 0 && (code == EAGAIN || code == EWOULDBLOCK) { break }
+                    let error = ActorKVError.connectionLost("write failed: \(errnoText(code))")
+                    return .fail(recordFailure(&s, error), error)
+                }
+                if offset < request.count {
+                    s.outbox.append(contentsOf: request[offset...])
+                    s.writerBusy = true
+                    writerWakeup.signal()
+                }
+                return .none
+            }
+            switch action {
+            case .none: break
+            case .reject(let error): continuation.resume(returning: .notSent(error))
+            case .fail(let continuations, let error): resumeAll(continuations, error)
+            }
+        }
+    }
+
+    /// Fails every pending call with `error` and closes the connection (idempotent: only the first
+    /// failure counts).
+    func shutdown(with error: ActorKVError) {
+        let continuations = state.withLock { recordFailure(&$0, error) }
+        resumeAll(continuations, error)
+    }
+
+    /// Records the first failure, shuts the socket down (which wakes a blocked read or send) and
+    /// wakes the writer. Returns the continuations to fail; call with the lock held.
+    private func recordFailure(_ s: inout State, _ error: ActorKVError) -> [ReplyContinuation] {
+        guard s.failure == nil else { return [] }
+        s.failure = error
+        s.outbox = []
+        _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))
+        writerWakeup.signal()
+        return s.pending.removeAll()
+    }
+
+    private func resumeAll(_ continuations: [ReplyContinuation], _ error: ActorKVError) {
+        for continuation in continuations { continuation.resume(returning: .failed(error)) }
+    }
+
+    private func writeLoop() {
+        while true {
+            writerWakeup.wait()
+            while true {
+                let chunk: [UInt8]? = state.withLock { s in
+                    if s.failure != nil { return nil }
+                    if s.outbox.isEmpty { s.writerBusy = false; return [] }
+                    defer { s.outbox = [] }
+                    return s.outbox
+                }
+                guard let chunk else { return }
+                if chunk.isEmpty { break }
+                var offset = 0
+                while offset < chunk.count {
+                    let n = chunk.withUnsafeBytes {
+                        Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
+                    }
+                    if n > 0 { offset += n; continue }
+                    let code = errno
+                    if n < 0 && code == EINTR { continue }
+                    shutdown(with: .connectionLost("write failed: \(errnoText(code))"))
+                    return
+                }
+            }
+        }
+    }
+
+    private func readLoop() {
+        let bufferSize = 64 * 1024
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var decoder = ReplyDecoder(limits: Self.replyLimits)
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress, bufferSize)
+            if n == 0 {
+                shutdown(with: .connectionLost("the server closed the connection"))
+                return
+            }
+            if n < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                shutdown(with: .connectionLost("read failed: \(errnoText(code))"))
+                return
+            }
+            decoder.append(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            var replies: [Reply] = []
+            var framingError: ProtocolError?
+            do {
+                while let reply = try decoder.next() { replies.append(reply) }
+            } catch {
+                framingError = error
+            }
+            if !replies.isEmpty && !deliver(replies) { return }
+            if let framingError {
+                shutdown(with: .protocolViolation("invalid reply from the server: \(framingError.message)"))
+                return
+            }
+        }
+    }
+
+    /// Resumes the oldest pending calls with `replies`. False (after failing the connection) if
+    /// the server sent more replies than there were requests.
+    private func deliver(_ replies: [Reply]) -> Bool {
+        enum Outcome { case deliver([ReplyContinuation]), unsolicited([ReplyContinuation]), stop }
+        let outcome: Outcome = state.withLock { s in
+            if s.failure != nil { return .stop }
+            var continuations: [ReplyContinuation] = []
+            continuations.reserveCapacity(replies.count)
+            for _ in replies {
+                guard let next = s.pending.popFirst() else {
+                    let error: ActorKVError
+                    if case .error(let text) = replies[continuations.count] {
+                        error = .connectionLost("the server sent an error without a request: \(text)")
+                    } else {
+                        error = .protocolViolation("the server sent a reply without a request")
+                    }
+                    _ = recordFailure(&s, error)  // nothing is pending any more
+                    return .unsolicited(continuations)
+                }
+                continuations.append(next)
+            }
+            return .deliver(continuations)
+        }
+        switch outcome {
+        case .stop:
+            return false
+        case .deliver(let continuations):
+            for (continuation, reply) in zip(continuations, replies) { continuation.resume(returning: .reply(reply)) }
+            return true
+        case .unsolicited(let continuations):
+            for (continuation, reply) in zip(continuations, replies) { continuation.resume(returning: .reply(reply)) }
+            return false
+        }
+    }
+}
+
+/// The text of an errno value, e.g. "Connection refused".
+func errnoText(_ code: Int32) -> String {
+    String(cString: strerror(code))
+}
+
+/// A first-in first-out queue with O(1) amortized append and popFirst.
+struct FIFO<Element> {
+    private var storage: [Element] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == storage.count }
+
+    var count: Int { storage.count - head }
+
+    mutating func append(_ element: Element) { storage.append(element) }
+
+    mutating func popFirst() -> Element? {
+        guard head < storage.count else { return nil }
+        let element = storage[head]
+        head += 1
+        if head == storage.count {
+            storage.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024 && head * 2 >= storage.count {
+            storage.removeFirst(head)
+            head = 0
+        }
+        return element
+    }
+
+    mutating func removeAll() -> [Element] {
+        let rest = Array(storage[head...])
+        storage = []
+        head = 0
+        return rest
+    }
+}

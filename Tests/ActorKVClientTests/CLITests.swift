@@ -1,0 +1,174 @@
+import ActorKVClient
+import Foundation
+import Glibc
+import Testing
+
+/// What one run of the `actorkv` binary produced.
+struct CLIResult {
+    var status: Int32
+    var stdout: [UInt8]
+    var stderr: String
+    var text: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+/// Runs the built `actorkv` with `arguments`, feeding `input` on standard input.
+func runCLI(_ arguments: [String], socket: String?, input: [UInt8] = [],
+            environment: [String: String] = [:]) throws -> CLIResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: try builtBinary("actorkv", environment: "ACTORKV_CLI"))
+    process.arguments = (socket.map { ["--socket", $0] } ?? []) + arguments
+    var env = ProcessInfo.processInfo.environment
+    env["ACTORKV_SOCKET"] = nil
+    for (name, value) in environment { env[name] = value }
+    process.environment = env
+    let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = stdout
+    process.standardError = stderr
+    try process.run()
+    try stdin.fileHandleForWriting.write(contentsOf: input)
+    try stdin.fileHandleForWriting.close()
+    let out = stdout.fileHandleForReading.readDataToEndOfFile()
+    let err = stderr.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return CLIResult(status: process.terminationStatus, stdout: Array(out), stderr: String(decoding: err, as: UTF8.self))
+}
+
+@Suite("actorkv command-line client")
+struct CLITests {
+    @Test("get/put/del/exists/count/batch/ping/namespaces/info/compact, exit codes 0 1 2 3")
+    func commands() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            var r = try runCLI(["put", "config", "theme", "dark"], socket: s)
+            #expect(r.status == 0 && r.stdout.isEmpty && r.stderr.isEmpty)
+            r = try runCLI(["get", "config", "theme"], socket: s)
+            #expect(r.status == 0)
+            #expect(r.stdout == Array("dark".utf8))  // exact bytes: no newline added
+            #expect(try await kv.getString("config", "theme") == "dark")
+
+            // Missing key: exit 1, nothing printed.
+            r = try runCLI(["get", "config", "missing"], socket: s)
+            #expect(r.status == 1 && r.stdout.isEmpty)
+
+            // The socket can come from $ACTORKV_SOCKET.
+            r = try runCLI(["get", "config", "theme"], socket: nil, environment: ["ACTORKV_SOCKET": s])
+            #expect(r.status == 0 && r.text == "dark")
+
+            try await kv.put("config", "a", "1")
+            try await kv.put("config", "b", "2")
+            r = try runCLI(["del", "config", "a", "b", "zz"], socket: s)
+            #expect(r.status == 0 && r.text == "2\n")
+            r = try runCLI(["exists", "config", "theme"], socket: s)
+            #expect(r.status == 0 && r.text == "1\n")
+            r = try runCLI(["exists", "config", "theme", "a"], socket: s)
+            #expect(r.status == 1 && r.text == "1\n")
+            r = try runCLI(["count", "config"], socket: s)
+            #expect(r.status == 0 && r.text == "1\n")
+
+            r = try runCLI(["batch", "config", "put", "k1", "v1", "del", "theme", "DEL", "nope"], socket: s)
+            #expect(r.status == 0 && r.text == "OK\n1\n0\n")
+            #expect(try await kv.getString("config", "k1") == "v1")
+
+            r = try runCLI(["ping"], socket: s)
+            #expect(r.status == 0 && r.text == "PONG\n")
+            r = try runCLI(["namespaces"], socket: s)
+            #expect(r.status == 0 && r.text.split(separator: "\n").contains("config"))
+            r = try runCLI(["info"], socket: s)
+            #expect(r.status == 0 && r.text.contains("# Server"))
+            r = try runCLI(["compact", "config"], socket: s)
+            #expect(r.status == 0)
+
+            // Server errors: exit 3, "CODE message" on stderr.
+            r = try runCLI(["get", "a/b", "k"], socket: s)
+            #expect(r.status == 3)
+            #expect(r.stderr.hasPrefix("BADNS "))
+            r = try runCLI(["put", "config", "", "v"], socket: s)
+            #expect(r.status == 3 && r.stderr.hasPrefix("BADKEY "))
+
+            // Usage errors: exit 2.
+            for arguments in [[], ["frobnicate"], ["get", "config"], ["put", "ns", "k"], ["--bogus", "ping"],
+                              ["batch", "ns", "put", "k"], ["batch", "ns", "swap", "a", "b"], ["get", "--json", "a", "b"]] {
+                r = try runCLI(arguments, socket: s)
+                #expect(r.status == 2, "\(arguments): \(r.status) \(r.stderr)")
+                #expect(!r.stderr.isEmpty)
+            }
+            r = try runCLI(["--help"], socket: nil)
+            #expect(r.status == 0 && r.text.contains("Exit status"))
+        }
+    }
+
+    @Test("put - reads standard input; binary values round-trip exactly through put and get")
+    func standardInputAndBinary() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            let binary: [UInt8] = [0x00, 0xFF, 0x0D, 0x0A, 0x41, 0x00, 0x0A] + Array((0...255).map { UInt8($0) })
+            var r = try runCLI(["put", "bin", "blob", "-"], socket: s, input: binary)
+            #expect(r.status == 0)
+            #expect(try await kv.get("bin", "blob") == binary)
+            r = try runCLI(["get", "bin", "blob"], socket: s)
+            #expect(r.status == 0 && r.stdout == binary)
+
+            let large = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 * 7) }
+            r = try runCLI(["put", "bin", "large", "-"], socket: s, input: large)
+            #expect(r.status == 0)
+            r = try runCLI(["get", "bin", "large"], socket: s)
+            #expect(r.stdout == large)
+
+            r = try runCLI(["put", "bin", "empty", "-"], socket: s, input: [])
+            #expect(r.status == 0)
+            #expect(try await kv.get("bin", "empty") == [])
+            r = try runCLI(["get", "bin", "empty"], socket: s)
+            #expect(r.status == 0 && r.stdout.isEmpty)
+        }
+    }
+
+    @Test("scan prints KEY TAB VALUE lines (escaped) and --json; prefix filters")
+    func scan() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            try await kv.put("s", "user:1", "alice")
+            try await kv.put("s", "user:2", "tab\there\nnew\\line")
+            try await kv.put("s", "user:3", [0xFF, 0x00])
+            try await kv.put("s", "zeta", "last")
+            _ = try await kv.batch("s", (0..<1200).map { .put(String(format: "many:%04d", $0), "v\($0)") })
+
+            var r = try runCLI(["scan", "s", "user:"], socket: s)
+            #expect(r.status == 0)
+            #expect(r.stdout == Array("user:1\talice\nuser:2\ttab\\there\\nnew\\\\line\nuser:3\t".utf8) + [0xFF, 0x00, 0x0A])
+
+            r = try runCLI(["scan", "--json", "s", "user:"], socket: s)
+            #expect(r.status == 0)
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout)) as? [[String: String]])
+            #expect(json.count == 3)
+            #expect(json[0] == ["key": "user:1", "value": "alice"])
+            #expect(json[1] == ["key": "user:2", "value": "tab\there\nnew\\line"])
+            #expect(json[2] == ["key": "user:3", "value_base64": Data([0xFF, 0x00]).base64EncodedString()])
+
+            r = try runCLI(["scan", "s", "--json"], socket: s)
+            let everything = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout)) as? [[String: String]])
+            #expect(everything.count == 1204)
+            #expect(everything.last?["key"] == "zeta")
+
+            r = try runCLI(["scan", "s", "many:"], socket: s)
+            let lines = r.text.split(separator: "\n")
+            #expect(lines.count == 1200)
+            #expect(lines.first == "many:0000\tv0")
+            #expect(lines.last == "many:1199\tv1199")
+
+            r = try runCLI(["scan", "--json", "empty"], socket: s)
+            #expect(r.status == 0 && r.text == "[]\n")
+        }
+    }
+
+    @Test("exit 4 when no server listens on the socket")
+    func cannotConnect() throws {
+        let path = "/tmp/akc-cli-none-\(getpid()).sock"
+        for arguments in [["ping"], ["get", "ns", "k"], ["put", "ns", "k", "v"], ["scan", "ns"]] {
+            let r = try runCLI(arguments, socket: path)
+            #expect(r.status == 4, "\(arguments)")
+            #expect(r.stderr.contains("cannot connect to \(path)"))
+            #expect(r.stdout.isEmpty)
+        }
+    }
+}

@@ -52,6 +52,16 @@ public enum LogRecordCodec {
         case malformed(String)
     }
 
+    /// The body length the record of `mutations` encodes to (compare with ``maximumBodyLength``).
+    public static func bodyLength(of mutations: [Mutation]) -> Int {
+        mutations.reduce(minimumBodyLength) { total, mutation in
+            switch mutation {
+            case .put(let key, let value): return total + 9 + key.count + value.count
+            case .delete(let key): return total + 5 + key.count
+            }
+        }
+    }
+
     /// Appends the encoding of `record` to `buffer`.
     public static func encode(_ record: LogRecord, into buffer: inout [UInt8]) {
         let start = buffer.count

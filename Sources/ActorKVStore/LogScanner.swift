@@ -3,8 +3,9 @@
 /// The rules that tell a torn tail (what a crash mid-append leaves, safe to cut) from
 /// corruption (refuse to open):
 /// - fewer bytes left than the record needs: torn at that offset;
-/// - a checksum mismatch on a record that ends exactly at the end of the file: torn;
-///   one with more bytes after it: corrupt;
+/// - a checksum mismatch on a record that ends exactly at the end of the file, or is followed
+///   only by zeros (the file system's unfilled tail starts at a block, not a record, boundary):
+///   torn; one with other bytes after it: corrupt;
 /// - an impossible length field: torn if every byte from there on is zero (a tail the file
 ///   system extended but never filled), corrupt otherwise;
 /// - a checksum-valid body that does not parse: corrupt.
@@ -34,7 +35,7 @@ public enum LogScanner {
             case .incomplete:
                 return .torn(validLength: offset)
             case .checksumMismatch(let end):
-                if end == bytes.count { return .torn(validLength: offset) }
+                if end == bytes.count || allZero(bytes, from: end) { return .torn(validLength: offset) }
                 return .corrupt(offset: offset, reason: "checksum mismatch in a record followed by more data")
             case .invalidLength(let length):
                 if allZero(bytes, from: offset) { return .torn(validLength: offset) }

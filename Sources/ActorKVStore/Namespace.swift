@@ -117,6 +117,12 @@ public actor Namespace {
                 outcomes[index] = .failure(problem)
                 continue
             }
+            // Recovery refuses a record longer than this as corrupt: never write one.
+            let bodyLength = LogRecordCodec.bodyLength(of: mutations)
+            if bodyLength > LogRecordCodec.maximumBodyLength {
+                outcomes[index] = .failure(StoreError(.valueTooLarge, "the write is \(bodyLength) bytes; one write holds at most \(LogRecordCodec.maximumBodyLength)"))
+                continue
+            }
             sequence += 1
             LogRecordCodec.encode(LogRecord(sequence: sequence, mutations: mutations), into: &buffer)
             written.append(index)
@@ -283,6 +289,7 @@ public actor Namespace {
         s.liveBytes = data.bytes
         s.logBytes = olderBytes + activeLength
         s.lastSequence = lastSequence
+        if s.failure == nil { s.failure = syncer.failure?.message }  // a background fsync failed: writes are refused
         return s
     }
 

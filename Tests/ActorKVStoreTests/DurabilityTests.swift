@@ -1,0 +1,627 @@
+import ActorKVStore
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Compaction, corruption refusal, torn tails, fault injection and group commit.
+///
+/// Serialized: FaultInjector is process-wide. Syscall faults are scoped to each test's own temporary
+/// directory; failpoints are global by name, which is why every in-process compaction of the test
+/// target lives in this suite.
+@Suite("Durability, corruption and fault injection", .serialized)
+struct DurabilityTests {
+    init() { FaultInjector.reset() }
+
+    /// Writes `count` keys `prefix<i>` = `value-<i>` and returns the model.
+    static func fill(_ ns: Namespace, _ prefix: String, _ count: Int, into model: inout [[UInt8]: [UInt8]]) async throws {
+        for i in 0..<count {
+            let key = b("\(prefix)\(i)"), value = b("value-\(prefix)\(i)")
+            try await ns.put(key, value)
+            model[key] = value
+        }
+    }
+
+    // MARK: - Compaction
+
+    @Test("reopen after compaction: snapshot plus replay of later writes")
+    func compactAndReopen() async throws {
+        let dir = TempDir("compact")
+        defer { dir.remove() }
+        let nsDir = dir.data + "/c"
+        var model: [[UInt8]: [UInt8]] = [:]
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("c")
+            try await Self.fill(ns, "k", 100, into: &model)
+            try await ns.put([0xFF, 0x00], [0xC0, 0x80])  // binary, through the snapshot's base64
+            model[[0xFF, 0x00]] = [0xC0, 0x80]
+            try await ns.compact()
+            let stats = await ns.currentStatistics()
+            #expect(stats.snapshotSequence == 101)
+            #expect(stats.compactions == 1)
+            #expect(stats.logBytes == 0)
+            #expect(fileExists(nsDir + "/snapshot.json"))
+            #expect(!fileExists(nsDir + "/snapshot.json.tmp"))
+            #expect(segmentFiles(nsDir) == [nsDir + "/000002.log"])
+            // Later writes go to the log only.
+            for i in 0..<10 {
+                try await ns.put(b("k\(i)"), b("new-\(i)"))
+                model[b("k\(i)")] = b("new-\(i)")
+            }
+            try await ns.delete((10..<20).map { b("k\($0)") })
+            for i in 10..<20 { model[b("k\(i)")] = nil }
+            try await ns.apply([.put(key: b("batch"), value: b("1")), .delete(key: b("k99"))])
+            model[b("batch")] = b("1")
+            model[b("k99")] = nil
+            expectSameContents(await contents(ns), model)
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("c")
+            let found = await contents(ns)
+            expectSameContents(found, model)
+            let stats = await ns.currentStatistics()
+            #expect(stats.snapshotSequence == 101)
+            #expect(stats.recordsReplayed == 12)
+            #expect(stats.lastSequence == 113)
+            try await ns.compact()
+            try await ns.compact()  // nothing new: still fine
+            #expect(segmentFiles(nsDir).count == 1)
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("c")
+            expectSameContents(await contents(ns), model)
+            #expect(await ns.currentStatistics().recordsReplayed == 0)
+            #expect(await ns.currentStatistics().snapshotSequence == 113)
+            // The snapshot is a valid document for this namespace.
+            let (header, map) = try SnapshotCodec.decode(try readFile(nsDir + "/snapshot.json"))
+            #expect(header.namespace == "c")
+            #expect(header.lastSequence == 113)
+            #expect(map.count == model.count)
+        }
+    }
+
+    @Test("compactions running while writers write lose nothing")
+    func compactionDuringWrites() async throws {
+        let dir = TempDir("compactw")
+        defer { dir.remove() }
+        // Small thresholds: writes trigger compactions by themselves too.
+        var options = testOptions()
+        options.compaction = CompactionPolicy(logToLiveRatio: 1, minimumLogBytes: 4096, interval: 0)
+        let writers = 4, perWriter = 60
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("w")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for w in 0..<writers {
+                    group.addTask {
+                        for i in 0..<perWriter {
+                            try await ns.put(b("w\(w)-\(i % 20)"), b("v\(i)-\(String(repeating: "x", count: 50))"))
+                            if i % 15 == 0 { try await ns.delete([b("w\(w)-\((i + 5) % 20)")]) }
+                        }
+                    }
+                }
+                group.addTask {
+                    for _ in 0..<3 {
+                        try await ns.compact()
+                        await Task.yield()
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(await ns.currentStatistics().compactions >= 3)
+        }
+        var model: [[UInt8]: [UInt8]] = [:]
+        for w in 0..<writers {
+            for i in 0..<perWriter {
+                model[b("w\(w)-\(i % 20)")] = b("v\(i)-\(String(repeating: "x", count: 50))")
+                if i % 15 == 0 { model[b("w\(w)-\((i + 5) % 20)")] = nil }
+            }
+        }
+        try await withStore(dir.data) { store in
+            let found = await contents(try await store.namespace("w"))
+            expectSameContents(found, model)
+        }
+    }
+
+    // MARK: - Corruption refusal
+
+    @Test("a damaged middle log record: the namespace refuses to open, names file and offset, and the file is untouched")
+    func corruptLogRecord() async throws {
+        let dir = TempDir("corruptlog")
+        defer { dir.remove() }
+        let log = dir.data + "/bad/000001.log"
+        var goodModel: [[UInt8]: [UInt8]] = [:]
+        try await withStore(dir.data) { store in
+            var model: [[UInt8]: [UInt8]] = [:]
+            try await Self.fill(try await store.namespace("bad"), "k", 5, into: &model)
+            try await Self.fill(try await store.namespace("good"), "g", 3, into: &goodModel)
+        }
+        var bytes = try readFile(log)
+        let (found, end) = records(in: bytes)
+        try #require(found.count == 5 && end == .clean)
+        let middle = found[2].offset
+        let flipAt = middle + 8 + (found[3].offset - middle - 8) / 2
+        bytes[flipAt] ^= 0x40
+        try writeFile(log, bytes)
+
+        try await withStore(dir.data) { store in
+            let error = try #require(await storeError { _ = try await store.namespace("bad") })
+            #expect(error.code == .corrupt)
+            #expect(error.message.contains(log), "\(error.message)")
+            #expect(error.message.contains("byte offset \(middle)"), "\(error.message)")
+            #expect(try readFile(log) == bytes, "recovery must not touch a corrupt log")
+            // Stays unavailable: every later call gets the same error, so no write can land.
+            #expect(await storeError { _ = try await store.namespace("bad") } == error)
+            #expect(await storeError { _ = try await store.existingNamespace("bad") } == error)
+            #expect(await store.unavailability(of: "bad") == error)
+            // Other namespaces work.
+            let good = try await store.namespace("good")
+            expectSameContents(await contents(good), goodModel)
+            try await good.put(b("more"), b("x"))
+            #expect(await good.get(b("more")) == b("x"))
+            let failures = await store.openAll()
+            #expect(failures.keys.sorted() == ["bad"])
+        }
+        #expect(try readFile(log) == bytes)
+        // A fresh store refuses it again.
+        try await withStore(dir.data) { store in
+            #expect(await storeError { _ = try await store.namespace("bad") }?.code == .corrupt)
+        }
+        #expect(try readFile(log) == bytes)
+    }
+
+    enum SnapshotDamage: String, CaseIterable, Sendable {
+        case flippedByteInValue, truncated, emptyFile, unknownVersion, wrongNamespace, notJSON
+    }
+
+    @Test("a damaged snapshot: the namespace refuses to open and the snapshot and log stay unchanged",
+          arguments: SnapshotDamage.allCases)
+    func corruptSnapshot(damage: SnapshotDamage) async throws {
+        let dir = TempDir("corruptsnap")
+        defer { dir.remove() }
+        let nsDir = dir.data + "/s"
+        let snapshot = nsDir + "/snapshot.json"
+        try await withStore(dir.data) { store in
+            var model: [[UInt8]: [UInt8]] = [:]
+            let ns = try await store.namespace("s")
+            try await Self.fill(ns, "k", 20, into: &model)
+            try await ns.compact()
+            try await Self.fill(ns, "later", 3, into: &model)
+            try await store.namespace("other").put(b("x"), b("y"))
+        }
+        let original = try readFile(snapshot)
+        var damaged = original
+        var expectedOffset: Int?
+        switch damage {
+        case .flippedByteInValue:
+            let at = try #require(original.firstRange(of: b("value-k13"))).lowerBound + 3
+            damaged[at] ^= 0x01
+        case .truncated:
+            damaged = Array(original[..<(original.count / 2)])
+        case .emptyFile:
+            damaged = []
+        case .unknownVersion:
+            let range = try #require(original.firstRange(of: b("\"version\":1")))
+            damaged[range.upperBound - 1] = UInt8(ascii: "7")
+            damaged = SnapshotCodecTests.resealed(damaged)
+            expectedOffset = range.upperBound - 1
+        case .wrongNamespace:
+            let (header, map) = try SnapshotCodec.decode(original)
+            damaged = SnapshotCodec.encode(map, header: SnapshotCodec.Header(
+                namespace: "other", lastSequence: header.lastSequence, createdAt: header.createdAt))
+        case .notJSON:
+            damaged = b("PK\u{3}\u{4} this is not a snapshot")
+        }
+        try writeFile(snapshot, damaged)
+        let logs = try segmentFiles(nsDir).map { try readFile($0) }
+
+        try await withStore(dir.data) { store in
+            let error = try #require(await storeError { _ = try await store.namespace("s") })
+            #expect(error.code == .corrupt)
+            #expect(error.message.contains(snapshot), "\(error.message)")
+            #expect(error.message.contains("byte offset"), "\(error.message)")
+            if let expectedOffset { #expect(error.message.contains("byte offset \(expectedOffset):"), "\(error.message)") }
+            if damage == .wrongNamespace { #expect(error.message.contains("other")) }
+            let opened = try await store.namespace("other")
+            #expect(await opened.get(b("x")) == b("y"))
+        }
+        #expect(try readFile(snapshot) == damaged, "the snapshot must be left as it was")
+        #expect(try segmentFiles(nsDir).map { try readFile($0) } == logs, "the log must be left as it was")
+        // Restoring the original snapshot makes the namespace open again with everything.
+        try writeFile(snapshot, original)
+        try await withStore(dir.data) { store in
+            let opened = try await store.namespace("s")
+            #expect(await opened.count() == 23)
+        }
+    }
+
+    @Test("a torn tail on the last segment is cut; data before it is intact",
+          arguments: ["half record", "zero fill", "unfilled blocks"])
+    func tornTail(kind: String) async throws {
+        let dir = TempDir("torn")
+        defer { dir.remove() }
+        let log = dir.data + "/t/000001.log"
+        var model: [[UInt8]: [UInt8]] = [:]
+        try await withStore(dir.data) { store in
+            try await Self.fill(try await store.namespace("t"), "k", 3, into: &model)
+        }
+        let size = fileSize(log)
+        let tail: [UInt8]
+        if kind == "half record" {
+            let next = LogRecordCodec.encode(LogRecord(sequence: 4, mutations: [.put(key: b("torn"), value: b("never acknowledged"))]))
+            tail = Array(next[..<(next.count / 2)])
+        } else if kind == "zero fill" {
+            tail = [UInt8](repeating: 0, count: 4096)
+        } else {
+            // Two records whose bytes reached the disk only up to the middle of the first one.
+            var lastWrite: [UInt8] = []
+            LogRecordCodec.encode(LogRecord(sequence: 4, mutations: [.put(key: b("lost1"), value: [UInt8](repeating: 7, count: 100))]), into: &lastWrite)
+            LogRecordCodec.encode(LogRecord(sequence: 5, mutations: [.put(key: b("lost2"), value: b("x"))]), into: &lastWrite)
+            for i in 60..<lastWrite.count { lastWrite[i] = 0 }
+            tail = lastWrite
+        }
+        try appendFile(log, tail)
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("t")
+            let stats = await ns.currentStatistics()
+            #expect(stats.tornBytesCut == tail.count)
+            #expect(stats.recordsReplayed == 3)
+            expectSameContents(await contents(ns), model)
+            #expect(fileSize(log) == size, "the tail was cut off the file")
+            try await ns.put(b("after"), b("cut"))
+            model[b("after")] = b("cut")
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("t")
+            expectSameContents(await contents(ns), model)
+            #expect(await ns.currentStatistics().tornBytesCut == 0)
+            #expect(await ns.currentStatistics().lastSequence == 4)
+        }
+    }
+
+    @Test("a torn tail in a segment that is not the last is corruption")
+    func tornOlderSegment() async throws {
+        let dir = TempDir("tornold")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        let nsDir = dir.data + "/o"
+        try await withStore(dir.data) { store in
+            var model: [[UInt8]: [UInt8]] = [:]
+            let ns = try await store.namespace("o")
+            try await Self.fill(ns, "k", 3, into: &model)
+            // A compaction that stops right after rotating leaves two segments.
+            FaultInjector.arm(failpoint: "compaction.afterRotate", .fail)
+            #expect(await storeError { try await ns.compact() }?.code == .io)
+            FaultInjector.reset()
+            try await ns.put(b("in-second"), b("x"))
+        }
+        let segments = segmentFiles(nsDir)
+        try #require(segments.count == 2)
+        let size = fileSize(segments[0])
+        try appendFile(segments[0], [0x30, 0, 0, 0, 1, 2])
+        let before = try readFile(segments[0])
+        try await withStore(dir.data) { store in
+            let error = try #require(await storeError { _ = try await store.namespace("o") })
+            #expect(error.code == .corrupt)
+            #expect(error.message.contains(segments[0]))
+            #expect(error.message.contains("byte offset \(size)"))
+        }
+        #expect(try readFile(segments[0]) == before)
+    }
+
+    // MARK: - Fault injection
+
+    @Test("ENOSPC on a log append: the put fails with io, is not applied, and the next put works")
+    func noSpaceOnAppend() async throws {
+        let dir = TempDir("enospc")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        let log = dir.data + "/e/000001.log"
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("e")
+            try await ns.put(b("k"), b("old"))
+            let size = fileSize(log)
+            FaultInjector.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
+            let error = try #require(await storeError { try await ns.put(b("k"), b("new")) })
+            #expect(error.code == .io)
+            #expect(error.message.contains(String(cString: strerror(ENOSPC))), "\(error.message)")
+            #expect(error.message.contains(log))
+            #expect(await ns.get(b("k")) == b("old"))
+            #expect(await ns.count() == 1)
+            #expect(fileSize(log) == size)
+            // A pipeline with the fault armed again: the write fails, the reads around it work.
+            FaultInjector.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
+            let run = await ns.execute([.get(b("k")), .put(key: b("k2"), value: b("v")), .get(b("k2")), .count])
+            try await run.durability.wait()
+            #expect(run.outcomes[0] == .value(b("old")))
+            guard case .failure(let e) = run.outcomes[1] else { Issue.record("put succeeded"); return }
+            #expect(e.code == .io)
+            #expect(run.outcomes[2] == .value(nil))
+            #expect(run.outcomes[3] == .integer(1))
+            #expect(await ns.currentStatistics().ioErrors == 2)
+            #expect(await ns.currentStatistics().failure == nil)
+            // The fault is used up: the next put works.
+            try await ns.put(b("k"), b("newer"))
+            #expect(await ns.get(b("k")) == b("newer"))
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("e")
+            #expect(await contents(ns) == [b("k"): b("newer")])
+            #expect(await ns.currentStatistics().lastSequence == 2)
+        }
+    }
+
+    @Test("an append that fails and cannot be cut back stops every later write until reopened")
+    func appendAndTruncateFail() async throws {
+        let dir = TempDir("trunc")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        let log = dir.data + "/t/000001.log"
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("t")
+            try await ns.put(b("a"), b("1"))
+            FaultInjector.failSyscall(.write, pathContains: log, errno: EIO)
+            FaultInjector.failSyscall(.truncate, pathContains: log, errno: EIO)
+            #expect(await storeError { try await ns.put(b("a"), b("2")) }?.code == .io)
+            FaultInjector.reset()
+            let refused = await storeError { try await ns.put(b("b"), b("1")) }
+            #expect(refused?.code == .durabilityLost)
+            #expect(refused?.message.contains(log) == true)
+            #expect(await ns.get(b("a")) == b("1"))
+            #expect(await ns.currentStatistics().failure != nil)
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("t")
+            expectSameContents(await contents(ns), [b("a"): b("1")])
+            try await ns.put(b("b"), b("1"))
+        }
+    }
+
+    @Test("EIO on fsync under always: the waiting put gets durabilityLost and later writes are refused")
+    func fsyncFailure() async throws {
+        let dir = TempDir("eio")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        let log = dir.data + "/f/000001.log"
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("f")
+            try await ns.put(b("a"), b("1"))
+            FaultInjector.failSyscall(.fsync, pathContains: log, errno: EIO, count: 1)
+            let error = try #require(await storeError { try await ns.put(b("a"), b("2")) })
+            #expect(error.code == .durabilityLost)
+            #expect(error.message.contains(log))
+            // Refused from now on, even though the fault itself is gone.
+            #expect(await storeError { try await ns.put(b("b"), b("1")) }?.code == .durabilityLost)
+            #expect(await storeError { try await ns.delete([b("a")]) }?.code == .durabilityLost)
+            #expect(await storeError { try await ns.apply([.put(key: b("c"), value: b("1"))]) }?.code == .durabilityLost)
+            #expect(await storeError { try await ns.compact() }?.code == .durabilityLost)
+            #expect(await ns.get(b("b")) == nil)
+            #expect(await ns.get(b("a")) != nil)  // reads still work
+            #expect(await ns.currentStatistics().failure != nil)
+            // Other namespaces are not affected.
+            try await store.namespace("g").put(b("x"), b("y"))
+        }
+        // After a restart the namespace recovers from disk and takes writes again.
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("f")
+            let a = await ns.get(b("a"))
+            #expect(a == b("1") || a == b("2"))
+            #expect(await ns.get(b("b")) == nil)
+            try await ns.put(b("b"), b("ok"))
+            #expect(await ns.get(b("b")) == b("ok"))
+        }
+    }
+
+    enum SnapshotFault: String, CaseIterable, Sendable {
+        case failpointAfterRotate, failpointAfterTempWrite, failpointAfterTempSync, failpointAfterRename,
+             failpointAfterDirectorySync, failpointAfterLogDrop,
+             writeOfTemporary, fsyncOfTemporary, openOfTemporary, rename, createNextSegment, presyncOfLog
+
+        var failpoint: String? {
+            switch self {
+            case .failpointAfterRotate: "compaction.afterRotate"
+            case .failpointAfterTempWrite: "compaction.afterTempWrite"
+            case .failpointAfterTempSync: "compaction.afterTempSync"
+            case .failpointAfterRename: "compaction.afterRename"
+            case .failpointAfterDirectorySync: "compaction.afterDirectorySync"
+            case .failpointAfterLogDrop: "compaction.afterLogDrop"
+            default: nil
+            }
+        }
+
+        /// Whether the new snapshot is in place when the failure happens.
+        var replacedSnapshot: Bool {
+            [.failpointAfterRename, .failpointAfterDirectorySync, .failpointAfterLogDrop].contains(self)
+        }
+    }
+
+    @Test("a failure while compacting: compact() throws, the old snapshot and the log stay, reopen has everything",
+          arguments: SnapshotFault.allCases)
+    func compactionFailure(fault: SnapshotFault) async throws {
+        let dir = TempDir("snapfail")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        let nsDir = dir.data + "/n"
+        var model: [[UInt8]: [UInt8]] = [:]
+        var oldSnapshot: [UInt8] = []
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            try await Self.fill(ns, "first", 30, into: &model)
+            try await ns.compact()
+            oldSnapshot = try readFile(nsDir + "/snapshot.json")
+            try await Self.fill(ns, "second", 30, into: &model)
+            try await ns.delete([b("first0"), b("first1")])
+            model[b("first0")] = nil
+            model[b("first1")] = nil
+            let logsBefore = try segmentFiles(nsDir).map { try readFile($0) }
+
+            if let name = fault.failpoint {
+                FaultInjector.arm(failpoint: name, .fail)
+            } else {
+                switch fault {
+                case .writeOfTemporary: FaultInjector.failSyscall(.write, pathContains: nsDir + "/snapshot.json.tmp", errno: ENOSPC)
+                case .fsyncOfTemporary: FaultInjector.failSyscall(.fsync, pathContains: nsDir + "/snapshot.json.tmp", errno: EIO)
+                case .openOfTemporary: FaultInjector.failSyscall(.open, pathContains: nsDir + "/snapshot.json.tmp", errno: EMFILE)
+                case .rename: FaultInjector.failSyscall(.rename, pathContains: nsDir + "/snapshot.json", errno: EIO)
+                case .createNextSegment: FaultInjector.failSyscall(.open, pathContains: nsDir + "/000003.log", errno: ENOSPC)
+                case .presyncOfLog: FaultInjector.failSyscall(.fsync, pathContains: nsDir + "/000002.log", errno: EIO)
+                default: Issue.record("unhandled \(fault)")
+                }
+            }
+            let error = try #require(await storeError { try await ns.compact() })
+            // A failed fsync of the log itself means durability is lost (the page cache cannot be
+            // trusted any more); any other step failing is a plain I/O error.
+            #expect(error.code == (fault == .presyncOfLog ? .durabilityLost : .io), "\(error)")
+            if let name = fault.failpoint { #expect(FaultInjector.hits(name) == 1) }
+            FaultInjector.reset()
+
+            #expect(!fileExists(nsDir + "/snapshot.json.tmp"), "the temporary snapshot is removed")
+            if !fault.replacedSnapshot {
+                #expect(try readFile(nsDir + "/snapshot.json") == oldSnapshot, "the old snapshot is untouched")
+            }
+            if fault != .failpointAfterLogDrop {
+                // Every record written since the first snapshot is still in the log.
+                let logsAfter = try segmentFiles(nsDir).map { try readFile($0) }
+                #expect(logsAfter.joined().starts(with: logsBefore.joined()))
+            }
+            expectSameContents(await contents(ns), model)
+            // Writes still work, except after a failed fsync of the log: like the syncer's own
+            // fsync failure, it must stop all writes until the namespace is reopened.
+            if fault == .presyncOfLog {
+                #expect(await storeError { try await ns.put(b("after-failure"), b("1")) }?.code == .durabilityLost)
+            } else {
+                try await ns.put(b("after-failure"), b("1"))
+                model[b("after-failure")] = b("1")
+            }
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            let found = await contents(ns)
+            expectSameContents(found, model)
+            // And a later compaction succeeds and keeps everything.
+            try await ns.compact()
+            #expect(segmentFiles(nsDir).count == 1)
+        }
+        try await withStore(dir.data) { store in
+            let found = await contents(try await store.namespace("n"))
+            expectSameContents(found, model)
+        }
+    }
+
+    @Test("a namespace whose directory could not be created can be created later")
+    func namespaceCreationRetried() async throws {
+        let dir = TempDir("mkdir")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        try await withStore(dir.data) { store in
+            FaultInjector.failSyscall(.mkdir, pathContains: dir.data + "/fresh", errno: EACCES)
+            #expect(await storeError { _ = try await store.namespace("fresh") }?.code == .io)
+            FaultInjector.reset()
+            let ns = try await store.namespace("fresh")
+            try await ns.put(b("k"), b("v"))
+            #expect(await store.namespaceNames() == ["fresh"])
+        }
+        try await withStore(dir.data) { store in
+            let opened = try await store.namespace("fresh")
+            #expect(await opened.get(b("k")) == b("v"))
+        }
+    }
+
+    @Test("an I/O error while opening is not corruption: the namespace opens once the error is gone")
+    func transientOpenError() async throws {
+        let dir = TempDir("readerr")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        let log = dir.data + "/r/000001.log"
+        try await withStore(dir.data) { store in try await store.namespace("r").put(b("k"), b("v")) }
+        let before = try readFile(log)
+        try await withStore(dir.data) { store in
+            FaultInjector.failSyscall(.read, pathContains: log, errno: EIO)
+            let error = try #require(await storeError { _ = try await store.namespace("r") })
+            #expect(error.code == .io)
+            #expect(await store.unavailability(of: "r") == nil)
+            FaultInjector.reset()
+            let opened = try await store.namespace("r")
+            #expect(await opened.get(b("k")) == b("v"))
+        }
+        #expect(try readFile(log) == before)
+    }
+
+    /// Polls `condition` every 50 ms for up to `seconds`; true once it holds.
+    static func eventually(_ seconds: Double = 10, _ condition: () async -> Bool) async throws -> Bool {
+        for _ in 0..<Int(seconds * 20) {
+            if await condition() { return true }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        return await condition()
+    }
+
+    @Test("EIO on the background fsync under everysec: later writes are refused")
+    func everysecFsyncFailure() async throws {
+        let dir = TempDir("everysec")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        let log = dir.data + "/e/000001.log"
+        try await withStore(dir.data, testOptions(.everysec)) { store in
+            let ns = try await store.namespace("e")
+            FaultInjector.failSyscall(.fsync, pathContains: log, errno: EIO, count: 1)
+            try await ns.put(b("a"), b("1"))  // returns before any fsync
+            let failed = try await Self.eventually { await ns.currentStatistics().failure != nil }
+            #expect(failed, "the once-a-second fsync ran and failed")
+            #expect(await storeError { try await ns.put(b("b"), b("2")) }?.code == .durabilityLost)
+            #expect(await ns.get(b("a")) == b("1"))
+        }
+    }
+
+    @Test("the periodic compaction snapshots a namespace that changed, and reopening gives the same data")
+    func periodicCompaction() async throws {
+        let dir = TempDir("periodic")
+        defer { dir.remove() }
+        var options = testOptions(.everysec)
+        options.compaction = CompactionPolicy(interval: 1)
+        var model: [[UInt8]: [UInt8]] = [:]
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("p")
+            try await Self.fill(ns, "k", 50, into: &model)
+            let compacted = try await Self.eventually { await ns.currentStatistics().compactions >= 1 }
+            #expect(compacted)
+            #expect(fileExists(dir.data + "/p/snapshot.json"))
+            try await ns.put(b("after"), b("snapshot"))
+            model[b("after")] = b("snapshot")
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("p")
+            expectSameContents(await contents(ns), model)
+            #expect(await ns.currentStatistics().snapshotSequence >= 50)
+        }
+    }
+
+    // MARK: - Group commit
+
+    @Test("group commit: 50 concurrent puts under always all succeed and all survive reopen")
+    func groupCommit() async throws {
+        let dir = TempDir("group")
+        defer { dir.remove() }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("g")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<50 {
+                    group.addTask { try await ns.put(b("key\(i)"), b("value\(i)")) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(await ns.count() == 50)
+            #expect(await ns.currentStatistics().lastSequence == 50)
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("g")
+            let found = await contents(ns)
+            #expect(found.count == 50)
+            for i in 0..<50 { #expect(found[b("key\(i)")] == b("value\(i)")) }
+            #expect(await ns.currentStatistics().recordsReplayed == 50)
+        }
+    }
+}

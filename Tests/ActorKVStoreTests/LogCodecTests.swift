@@ -1,0 +1,208 @@
+import ActorKVStore
+import Testing
+
+@Suite("Log record codec and scanner")
+struct LogCodecTests {
+    /// Records exercising every mutation kind and awkward bytes.
+    static let samples: [LogRecord] = [
+        LogRecord(sequence: 1, mutations: [.put(key: b("plain"), value: b("value"))]),
+        LogRecord(sequence: 2, mutations: [.put(key: [0x00], value: [0x00, 0xFF, 0x0D, 0x0A, 0x00])]),
+        LogRecord(sequence: 3, mutations: [.put(key: [0xC0, 0x80, 0xFF, 0xFE], value: [])]),  // invalid UTF-8, empty value
+        LogRecord(sequence: 4, mutations: [.delete(key: b("plain")), .delete(key: [0xFF]), .delete(key: b("\r\n"))]),
+        LogRecord(sequence: 5, mutations: [
+            .put(key: b("batch:1"), value: b("x")), .delete(key: [0x00]),
+            .put(key: [UInt8](repeating: 0xAB, count: 300), value: [UInt8](repeating: 0, count: 1000)),
+        ]),
+        LogRecord(sequence: UInt64.max, mutations: [.put(key: b("é😀"), value: b("\u{0}\"\\"))]),
+    ]
+
+    static func decode(_ bytes: [UInt8], at offset: Int = 0) -> LogRecordCodec.Decoded {
+        bytes.withUnsafeBytes { LogRecordCodec.decode($0, at: offset) }
+    }
+
+    static func scan(_ bytes: [UInt8]) -> LogScanner.End { records(in: bytes).end }
+
+    @Test("records round-trip one by one and as a stream, with their offsets")
+    func roundTrip() throws {
+        var stream: [UInt8] = []
+        var offsets: [Int] = []
+        for record in Self.samples {
+            let encoded = LogRecordCodec.encode(record)
+            #expect(Self.decode(encoded) == .record(record, next: encoded.count))
+            offsets.append(stream.count)
+            LogRecordCodec.encode(record, into: &stream)
+        }
+        let (found, end) = records(in: stream)
+        #expect(end == .clean)
+        #expect(found.map(\.record) == Self.samples)
+        #expect(found.map(\.offset) == offsets)
+    }
+
+    @Test("bodyLength(of:) predicts the encoded body length")
+    func bodyLengthPrediction() {
+        for record in Self.samples + [LogRecord(sequence: 9, mutations: [])] {
+            #expect(LogRecordCodec.bodyLength(of: record.mutations) == LogRecordCodec.encode(record).count - LogRecordCodec.headerLength)
+        }
+    }
+
+    @Test("the frame is the documented one: length, CRC-32C over length and body, body")
+    func frameLayout() {
+        let record = LogRecord(sequence: 0x0102, mutations: [.put(key: [7], value: [8, 9])])
+        let e = LogRecordCodec.encode(record)
+        let length = Int(e[0]) | Int(e[1]) << 8 | Int(e[2]) << 16 | Int(e[3]) << 24
+        #expect(length == e.count - 8)
+        // body: u64 sequence, u32 count, kind 1, u32 keyLen, key, u32 valueLen, value
+        #expect(Array(e[8...]) == [0x02, 0x01, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 7, 2, 0, 0, 0, 8, 9])
+        let crc = UInt32(e[4]) | UInt32(e[5]) << 8 | UInt32(e[6]) << 16 | UInt32(e[7]) << 24
+        #expect(crc == CRC32C.checksum(Array(e[8...]), continuing: CRC32C.checksum(Array(e[0..<4]))))
+    }
+
+    @Test("a record cut at every byte boundary is incomplete, and the scanner calls it torn at its start")
+    func truncationAtEveryBoundary() {
+        var prefix: [UInt8] = []
+        for record in Self.samples.prefix(3) { LogRecordCodec.encode(record, into: &prefix) }
+        for record in Self.samples {
+            let encoded = LogRecordCodec.encode(record)
+            for cut in 0..<encoded.count {
+                let partial = Array(encoded[..<cut])
+                #expect(Self.decode(partial) == .incomplete, "record \(record.sequence) cut at \(cut)")
+                let end = Self.scan(prefix + partial)
+                #expect(end == (cut == 0 ? .clean : .torn(validLength: prefix.count)),
+                        "record \(record.sequence) cut at \(cut): \(end)")
+                #expect(records(in: prefix + partial).records.count == 3)
+            }
+        }
+    }
+
+    @Test("every flipped bit of a record is detected, never read as another record")
+    func bitFlipsAreDetected() {
+        for record in Self.samples.prefix(5) {
+            let encoded = LogRecordCodec.encode(record)
+            for position in 0..<encoded.count {
+                for bit in 0..<8 {
+                    var damaged = encoded
+                    damaged[position] ^= 1 << bit
+                    switch Self.decode(damaged) {
+                    case .checksumMismatch, .invalidLength, .incomplete: break
+                    case let other:
+                        Issue.record("record \(record.sequence), byte \(position) bit \(bit): decoded as \(other)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("a damaged record followed by a valid one is corrupt, at the damaged record's offset")
+    func corruptionBeforeValidData() {
+        let first = LogRecordCodec.encode(Self.samples[0])
+        let middle = LogRecordCodec.encode(Self.samples[4])
+        let last = LogRecordCodec.encode(Self.samples[1])
+        // Damage any byte of the middle record's CRC or body: always corrupt.
+        for position in 4..<middle.count {
+            var damaged = middle
+            damaged[position] ^= 0x10
+            let end = Self.scan(first + damaged + last)
+            guard case .corrupt(let offset, _) = end else {
+                Issue.record("byte \(position): expected corrupt, got \(end)")
+                continue
+            }
+            #expect(offset == first.count)
+        }
+        // Damage to the length field: corrupt, or (when the claimed length runs past the end of
+        // the bytes) indistinguishable from a torn append. Never clean, never a record past it.
+        for position in 0..<4 {
+            for bit in 0..<8 {
+                var damaged = middle
+                damaged[position] ^= 1 << bit
+                let (found, end) = records(in: first + damaged + last)
+                #expect(found.count == 1, "length byte \(position) bit \(bit)")
+                switch end {
+                case .corrupt(let offset, _), .torn(let offset): #expect(offset == first.count)
+                case .clean: Issue.record("length byte \(position) bit \(bit): scanned clean")
+                }
+            }
+        }
+    }
+
+    @Test("a checksum-valid body that does not parse is corrupt (malformed)")
+    func malformedBody() {
+        func frame(_ body: [UInt8]) -> [UInt8] {
+            let n = UInt32(body.count)
+            let lengthBytes: [UInt8] = [UInt8(n & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 24)]
+            let crc = CRC32C.checksum(body, continuing: CRC32C.checksum(lengthBytes))
+            return lengthBytes + [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)] + body
+        }
+        let seq: [UInt8] = [1, 0, 0, 0, 0, 0, 0, 0]
+        let bodies: [[UInt8]] = [
+            seq + [1, 0, 0, 0] + [9, 1, 0, 0, 0, 0x41],                         // unknown mutation kind
+            seq + [1, 0, 0, 0] + [2, 0xFF, 0, 0, 0, 0x41],                      // key length past the body
+            seq + [0, 0, 0, 0] + [0xAA],                                        // stray bytes
+            seq + [200, 0, 0, 0],                                               // count larger than the body
+        ]
+        let valid = LogRecordCodec.encode(Self.samples[0])
+        for body in bodies {
+            let framed = frame(body)
+            guard case .malformed = Self.decode(framed) else {
+                Issue.record("expected malformed for body \(body), got \(Self.decode(framed))")
+                continue
+            }
+            guard case .corrupt(let offset, let reason) = Self.scan(valid + framed) else {
+                Issue.record("expected corrupt")
+                continue
+            }
+            #expect(offset == valid.count)
+            #expect(reason.contains("malformed"))
+        }
+    }
+
+    @Test("a zero-filled tail is torn; a nonzero tail with an impossible length is corrupt")
+    func tails() {
+        var log: [UInt8] = []
+        for record in Self.samples.prefix(3) { LogRecordCodec.encode(record, into: &log) }
+        for zeros in [1, 5, 8, 12, 4096] {
+            #expect(Self.scan(log + [UInt8](repeating: 0, count: zeros)) == .torn(validLength: log.count), "zeros \(zeros)")
+        }
+        // Length 0xFFFFFFFF (> 1 GiB) followed by garbage.
+        guard case .corrupt(let offset, let reason) = Self.scan(log + [UInt8](repeating: 0xFF, count: 40)) else {
+            Issue.record("garbage tail was not corrupt"); return
+        }
+        #expect(offset == log.count)
+        #expect(reason.contains("length"))
+        // Length 3 (< the smallest body) with nonzero bytes after it.
+        guard case .corrupt = Self.scan(log + [3, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]) else {
+            Issue.record("too-small length was not corrupt"); return
+        }
+        // Zeros, then something nonzero: not a file-system extended tail, so corrupt.
+        guard case .corrupt = Self.scan(log + [UInt8](repeating: 0, count: 16) + [1]) else {
+            Issue.record("zeros followed by data was not corrupt"); return
+        }
+        // A damaged last record that ends exactly at the end of the bytes counts as torn.
+        var damagedLast = LogRecordCodec.encode(Self.samples[4])
+        damagedLast[20] ^= 1
+        #expect(Self.scan(log + damagedLast) == .torn(validLength: log.count))
+        // A file-system-extended tail whose zeros start inside a record (block, not record,
+        // boundary): the header survived, the rest of that record and everything after is zero.
+        var lastWrite: [UInt8] = []
+        var starts: [Int] = []
+        for record in Self.samples.suffix(3) {
+            starts.append(lastWrite.count)
+            LogRecordCodec.encode(record, into: &lastWrite)
+        }
+        for (start, zeroFrom) in starts.flatMap({ s in [(s, s + 8), (s, s + 9), (s, s + 20)] }) + [(starts[1], starts[1] + 100)] {
+            var unfilled = lastWrite
+            for i in zeroFrom..<unfilled.count { unfilled[i] = 0 }
+            #expect(Self.scan(log + unfilled) == .torn(validLength: log.count + start), "zeros from \(zeroFrom)")
+            guard case .corrupt = Self.scan(log + unfilled + [1]) else {
+                Issue.record("zeros from \(zeroFrom) then data: expected corrupt")
+                continue
+            }
+        }
+    }
+
+    @Test("decode works at any offset inside a larger buffer")
+    func decodeAtOffset() {
+        let encoded = LogRecordCodec.encode(Self.samples[1])
+        let padded = [UInt8](repeating: 0x55, count: 13) + encoded + [0x77]
+        #expect(Self.decode(padded, at: 13) == .record(Self.samples[1], next: 13 + encoded.count))
+    }
+}

@@ -5,16 +5,16 @@ import Synchronization
 enum Embedded {
     /// Opens a store in `directory` with `.everysec` and automatic compaction off (the benchmarks
     /// compact explicitly, so that a background snapshot never lands in the middle of a timing).
-    static func open(_ directory: String) async throws -> (Store, Namespace) {
+    static func open(_ directory: String, durability: DurabilityPolicy = .everysec) async throws -> (Store, Namespace) {
         let options = StoreOptions(
-            durability: .everysec,
+            durability: durability,
             compaction: CompactionPolicy(logToLiveRatio: 1e9, minimumLogBytes: Int.max, interval: 0))
         let store = try Store(directory: directory, options: options)
         return (store, try await store.namespace("bench"))
     }
 
     /// Fills `ns` with keys 0, 2, …, 2(n-1) in batches, then compacts (snapshot, empty log).
-    static func fill(_ ns: Namespace, keys n: Int) async throws -> (fillSeconds: Double, compactSeconds: Double) {
+    static func fill(_ ns: Namespace, keys n: Int) async throws -> (fillNanos: UInt64, compactNanos: UInt64) {
         let start = nowNanos()
         let batch = 10_000
         var i = 0
@@ -27,14 +27,14 @@ enum Embedded {
         try await ns.compact()
         let compacted = nowNanos()
         guard await ns.count() == n else { fail("fill: expected \(n) keys, namespace has \(await ns.count())") }
-        return (Double(filled - start) / 1e9, Double(compacted - filled) / 1e9)
+        return (filled - start, compacted - filled)
     }
 
     /// `embedded-latency`: p50/p99 of single puts (alternating new and overwritten keys) on a
-    /// namespace already holding `keys` keys.
-    static func putLatency(directory: String, keys n: Int, puts: Int) async throws {
-        let (store, ns) = try await open(directory)
-        let (fillSeconds, compactSeconds) = try await fill(ns, keys: n)
+    /// namespace already holding `keys` keys, under the given fsync policy.
+    static func putLatency(directory: String, keys n: Int, puts: Int, durability: DurabilityPolicy) async throws {
+        let (store, ns) = try await open(directory, durability: durability)
+        let (fillNanos, compactNanos) = try await fill(ns, keys: n)
         var rng = SplitMix(seed: 42)
         var all = Samples(capacity: puts), fresh = Samples(capacity: puts), over = Samples(capacity: puts)
         // A few untimed puts first, so that page faults of the first appends are not counted.
@@ -48,7 +48,7 @@ enum Embedded {
             if isNew { fresh.add(dt) } else { over.add(dt) }
         }
         await store.close()
-        result("embedded keys=\(n) \(all.fields()) \(fresh.fields("new_")) \(over.fields("over_")) fill_s=\(fmt(fillSeconds)) compact_s=\(fmt(compactSeconds))")
+        result("embedded fsync=\(durability.rawValue) keys=\(n) \(all.fields()) \(fresh.fields("new_")) \(over.fields("over_")) fill_s=\(secs(fillNanos)) compact_s=\(secs(compactNanos))")
     }
 
     /// `compaction-latency`: puts while `compact()` runs concurrently, against the same number of
@@ -80,7 +80,6 @@ enum Embedded {
             duringPuts += 1
         }
         let compactionEnd = try await compaction.value
-        let compactionSeconds = Double(compactionEnd - t0) / 1e9
 
         // Without: the same number of puts, nothing else running.
         var without = Samples(capacity: max(during.count, minimumPuts))
@@ -91,7 +90,7 @@ enum Embedded {
             without.add(nowNanos() - s)
         }
         await store.close()
-        result("compaction keys=\(n) compaction_s=\(fmt(compactionSeconds)) \(during.fields("during_")) \(without.fields("without_"))")
+        result("compaction keys=\(n) compaction_s=\(secs(compactionEnd - t0)) \(during.fields("during_")) \(without.fields("without_"))")
     }
 }
 

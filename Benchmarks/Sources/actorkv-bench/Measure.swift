@@ -56,6 +56,13 @@ func fmt(_ value: Double) -> String {
     return "\(tenths / 10).\(tenths % 10)"
 }
 
+/// Seconds with three decimals.
+func secs(_ nanos: UInt64) -> String {
+    let ms = Int((Double(nanos) / 1e6).rounded())
+    let frac = String(ms % 1000)
+    return "\(ms / 1000)." + String(repeating: "0", count: 3 - frac.count) + frac
+}
+
 /// Deterministic pseudo-random numbers (SplitMix64), so every run times the same key sequence.
 struct SplitMix: RandomNumberGenerator {
     var state: UInt64
@@ -107,7 +114,7 @@ func fail(_ message: String) -> Never {
 /// Prints one result line and flushes, so run.sh sees it even if a later step is killed.
 func result(_ line: String) {
     print(line)
-    fflush(stdout)
+    fflush(nil)
 }
 
 /// Progress on stderr.

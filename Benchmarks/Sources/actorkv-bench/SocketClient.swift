@@ -130,7 +130,10 @@ enum SocketBench {
             RequestEncoder.encode(args, into: &out)
             try client.send(out)
             pending += 1
-            try drain(8)  // at most 8 batches (8,000 puts) in flight
+            // One batch in flight at a time: actorkvd (EventLoop.pump) stops reading a connection
+            // while a request is in flight and does not resume after flushing the reply, so a
+            // client that blocks writing a second 140 KB batch without reading stalls forever.
+            try drain(0)
             i = end
         }
         try drain(0)
@@ -163,6 +166,6 @@ enum SocketBench {
             all.add(dt)
             if isNew { fresh.add(dt) } else { over.add(dt) }
         }
-        result("socket keys=\(n) \(all.fields()) \(fresh.fields("new_")) \(over.fields("over_")) fill_s=\(fmt(Double(filled - fillStart) / 1e9)) compact_s=\(fmt(Double(compacted - filled) / 1e9))")
+        result("socket keys=\(n) \(all.fields()) \(fresh.fields("new_")) \(over.fields("over_")) fill_s=\(secs(filled - fillStart)) compact_s=\(secs(compacted - filled))")
     }
 }

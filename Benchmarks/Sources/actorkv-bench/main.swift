@@ -1,1 +1,82 @@
-print("placeholder")
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import ActorKVStore
+
+// actorkv-bench: the Swift half of Benchmarks/run.sh. Each subcommand prints one result line of
+// `kind key=value …` on stdout (progress and errors on stderr); run.sh parses and tabulates them.
+
+let usage = """
+usage: actorkv-bench SUBCOMMAND [options]
+
+  embedded-latency   --dir D --keys N --puts M [--fsync everysec|always|no]
+                                                  Namespace.put p50/p99 at N keys
+  compaction-latency --dir D --keys N --puts M    put latency while compact() runs vs. without
+  seed-latency       --dir D --items N --saves M  the seed LocalRepository's save at N items
+  socket-latency     --socket S --ns NS --keys N --puts M
+                                                  sequential PUTs to a running actorkvd at N keys
+  wait-ping          --socket S [--since-ns T] [--timeout SECS] [--interval-us U]
+                                                  ms from T (CLOCK_REALTIME ns) to the first +PONG
+  gen-resp           --target akv|redis --keys N --out FILE
+                                                  RESP file of N puts of random 100-byte values
+                                                  (redis-cli --pipe adds its own ECHO)
+"""
+
+struct Options {
+    private var values: [String: String] = [:]
+
+    init(_ arguments: ArraySlice<String>) {
+        var rest = arguments
+        while let flag = rest.popFirst() {
+            guard flag.hasPrefix("--"), let value = rest.popFirst() else { fail("bad argument '\(flag)'\n\(usage)") }
+            values[String(flag.dropFirst(2))] = value
+        }
+    }
+
+    func string(_ name: String, _ fallback: String? = nil) -> String {
+        guard let value = values[name] ?? fallback else { fail("--\(name) is required\n\(usage)") }
+        return value
+    }
+
+    func int(_ name: String, _ fallback: Int? = nil) -> Int {
+        guard let text = values[name] else {
+            guard let fallback else { fail("--\(name) is required\n\(usage)") }
+            return fallback
+        }
+        guard let value = Int(text), value >= 0 else { fail("--\(name) needs a number, not '\(text)'") }
+        return value
+    }
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 2 else { fail(usage) }
+let options = Options(arguments.dropFirst(2))
+
+do {
+    switch arguments[1] {
+    case "embedded-latency":
+        guard let durability = DurabilityPolicy(rawValue: options.string("fsync", "everysec")) else { fail("--fsync: always, everysec or no") }
+        try await Embedded.putLatency(directory: options.string("dir"), keys: options.int("keys"), puts: options.int("puts", 2000),
+                                      durability: durability)
+    case "compaction-latency":
+        try await Embedded.compactionLatency(directory: options.string("dir"), keys: options.int("keys"), minimumPuts: options.int("puts", 2000))
+    case "seed-latency":
+        try await SeedBench.saveLatency(directory: options.string("dir"), items: options.int("items"), saves: options.int("saves"))
+    case "socket-latency":
+        try SocketBench.putLatency(path: options.string("socket"), namespace: options.string("ns", "latency"),
+                                   keys: options.int("keys"), puts: options.int("puts", 2000))
+    case "wait-ping":
+        SocketBench.waitPing(path: options.string("socket"), sinceNanos: UInt64(options.int("since-ns", 0)),
+                             timeoutSeconds: Double(options.int("timeout", 120)), intervalMicros: UInt32(options.int("interval-us", 500)))
+    case "gen-resp":
+        try RESPFile.generate(target: options.string("target"), keys: options.int("keys"), path: options.string("out"))
+    case "-h", "--help", "help":
+        print(usage)
+    default:
+        fail("unknown subcommand '\(arguments[1])'\n\(usage)")
+    }
+} catch {
+    fail("\(arguments[1]): \(error)")
+}

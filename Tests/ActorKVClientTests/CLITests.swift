@@ -1,4 +1,5 @@
 import ActorKVClient
+import ActorKVTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -14,24 +15,16 @@ struct CLIResult {
 /// Runs the built `actorkv` with `arguments`, feeding `input` on standard input.
 func runCLI(_ arguments: [String], socket: String?, input: [UInt8] = [],
             environment: [String: String] = [:]) throws -> CLIResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: try builtBinary("actorkv", environment: "ACTORKV_CLI"))
-    process.arguments = (socket.map { ["--socket", $0] } ?? []) + arguments
     var env = ProcessInfo.processInfo.environment
     env["ACTORKV_SOCKET"] = nil
     for (name, value) in environment { env[name] = value }
-    process.environment = env
-    let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    process.standardError = stderr
-    try process.run()
-    try stdin.fileHandleForWriting.write(contentsOf: input)
-    try stdin.fileHandleForWriting.close()
-    let out = stdout.fileHandleForReading.readDataToEndOfFile()
-    let err = stderr.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return CLIResult(status: process.terminationStatus, stdout: Array(out), stderr: String(decoding: err, as: UTF8.self))
+    let process = try ChildProcess(try builtBinary("actorkv", environment: "ACTORKV_CLI"),
+                                   (socket.map { ["--socket", $0] } ?? []) + arguments,
+                                   environment: env, stdin: .pipe, stdout: .pipe, stderr: .pipe)
+    process.writeInput(input)
+    process.closeInput()
+    let (out, err) = process.readOutputs()
+    return CLIResult(status: process.status, stdout: out, stderr: String(decoding: err, as: UTF8.self))
 }
 
 @Suite("actorkv command-line client")

@@ -1,4 +1,5 @@
 import ActorKVClient
+import ActorKVTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -35,7 +36,7 @@ func builtBinary(_ name: String, environment: String) throws -> String {
 final class TestServer {
     let directory: String
     let fsync: String
-    private var process: Process?
+    private var process: ChildProcess?
 
     var socketPath: String { directory + "/s" }
     var dataDirectory: String { directory + "/data" }
@@ -60,18 +61,8 @@ final class TestServer {
     /// Starts `actorkvd` on the same socket and data directory, and waits until PING answers.
     func start() async throws {
         let executable = try builtBinary("actorkvd", environment: "ACTORKVD")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["--socket", socketPath, "--data-dir", dataDirectory, "--fsync", fsync]
-        if !FileManager.default.fileExists(atPath: logPath) {
-            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        }
-        let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        logHandle.seekToEndOfFile()
-        process.standardError = logHandle
-        process.standardOutput = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(executable, ["--socket", socketPath, "--data-dir", dataDirectory, "--fsync", fsync],
+                                       stderr: .file(logPath))
         self.process = process
         let probe = ActorKVClient(socketPath: socketPath)
         for _ in 0..<1000 {
@@ -80,7 +71,7 @@ final class TestServer {
                 return
             }
             guard process.isRunning else {
-                throw SetupError(description: "actorkvd exited with status \(process.terminationStatus):\n\(log())")
+                throw SetupError(description: "actorkvd exited (\(process.waitForExit())):\n\(log())")
             }
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -96,7 +87,7 @@ final class TestServer {
     /// stopped (signal delivery is asynchronous); for SIGCONT, at once; otherwise once it has exited.
     func signal(_ signal: Int32) async throws {
         guard let process else { return }
-        let pid = process.processIdentifier
+        let pid = process.pid
         kill(pid, signal)
         if signal == SIGCONT { return }
         if signal == SIGSTOP {
@@ -111,11 +102,11 @@ final class TestServer {
         for _ in 0..<2000 where process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
         if process.isRunning {
             kill(pid, SIGKILL)
-            process.waitUntilExit()
+            process.waitForExit()
             self.process = nil
             throw SetupError(description: "actorkvd did not exit within 10 s of signal \(signal); killed it:\n\(log())")
         }
-        process.waitUntilExit()
+        process.waitForExit()
         self.process = nil
     }
 

@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import ActorKVTestSupport
 import Foundation
 import Testing
 #if canImport(Glibc)
@@ -82,20 +83,10 @@ import Glibc
         let dir = TemporaryDirectory()
         let server = try ServerProcess(directory: dir)
         defer { server.stop() }
-        let rival = Process()
-        rival.executableURL = URL(fileURLWithPath: BuiltProducts.actorkvd)
-        rival.arguments = ["--socket", server.socketPath, "--data-dir", dir.path + "/other"]
-        rival.standardError = FileHandle.nullDevice
-        try rival.run()
-        rival.waitUntilExit()
-        #expect(rival.terminationStatus == 1)
-        let sameData = Process()
-        sameData.executableURL = URL(fileURLWithPath: BuiltProducts.actorkvd)
-        sameData.arguments = ["--socket", dir.path + "/other.sock", "--data-dir", server.dataPath]
-        sameData.standardError = FileHandle.nullDevice
-        try sameData.run()
-        sameData.waitUntilExit()
-        #expect(sameData.terminationStatus == 1)
+        let rival = try ChildProcess(BuiltProducts.actorkvd, ["--socket", server.socketPath, "--data-dir", dir.path + "/other"])
+        #expect(rival.waitForExit() == .exited(1))
+        let sameData = try ChildProcess(BuiltProducts.actorkvd, ["--socket", dir.path + "/other.sock", "--data-dir", server.dataPath])
+        #expect(sameData.waitForExit() == .exited(1))
         #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"))
     }
 
@@ -111,14 +102,7 @@ import Glibc
 
     @Test func usageErrorsExitTwoAndHelpExitsZero() throws {
         func run(_ args: [String]) throws -> Int32 {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: BuiltProducts.actorkvd)
-            p.arguments = args
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            p.waitUntilExit()
-            return p.terminationStatus
+            try ChildProcess(BuiltProducts.actorkvd, args).status
         }
         #expect(try run(["--help"]) == 0)
         #expect(try run(["--bogus"]) == 2)
@@ -151,15 +135,10 @@ import Glibc
     @Test func aServerThatCannotStartLeavesTheDataDirectoryUntouched() throws {
         let dir = TemporaryDirectory()
         _ = FileManager.default.createFile(atPath: dir.path + "/plain-file", contents: Data("x".utf8))
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: BuiltProducts.actorkvd)
-        p.arguments = ["--socket", dir.path + "/plain-file", "--data-dir", dir.path + "/data"]
-        let err = Pipe()
-        p.standardError = err
-        try p.run()
-        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 1)
+        let p = try ChildProcess(BuiltProducts.actorkvd, ["--socket", dir.path + "/plain-file", "--data-dir", dir.path + "/data"],
+                                 stderr: .pipe)
+        let message = String(decoding: p.readOutputs().stderr, as: UTF8.self)
+        #expect(p.waitForExit() == .exited(1))
         #expect(message.contains("exists and is not a socket"))
         #expect(!FileManager.default.fileExists(atPath: dir.path + "/data"))
     }

@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import ActorKVTestSupport
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -41,7 +42,7 @@ final class ServerProcess: @unchecked Sendable {
     let directory: TemporaryDirectory
     let socketPath: String
     let dataPath: String
-    let process = Process()
+    let process: ChildProcess
     let stderrPath: String
 
     /// Starts the server with extra flags and waits until it answers PING.
@@ -50,12 +51,8 @@ final class ServerProcess: @unchecked Sendable {
         socketPath = directory.path + "/s.sock"
         dataPath = directory.path + "/data"
         stderrPath = directory.path + "/stderr-\(UInt32.random(in: 0...UInt32.max)).log"
-        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: BuiltProducts.actorkvd)
-        process.arguments = ["--socket", socketPath, "--data-dir", dataPath] + arguments
-        process.standardError = FileHandle(forWritingAtPath: stderrPath)
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(BuiltProducts.actorkvd, ["--socket", socketPath, "--data-dir", dataPath] + arguments,
+                                   stderr: .file(stderrPath))
         try waitUntilReady()
     }
 
@@ -70,14 +67,13 @@ final class ServerProcess: @unchecked Sendable {
     }
 
     var log: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     /// Sends `signal` and waits for the exit; returns the exit status (or the signal for kills).
     @discardableResult
     func stop(signal: Int32 = SIGTERM) -> Int32 {
-        if process.isRunning { kill(process.processIdentifier, signal) }
-        process.waitUntilExit()
-        return process.terminationStatus
+        process.signal(signal)
+        return process.status
     }
 
     /// Resident memory of the server in KiB (VmRSS).
@@ -89,7 +85,6 @@ final class ServerProcess: @unchecked Sendable {
         return -1
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
 }
 
 struct TestFailure: Error, CustomStringConvertible {
@@ -103,7 +98,17 @@ final class RawConnection {
     private var decoder = ReplyDecoder()
 
     init(path: String, timeoutSeconds: Int = 30) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        // Connect before `fd` is stored: a throwing class init with every property set still
+        // runs deinit, which would close the descriptor a second time (by then possibly another
+        // thread's file).
+        fd = try Self.connect(path)
+        var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    private static func connect(_ path: String) throws -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
@@ -113,12 +118,14 @@ final class RawConnection {
             raw[bytes.count] = 0
         }
         let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard rc == 0 else { close(fd); throw TestFailure("connect \(path): \(String(cString: strerror(errno)))") }
-        var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        guard rc == 0 else {
+            let code = errno
+            close(fd)
+            throw TestFailure("connect \(path): \(String(cString: strerror(code)))")
+        }
+        return fd
     }
 
     deinit { close(fd) }

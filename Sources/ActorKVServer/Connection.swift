@@ -4,11 +4,14 @@ import ActorKVProtocol
 ///
 /// Bytes flow: socket → `decoder` → `pending` requests → (one task at a time) the processor →
 /// `replies` → encoded into `output` as the socket drains. Only one batch of requests is in
-/// flight per connection, so pipelined commands run and reply in order; while replies wait to be
-/// sent, nothing more is read (backpressure), so memory stays bounded however the client behaves.
+/// flight per connection, so pipelined commands run and reply in order. Reading goes on while the
+/// unread replies fit in `outputLimit`; past it nothing more is read (backpressure), so memory
+/// stays bounded however the client behaves.
 final class Connection {
     let id: UInt64
     let fd: Int32
+    /// Encoded, unsent reply bytes beyond which no more requests are taken.
+    let outputLimit: Int
     var decoder: RequestDecoder
     var pending: [[[UInt8]]] = []
     var replies: [Reply] = []
@@ -25,17 +28,21 @@ final class Connection {
     /// A framing error to send after the replies to the requests before it.
     var protocolError: Reply?
 
-    init(id: UInt64, fd: Int32, limits: ProtocolLimits) {
+    init(id: UInt64, fd: Int32, limits: ProtocolLimits, outputLimit: Int) {
         self.id = id
         self.fd = fd
+        self.outputLimit = outputLimit
         decoder = RequestDecoder(limits: limits)
     }
 
     /// Whether replies are waiting to be encoded or sent.
     var hasUnsentOutput: Bool { replyHead < replies.count || outputHead < output.count }
 
-    /// Whether this connection may take more requests now.
-    var canDispatch: Bool { !inFlight && !hasUnsentOutput && !closeAfterFlush }
+    /// Whether this connection may take more requests now: nothing in flight, every reply encoded,
+    /// and the unsent bytes under the limit.
+    var canDispatch: Bool {
+        !inFlight && !closeAfterFlush && replyHead == replies.count && output.count - outputHead < outputLimit
+    }
 
     /// Whether nothing is left to do before closing.
     var isIdle: Bool { !inFlight && pending.isEmpty && !hasUnsentOutput }
@@ -50,10 +57,16 @@ final class Connection {
         }
     }
 
+    /// Output buffer capacity kept between bursts; larger buffers are freed once sent.
+    private static let retainedCapacity = 256 * 1024
+
     /// Encodes queued replies into `output` until about `chunk` bytes are waiting.
     func encodeReplies(upTo chunk: Int) {
         if outputHead == output.count {
-            output.removeAll(keepingCapacity: output.capacity <= 4 * chunk)
+            output.removeAll(keepingCapacity: output.capacity <= Self.retainedCapacity)
+            outputHead = 0
+        } else if outputHead >= output.count / 2 {
+            output.removeFirst(outputHead)
             outputHead = 0
         }
         while replyHead < replies.count && output.count - outputHead < chunk {

@@ -21,6 +21,9 @@ final class EventLoop: @unchecked Sendable {
     private let statistics: ServerStatistics
     private let log: @Sendable (String) -> Void
     private var connections: [UInt64: Connection] = [:]
+    /// Connections the server has finished with, half-closed, whose unread input is discarded
+    /// until the peer closes or the deadline passes (a lingering close; see ``linger(_:id:)``).
+    private var lingering: [UInt64: (fd: Int32, deadline: Double)] = [:]
     private var ready: [UInt64] = []
     private var nextID: UInt64 = 16
     private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -33,6 +36,8 @@ final class EventLoop: @unchecked Sendable {
     private static let wakeToken: UInt64 = 2
     private static let outputChunk = 64 * 1024
     private static let readsPerTurn = 16
+    private static let lingerSeconds = 2.0
+    private static let maxLingering = 1024
 
     init(listener: Int32, configuration: ServerConfiguration, processor: CommandProcessor,
          statistics: ServerStatistics, log: @escaping @Sendable (String) -> Void) throws(SocketCalls.Failure) {
@@ -74,7 +79,7 @@ final class EventLoop: @unchecked Sendable {
         defer { events.deallocate() }
         var drainDeadline = 0.0
         while true {
-            let timeout: Int32 = !ready.isEmpty ? 0 : (draining ? 50 : -1)
+            let timeout: Int32 = !ready.isEmpty ? 0 : (draining ? 50 : (lingering.isEmpty ? -1 : 250))
             let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), timeout)
             if n < 0 && errno != EINTR { log("epoll_wait failed: \(String(cString: strerror(errno)))"); break }
             for i in 0..<max(0, Int(n)) {
@@ -82,6 +87,7 @@ final class EventLoop: @unchecked Sendable {
             }
             serviceReady()
             startOutgoing()
+            expireLingering(force: false)
             if !draining && (stopRequested.load(ordering: .sequentiallyConsistent) || SignalHandling.received.load(ordering: .relaxed) != 0) {
                 beginDrain()
                 drainDeadline = monotonicSeconds() + configuration.shutdownGraceSeconds
@@ -91,6 +97,7 @@ final class EventLoop: @unchecked Sendable {
             }
         }
         for connection in connections.values { closeConnection(connection) }
+        expireLingering(force: true)
         SocketCalls.close(epollFD)
         SocketCalls.close(wakeFD)
     }
@@ -100,7 +107,7 @@ final class EventLoop: @unchecked Sendable {
         case Self.listenerToken: acceptAll()
         case Self.wakeToken: drainCompletions()
         default:
-            guard let connection = connections[token] else { return }
+            guard let connection = connections[token] else { discardInput(token); return }
             if flags & (ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLHUP | ACTORKV_EPOLLERR) != 0 {
                 connection.readable = true
             }
@@ -139,12 +146,13 @@ final class EventLoop: @unchecked Sendable {
         if let refusal = refusal(for: fd) {
             statistics.rejectedConnections.add(1, ordering: .relaxed)
             refusal.encoded.withUnsafeBytes { _ = try? SocketCalls.send(fd, $0) }
-            SocketCalls.close(fd)
+            linger(fd, id: nextID)
+            nextID += 1
             return
         }
         let id = nextID
         nextID += 1
-        let connection = Connection(id: id, fd: fd, limits: configuration.protocolLimits)
+        let connection = Connection(id: id, fd: fd, limits: configuration.protocolLimits, outputLimit: configuration.maxOutputBytes)
         let events = ACTORKV_EPOLLIN | ACTORKV_EPOLLOUT | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
         guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, id) == 0 else {
             SocketCalls.close(fd)
@@ -169,22 +177,28 @@ final class EventLoop: @unchecked Sendable {
     private func pump(_ c: Connection) {
         var reads = 0
         while true {
-            if c.canDispatch && !c.pending.isEmpty { dispatch(c) }
-            if c.canDispatch && c.pending.isEmpty && c.protocolError == nil && c.readable && !c.peerClosed && !draining {
-                if reads == Self.readsPerTurn { ready.append(c.id); break }
+            guard flush(c) else { return }
+            if c.canDispatch && !c.pending.isEmpty {
+                dispatch(c)
+            } else if c.canDispatch && c.protocolError == nil && c.readable && !c.peerClosed && !draining {
+                if reads == Self.readsPerTurn { ready.append(c.id); return }
                 reads += 1
-                if !readChunk(c) { return }
-                continue
+                guard readChunk(c) else { return }
+            } else {
+                break
             }
-            break
         }
         if c.isIdle, let error = c.protocolError {
             c.protocolError = nil
             c.enqueue([error])
             c.closeAfterFlush = true
+            guard flush(c) else { return }
         }
-        guard flush(c) else { return }
-        if c.isIdle && (c.closeAfterFlush || c.peerClosed) { closeConnection(c) }
+        if c.isIdle && c.peerClosed {
+            closeConnection(c)
+        } else if c.isIdle && c.closeAfterFlush {
+            closeConnection(c, lingering: true)
+        }
     }
 
     /// Reads one chunk and decodes the requests in it; false if the connection was closed.
@@ -253,7 +267,8 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Sends what the socket takes; false if the connection was closed.
+    /// Sends what the socket takes, then encodes queued replies up to the output limit so the
+    /// connection may read on; false if the connection was closed.
     private func flush(_ c: Connection) -> Bool {
         while c.hasUnsentOutput {
             c.encodeReplies(upTo: Self.outputChunk)
@@ -266,7 +281,10 @@ final class EventLoop: @unchecked Sendable {
                 closeConnection(c)
                 return false
             }
-            if sent == 0 { return true }
+            if sent == 0 {
+                c.encodeReplies(upTo: c.outputLimit)
+                return true
+            }
             c.outputHead += sent
         }
         return true
@@ -279,10 +297,65 @@ final class EventLoop: @unchecked Sendable {
         for id in ids { if let c = connections[id] { pump(c) } }
     }
 
-    private func closeConnection(_ c: Connection) {
+    /// Forgets a connection and closes its socket, or with `lingering`, hands it to ``linger(_:id:)``.
+    private func closeConnection(_ c: Connection, lingering: Bool = false) {
         guard connections.removeValue(forKey: c.id) != nil else { return }
-        SocketCalls.close(c.fd)
         statistics.connectedClients.subtract(1, ordering: .relaxed)
+        if lingering {
+            _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_DEL, c.fd, 0, 0)
+            linger(c.fd, id: c.id)
+        } else {
+            SocketCalls.close(c.fd)
+        }
+    }
+
+    // MARK: - Lingering close
+
+    /// Half-closes a socket the server is done with and keeps reading (and dropping) what the
+    /// client still sends, until it closes or ``lingerSeconds`` pass. Closing at once with unread
+    /// input would make the client's next write fail (EPIPE) before it reads the last reply,
+    /// such as `-MAXCLIENTS`, `-NOPERM` or a framing error: `nc -N` would print nothing.
+    private func linger(_ fd: Int32, id: UInt64) {
+        SocketCalls.shutdownWrite(fd)
+        let events = ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
+        guard !draining, lingering.count < Self.maxLingering,
+              actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, id) == 0 else {
+            SocketCalls.close(fd)
+            return
+        }
+        lingering[id] = (fd, monotonicSeconds() + Self.lingerSeconds)
+        discardInput(id)
+    }
+
+    /// Reads and drops a lingering socket's input; closes it at end of file or on an error.
+    private func discardInput(_ id: UInt64) {
+        guard let entry = lingering[id] else { return }
+        while true {
+            let result: Int?
+            do {
+                result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in
+                    try SocketCalls.read(entry.fd, into: raw)
+                }
+            } catch {
+                result = 0
+            }
+            guard let n = result else { return }
+            if n == 0 {
+                lingering[id] = nil
+                SocketCalls.close(entry.fd)
+                return
+            }
+        }
+    }
+
+    /// Closes lingering sockets past their deadline (all of them with `force`).
+    private func expireLingering(force: Bool) {
+        guard !lingering.isEmpty else { return }
+        let now = monotonicSeconds()
+        for (id, entry) in lingering where force || entry.deadline < now {
+            lingering[id] = nil
+            SocketCalls.close(entry.fd)
+        }
     }
 }
 

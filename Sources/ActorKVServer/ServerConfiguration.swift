@@ -17,6 +17,8 @@ public struct ServerConfiguration: Sendable {
     public var protocolLimits = ProtocolLimits()
     /// The largest value a PUT may store.
     public var maxValueBytes = 32 << 20
+    /// Encoded replies a client may leave unread before the server stops reading its requests.
+    public var maxOutputBytes = 1 << 20
     /// Snapshot policy.
     public var compaction = CompactionPolicy()
     /// If not empty (or `allowGIDs` is not), only these uids (and the server's own) may connect.
@@ -83,6 +85,8 @@ extension ServerConfiguration {
       --max-inline-bytes N       longest inline (typed) request line       (default 65536)
       --max-arguments N          most arguments in one request             (default 1048576)
       --max-request-bytes N      largest multibulk request in total        (default 134217728, 128 MiB)
+      --max-output-bytes N       unread replies buffered per client before its
+                                 requests stop being read (backpressure)   (default 1048576, 1 MiB)
       --snapshot-interval SECS   snapshot namespaces changed this long ago; 0 = off (default 60)
       --compact-ratio R          snapshot when the log exceeds R x live data (default 2)
       --compact-min-bytes N      ... and is at least N bytes               (default 16777216, 16 MiB)
@@ -117,7 +121,7 @@ extension ServerConfiguration {
 
     private static let knownFlags: Set<String> = [
         "--socket", "--data-dir", "--fsync", "--socket-mode", "--max-clients", "--max-value-bytes", "--max-bulk-bytes",
-        "--max-inline-bytes", "--max-arguments", "--max-request-bytes", "--snapshot-interval", "--compact-ratio",
+        "--max-inline-bytes", "--max-arguments", "--max-request-bytes", "--max-output-bytes", "--snapshot-interval", "--compact-ratio",
         "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace",
     ]
 
@@ -141,6 +145,7 @@ extension ServerConfiguration {
         case "--max-inline-bytes": c.protocolLimits.maxInlineLength = try positive(flag, value)
         case "--max-arguments": c.protocolLimits.maxArguments = try positive(flag, value)
         case "--max-request-bytes": c.protocolLimits.maxRequestBytes = try positive(flag, value)
+        case "--max-output-bytes": c.maxOutputBytes = try positive(flag, value)
         case "--snapshot-interval": c.compaction.interval = try seconds(flag, value)
         case "--compact-ratio": c.compaction.logToLiveRatio = try seconds(flag, value)
         case "--compact-min-bytes": c.compaction.minimumLogBytes = try positive(flag, value)

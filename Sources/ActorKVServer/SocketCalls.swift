@@ -103,6 +103,9 @@ enum SocketCalls {
     /// Closes a descriptor.
     static func close(_ fd: Int32) { _ = Glibc.close(fd) }
 
+    /// Half-closes: the peer reads end of file after what was sent; reading continues.
+    static func shutdownWrite(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
+
     /// Raises the soft open-files limit to at least `wanted` (up to the hard limit); returns the result.
     static func raiseOpenFileLimit(to wanted: Int) -> Int {
         var limit = rlimit()

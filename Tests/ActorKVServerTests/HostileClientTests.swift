@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import ActorKVTestSupport
 import Foundation
 import Testing
 #if canImport(Glibc)
@@ -27,6 +28,14 @@ import Glibc
         let extra = try RawConnection(path: server.socketPath)
         #expect(try extra.reply().errorCode == "MAXCLIENTS")
         #expect(extra.isClosedByServer())
+        // A client that writes before it reads (as `printf … | nc -U -N` does), after the server
+        // has already refused it, can still send and then read the refusal: the server half-closes
+        // and drains instead of closing with unread input.
+        let eager = try RawConnection(path: server.socketPath)
+        usleep(200_000)
+        try eager.send("PING\r\n")
+        #expect(try eager.reply().errorCode == "MAXCLIENTS")
+        #expect(eager.isClosedByServer())
         #expect(try held[0].command(["PING"]) == .simple("PONG"))
     }
 
@@ -120,16 +129,11 @@ import Glibc
         let server = try ServerProcess(directory: dir, arguments: ["--socket-mode", "666", "--allow-uid", "4242"])
         defer { server.stop() }
         func connectAs(_ uid: String) throws -> String {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            p.arguments = ["--reuid", uid, "--regid", uid, "--clear-groups", "/bin/sh", "-c",
-                           "printf 'PING\\r\\n' | timeout 5 nc -U -N \(server.socketPath)"]
-            let out = Pipe()
-            p.standardOutput = out
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
+            let p = try ChildProcess("/usr/bin/setpriv", ["--reuid", uid, "--regid", uid, "--clear-groups", "/bin/sh", "-c",
+                                                          "printf 'PING\\r\\n' | timeout 30 nc -U -N \(server.socketPath)"],
+                                     stdout: .pipe)
+            let data = p.readOutputs().stdout
+            p.waitForExit()
             return String(decoding: data, as: UTF8.self)
         }
         #expect(try connectAs("65534").hasPrefix("-NOPERM"))

@@ -130,6 +130,14 @@ if wait_ping "$W/s.sock" "$S2"; then ok "--allow-shared-data-dir accepts it"
 else not_ok "--allow-shared-data-dir accepts it"; sed 's/^/#   /' "$W/shared2.log"; fi
 stop_ok "the shared-data-dir server" "$S2" "$W/s.sock"
 
+# A socket directory every user can write to, without the sticky bit ----------------------
+mkdir "$W/open-dir"
+chmod 0777 "$W/open-dir"
+run_fg opendir --socket "$W/open-dir/s.sock" --data-dir "$W/o-data"
+expect_eq "a socket in a world-writable, non-sticky directory is refused (exit 1)" 1 "$STATUS"
+expect_contains "... with a clear message" "writable by every user and not sticky" "$OUT"
+check "... and no socket is created there" test ! -e "$W/open-dir/s.sock"
+
 # Other start-up refusals ------------------------------------------------------------------
 long=$W/$(printf 'x%.0s' $(seq 1 110)).sock
 run_fg longpath --socket "$long" --data-dir "$W/l-data"

@@ -29,7 +29,7 @@ public enum Command: Sendable {
               spec.argumentsPerStep <= 1 || (count - spec.minArguments) % spec.argumentsPerStep == 0 else {
             throw CommandError(.arity, "wrong number of arguments for '\(name)' (usage: \(spec.usage))")
         }
-        return try spec.parse(Array(arguments.dropFirst()))
+        return try spec.parse(CommandArguments(arguments))
     }
 
     static func namespace(_ bytes: [UInt8]) throws(CommandError) -> String {
@@ -83,24 +83,35 @@ struct CommandSpec: Sendable {
     let minArguments: Int
     let maxArguments: Int?
     var argumentsPerStep = 1
-    let parse: @Sendable ([[UInt8]]) throws(CommandError) -> Command
+    let parse: @Sendable (CommandArguments) throws(CommandError) -> Command
 
     static let maxScanCount = 100_000
 
-    private static let byName: [(name: String, bytes: [UInt8], spec: CommandSpec)] =
-        table.map { ($0.key, Array($0.key.utf8), $0.value) }
+    // The table split into parallel arrays, so a lookup compares bytes without copying entries.
+    private static let names: [String] = Array(table.keys)
+    private static let nameBytes: [[UInt8]] = names.map { Array($0.utf8) }
+    private static let specs: [CommandSpec] = names.map { table[$0]! }
 
-    /// Finds a command by name, ignoring ASCII case, without allocating (this runs per request).
+    /// The command named `name`, compared ASCII case-insensitively.
     static func lookup(_ name: [UInt8]) -> (String, CommandSpec)? {
-        for entry in byName where entry.bytes.count == name.count {
-            var same = true
-            for i in 0..<name.count where entry.bytes[i] != (name[i] & 0xDF) || !(name[i] | 0x20 >= 0x61 && name[i] | 0x20 <= 0x7A) {
-                same = false
-                break
+        name.withUnsafeBufferPointer { given in
+            for index in nameBytes.indices where Self.matches(given, nameBytes[index]) {
+                return (names[index], specs[index])
             }
-            if same { return (entry.name, entry.spec) }
+            return nil
         }
-        return nil
+    }
+
+    private static func matches(_ given: UnsafeBufferPointer<UInt8>, _ upper: [UInt8]) -> Bool {
+        guard given.count == upper.count else { return false }
+        return upper.withUnsafeBufferPointer { expected in
+            for i in 0..<given.count {
+                let byte = given[i]
+                // Letters only: `& 0xDF` upper-cases a-z and would also fold some non-letters.
+                guard byte | 0x20 >= 0x61, byte | 0x20 <= 0x7A, byte & 0xDF == expected[i] else { return false }
+            }
+            return true
+        }
     }
 
     static let table: [String: CommandSpec] = [
@@ -121,10 +132,10 @@ struct CommandSpec: Sendable {
             .data(namespace: try Command.namespace(args[0]), .put(key: args[1], value: args[2]))
         },
         "DEL": CommandSpec(usage: "DEL ns key [key ...]", minArguments: 2, maxArguments: nil) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .delete(Array(args.dropFirst())))
+            .data(namespace: try Command.namespace(args[0]), .delete(args.rest(from: 1)))
         },
         "EXISTS": CommandSpec(usage: "EXISTS ns key [key ...]", minArguments: 2, maxArguments: nil) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .exists(Array(args.dropFirst())))
+            .data(namespace: try Command.namespace(args[0]), .exists(args.rest(from: 1)))
         },
         "COUNT": CommandSpec(usage: "COUNT ns", minArguments: 1, maxArguments: 1) { (args) throws(CommandError) in
             .data(namespace: try Command.namespace(args[0]), .count)
@@ -135,7 +146,7 @@ struct CommandSpec: Sendable {
                              parse: parseBatch),
     ]
 
-    private static func parseScan(_ args: [[UInt8]]) throws(CommandError) -> Command {
+    private static func parseScan(_ args: CommandArguments) throws(CommandError) -> Command {
         let ns = try Command.namespace(args[0])
         let cursor: ScanCursor
         do { cursor = try ScanCursor(text: args[1]) } catch { throw CommandError(store: error) }
@@ -158,7 +169,7 @@ struct CommandSpec: Sendable {
         return .data(namespace: ns, .scan(cursor, prefix: prefix, limit: count))
     }
 
-    private static func parseBatch(_ args: [[UInt8]]) throws(CommandError) -> Command {
+    private static func parseBatch(_ args: CommandArguments) throws(CommandError) -> Command {
         let ns = try Command.namespace(args[0])
         var mutations: [Mutation] = []
         var i = 1
@@ -178,4 +189,20 @@ struct CommandSpec: Sendable {
         }
         return .data(namespace: ns, .batch(mutations))
     }
+}
+
+/// A command's arguments after its name, read in place from the decoded request (no copy).
+struct CommandArguments {
+    private let all: [[UInt8]]
+
+    init(_ request: [[UInt8]]) { all = request }
+
+    /// How many arguments follow the command name.
+    var count: Int { all.count - 1 }
+    /// The first argument after the name.
+    var first: [UInt8]? { all.count > 1 ? all[1] : nil }
+    /// Argument `index`, counted from 0 after the name.
+    subscript(index: Int) -> [UInt8] { all[index + 1] }
+    /// The arguments from `index` on.
+    func rest(from index: Int) -> [[UInt8]] { Array(all[(index + 1)...]) }
 }

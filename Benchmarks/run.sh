@@ -556,6 +556,10 @@ The compaction took $(field "$c" compaction_s) s.
 | without | $(field "$c" without_n) | $(us "$(field "$c" without_p50_us)") | $(us "$(field "$c" without_p99_us)") | $(us "$(field "$c" without_max_us)") |
 | ratio during / without | | $(ratio "$(field "$c" during_p50_us)" "$(field "$c" without_p50_us)") | $(ratio "$(field "$c" during_p99_us)" "$(field "$c" without_p99_us)") | $(ratio "$(field "$c" during_max_us)" "$(field "$c" without_max_us)") |
 
+EOF
+# The hand-written record of profiling rounds (before and after each fix) is kept across runs.
+[ -f "$HERE/HOTPATHS.md" ] && { cat "$HERE/HOTPATHS.md"; echo; }
+cat <<EOF
 ## Exact commands
 
 \`\$T\` is the run's temp directory (under \`Benchmarks/out/\`), \`\$S\` the socket directory, \`\$V\` the

@@ -78,12 +78,13 @@ public struct CommandProcessor: Sendable {
     /// write for all of them, in connection order, each connection's requests in its own order.
     /// Each namespace's fsync wait (under `always`) is awaited in its own task, so one namespace's
     /// fsync never holds back another's replies. Anything else runs through ``process(_:)``.
-    public func process(batch: [Work], deliver: @escaping @Sendable ([Done]) -> Void) async {
+    /// The tasks this starts prefer `executor` (nil: Swift's global executor).
+    public func process(batch: [Work], executor: (any TaskExecutor)? = nil, deliver: @escaping @Sendable ([Done]) -> Void) async {
         var merged: [String: [(work: Work, operations: [Operation])]] = [:]
         var order: [String] = []
         for work in batch {
             guard let (namespace, operations) = Self.singleNamespace(work.requests) else {
-                Task { let (replies, quit) = await process(work.requests); deliver([Done(connection: work.connection, replies: replies, quit: quit)]) }
+                Task(executorPreference: executor) { let (replies, quit) = await process(work.requests); deliver([Done(connection: work.connection, replies: replies, quit: quit)]) }
                 continue
             }
             if merged[namespace] == nil { order.append(namespace) }
@@ -103,7 +104,7 @@ public struct CommandProcessor: Sendable {
             }
             guard let durability else { ready += done(outcomes); continue }
             let operations = parts.flatMap(\.operations)
-            Task {
+            Task(executorPreference: executor) {
                 deliver(done(await Self.awaitDurability(durability, outcomes, operations)))
             }
         }

@@ -7,9 +7,11 @@ import Synchronization
 
 /// The server's network loop: one thread, epoll (edge-triggered) over non-blocking sockets.
 ///
-/// It accepts, reads and decodes requests, hands each connection's requests to a task on
-/// Swift's cooperative pool, and sends the replies those tasks post back (through an eventfd).
-/// It never blocks on storage: a slow fsync in one namespace delays only the clients waiting for it.
+/// It accepts, reads and decodes requests, starts each turn's requests in one task, and sends
+/// the replies that task posts back. With `--execution loop` (the default) the task prefers a
+/// ``LoopExecutor`` and runs right here, between epoll turns; with `pool` it runs on Swift's
+/// cooperative pool and posts back through an eventfd. Either way the loop never waits for
+/// storage: fsync happens on other threads and delays only the clients waiting for it.
 final class EventLoop: @unchecked Sendable {
     // Everything below except `completions`, `wakeFD` and `stopRequested` is touched only by the loop thread.
     private let epollFD: Int32
@@ -26,9 +28,13 @@ final class EventLoop: @unchecked Sendable {
     private var lingering: [UInt64: (fd: Int32, deadline: Double)] = [:]
     private var ready: [UInt64] = []
     private var nextID: UInt64 = 16
-    private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    /// One read per connection per turn at most this big (as Redis does): it bounds how much work
+    /// one client adds to a turn, and so how long the others wait for theirs.
+    private var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
     private let completions = Mutex<[CommandProcessor.Done]>([])
     private var outgoing: [CommandProcessor.Work] = []
+    /// Runs the namespace actors' work on this thread (nil with `--execution pool`).
+    private let executor: LoopExecutor?
     private let stopRequested = Atomic<Bool>(false)
     private var draining = false
 
@@ -48,8 +54,10 @@ final class EventLoop: @unchecked Sendable {
         self.log = log
         epollFD = actorkv_epoll_create()
         guard epollFD >= 0 else { throw SocketCalls.Failure(what: "epoll_create1", code: errno) }
-        wakeFD = actorkv_eventfd()
+        let wakeFD = actorkv_eventfd()
         guard wakeFD >= 0 else { throw SocketCalls.Failure(what: "eventfd", code: errno) }
+        self.wakeFD = wakeFD
+        executor = configuration.execution == .loop ? LoopExecutor { Self.signal(wakeFD) } : nil
         try register(listener, token: Self.listenerToken, events: ACTORKV_EPOLLIN)
         try register(wakeFD, token: Self.wakeToken, events: ACTORKV_EPOLLIN)
     }
@@ -67,9 +75,11 @@ final class EventLoop: @unchecked Sendable {
         wake()
     }
 
-    private func wake() {
+    private func wake() { Self.signal(wakeFD) }
+
+    private static func signal(_ eventFD: Int32) {
         var one: UInt64 = 1
-        _ = Glibc.write(wakeFD, &one, 8)
+        _ = Glibc.write(eventFD, &one, 8)
     }
 
     /// Runs until a stop is requested and every connection is finished; blocks the calling thread.
@@ -78,15 +88,17 @@ final class EventLoop: @unchecked Sendable {
         let events = UnsafeMutableRawPointer.allocate(byteCount: actorkv_epoll_buffer_size(Int32(capacity)), alignment: 8)
         defer { events.deallocate() }
         var drainDeadline = 0.0
+        executor?.attachToCurrentThread()
         while true {
-            let timeout: Int32 = !ready.isEmpty ? 0 : (draining ? 50 : (lingering.isEmpty ? -1 : 250))
+            let busy = !ready.isEmpty || !outgoing.isEmpty || executor?.hasPending == true
+            let timeout: Int32 = busy ? 0 : (draining ? 50 : (lingering.isEmpty ? -1 : 250))
             let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), timeout)
             if n < 0 && errno != EINTR { log("epoll_wait failed: \(String(cString: strerror(errno)))"); break }
             for i in 0..<max(0, Int(n)) {
                 handle(token: actorkv_epoll_token(events, Int32(i)), flags: actorkv_epoll_flags(events, Int32(i)))
             }
             serviceReady()
-            startOutgoing()
+            settle()
             expireLingering(force: false)
             if !draining && (stopRequested.load(ordering: .sequentiallyConsistent) || SignalHandling.received.load(ordering: .relaxed) != 0) {
                 beginDrain()
@@ -97,6 +109,7 @@ final class EventLoop: @unchecked Sendable {
             }
         }
         for connection in connections.values { closeConnection(connection) }
+        executor?.detach()
         expireLingering(force: true)
         SocketCalls.close(epollFD)
         SocketCalls.close(wakeFD)
@@ -105,7 +118,10 @@ final class EventLoop: @unchecked Sendable {
     private func handle(token: UInt64, flags: UInt32) {
         switch token {
         case Self.listenerToken: acceptAll()
-        case Self.wakeToken: drainCompletions()
+        case Self.wakeToken:
+            var counter: UInt64 = 0
+            _ = Glibc.read(wakeFD, &counter, 8)
+            drainCompletions()
         default:
             guard let connection = connections[token] else { discardInput(token); return }
             if flags & (ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLHUP | ACTORKV_EPOLLERR) != 0 {
@@ -230,27 +246,40 @@ final class EventLoop: @unchecked Sendable {
         c.inFlight = true
     }
 
-    /// Hands this turn's requests, from every connection, to one task on the cooperative pool.
+    /// Hands this turn's requests, from every connection, to one task.
     private func startOutgoing() {
         guard !outgoing.isEmpty else { return }
         let batch = outgoing
         outgoing.removeAll(keepingCapacity: true)
         let processor = self.processor
-        Task { await processor.process(batch: batch, deliver: { self.post($0) }) }
+        let executor = self.executor
+        Task(executorPreference: executor) {
+            await processor.process(batch: batch, executor: executor, deliver: { self.post($0) })
+        }
     }
 
+    /// Starts this turn's requests and, with a ``LoopExecutor``, runs them here and sends their
+    /// replies. Requests read while sending (a client's next ones) wait for the next turn, which
+    /// polls epoll without sleeping first, so every connection gets its turn.
+    private func settle() {
+        startOutgoing()
+        guard let executor else { return }
+        executor.runPending()
+        drainCompletions()
+    }
+
+    /// Hands replies to the loop; from any thread. The loop thread itself drains them in
+    /// ``settle()`` before it waits again, so only other threads wake it.
     private func post(_ done: [CommandProcessor.Done]) {
         let wasEmpty = completions.withLock { queue -> Bool in
             let empty = queue.isEmpty
             queue.append(contentsOf: done)
             return empty
         }
-        if wasEmpty { wake() }
+        if wasEmpty && executor?.isLoopThread != true { wake() }
     }
 
     private func drainCompletions() {
-        var counter: UInt64 = 0
-        _ = Glibc.read(wakeFD, &counter, 8)
         let done = completions.withLock { queue -> [CommandProcessor.Done] in
             defer { queue.removeAll(keepingCapacity: true) }
             return queue

@@ -31,6 +31,17 @@ public struct ServerConfiguration: Sendable {
     public var allowSharedDataDirectory = false
     /// How long a shutdown waits for requests in flight.
     public var shutdownGraceSeconds = 5.0
+    /// Where namespace actors run requests.
+    public var execution = Execution.loop
+
+    /// Where the server runs the namespace actors' work for its clients.
+    public enum Execution: String, Sendable {
+        /// On the event-loop thread when the actor is free: no thread hand-off per request.
+        case loop
+        /// On Swift's cooperative pool: namespaces in parallel on every core, at the cost of two
+        /// thread hand-offs per turn of the loop.
+        case pool
+    }
 
     /// The defaults.
     public init() {}
@@ -95,6 +106,9 @@ extension ServerConfiguration {
                                  (with either list, only those and the server's own uid may connect)
       --allow-shared-data-dir    run even if other users may write to the data directory
       --shutdown-grace SECS      how long SIGTERM waits for requests in flight (default 5)
+      --execution MODE           where namespace actors run requests: loop (the event-loop
+                                 thread, fewest hand-offs) | pool (Swift's cooperative pool,
+                                 namespaces in parallel across cores)       (default loop)
       --help                     print this text
       --version                  print the version
 
@@ -122,7 +136,7 @@ extension ServerConfiguration {
     private static let knownFlags: Set<String> = [
         "--socket", "--data-dir", "--fsync", "--socket-mode", "--max-clients", "--max-value-bytes", "--max-bulk-bytes",
         "--max-inline-bytes", "--max-arguments", "--max-request-bytes", "--max-output-bytes", "--snapshot-interval", "--compact-ratio",
-        "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace",
+        "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace", "--execution",
     ]
 
     private static func apply(_ flag: String, _ value: String, to c: inout ServerConfiguration) throws(UsageError) {
@@ -152,6 +166,11 @@ extension ServerConfiguration {
         case "--allow-uid": c.allowUIDs = try idList(flag, value)
         case "--allow-gid": c.allowGIDs = try idList(flag, value)
         case "--shutdown-grace": c.shutdownGraceSeconds = try seconds(flag, value)
+        case "--execution":
+            guard let mode = Execution(rawValue: value) else {
+                throw UsageError(description: "--execution must be loop or pool (got '\(value)')")
+            }
+            c.execution = mode
         default: throw UsageError(description: "unknown option '\(flag)'")
         }
     }

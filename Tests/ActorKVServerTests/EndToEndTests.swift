@@ -107,11 +107,15 @@ import Glibc
         #expect(try run(["--help"]) == 0)
         #expect(try run(["--bogus"]) == 2)
         #expect(try run(["--fsync", "sometimes"]) == 2)
+        #expect(try run(["--execution", "sideways"]) == 2)
         #expect(try run(["--max-clients"]) == 2)
     }
 
-    @Test func concurrentClientsOnDifferentNamespacesAllSucceed() async throws {
-        let server = try ServerProcess(arguments: ["--fsync", "always"])
+    /// Under `always`, replies wait for fsyncs that finish on other threads: on the loop thread
+    /// (`loop`) and on the cooperative pool (`pool`) every one of them must come back.
+    @Test(arguments: ["loop", "pool"])
+    func concurrentClientsOnDifferentNamespacesAllSucceed(execution: String) async throws {
+        let server = try ServerProcess(arguments: ["--fsync", "always", "--execution", execution])
         defer { server.stop() }
         let path = server.socketPath
         try await withThrowingTaskGroup(of: Void.self) { group in

@@ -1,5 +1,6 @@
 import ActorKVProtocol
 import Foundation
+import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -8,9 +9,9 @@ import Glibc
 /// Deep pipelines: a client that writes many requests before reading any reply is served in full
 /// and in order, whether the replies are small or add up to more than the output limit.
 @Suite struct PipelineTests {
-    @Test(arguments: [PipelineCase.puts, .gets])
-    func aLongPipelineWrittenBeforeReadingIsAnsweredInFull(_ pipeline: PipelineCase) throws {
-        let server = try ServerProcess(arguments: ["--max-output-bytes", "65536"])
+    @Test(arguments: [PipelineCase.puts, .gets], ["loop", "pool"])
+    func aLongPipelineWrittenBeforeReadingIsAnsweredInFull(_ pipeline: PipelineCase, execution: String) throws {
+        let server = try ServerProcess(arguments: ["--max-output-bytes", "65536", "--execution", execution])
         defer { server.stop() }
         let setup = try RawConnection(path: server.socketPath)
         let value = String(repeating: "v", count: 100)
@@ -39,6 +40,59 @@ import Glibc
             #expect(try client.command(["GET", "deep", "k\(pipeline.count - 1)"]) == .bulk("\(pipeline.count - 1)"))
         }
     }
+}
+
+/// Clients that keep the server busy without pause must not starve a newcomer: the loop goes
+/// back to epoll between turns instead of serving the same connections for as long as they send.
+@Suite struct FairnessTests {
+    @Test(arguments: ["loop", "pool"])
+    func aNewConnectionIsServedWhileOthersKeepTheServerBusy(execution: String) throws {
+        let server = try ServerProcess(arguments: ["--execution", execution])
+        defer { server.stop() }
+        let load = BusyLoad()
+        // Each busy client streams requests from one thread and drains replies on another, so
+        // its socket always has more to read.
+        var busy: [RawConnection] = []
+        for client in 0..<4 {
+            let connection = try RawConnection(path: server.socketPath)
+            busy.append(connection)
+            let fd = connection.fd
+            var request: [UInt8] = []
+            for i in 0..<256 { RequestEncoder.encode(["PUT", "busy", "c\(client)-\(i)", "v"], into: &request) }
+            Thread { [request] in
+                while !load.stop.load(ordering: .relaxed) {
+                    let sent = request.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+                    if sent <= 0 { return }
+                }
+            }.start()
+            Thread {
+                var buffer = [UInt8](repeating: 0, count: 65536)
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress!, $0.count, 0) }
+                    if n <= 0 { return }
+                    load.replyBytes.add(n, ordering: .relaxed)
+                }
+            }.start()
+        }
+        defer {
+            load.stop.store(true, ordering: .relaxed)
+            for connection in busy { shutdown(connection.fd, Int32(SHUT_RDWR)) }
+        }
+        for _ in 0..<30_000 where load.replyBytes.load(ordering: .relaxed) < 1_000_000 { usleep(1_000) }
+        try #require(load.replyBytes.load(ordering: .relaxed) >= 1_000_000, "the busy clients never got going")
+        // The busy clients are going; a newcomer must get its answers (the read timeout is 10 s).
+        let newcomer = try RawConnection(path: server.socketPath, timeoutSeconds: 10)
+        for i in 0..<20 {
+            #expect(try newcomer.command(["PUT", "calm", "k\(i)", "v\(i)"]) == .simple("OK"))
+            #expect(try newcomer.command(["GET", "calm", "k\(i)"]) == .bulk("v\(i)"))
+        }
+    }
+}
+
+/// What the busy clients share with the test.
+final class BusyLoad: Sendable {
+    let stop = Atomic<Bool>(false)
+    let replyBytes = Atomic<Int>(0)
 }
 
 /// The two pipelines: small replies, and replies that add up to far more than the output limit.

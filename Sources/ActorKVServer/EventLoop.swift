@@ -280,9 +280,11 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func drainCompletions() {
+        // Taking the array (not copying it and keeping its capacity) allocates nothing.
         let done = completions.withLock { queue -> [CommandProcessor.Done] in
-            defer { queue.removeAll(keepingCapacity: true) }
-            return queue
+            var taken: [CommandProcessor.Done] = []
+            swap(&queue, &taken)
+            return taken
         }
         for completion in done {
             guard let c = connections[completion.connection] else { continue }

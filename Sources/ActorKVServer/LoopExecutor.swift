@@ -73,8 +73,9 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
         let unowned = asUnownedTaskExecutor()
         while true {
             let batch = state.withLock { state -> [UnownedJob] in
-                defer { state.jobs.removeAll(keepingCapacity: true) }
-                return state.jobs
+                var taken: [UnownedJob] = []
+                swap(&state.jobs, &taken)
+                return taken
             }
             if batch.isEmpty { return }
             for job in batch { job.runSynchronously(on: unowned) }

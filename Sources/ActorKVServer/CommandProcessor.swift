@@ -5,7 +5,8 @@ import ActorKVStore
 ///
 /// Consecutive requests for the same namespace go to its actor as one run (one actor hop, one
 /// log write), and their replies wait for the durability the fsync policy promises. Requests for
-/// different namespaces from different connections run in parallel on their own actors.
+/// different namespaces from different connections run on their own actors, independently
+/// (and, with `--execution pool`, in parallel).
 /// No sockets here: the event loop hands in decoded requests and sends back what this returns.
 public struct CommandProcessor: Sendable {
     /// The store commands run against.

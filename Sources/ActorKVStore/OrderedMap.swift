@@ -97,19 +97,21 @@ public struct OrderedMap: Sendable {
                 node.values[index] = value
                 return (old, nil)
             }
+            let appending = index == node.keys.count
             node.reserveForInsert(keyLength: key.count, fullCount: layout.leafCapacity + 1)
             node.insertEntry(key: key, value: value, at: index)
             guard node.keys.count > layout.leafCapacity else { return (nil, nil) }
-            return (nil, node.split(headroom: layout.leafCapacity / 4, fullCount: layout.leafCapacity + 1))
+            return (nil, node.split(headroom: layout.leafCapacity / 4, fullCount: layout.leafCapacity + 1, appending: appending))
         }
         let index = node.childIndex(for: key)
         let (old, childSplit) = insert(key, value, into: node.uniqueChild(index), layout)
         guard let childSplit else { return (old, nil) }
+        let appending = index == node.children.count - 1
         node.reserveForInsert(keyLength: childSplit.separator.count, fullCount: layout.branchCapacity + 1)
         node.keys.insert(childSplit.separator, at: index)
         ArrayEdit.insert(childSplit.right, at: index + 1, into: &node.children)
         guard node.children.count > layout.branchCapacity else { return (old, nil) }
-        return (old, node.split(headroom: layout.branchCapacity / 4, fullCount: layout.branchCapacity + 1))
+        return (old, node.split(headroom: layout.branchCapacity / 4, fullCount: layout.branchCapacity + 1, appending: appending))
     }
 
     /// Removes `key` and its value. O(log n).

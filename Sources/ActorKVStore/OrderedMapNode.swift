@@ -143,36 +143,40 @@ extension OrderedMap {
         /// Both halves get fresh arrays with room for `headroom` more items (so a node never
         /// keeps the capacity its arrays grew to on the insert that overfilled it), up to
         /// `fullCount` items; beyond that they grow by ``reserveForInsert(keyLength:fullCount:)``.
-        func split(headroom: Int, fullCount: Int) -> (separator: [UInt8], right: Node) {
+        /// When the overfilling insert was `appending` (past this node's last key, as ascending
+        /// keys arrive), the lower half gets no headroom: the next keys go to the upper half,
+        /// and a bulk load of ascending keys leaves no unused capacity in every other node.
+        func split(headroom: Int, fullCount: Int, appending: Bool = false) -> (separator: [UInt8], right: Node) {
             let byteCount = keys.bytes.count, keyCount = keys.count
             /// Room for `items` items and proportionally many key bytes.
-            func room(_ items: Int) -> (items: Int, bytes: Int) {
+            func room(_ items: Int, headroom: Int = headroom) -> (items: Int, bytes: Int) {
                 let capacity = Swift.min(items + headroom, fullCount)
                 return (capacity, keyCount == 0 ? 0 : byteCount / keyCount * capacity)
             }
-            func copy<T>(_ items: ArraySlice<T>) -> [T] {
+            let lowerHeadroom = appending ? 0 : headroom
+            func copy<T>(_ items: ArraySlice<T>, headroom: Int = headroom) -> [T] {
                 var copy: [T] = []
-                copy.reserveCapacity(room(items.count).items)
+                copy.reserveCapacity(room(items.count, headroom: headroom).items)
                 copy.append(contentsOf: items)
                 return copy
             }
             if isLeaf {
                 let n = keyCount, mid = n / 2
                 let separator = Node.separator(between: self, mid - 1, and: self, mid)
-                let upper = room(n - mid), lower = room(mid)
+                let upper = room(n - mid), lower = room(mid, headroom: lowerHeadroom)
                 let right = Node(keys: keys.copy(mid..<n, reservingKeys: upper.items, bytes: upper.bytes), values: copy(values[mid..<n]))
                 keys = keys.copy(0..<mid, reservingKeys: lower.items, bytes: lower.bytes)
-                values = copy(values[0..<mid])
+                values = copy(values[0..<mid], headroom: lowerHeadroom)
                 return (separator, right)
             }
             // Children 0..<mid stay with separators 0..<mid-1; separator mid-1 goes up.
             let n = children.count, mid = n / 2
             let separator = keys[mid - 1]
-            let upper = room(n - mid), lower = room(mid)
+            let upper = room(n - mid), lower = appending ? room(mid - 1, headroom: 0) : room(mid)
             let right = Node(separators: keys.copy(mid..<keyCount, reservingKeys: upper.items, bytes: upper.bytes),
                              children: copy(children[mid..<n]))
             keys = keys.copy(0..<(mid - 1), reservingKeys: lower.items, bytes: lower.bytes)
-            children = copy(children[0..<mid])
+            children = copy(children[0..<mid], headroom: lowerHeadroom)
             return (separator, right)
         }
 

@@ -356,6 +356,31 @@ struct OrderedMapTests {
         #expect(map[victim] == [1] && copy[victim] == nil)
     }
 
+    /// Keys arriving in ascending order (a bulk load) leave the nodes they fill without the
+    /// headroom a split gives (a quarter of the fan-out): only the nodes on the rightmost path,
+    /// which take the next keys, keep room. (Arrays may still round their capacity up to what
+    /// malloc handed out: a slot or two, never a quarter of 64.)
+    @Test func ascendingInsertsLeaveNoHeadroomBehind() throws {
+        let headroom = OrderedMap.Layout.standard.leafCapacity / 4
+        var map = OrderedMap()
+        for i in 0..<20_000 { map.updateValue([1], forKey: Array("key:\(100_000 + i)".utf8)) }
+        try map.checkInvariants()
+        var rightmost = Set<ObjectIdentifier>()
+        var node = map.root
+        while let current = node { rightmost.insert(ObjectIdentifier(current)); node = current.children.last }
+        var spare = 0, nodes = 0
+        func walk(_ node: OrderedMap.Node) {
+            node.children.forEach(walk)
+            guard !rightmost.contains(ObjectIdentifier(node)) else { return }
+            nodes += 1
+            let room = node.isLeaf ? node.values.capacity - node.values.count : node.children.capacity - node.children.count
+            if room >= headroom { spare += 1 }
+        }
+        walk(try #require(map.root))
+        #expect(nodes > 300)
+        #expect(spare == 0, "\(spare) of \(nodes) nodes off the rightmost path kept split headroom")
+    }
+
     /// The engine's use: encode a snapshot on another thread while the actor keeps writing.
     @Test func snapshotReadConcurrentlyWithWrites() async {
         var map = OrderedMap(leafCapacity: 8, branchCapacity: 8)

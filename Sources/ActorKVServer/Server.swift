@@ -4,6 +4,7 @@ import Glibc
 import ActorKVProtocol
 import ActorKVStore
 import Foundation
+import Synchronization
 
 /// The `actorkvd` process: opens the store, binds the socket, serves until SIGTERM/SIGINT, and
 /// shuts down cleanly (finish requests in flight, fsync every namespace, remove the socket).
@@ -13,6 +14,8 @@ public final class Server: Sendable {
     private let statistics = ServerStatistics()
     private let log: @Sendable (String) -> Void
     private let startedAt = time(nil)
+    /// The store, kept until the server object goes: see ``run()``.
+    private let openStore = Mutex<Store?>(nil)
 
     /// Creates a server; nothing happens until ``run()``.
     public init(configuration: ServerConfiguration, log: @escaping @Sendable (String) -> Void = ServerLog.line) {
@@ -30,6 +33,10 @@ public final class Server: Sendable {
 
     /// Serves until a shutdown signal; returns after a clean shutdown. Throws ``StartupError`` if
     /// the server cannot start (socket in use, data directory locked, unsafe or unreadable, …).
+    ///
+    /// When it returns, everything is durable and closed, but the in-memory data is still held by
+    /// this object: a process that exits right away (as `actorkvd` does) skips freeing it, which
+    /// with millions of keys takes longer than the rest of the shutdown.
     public func run() async throws {
         let config = configuration
         let limit = SocketCalls.raiseOpenFileLimit(to: config.maxClients + 256)
@@ -40,6 +47,7 @@ public final class Server: Sendable {
             let hint = error.code == .unsafeDirectory ? " (--allow-shared-data-dir)" : ""
             throw StartupError(description: error.message + hint)
         }
+        openStore.withLock { $0 = store }
         log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(config.maxClients), open files limit \(limit)")
         let unavailable = await store.openAll()
         let listener = try bindSocket(replacingStale: staleSocket)

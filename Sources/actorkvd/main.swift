@@ -13,12 +13,15 @@ case .success(.help):
 case .success(.version):
     print("actorkvd \(ActorKVVersion.string)")
 case .success(.run(let configuration)):
+    let server = Server(configuration: configuration)
     do {
-        try await Server(configuration: configuration).run()
+        try await server.run()
     } catch {
         ServerLog.line("cannot start: \(error)")
         exit(1)
     }
+    // Everything is fsync'd and closed; exit without freeing the data the server still holds.
+    withExtendedLifetime(server) { exit(0) }
 }
 
 enum FileHandleStderr {

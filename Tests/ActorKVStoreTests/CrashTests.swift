@@ -192,7 +192,8 @@ struct CrashTests {
         var model = AckModel()
         let seed = UInt64.random(in: 1...1_000_000)
         var tornCuts = 0, inFlightApplied = 0, inFlightLost = 0, snapshotSeen = false
-        let cycles = 24
+        // $ACTORKV_STRESS_CYCLES (default 24; the soak run, Tests/soak.sh, runs 200).
+        let cycles = Int(ProcessInfo.processInfo.environment["ACTORKV_STRESS_CYCLES"] ?? "") ?? 24
         for cycle in 0..<cycles {
             // Mostly `always`; a few cycles with the weaker policies, which also survive kill -9.
             let fsync = cycle % 6 == 5 ? (cycle % 12 == 5 ? "no" : "everysec") : "always"

@@ -9,7 +9,7 @@ import Synchronization
 /// The loop starts each turn's requests in a task that prefers this executor, so the namespace
 /// actors (default actors) run on the loop thread when they are free: a request is read, run
 /// against the in-memory map, appended to the log and answered without handing it to another
-/// thread and back. fsync stays on each namespace's syncer thread and blocking file work on
+/// thread and back. fsync stays on each namespace's syncer queue and blocking file work on
 /// ``BlockingIO``'s threads, so one namespace's fsync still never stalls the loop.
 /// Jobs enqueued from other threads (a task resumed after an fsync, say) wake the loop.
 /// Once the loop has stopped (``detach()``), jobs run on Dispatch threads instead, so that a task
@@ -18,6 +18,13 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
     private struct State {
         var jobs: [UnownedJob] = []
         var detached = false
+
+        /// The waiting jobs, leaving none (swapped out: no copy, no new buffer).
+        mutating func takeJobs() -> [UnownedJob] {
+            var taken: [UnownedJob] = []
+            swap(&jobs, &taken)
+            return taken
+        }
     }
     private let state = Mutex(State())
     private let wake: @Sendable () -> Void
@@ -58,8 +65,7 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
     func detach() {
         let left = state.withLock { state -> [UnownedJob] in
             state.detached = true
-            defer { state.jobs = [] }
-            return state.jobs
+            return state.takeJobs()
         }
         for job in left { runElsewhere(job) }
     }
@@ -72,11 +78,7 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
     func runPending() {
         let unowned = asUnownedTaskExecutor()
         while true {
-            let batch = state.withLock { state -> [UnownedJob] in
-                var taken: [UnownedJob] = []
-                swap(&state.jobs, &taken)
-                return taken
-            }
+            let batch = state.withLock { $0.takeJobs() }
             if batch.isEmpty { return }
             for job in batch { job.runSynchronously(on: unowned) }
         }

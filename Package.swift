@@ -16,7 +16,9 @@ let package = Package(
     ],
     targets: [
         // Storage engine: namespace actors, append-only log, snapshots. Embeddable, no sockets.
-        .target(name: "ActorKVStore", dependencies: ["ActorKVProtocol"], swiftSettings: strict),
+        .target(name: "ActorKVStore", dependencies: ["ActorKVProtocol", "CActorKVPrefetch"], swiftSettings: strict),
+        // Cache prefetch hints for the B+tree walk (a header-only C function; Swift has no prefetch).
+        .target(name: "CActorKVPrefetch"),
         // Wire protocol: request decoder (RESP2 multibulk + inline), reply encoder/decoder. Pure, no I/O.
         .target(name: "ActorKVProtocol", swiftSettings: strict),
         // Linux headers Glibc's Swift module lacks (epoll, eventfd, SO_PEERCRED), as a tiny C shim.

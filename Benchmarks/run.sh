@@ -365,6 +365,8 @@ for n in $SIZES; do
     put "emb_$n" "$line"; rm -rf "$T/emb-$n"
     line=$(run "$BENCH" embedded-latency --dir "$T/emba-$n" --keys "$n" --puts "$ALWAYS_PUTS" --fsync always) || die "embedded-latency always $n"
     put "emba_$n" "$line"; rm -rf "$T/emba-$n"
+    line=$(run "$BENCH" map-latency --keys "$n" --puts 20000) || die "map-latency $n"
+    put "map_$n" "$line"
     say "  embedded $n keys done"
 done
 start_akv "$T/lat-akv" everysec "$T/akv-latency.log" --snapshot-interval 0
@@ -503,12 +505,14 @@ to \`actorkvd\` (round trip included). **Seed pattern**: \`SeedLocalRepository.s
 swift-actor-persistence \`LocalRepository\` re-implemented in \`Benchmarks/Sources/actorkv-bench/SeedLocalRepository.swift\`,
 which re-encodes the whole collection as JSON and rewrites the file on every save (on Linux,
 Foundation's \`.atomic\` write also fsyncs the temporary file, so a save is durable like ActorKV's \`always\`).
+**Map only**: \`OrderedMap.updateValue\` alone with the same keys (\`actorkv-bench map-latency\`, 20,000
+updates, no actor, no log): the share of a put that grows with the store.
 
-| keys | embedded, everysec: p50 / p99 (new key p50) | embedded, always: p50 / p99 | socket, everysec: p50 / p99 | seed pattern save: p50 / p99 (saves) | seed p50 / ActorKV embedded always p50 |
-| --- | --- | --- | --- | --- | --- |
+| keys | embedded, everysec: p50 / p99 (new key p50) | map only: p50 / p99 | embedded, always: p50 / p99 | socket, everysec: p50 / p99 | seed pattern save: p50 / p99 (saves) | seed p50 / ActorKV embedded always p50 |
+| --- | --- | --- | --- | --- | --- | --- |
 EOF
 for n in $SIZES; do
-    e=$(get "emb_$n") ea=$(get "emba_$n") so=$(get "sock_$n")
+    e=$(get "emb_$n") ea=$(get "emba_$n") so=$(get "sock_$n") m=$(get "map_$n")
     seedline=$(get "seed_$n")
     if [ "$seedline" = n/a ]; then seedcell="not run"; sr=n/a
     else
@@ -516,8 +520,9 @@ for n in $SIZES; do
         sr=$(ratio "$(field "$seedline" p50_us)" "$(field "$ea" p50_us)")
         [ "$sr" = n/a ] || sr="${sr}×"
     fi
-    printf '| %s | %s / %s (%s) | %s / %s | %s / %s | %s | %s |\n' "$(keys_label "$n")" \
+    printf '| %s | %s / %s (%s) | %s / %s | %s / %s | %s / %s | %s | %s |\n' "$(keys_label "$n")" \
         "$(us "$(field "$e" p50_us)")" "$(us "$(field "$e" p99_us)")" "$(us "$(field "$e" new_p50_us)")" \
+        "$(us "$(field "$m" p50_us)")" "$(us "$(field "$m" p99_us)")" \
         "$(us "$(field "$ea" p50_us)")" "$(us "$(field "$ea" p99_us)")" \
         "$(us "$(field "$so" p50_us)")" "$(us "$(field "$so" p99_us)")" \
         "$seedcell" "$sr"

@@ -48,7 +48,11 @@ public struct OrderedMap: Sendable {
     /// The value stored for `key`, or nil if there is none. O(log n).
     public subscript(key: [UInt8]) -> [UInt8]? {
         guard var node = root else { return nil }
-        while !node.isLeaf { node = node.children[node.childIndex(for: key)] }
+        node.prefetch()
+        while !node.isLeaf {
+            node = node.children[node.childIndex(for: key)]
+            node.prefetch()
+        }
         let (index, found) = node.keys.find(key)
         return found ? node.values[index] : nil
     }
@@ -56,7 +60,11 @@ public struct OrderedMap: Sendable {
     /// Whether the map holds `key`. O(log n).
     func contains(_ key: [UInt8]) -> Bool {
         guard var node = root else { return false }
-        while !node.isLeaf { node = node.children[node.childIndex(for: key)] }
+        node.prefetch()
+        while !node.isLeaf {
+            node = node.children[node.childIndex(for: key)]
+            node.prefetch()
+        }
         return node.keys.find(key).found
     }
 
@@ -90,6 +98,7 @@ public struct OrderedMap: Sendable {
     /// value and, when `node` overfilled and split, the separator and the new right sibling.
     private static func insert(_ key: [UInt8], _ value: [UInt8], into node: Node, _ layout: Layout)
         -> (old: [UInt8]?, split: (separator: [UInt8], right: Node)?) {
+        node.prefetch()
         if node.isLeaf {
             let (index, found) = node.keys.find(key)
             if found {

@@ -1,5 +1,7 @@
 /// The nodes of ``OrderedMap``'s B+tree and the node-local operations on them.
 
+
+
 extension OrderedMap {
     /// The fan-out of a tree: how many entries a leaf and how many children a branch may hold.
     ///
@@ -93,6 +95,29 @@ extension OrderedMap {
         /// element buffers, which copy themselves on their first write (copying the child
         /// references, which is what makes the children shared in turn).
         func clone() -> Node { Node(copying: self) }
+
+        /// Starts loading the arrays a search of this node reads — the key prefixes and offsets,
+        /// then the values or children — into the cache all at once. At millions of keys each of
+        /// them is a cache miss; without the hint the walk waits for them one after another.
+        ///
+        /// Reads nothing but this node: the ranges are the most a full node's arrays can span
+        /// (a prefetch past an allocation's end is harmless), so no array header has to arrive
+        /// first.
+        @inline(__always)
+        func prefetch() {
+            Prefetch.arrayStorage(keys.prefixes, elements: Self.maximumFanOut, stride: 8)
+            Prefetch.arrayStorage(keys.offsets, elements: Self.maximumFanOut + 1, stride: 4)
+            Prefetch.arrayStorage(keys.bytes, elements: 64, stride: 1)
+            if isLeaf {
+                Prefetch.arrayStorage(values, elements: Self.maximumFanOut, stride: MemoryLayout<[UInt8]>.stride)
+            } else {
+                Prefetch.arrayStorage(children, elements: Self.maximumFanOut, stride: MemoryLayout<Node>.stride)
+            }
+        }
+
+        /// The most entries or children a production node holds (``Layout/standard``, plus the
+        /// one an insert adds just before a split): the span ``prefetch()`` covers.
+        static let maximumFanOut = 65
 
         /// Entries of a leaf, children of a branch: what the fan-out bounds.
         var occupancy: Int { isLeaf ? keys.count : children.count }

@@ -47,25 +47,43 @@ public struct OrderedMap: Sendable {
 
     /// The value stored for `key`, or nil if there is none. O(log n).
     public subscript(key: [UInt8]) -> [UInt8]? {
-        guard var node = root else { return nil }
-        node.prefetch()
-        while !node.isLeaf {
-            node = node.children[node.childIndex(for: key)]
-            node.prefetch()
-        }
-        let (index, found) = node.keys.find(key)
-        return found ? node.values[index] : nil
+        withLeaf(for: key) { leaf in
+            let (index, found) = leaf.keys.find(key)
+            return found ? leaf.values[index] : nil
+        } ?? nil
     }
 
     /// Whether the map holds `key`. O(log n).
     func contains(_ key: [UInt8]) -> Bool {
-        guard var node = root else { return false }
-        node.prefetch()
-        while !node.isLeaf {
-            node = node.children[node.childIndex(for: key)]
-            node.prefetch()
+        withLeaf(for: key) { $0.keys.find(key).found } ?? false
+    }
+
+    /// Calls `body` with the leaf whose key range holds `key` (nil when the map is empty).
+    ///
+    /// A read-only walk that neither retains nor releases the nodes it passes: the root, held
+    /// for the whole walk, keeps every node under it alive, and the map cannot change during a
+    /// non-mutating call. (Retaining each node was a tenth of a `GET`'s CPU in profiles: an
+    /// atomic write to every node header on the way.)
+    @inline(__always)
+    private func withLeaf<R>(for key: [UInt8], _ body: (Node) -> R) -> R? {
+        guard let root else { return nil }
+        return withExtendedLifetime(root) {
+            var node = Unmanaged.passUnretained(root)
+            while let child = node._withUnsafeGuaranteedRef({ Self.child(of: $0, toward: key) }) {
+                node = child
+            }
+            return node._withUnsafeGuaranteedRef(body)
         }
-        return node.keys.find(key).found
+    }
+
+    /// Hints `node`'s arrays into the cache; returns, unretained, its child whose range holds
+    /// `key`, or nil for a leaf.
+    @inline(__always)
+    private static func child(of node: Node, toward key: [UInt8]) -> Unmanaged<Node>? {
+        node.prefetch()
+        guard !node.isLeaf else { return nil }
+        let index = node.childIndex(for: key)
+        return node.children.withUnsafeBufferPointer { Unmanaged.passUnretained($0[index]) }
     }
 
     // MARK: Writing

@@ -128,8 +128,9 @@ struct DurabilityTests {
 
     // MARK: - Corruption refusal
 
-    @Test("a damaged middle log record: the namespace refuses to open, names file and offset, and the file is untouched")
-    func corruptLogRecord() async throws {
+    @Test("a damaged middle log record: the namespace refuses to open, names file and offset, and the file is untouched",
+          arguments: ["body", "length past the end"])
+    func corruptLogRecord(damage: String) async throws {
         let dir = TempDir("corruptlog")
         defer { dir.remove() }
         let log = dir.data + "/bad/000001.log"
@@ -143,8 +144,11 @@ struct DurabilityTests {
         let (found, end) = records(in: bytes)
         try #require(found.count == 5 && end == .clean)
         let middle = found[2].offset
-        let flipAt = middle + 8 + (found[3].offset - middle - 8) / 2
-        bytes[flipAt] ^= 0x40
+        if damage == "body" {
+            bytes[middle + 8 + (found[3].offset - middle - 8) / 2] ^= 0x40
+        } else {
+            bytes[middle + 2] ^= 0x10  // the length field claims 1 MiB more: past the end of the file
+        }
         try writeFile(log, bytes)
 
         try await withStore(dir.data) { store in

@@ -108,20 +108,43 @@ struct LogCodecTests {
             }
             #expect(offset == first.count)
         }
-        // Damage to the length field: corrupt, or (when the claimed length runs past the end of
-        // the bytes) indistinguishable from a torn append. Never clean, never a record past it.
+        // Damage to the length field, wherever the claimed length ends: corrupt, because a
+        // whole record with the next sequence number follows (see the next test).
+        let next = LogRecordCodec.encode(LogRecord(sequence: Self.samples[4].sequence + 1, mutations: Self.samples[1].mutations))
         for position in 0..<4 {
             for bit in 0..<8 {
                 var damaged = middle
                 damaged[position] ^= 1 << bit
-                let (found, end) = records(in: first + damaged + last)
+                let (found, end) = records(in: first + damaged + next)
                 #expect(found.count == 1, "length byte \(position) bit \(bit)")
-                switch end {
-                case .corrupt(let offset, _), .torn(let offset): #expect(offset == first.count)
-                case .clean: Issue.record("length byte \(position) bit \(bit): scanned clean")
+                guard case .corrupt(let offset, _) = end else {
+                    Issue.record("length byte \(position) bit \(bit): expected corrupt, got \(end)")
+                    continue
                 }
+                #expect(offset == first.count)
             }
         }
+    }
+
+    @Test("a length that runs past the end is torn only when no whole next record lies inside it")
+    func lengthPastTheEnd() {
+        let sequenceOf = { (i: UInt64) in LogRecord(sequence: i, mutations: [.put(key: b("k\(i)"), value: b("value \(i)"))]) }
+        let a = LogRecordCodec.encode(sequenceOf(7)), b1 = LogRecordCodec.encode(sequenceOf(8)), c = LogRecordCodec.encode(sequenceOf(9))
+        var stretched = b1
+        stretched[1] ^= 0x40  // record 8 now claims 16 KiB more than it has
+        // Record 9 follows: the length is damaged, whether record 8 is the segment's first or not.
+        for prefix in [a, []] {
+            let end = Self.scan(prefix + stretched + c)
+            guard case .corrupt(let offset, let reason) = end else { Issue.record("expected corrupt, got \(end)"); continue }
+            #expect(offset == prefix.count)
+            #expect(reason.contains("sequence 9"))
+        }
+        // Nothing whole after it (a crash cut the append): torn, as before.
+        #expect(Self.scan(a + stretched) == .torn(validLength: a.count))
+        #expect(Self.scan(a + stretched + Array(c.dropLast())) == .torn(validLength: a.count))
+        // A whole record with another sequence number inside the span does not count.
+        let unrelated = LogRecordCodec.encode(sequenceOf(42))
+        #expect(Self.scan(a + stretched + unrelated) == .torn(validLength: a.count))
     }
 
     @Test("a checksum-valid body that does not parse is corrupt (malformed)")

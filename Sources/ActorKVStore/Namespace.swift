@@ -112,7 +112,8 @@ public actor Namespace {
                 outcomes[index] = .failure(problem)
                 continue
             }
-            guard let mutations = operation.mutations else { continue }
+            // A delete of no keys or an empty batch changes nothing: no record, no sequence number.
+            guard let mutations = operation.mutations, !mutations.isEmpty else { continue }
             if let problem = blocker {
                 outcomes[index] = .failure(problem)
                 continue

@@ -137,6 +137,11 @@ struct StoreTests {
                 #expect(fileSize(log) == size)
             }
             #expect(await ns.currentStatistics().lastSequence == 1)
+            // Nothing to change: no record and no sequence number either.
+            #expect(try await ns.delete([]) == 0)
+            #expect(await storeError { try await ns.apply([]) }?.code == .invalidArgument)
+            #expect(fileSize(log) == size)
+            #expect(await ns.currentStatistics().lastSequence == 1)
             let results = try await ns.apply([.put(key: b("a"), value: b("1")), .delete(key: b("keep")), .delete(key: b("keep"))])
             #expect(results == [nil, true, false])
             #expect(fileSize(log) > size)

@@ -40,12 +40,17 @@ public struct RequestDecoder: Sendable {
     }
 
     /// Next complete request as its arguments (args[0] is the command name, bytes as sent), or
-    /// nil when more bytes are needed.
+    /// nil when more bytes are needed. The same as ``nextRequest()``, one array per argument.
+    public mutating func next() throws(ProtocolError) -> [[UInt8]]? {
+        try nextRequest()?.arguments
+    }
+
+    /// Next complete request, or nil when more bytes are needed.
     ///
     /// Empty inline lines, `*0` and `*-1` are skipped. Throws a ``ProtocolError`` on a framing
     /// error (bad header, missing `\r\n` after a payload, unbalanced quotes, or a limit of
     /// ``ProtocolLimits`` exceeded); the decoder must not be used afterwards.
-    public mutating func next() throws(ProtocolError) -> [[UInt8]]? {
+    public mutating func nextRequest() throws(ProtocolError) -> Request? {
         while true {
             switch runParser() {
             case .request(let request):
@@ -77,7 +82,7 @@ public struct RequestDecoder: Sendable {
     }
 
     /// Hands the whole buffer to the parser as the pending payload, without copying it.
-    private mutating func takePayloadInPlace(count: Int) -> [[UInt8]]? {
+    private mutating func takePayloadInPlace(count: Int) -> Request? {
         guard let payload = buffer.takeWholePayload(count: count) else {
             preconditionFailure("the parser offers a payload in place only when it fills the buffer")
         }

@@ -3,6 +3,8 @@
 struct RequestParser: Sendable {
     /// Bulk payloads at least this big are received in place (Redis's PROTO_MBULK_BIG_ARG).
     static let bigPayloadThreshold = 32 * 1024
+    /// The bytes per argument a new request reserves room for (a key, a short value).
+    static let typicalArgumentBytes = 40
 
     /// What the parser expects next.
     enum Phase: Sendable, Equatable {
@@ -19,7 +21,7 @@ struct RequestParser: Sendable {
     /// The result of one call to ``step(_:cursor:limits:)``.
     enum Step {
         /// A complete request.
-        case request([[UInt8]])
+        case request(Request)
         /// All complete input was consumed; more bytes are needed.
         case needMore
         /// A framing error; the connection must be closed.
@@ -31,7 +33,7 @@ struct RequestParser: Sendable {
     }
 
     private(set) var phase = Phase.start
-    private var arguments: [[UInt8]] = []
+    private var request = Request([])
     private var remaining = 0
     private var requestBytes = 0
 
@@ -70,8 +72,8 @@ struct RequestParser: Sendable {
 
     /// Adds the payload the caller took in place after a `.payloadInPlace` step; returns the
     /// request if that was its last argument.
-    mutating func acceptPayload(_ payload: [UInt8]) -> [[UInt8]]? {
-        arguments.append(payload)
+    mutating func acceptPayload(_ payload: [UInt8]) -> Request? {
+        request.append(array: payload)
         if case .request(let request)? = finishArgument() { return request }
         return nil
     }
@@ -94,7 +96,8 @@ struct RequestParser: Sendable {
             cursor = next
             remaining = Int(count)
             requestBytes = 0
-            arguments.reserveCapacity(min(remaining, 1024))
+            // Room for a typical small request (GET, PUT of a short value) in one allocation.
+            request = Request(reservingArguments: remaining, bytes: min(remaining * Self.typicalArgumentBytes, 4096))
             phase = .bulkHeader
             return nil
         }
@@ -132,7 +135,8 @@ struct RequestParser: Sendable {
         if cursor == 0 && available == count + 2 && count >= Self.bigPayloadThreshold {
             return .payloadInPlace(count: count)
         }
-        arguments.append(Array(UnsafeBufferPointer(rebasing: bytes[cursor..<end])))
+        request.append(UnsafeBufferPointer(rebasing: bytes[cursor..<end]),
+                       reservingMore: (remaining - 1) * Self.typicalArgumentBytes)
         cursor = end + 2
         return finishArgument()
     }
@@ -145,9 +149,9 @@ struct RequestParser: Sendable {
             return nil
         }
         phase = .start
-        let request = arguments
-        arguments = []
-        return .request(request)
+        let complete = request
+        request = Request([])
+        return .request(complete)
     }
 
     /// Reads an inline line; `scanned` bytes after `cursor` are known to hold no `\n`.
@@ -168,7 +172,7 @@ struct RequestParser: Sendable {
         cursor = newline + 1
         phase = .start
         guard let request = InlineSplitter.split(line) else { return .failure(.unbalancedQuotes) }
-        return request.isEmpty ? nil : .request(request)
+        return request.isEmpty ? nil : .request(Request(request))
     }
 
     /// Records that the buffered part of an inline line holds no `\n`, or fails if it is already

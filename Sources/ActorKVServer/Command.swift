@@ -1,3 +1,4 @@
+import ActorKVProtocol
 import ActorKVStore
 
 /// A request parsed and checked, ready to run. Pure: parsing touches no state.
@@ -20,24 +21,30 @@ public enum Command: Sendable {
 
     /// Parses the arguments of one request (`arguments[0]` is the command name, any case).
     public static func parse(_ arguments: [[UInt8]]) throws(CommandError) -> Command {
-        guard let first = arguments.first else { throw CommandError(.syntax, "empty command") }
+        try parse(Request(arguments))
+    }
+
+    /// Parses one decoded request (its first argument is the command name, any case).
+    public static func parse(_ request: Request) throws(CommandError) -> Command {
+        guard !request.isEmpty else { throw CommandError(.syntax, "empty command") }
+        let first = request[0]
         guard let (name, spec) = CommandSpec.lookup(first) else {
             throw CommandError(.unknownCommand, "unknown command '\(printable(first))'")
         }
-        let count = arguments.count - 1
+        let count = request.count - 1
         guard count >= spec.minArguments, spec.maxArguments.map({ count <= $0 }) ?? true,
               spec.argumentsPerStep <= 1 || (count - spec.minArguments) % spec.argumentsPerStep == 0 else {
             throw CommandError(.arity, "wrong number of arguments for '\(name)' (usage: \(spec.usage))")
         }
-        return try spec.parse(CommandArguments(arguments))
+        return try spec.parse(CommandArguments(request))
     }
 
-    static func namespace(_ bytes: [UInt8]) throws(CommandError) -> String {
+    static func namespace(_ bytes: ArraySlice<UInt8>) throws(CommandError) -> String {
         do { return try NamespaceName.validate(bytes) } catch { throw CommandError(store: error) }
     }
 
     /// Shows bytes in an error message: printable ASCII as is, anything else as `\xHH`, cut at 64.
-    static func printable(_ bytes: [UInt8]) -> String {
+    static func printable(_ bytes: ArraySlice<UInt8>) -> String {
         var out = ""
         for b in bytes.prefix(64) {
             if b >= 0x20 && b < 0x7F && b != UInt8(ascii: "'") { out.append(Character(Unicode.Scalar(b))) } else {
@@ -93,7 +100,7 @@ struct CommandSpec: Sendable {
     private static let specs: [CommandSpec] = names.map { table[$0]! }
 
     /// The command named `name`, compared ASCII case-insensitively.
-    static func lookup(_ name: [UInt8]) -> (String, CommandSpec)? {
+    static func lookup(_ name: ArraySlice<UInt8>) -> (String, CommandSpec)? {
         name.withUnsafeBufferPointer { given in
             for index in nameBytes.indices where Self.matches(given, nameBytes[index]) {
                 return (names[index], specs[index])
@@ -115,8 +122,8 @@ struct CommandSpec: Sendable {
     }
 
     static let table: [String: CommandSpec] = [
-        "PING": CommandSpec(usage: "PING [message]", minArguments: 0, maxArguments: 1) { (args) throws(CommandError) in .ping(args.first) },
-        "ECHO": CommandSpec(usage: "ECHO message", minArguments: 1, maxArguments: 1) { (args) throws(CommandError) in .ping(args[0]) },
+        "PING": CommandSpec(usage: "PING [message]", minArguments: 0, maxArguments: 1) { (args) throws(CommandError) in .ping(args.count > 0 ? args.array(0) : nil) },
+        "ECHO": CommandSpec(usage: "ECHO message", minArguments: 1, maxArguments: 1) { (args) throws(CommandError) in .ping(args.array(0)) },
         "QUIT": CommandSpec(usage: "QUIT", minArguments: 0, maxArguments: 0) { (_) throws(CommandError) in .quit },
         "INFO": CommandSpec(usage: "INFO", minArguments: 0, maxArguments: 1) { (_) throws(CommandError) in .info },
         "NAMESPACES": CommandSpec(usage: "NAMESPACES", minArguments: 0, maxArguments: 0) { (_) throws(CommandError) in .namespaces },
@@ -126,10 +133,10 @@ struct CommandSpec: Sendable {
             .compact(namespace: try Command.namespace(args[0]))
         },
         "GET": CommandSpec(usage: "GET ns key", minArguments: 2, maxArguments: 2) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .get(args[1]))
+            .data(namespace: try Command.namespace(args[0]), .get(args.array(1)))
         },
         "PUT": CommandSpec(usage: "PUT ns key value", minArguments: 3, maxArguments: 3) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .put(key: args[1], value: args[2]))
+            .data(namespace: try Command.namespace(args[0]), .put(key: args.array(1), value: args.array(2)))
         },
         "DEL": CommandSpec(usage: "DEL ns key [key ...]", minArguments: 2, maxArguments: nil) { (args) throws(CommandError) in
             .data(namespace: try Command.namespace(args[0]), .delete(args.rest(from: 1)))
@@ -149,13 +156,13 @@ struct CommandSpec: Sendable {
     private static func parseScan(_ args: CommandArguments) throws(CommandError) -> Command {
         let ns = try Command.namespace(args[0])
         let cursor: ScanCursor
-        do { cursor = try ScanCursor(text: args[1]) } catch { throw CommandError(store: error) }
+        do { cursor = try ScanCursor(text: args.array(1)) } catch { throw CommandError(store: error) }
         var prefix: [UInt8] = []
         var count = 10
         var i = 2
         while i + 1 < args.count {
             switch String(decoding: args[i], as: UTF8.self).uppercased() {
-            case "PREFIX": prefix = args[i + 1]
+            case "PREFIX": prefix = args.array(i + 1)
             case "COUNT":
                 guard let n = Int(String(decoding: args[i + 1], as: UTF8.self)), n >= 1, n <= maxScanCount else {
                     throw CommandError(.syntax, "COUNT must be an integer from 1 to \(maxScanCount)")
@@ -177,11 +184,11 @@ struct CommandSpec: Sendable {
             switch String(decoding: args[i], as: UTF8.self).uppercased() {
             case "PUT":
                 guard i + 2 < args.count else { throw CommandError(.syntax, "BATCH op \(mutations.count + 1): PUT needs a key and a value; nothing was applied") }
-                mutations.append(.put(key: args[i + 1], value: args[i + 2]))
+                mutations.append(.put(key: args.array(i + 1), value: args.array(i + 2)))
                 i += 3
             case "DEL":
                 guard i + 1 < args.count else { throw CommandError(.syntax, "BATCH op \(mutations.count + 1): DEL needs a key; nothing was applied") }
-                mutations.append(.delete(key: args[i + 1]))
+                mutations.append(.delete(key: args.array(i + 1)))
                 i += 2
             default:
                 throw CommandError(.syntax, "BATCH op \(mutations.count + 1): unknown op '\(Command.printable(args[i]))' (expected PUT or DEL); nothing was applied")
@@ -191,18 +198,18 @@ struct CommandSpec: Sendable {
     }
 }
 
-/// A command's arguments after its name, read in place from the decoded request (no copy).
+/// A command's arguments after its name, read in place from the decoded request.
 struct CommandArguments {
-    private let all: [[UInt8]]
+    private let request: Request
 
-    init(_ request: [[UInt8]]) { all = request }
+    init(_ request: Request) { self.request = request }
 
     /// How many arguments follow the command name.
-    var count: Int { all.count - 1 }
-    /// The first argument after the name.
-    var first: [UInt8]? { all.count > 1 ? all[1] : nil }
-    /// Argument `index`, counted from 0 after the name.
-    subscript(index: Int) -> [UInt8] { all[index + 1] }
-    /// The arguments from `index` on.
-    func rest(from index: Int) -> [[UInt8]] { Array(all[(index + 1)...]) }
+    var count: Int { request.count - 1 }
+    /// Argument `index`, counted from 0 after the name, without copying.
+    subscript(index: Int) -> ArraySlice<UInt8> { request[index + 1] }
+    /// Argument `index` as an array of its own (what the engine stores).
+    func array(_ index: Int) -> [UInt8] { request.array(index + 1) }
+    /// The arguments from `index` on, each as an array of its own.
+    func rest(from index: Int) -> [[UInt8]] { (index..<count).map(array) }
 }

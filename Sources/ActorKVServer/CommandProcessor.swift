@@ -22,6 +22,12 @@ public struct CommandProcessor: Sendable {
     /// Replies to `requests` in order. `quit` is true when a QUIT was processed; requests after it
     /// are not run.
     public func process(_ requests: [[[UInt8]]]) async -> (replies: [Reply], quit: Bool) {
+        await process(requests.map(Request.init))
+    }
+
+    /// Replies to `requests` in order. `quit` is true when a QUIT was processed; requests after it
+    /// are not run.
+    public func process(_ requests: [Request]) async -> (replies: [Reply], quit: Bool) {
         var replies: [Reply] = []
         replies.reserveCapacity(requests.count)
         var group = Group()
@@ -53,10 +59,10 @@ public struct CommandProcessor: Sendable {
         /// The connection.
         public let connection: UInt64
         /// Its requests, in order.
-        public let requests: [[[UInt8]]]
+        public let requests: [Request]
 
         /// Creates a unit of work.
-        public init(connection: UInt64, requests: [[[UInt8]]]) {
+        public init(connection: UInt64, requests: [Request]) {
             self.connection = connection
             self.requests = requests
         }
@@ -113,7 +119,7 @@ public struct CommandProcessor: Sendable {
     }
 
     /// The namespace and operations when every request is a well-formed data command on one namespace.
-    static func singleNamespace(_ requests: [[[UInt8]]]) -> (String, [Operation])? {
+    static func singleNamespace(_ requests: [Request]) -> (String, [Operation])? {
         var namespace: String?
         var operations: [Operation] = []
         operations.reserveCapacity(requests.count)

@@ -13,7 +13,7 @@ final class Connection {
     /// Encoded, unsent reply bytes beyond which no more requests are taken.
     let outputLimit: Int
     var decoder: RequestDecoder
-    var pending: [[[UInt8]]] = []
+    var pending: [Request] = []
     var replies: [Reply] = []
     var replyHead = 0
     var output: [UInt8] = []

@@ -230,7 +230,7 @@ final class EventLoop: @unchecked Sendable {
         if n == 0 { c.peerClosed = true; return true }
         readBuffer.withUnsafeBytes { c.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         do {
-            while let request = try c.decoder.next() { c.pending.append(request) }
+            while let request = try c.decoder.nextRequest() { c.pending.append(request) }
         } catch {
             statistics.protocolErrors.add(1, ordering: .relaxed)
             c.protocolError = ErrorMapping.reply(for: error)

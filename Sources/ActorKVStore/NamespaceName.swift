@@ -8,9 +8,14 @@ public enum NamespaceName {
 
     /// Returns nil when `name` is acceptable, else a sentence saying why not.
     public static func problem(with name: [UInt8]) -> String? {
+        problem(with: name[...])
+    }
+
+    /// Returns nil when `name` is acceptable, else a sentence saying why not.
+    public static func problem(with name: ArraySlice<UInt8>) -> String? {
         if name.isEmpty { return "namespace name is empty" }
         if name.count > maxLength { return "namespace name is longer than \(maxLength) characters" }
-        if name[0] == UInt8(ascii: ".") { return "namespace name must not start with '.'" }
+        if name.first == UInt8(ascii: ".") { return "namespace name must not start with '.'" }
         for byte in name where !isAllowed(byte) {
             return "namespace name may contain only A-Z a-z 0-9 . _ - (found byte 0x\(String(byte, radix: 16)))"
         }
@@ -19,6 +24,11 @@ public enum NamespaceName {
 
     /// Validates `name` and returns it as a String.
     public static func validate(_ name: [UInt8]) throws(StoreError) -> String {
+        try validate(name[...])
+    }
+
+    /// Validates `name` (a slice of a request, not copied) and returns it as a String.
+    public static func validate(_ name: ArraySlice<UInt8>) throws(StoreError) -> String {
         if let problem = problem(with: name) { throw StoreError(.invalidNamespace, problem) }
         return String(decoding: name, as: UTF8.self)
     }

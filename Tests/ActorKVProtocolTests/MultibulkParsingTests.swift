@@ -115,6 +115,43 @@ struct MultibulkParsingTests {
         expectDecodes(input, [[bytes("SET"), bytes("k"), value], args("GET", "k")], seed: Self.seed)
     }
 
+    @Test("nextRequest gives the arguments in place: flat, with a payload taken in place, and inline")
+    func requestsInPlace() throws {
+        var rng = SeededGenerator(seed: Self.seed)
+        let big = (0..<40_000).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        let expected: [[[UInt8]]] = [
+            args("GET", "ns", "k"),
+            [bytes("PUT"), bytes("ns"), [], [0, 13, 10, 255] + bytes(String(repeating: "v", count: 300))],  // outgrows its room
+            [bytes("PUT"), bytes("ns"), bytes("big"), big],
+            args("PING"),
+        ]
+        var input: [UInt8] = []
+        for request in expected.prefix(3) { RequestEncoder.encode(request, into: &input) }
+        input += bytes("PING\r\n")
+        var decoder = RequestDecoder()
+        var decoded: [Request] = []
+        // Whole, then in small pieces: the payload is taken in place only when it fills the buffer.
+        for chunk in [input.count, 7] {
+            decoded = []
+            var start = 0
+            while start < input.count {
+                let end = min(input.count, start + chunk)
+                decoder.append(Array(input[start..<end]))
+                while let request = try decoder.nextRequest() { decoded.append(request) }
+                start = end
+            }
+            #expect(decoded.map(\.arguments) == expected, "chunk \(chunk)")
+            #expect(decoded == expected.map(Request.init), "chunk \(chunk)")
+            for (request, arguments) in zip(decoded, expected) {
+                #expect(request.count == arguments.count)
+                for i in arguments.indices {
+                    #expect(Array(request[i]) == arguments[i])
+                    #expect(request.array(i) == arguments[i])
+                }
+            }
+        }
+    }
+
     @Test("many arguments in one request")
     func manyArguments() {
         let words = (0..<5000).map { Array("w\($0)".utf8) }

@@ -13,6 +13,7 @@ case .success(.help):
 case .success(.version):
     print("actorkvd \(ActorKVVersion.string)")
 case .success(.run(let configuration)):
+    MallocTuning.reexecIfNeeded(arguments: CommandLine.arguments)
     let server = Server(configuration: configuration)
     do {
         try await server.run()

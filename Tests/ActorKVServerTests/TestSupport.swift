@@ -46,13 +46,14 @@ final class ServerProcess: @unchecked Sendable {
     let stderrPath: String
 
     /// Starts the server with extra flags and waits until it answers PING.
-    init(directory: TemporaryDirectory = TemporaryDirectory(), arguments: [String] = []) throws {
+    /// `environment` nil means this process's environment.
+    init(directory: TemporaryDirectory = TemporaryDirectory(), arguments: [String] = [], environment: [String: String]? = nil) throws {
         self.directory = directory
         socketPath = directory.path + "/s.sock"
         dataPath = directory.path + "/data"
         stderrPath = directory.path + "/stderr-\(UInt32.random(in: 0...UInt32.max)).log"
         process = try ChildProcess(BuiltProducts.actorkvd, ["--socket", socketPath, "--data-dir", dataPath] + arguments,
-                                   stderr: .file(stderrPath))
+                                   environment: environment, stderr: .file(stderrPath))
         try waitUntilReady()
     }
 

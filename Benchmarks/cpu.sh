@@ -5,7 +5,8 @@
 #
 # Usage: Benchmarks/cpu.sh ACTORKVD GET|PUT [REQUESTS] [PIPELINE] [mallocs]
 #
-# Starts ACTORKVD on a fresh temp directory (automatic compaction off), fills 100,000 keys with
+# Starts ACTORKVD on a fresh temp directory with automatic compaction off (or with the flags in
+# ACTORKVD_FLAGS instead, when that is set: ACTORKVD_FLAGS= keeps the defaults), fills 100,000 keys with
 # 100-byte values, then runs REQUESTS (default 600000) GETs or PUTs with redis-benchmark -c 50
 # -r 100000 -P PIPELINE (default 16) and prints the server's utime+stime per request (from
 # /proc/PID/stat). With `mallocs` as the fifth argument it counts malloc calls per request
@@ -19,7 +20,8 @@ V=$(printf 'v%.0s' $(seq 1 100))
 DIR=$(mktemp -d /tmp/actorkv-cpu.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$DIR"' EXIT
 
-"$BIN" --socket "$DIR/s.sock" --data-dir "$DIR/data" --compact-min-bytes 100000000000 2>"$DIR/log" &
+read -r -a flags <<<"${ACTORKVD_FLAGS---compact-min-bytes 100000000000}"
+"$BIN" --socket "$DIR/s.sock" --data-dir "$DIR/data" "${flags[@]}" 2>"$DIR/log" &
 PID=$!
 for _ in $(seq 1 100); do [ -S "$DIR/s.sock" ] && break; sleep 0.05; done
 redis-benchmark -s "$DIR/s.sock" -c 50 -n 200000 -r 100000 -P 16 -q PUT bench key:__rand_int__ "$V" >/dev/null 2>&1
@@ -50,4 +52,5 @@ if [ $probe = yes ]; then
     wait "$STAT" 2>/dev/null || true
     line="$CMD -P $P: $(awk -v n="$N" '/probe_libc:malloc/ {gsub(",", "", $1); printf "%.2f mallocs/request", $1 / n}' "$DIR/stat")"
 fi
-echo "$line"
+compactions=$(grep -c 'snapshot of' "$DIR/log" || true)
+echo "$line, $compactions compactions"

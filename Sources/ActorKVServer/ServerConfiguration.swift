@@ -100,7 +100,7 @@ extension ServerConfiguration {
                                  requests stop being read (backpressure)   (default 1048576, 1 MiB)
       --snapshot-interval SECS   snapshot namespaces changed this long ago; 0 = off (default 60)
       --compact-ratio R          snapshot when the log exceeds R x live data (default 2)
-      --compact-min-bytes N      ... and is at least N bytes               (default 16777216, 16 MiB)
+      --compact-min-bytes N      ... and is at least N bytes               (default 67108864, 64 MiB)
       --allow-uid LIST           comma-separated uids allowed to connect (checked with SO_PEERCRED)
       --allow-gid LIST           comma-separated gids allowed to connect
                                  (with either list, only those and the server's own uid may connect)

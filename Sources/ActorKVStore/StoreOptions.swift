@@ -20,8 +20,9 @@ public struct CompactionPolicy: Sendable, Equatable {
     /// Also compact this often (seconds) if anything was written since the last snapshot; 0 turns it off.
     public var interval: Double
 
-    /// Creates a policy; the defaults are a ratio of 2, 16 MiB and 60 s.
-    public init(logToLiveRatio: Double = 2, minimumLogBytes: Int = 16 << 20, interval: Double = 60) {
+    /// Creates a policy; the defaults are a ratio of 2, 64 MiB (Redis's `auto-aof-rewrite-min-size`)
+    /// and 60 s.
+    public init(logToLiveRatio: Double = 2, minimumLogBytes: Int = 64 << 20, interval: Double = 60) {
         self.logToLiveRatio = logToLiveRatio
         self.minimumLogBytes = minimumLogBytes
         self.interval = interval

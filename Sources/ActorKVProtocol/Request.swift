@@ -21,9 +21,21 @@ public struct Request: Sendable, Equatable {
         separate = arguments
     }
 
-    /// An empty flat request for `arguments` arguments (a multibulk header announces them),
-    /// with room for `bytes` argument bytes.
+    /// Most arguments a request is stored flat for. Its table of ends is allocated when the
+    /// multibulk header arrives, before the arguments do; beyond this size, one array per
+    /// argument, so that a header alone never costs more than a few hundred bytes.
+    static let maximumFlatArguments = 64
+
+    /// An empty request for `arguments` arguments (a multibulk header announces them): flat,
+    /// with room for `bytes` argument bytes, if there are at most ``maximumFlatArguments``;
+    /// otherwise one array per argument, with room for up to 1024 of them.
     init(reservingArguments arguments: Int, bytes byteCount: Int) {
+        guard arguments <= Self.maximumFlatArguments else {
+            var separate: [[UInt8]] = []
+            separate.reserveCapacity(Swift.min(arguments, 1024))
+            self.separate = separate
+            return
+        }
         flat.reserveCapacity(4 * arguments + byteCount)
         flat.append(contentsOf: repeatElement(0, count: 4 * arguments))
         slots = arguments

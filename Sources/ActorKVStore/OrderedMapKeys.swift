@@ -1,6 +1,5 @@
 /// The sorted keys of one B+tree node, packed for memory and for fast search.
 
-
 extension OrderedMap {
     /// A node's keys in ascending order, stored end to end in one byte array.
     ///
@@ -106,15 +105,6 @@ extension OrderedMap {
         }
 
         // MARK: Search
-
-        /// Starts loading the prefixes, the offsets and the first key bytes a search reads into
-        /// the cache (a hint; reads nothing itself). See ``Node/prefetch()``.
-        @inline(__always)
-        func prefetch() {
-            Prefetch.arrayStorage(prefixes, elements: Node.maximumFanOut, stride: 8)
-            Prefetch.arrayStorage(offsets, elements: Node.maximumFanOut + 1, stride: 4)
-            Prefetch.arrayStorage(bytes, elements: 64, stride: 1)
-        }
 
         /// Binary search for `key`: the index of the first key `>= key`, and whether that key equals it.
         @inline(__always)

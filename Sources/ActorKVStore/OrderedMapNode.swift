@@ -1,7 +1,5 @@
 /// The nodes of ``OrderedMap``'s B+tree and the node-local operations on them.
 
-
-
 extension OrderedMap {
     /// The fan-out of a tree: how many entries a leaf and how many children a branch may hold.
     ///
@@ -96,8 +94,9 @@ extension OrderedMap {
         /// references, which is what makes the children shared in turn).
         func clone() -> Node { Node(copying: self) }
 
-        /// Starts loading the arrays a search of this node reads — the key prefixes and offsets,
-        /// then the values or children — into the cache all at once. At millions of keys each of
+        /// Starts loading the arrays a search of this node reads — the key prefixes, the offsets,
+        /// the first key bytes (the shared-prefix check), the values or children — into the cache
+        /// all at once. At millions of keys each of
         /// them is a cache miss; without the hint the walk waits for them one after another.
         ///
         /// Reads nothing but this node: the ranges are the most a full node's arrays can span
@@ -117,7 +116,7 @@ extension OrderedMap {
 
         /// The most entries or children a production node holds (``Layout/standard``, plus the
         /// one an insert adds just before a split): the span ``prefetch()`` covers.
-        static let maximumFanOut = 65
+        static let maximumFanOut = Swift.max(Layout.standard.leafCapacity, Layout.standard.branchCapacity) + 1
 
         /// Entries of a leaf, children of a branch: what the fan-out bounds.
         var occupancy: Int { isLeaf ? keys.count : children.count }

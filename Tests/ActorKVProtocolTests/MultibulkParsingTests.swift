@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ActorKVProtocol
 import Testing
 
@@ -123,10 +126,11 @@ struct MultibulkParsingTests {
             args("GET", "ns", "k"),
             [bytes("PUT"), bytes("ns"), [], [0, 13, 10, 255] + bytes(String(repeating: "v", count: 300))],  // outgrows its room
             [bytes("PUT"), bytes("ns"), bytes("big"), big],
+            (0..<100).map { Array("arg\($0)".utf8) },  // more than a flat request holds
             args("PING"),
         ]
         var input: [UInt8] = []
-        for request in expected.prefix(3) { RequestEncoder.encode(request, into: &input) }
+        for request in expected.dropLast() { RequestEncoder.encode(request, into: &input) }
         input += bytes("PING\r\n")
         var decoder = RequestDecoder()
         var decoded: [Request] = []
@@ -150,6 +154,38 @@ struct MultibulkParsingTests {
                 }
             }
         }
+    }
+
+    @Test("a header announcing many arguments allocates little before they arrive")
+    func bigHeaderAllocatesLittle() throws {
+        // 100 decoders, each told of 1,048,576 arguments (the default limit) and given the first:
+        // a flat table of ends (zero-filled, so resident) would take 4 MiB each, 400 MiB in all.
+        // Resident memory is per process and other tests run in parallel: hence the wide margin.
+        let before = try #require(Self.residentBytes())
+        var decoders: [RequestDecoder] = []
+        for _ in 0..<100 {
+            var decoder = RequestDecoder()
+            decoder.append(bytes("*1048576\r\n$3\r\nDEL\r\n"))
+            #expect(try decoder.next() == nil)
+            decoders.append(decoder)
+        }
+        let grown = try #require(Self.residentBytes()) - before
+        #expect(grown < 100 << 20, "100 pending headers took \(grown) bytes")
+        withExtendedLifetime(decoders) {}
+    }
+
+    /// VmRSS of this process, from /proc/self/status.
+    static func residentBytes() -> Int? {
+        let fd = open("/proc/self/status", O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        let text = String(decoding: buffer[0..<n], as: UTF8.self)
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kib = Int(line.split(separator: " ")[1]) else { return nil }
+        return kib * 1024
     }
 
     @Test("many arguments in one request")

@@ -157,7 +157,14 @@ extension OrderedMap {
                     order = prefix < targetPrefix ? -1 : 1
                 } else {
                     let start = Int(offsets[mid]) &+ shared, end = Int(offsets[mid &+ 1])
-                    order = ByteComparison.compare(UnsafeRawBufferPointer(rebasing: bytes[start..<end]), rest)
+                    if end &- start <= 8 && rest.count <= 8 {
+                        // Both rests lie wholly in their (equal, zero-padded) prefixes, so one is
+                        // the other followed by zeros: the shorter sorts first, equal lengths are
+                        // equal keys. Decided without reading `bytes` (a cache miss at scale).
+                        order = end &- start < rest.count ? -1 : (end &- start > rest.count ? 1 : 0)
+                    } else {
+                        order = ByteComparison.compare(UnsafeRawBufferPointer(rebasing: bytes[start..<end]), rest)
+                    }
                 }
                 if order < 0 {
                     low = mid &+ 1

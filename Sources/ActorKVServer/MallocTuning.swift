@@ -27,9 +27,10 @@ public enum MallocTuning {
     }
 
     /// Re-executes this program (`/proc/self/exe`, same arguments) with the tuned environment,
-    /// unless ``tunables(current:setting:)`` says nothing should change. Call first thing in
-    /// `main`. Returns only if no re-execution was needed or `execv` failed (then the process
-    /// simply runs with glibc's defaults).
+    /// unless ``tunables(current:setting:)`` says nothing should change. Call in `main` before
+    /// anything is started (`actorkvd` calls it once its command line has parsed, so `--help`
+    /// and usage errors never re-execute). Returns only if no re-execution was needed or `execv`
+    /// failed (then the process simply runs with glibc's defaults).
     public static func reexecIfNeeded(arguments: [String]) {
         let current = getenv("GLIBC_TUNABLES").map { String(cString: $0) }
         let setting = getenv("ACTORKV_MALLOC_TUNING").map { String(cString: $0) }

@@ -1,0 +1,68 @@
+import ActorKVServer
+import Foundation
+import Testing
+
+/// The defaults that `--help` and README.md's configuration table state are the ones the code uses.
+@Suite("Documented defaults")
+struct ConfigurationDocsTests {
+    /// The configuration a command line parses to, as text (every field, by reflection).
+    static func parsed(_ arguments: [String]) throws -> String {
+        guard case .run(let configuration) = try ServerConfiguration.parse(arguments) else {
+            throw TestFailure("\(arguments) did not parse to a configuration")
+        }
+        return String(describing: configuration)
+    }
+
+    /// `--flag` → the default `--help` states for it (the first word after "default").
+    static func helpDefaults() -> [String: String] {
+        var entries: [String: String] = [:]
+        var flag: String?
+        for line in ServerConfiguration.usage.split(separator: "\n") {
+            let words = line.split(separator: " ")
+            if let first = words.first, first.hasPrefix("--") { flag = String(first) }
+            guard let flag, let range = line.range(of: "(default ") else { continue }
+            let value = line[range.upperBound...].prefix { $0 != "," && $0 != ")" }
+            entries[flag] = String(value)
+        }
+        return entries
+    }
+
+    @Test("each default in --help, passed explicitly, changes nothing")
+    func helpMatchesCode() throws {
+        let defaults = Self.helpDefaults()
+        #expect(defaults.count >= 16, "found \(defaults.keys.sorted())")
+        let none = try Self.parsed([])
+        for (flag, value) in defaults.sorted(by: { $0.key < $1.key }) {
+            #expect(try Self.parsed([flag, value]) == none, "\(flag) \(value) differs from the default")
+        }
+    }
+
+    /// README.md's configuration table: `--flag` → its default column, as a command-line value
+    /// (`32 MiB` → 33554432, backticks dropped); flags whose default is not a value are skipped.
+    static func readmeDefaults() throws -> [String: String] {
+        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("README.md")
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        var entries: [String: String] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("| `--") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 2 else { continue }
+            let flag = String(cells[0].dropFirst().prefix { $0 != " " && $0 != "`" })
+            var value = cells[1].replacingOccurrences(of: "`", with: "")
+            if value.hasSuffix(" MiB"), let n = Int(value.dropLast(4)) { value = String(n << 20) }
+            guard !["none", "off"].contains(value) else { continue }
+            entries[flag] = value
+        }
+        return entries
+    }
+
+    @Test("each default in README.md's configuration table, passed explicitly, changes nothing")
+    func readmeMatchesCode() throws {
+        let defaults = try Self.readmeDefaults()
+        #expect(defaults.count >= 16, "found \(defaults.keys.sorted())")
+        let none = try Self.parsed([])
+        for (flag, value) in defaults.sorted(by: { $0.key < $1.key }) {
+            #expect(try Self.parsed([flag, value]) == none, "README: \(flag) \(value) differs from the default")
+        }
+    }
+}

@@ -37,18 +37,23 @@ struct ConfigurationDocsTests {
         }
     }
 
-    /// README.md's configuration table: `--flag` → its default column, as a command-line value
-    /// (`32 MiB` → 33554432, backticks dropped); flags whose default is not a value are skipped.
-    static func readmeDefaults() throws -> [String: String] {
-        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("README.md")
-        let text = try String(contentsOf: readme, encoding: .utf8)
+    /// A Markdown file of the repository.
+    static func document(_ name: String) throws -> String {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(name)
+        return try String(contentsOf: url, encoding: .utf8)
+    }
+
+    /// The rows of a Markdown table that name a flag: `--flag` (from the cell at `flagColumn`) →
+    /// the default in the cell at `defaultColumn`, as a command-line value (`32 MiB` → 33554432,
+    /// `65,536` → 65536, backticks dropped); flags whose default is not a value are skipped.
+    static func tableDefaults(_ text: String, flagColumn: Int, defaultColumn: Int) -> [String: String] {
         var entries: [String: String] = [:]
-        for line in text.split(separator: "\n") where line.hasPrefix("| `--") {
+        for line in text.split(separator: "\n") where line.hasPrefix("|") {
             let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
-            guard cells.count >= 2 else { continue }
-            let flag = String(cells[0].dropFirst().prefix { $0 != " " && $0 != "`" })
-            var value = cells[1].replacingOccurrences(of: "`", with: "")
+            guard cells.count > max(flagColumn, defaultColumn), cells[flagColumn].hasPrefix("`--") else { continue }
+            let flag = String(cells[flagColumn].dropFirst().prefix { $0 != " " && $0 != "`" })
+            var value = cells[defaultColumn].replacingOccurrences(of: "`", with: "").replacingOccurrences(of: ",", with: "")
             if value.hasSuffix(" MiB"), let n = Int(value.dropLast(4)) { value = String(n << 20) }
             guard !["none", "off"].contains(value) else { continue }
             entries[flag] = value
@@ -56,13 +61,14 @@ struct ConfigurationDocsTests {
         return entries
     }
 
-    @Test("each default in README.md's configuration table, passed explicitly, changes nothing")
-    func readmeMatchesCode() throws {
-        let defaults = try Self.readmeDefaults()
-        #expect(defaults.count >= 16, "found \(defaults.keys.sorted())")
+    @Test("each default in README.md's configuration table and protocol.md's limits, passed explicitly, changes nothing",
+          arguments: [("README.md", 0, 1, 16), ("protocol.md", 1, 2, 7)])
+    func documentsMatchCode(file: String, flagColumn: Int, defaultColumn: Int, expectedRows: Int) throws {
+        let defaults = Self.tableDefaults(try Self.document(file), flagColumn: flagColumn, defaultColumn: defaultColumn)
+        #expect(defaults.count >= expectedRows, "\(file): found \(defaults.keys.sorted())")
         let none = try Self.parsed([])
         for (flag, value) in defaults.sorted(by: { $0.key < $1.key }) {
-            #expect(try Self.parsed([flag, value]) == none, "README: \(flag) \(value) differs from the default")
+            #expect(try Self.parsed([flag, value]) == none, "\(file): \(flag) \(value) differs from the default")
         }
     }
 }

@@ -15,11 +15,18 @@ public struct LogRecord: Sendable, Equatable {
     public var sequence: UInt64
     /// The changes, in order.
     public var mutations: [Mutation]
+    /// The highest sequence number that was on stable storage (fsync'd) before this record was
+    /// written; 0 for no claim. Recovery uses it to tell writes that were never fsync'd, which a
+    /// power loss may leave out of order, from damage to records known durable. Always below
+    /// `sequence`; a claim more than 2³² − 1 behind it is not recorded (0).
+    public var durableThrough: UInt64
 
     /// Creates a record.
-    public init(sequence: UInt64, mutations: [Mutation]) {
+    public init(sequence: UInt64, mutations: [Mutation], durableThrough: UInt64 = 0) {
+        precondition(durableThrough < sequence || durableThrough == 0, "a record cannot be durable before it is written")
         self.sequence = sequence
         self.mutations = mutations
+        self.durableThrough = durableThrough
     }
 }
 
@@ -28,13 +35,13 @@ public struct LogRecord: Sendable, Equatable {
 /// The frame, all integers little-endian:
 ///
 ///     u32 bodyLength | u32 crc32c(bodyLength bytes + body) | body
-///     body = u64 sequence | u32 mutationCount | mutation*
+///     body = u64 sequence | u32 durableLag | u32 mutationCount | mutation*
 ///     mutation = u8 kind (1 put, 2 delete) | u32 keyLength | key | [u32 valueLength | value]
 public enum LogRecordCodec {
     /// Bytes before the body.
     public static let headerLength = 8
-    /// The smallest body: a sequence number and a zero count.
-    public static let minimumBodyLength = 12
+    /// The smallest body: a sequence number, a durable lag and a zero count.
+    public static let minimumBodyLength = 16
     /// The largest body accepted (1 GiB); a larger length field is corruption.
     public static let maximumBodyLength = 1 << 30
 
@@ -67,6 +74,7 @@ public enum LogRecordCodec {
         let start = buffer.count
         buffer.append(contentsOf: [0, 0, 0, 0, 0, 0, 0, 0])
         append(record.sequence, to: &buffer)
+        append(durableLag(record), to: &buffer)
         append(UInt32(record.mutations.count), to: &buffer)
         for mutation in record.mutations {
             switch mutation {
@@ -118,8 +126,16 @@ public enum LogRecordCodec {
         }
     }
 
+    /// `sequence - durableThrough`, or 0 (no claim) when there is none or it does not fit.
+    private static func durableLag(_ record: LogRecord) -> UInt32 {
+        guard record.durableThrough > 0, record.durableThrough < record.sequence else { return 0 }
+        return UInt32(exactly: record.sequence - record.durableThrough) ?? 0
+    }
+
     private static func parseBody(_ reader: inout ByteReader) throws(ByteReader.Failure) -> LogRecord {
         let sequence = try reader.u64()
+        let lag = UInt64(try reader.u32())
+        guard lag <= sequence else { throw .init(reason: "durable lag \(lag) exceeds sequence \(sequence)") }
         let count = Int(try reader.u32())
         guard count <= reader.remaining else { throw .init(reason: "mutation count \(count) exceeds the record") }
         var mutations: [Mutation] = []
@@ -132,7 +148,7 @@ public enum LogRecordCodec {
             }
         }
         guard reader.remaining == 0 else { throw .init(reason: "\(reader.remaining) stray bytes after the mutations") }
-        return LogRecord(sequence: sequence, mutations: mutations)
+        return LogRecord(sequence: sequence, mutations: mutations, durableThrough: lag == 0 ? 0 : sequence - lag)
     }
 
     private static func append(_ value: UInt64, to buffer: inout [UInt8]) {

@@ -1,17 +1,24 @@
 /// Walks the records of one log segment and classifies how it ends. Pure: no I/O.
 ///
-/// The rules that tell a torn tail (what a crash mid-append leaves, safe to cut) from
-/// corruption (refuse to open):
-/// - fewer bytes left than the record needs: torn at that offset — unless a whole,
-///   checksum-valid record with the next sequence number starts inside the span the length
-///   claims: then the length field is damaged (an append writes a record's length with its
-///   first bytes, so a genuine torn record can have nothing whole after it), and it is corrupt;
-/// - a checksum mismatch on a record that ends exactly at the end of the file, or is followed
-///   only by zeros (the file system's unfilled tail starts at a block, not a record, boundary):
-///   torn; one with other bytes after it: corrupt;
-/// - an impossible length field: torn if every byte from there on is zero (a tail the file
-///   system extended but never filled), corrupt otherwise;
-/// - a checksum-valid body that does not parse: corrupt.
+/// A crash can leave three kinds of damage that are safe to cut, because none of it was ever
+/// fsync'd: an append cut short (`kill -9`, power loss mid-write), and, after a power loss, writes
+/// that were never fsync'd and that the disk wrote back out of order: some 512-byte sectors hold
+/// the new records, others still the zeros or the older, shorter contents they had before. Every
+/// record says how far the log was fsync'd when it was written (``LogRecord/durableThrough``), so
+/// damage that a later record proves was already durable is corruption, whatever its shape.
+///
+/// The rules, at the first record that does not decode (`firstLost` is the sequence number it
+/// should have carried):
+/// - only zeros from there to the end: the log ends there (``End/unused(validLength:)``): space
+///   reserved ahead of the writer, or that the file system extended and never filled;
+/// - a later whole record whose `durableThrough` reaches `firstLost`: corrupt;
+/// - a checksum mismatch on a record that ends exactly at the end of the bytes, or is followed only
+///   by zeros; or fewer bytes left than the record needs, with no whole record with the next
+///   sequence number inside the span the length claims: torn at that offset;
+/// - otherwise, zeros running up to a 512-byte boundary between the damage and the next whole
+///   record (a sector written back before the rest, or not at all): torn — the unsynced tail;
+/// - otherwise (a flipped bit, a damaged length with whole records after it, an impossible
+///   length followed by data): corrupt. A checksum-valid body that does not parse: corrupt.
 ///
 /// Whether a torn tail is acceptable is the caller's call: only in the last segment.
 public enum LogScanner {
@@ -19,40 +26,106 @@ public enum LogScanner {
     public enum End: Equatable, Sendable {
         /// Every byte belongs to a whole record.
         case clean
+        /// Every byte up to `validLength` belongs to a whole record, and every byte after it is zero.
+        case unused(validLength: Int)
         /// The records end at `validLength`; the bytes after it are a torn tail.
         case torn(validLength: Int)
         /// Unreadable bytes at `offset` that a crash cannot explain.
         case corrupt(offset: Int, reason: String)
     }
 
-    /// Calls `body` for each whole record in order, then says how the bytes end. An error thrown by
-    /// `body` stops the walk and is rethrown.
-    public static func scan<E: Error>(_ bytes: UnsafeRawBufferPointer,
+    /// The sector size the out-of-order writeback rule assumes (the smallest a disk writes).
+    static let sectorSize = 512
+
+    /// Calls `body` for each whole record in order, then says how the bytes end. `previous` is
+    /// the sequence number before the segment's first record, when the caller knows it. An error
+    /// thrown by `body` stops the walk and is rethrown.
+    public static func scan<E: Error>(_ bytes: UnsafeRawBufferPointer, after previous: UInt64? = nil,
                                       _ body: (LogRecord, _ offset: Int) throws(E) -> Void) throws(E) -> End {
         var offset = 0
-        var previous: UInt64?
+        var last = previous
         while offset < bytes.count {
+            let damage: Damage
             switch LogRecordCodec.decode(bytes, at: offset) {
             case .record(let record, let next):
                 try body(record, offset)
-                previous = record.sequence
+                last = record.sequence
                 offset = next
+                continue
             case .incomplete:
-                if let (later, sequence) = wholeRecord(in: bytes, after: offset, previous: previous) {
-                    return .corrupt(offset: offset, reason: "the record's length runs past the end of the file, yet a whole record (sequence \(sequence)) starts inside it at byte \(later): a damaged length field, not a torn append")
+                if allZero(bytes, from: offset) { return .unused(validLength: offset) }
+                guard let (later, sequence) = wholeRecord(in: bytes, after: offset, previous: last) else {
+                    return .torn(validLength: offset)
                 }
-                return .torn(validLength: offset)
+                damage = Damage(reason: "the record's length runs past the end of the file, yet a whole record (sequence \(sequence)) starts inside it at byte \(later): a damaged length field, not a torn append", tornIfAlone: false)
             case .checksumMismatch(let end):
-                if end == bytes.count || allZero(bytes, from: end) { return .torn(validLength: offset) }
-                return .corrupt(offset: offset, reason: "checksum mismatch in a record followed by more data")
+                damage = Damage(reason: "checksum mismatch in a record followed by more data",
+                                tornIfAlone: end == bytes.count || allZero(bytes, from: end))
             case .invalidLength(let length):
-                if allZero(bytes, from: offset) { return .torn(validLength: offset) }
-                return .corrupt(offset: offset, reason: "impossible record length \(length)")
+                if allZero(bytes, from: offset) { return .unused(validLength: offset) }
+                damage = Damage(reason: "impossible record length \(length)", tornIfAlone: false)
             case .malformed(let reason):
                 return .corrupt(offset: offset, reason: "malformed record: \(reason)")
             }
+            return judge(damage, in: bytes, at: offset, firstLost: (last ?? 0) &+ 1)
         }
         return .clean
+    }
+
+    /// What is wrong with the first record that does not decode, before the records after it are looked at.
+    private struct Damage {
+        /// Why it is corrupt if nothing explains it.
+        let reason: String
+        /// Whether it is a torn append on its own (nothing but zeros after it).
+        let tornIfAlone: Bool
+    }
+
+    private static func judge(_ damage: Damage, in bytes: UnsafeRawBufferPointer, at offset: Int, firstLost: UInt64) -> End {
+        let later = laterRecords(in: bytes, after: offset, firstLost: firstLost)
+        if let proof = later.proof {
+            return .corrupt(offset: offset, reason: "\(damage.reason); the record at byte \(proof.offset) (sequence \(proof.sequence)) was written after sequence \(firstLost) was fsync'd")
+        }
+        if damage.tornIfAlone || zerosToSectorEnd(in: bytes, from: offset, through: later.first ?? bytes.count) {
+            return .torn(validLength: offset)
+        }
+        return .corrupt(offset: offset, reason: damage.reason)
+    }
+
+    /// The first whole record after `offset` that may follow the damage (sequence above
+    /// `firstLost - 1`), and the first of them, if any, that claims `firstLost` was durable.
+    ///
+    /// Positions whose sequence field is out of range are skipped without decoding, and each
+    /// record found is stepped over whole, so the walk is linear in the bytes after `offset`.
+    static func laterRecords(in bytes: UnsafeRawBufferPointer, after offset: Int, firstLost: UInt64)
+        -> (first: Int?, proof: (offset: Int, sequence: UInt64)?) {
+        let header = LogRecordCodec.headerLength
+        var first: Int?
+        var candidate = offset + 1
+        while candidate + header + LogRecordCodec.minimumBodyLength <= bytes.count {
+            let sequence = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: candidate + header, as: UInt64.self))
+            guard sequence >= firstLost, sequence - firstLost < 1 << 32,
+                  case .record(let record, let next) = LogRecordCodec.decode(bytes, at: candidate) else {
+                candidate += 1
+                continue
+            }
+            if first == nil { first = candidate }
+            if record.durableThrough >= firstLost { return (first, (candidate, record.sequence)) }
+            candidate = next
+        }
+        return (first, nil)
+    }
+
+    /// Whether zeros run from somewhere after `offset` up to a sector boundary no later than
+    /// `limit` (at least 16 of them, or all the bytes from `offset` to that boundary): the shape a
+    /// sector leaves when the disk did not write its newest contents.
+    static func zerosToSectorEnd(in bytes: UnsafeRawBufferPointer, from offset: Int, through limit: Int) -> Bool {
+        var boundary = (offset / sectorSize + 1) * sectorSize
+        while boundary <= limit {
+            let start = max(offset, boundary - 16)
+            if bytes[start..<boundary].allSatisfy({ $0 == 0 }) { return true }
+            boundary += sectorSize
+        }
+        return false
     }
 
     /// A checksum-valid record that starts after the header at `offset` and carries a sequence

@@ -36,6 +36,9 @@ final class LogSyncer: Sendable {
     /// The fsync failure that ended this log's durability, if any.
     var failure: StoreError? { state.withLock { $0.failure } }
 
+    /// The highest sequence number known to be on stable storage.
+    var durableSequence: UInt64 { state.withLock { $0.durable } }
+
     /// Whether records were written that are not yet known durable.
     var isDirty: Bool { state.withLock { $0.written > $0.durable } }
 

@@ -21,6 +21,8 @@ public actor Namespace {
     private var lastSequence: UInt64
     private var active: LogSegment
     private var activeLength: Int
+    /// How much of the active segment is allocated (written, or zeros reserved ahead).
+    private var activeReserved: Int
     private var olderSegments: [UInt64]
     private var olderBytes: Int
     private var compactionTask: Task<Void, any Error>?
@@ -37,6 +39,7 @@ public actor Namespace {
         lastSequence = r.lastSequence
         active = r.active
         activeLength = r.activeLength
+        activeReserved = r.activeFileSize
         olderSegments = r.olderSegments
         olderBytes = r.olderBytes
         syncer = LogSyncer(segment: r.active, durableThrough: r.lastSequence, label: name)
@@ -107,6 +110,7 @@ public actor Namespace {
         var sequence = lastSequence
         var written: [Int] = []
         let blocker = writeBlocker()
+        let durable = syncer.durableSequence
         for (index, operation) in operations.enumerated() {
             if let problem = options.limits.problem(with: operation) {
                 outcomes[index] = .failure(problem)
@@ -125,7 +129,7 @@ public actor Namespace {
                 continue
             }
             sequence += 1
-            LogRecordCodec.encode(LogRecord(sequence: sequence, mutations: mutations), into: &buffer)
+            LogRecordCodec.encode(LogRecord(sequence: sequence, mutations: mutations, durableThrough: durable), into: &buffer)
             written.append(index)
         }
         if !written.isEmpty {
@@ -181,6 +185,7 @@ public actor Namespace {
     /// Writes encoded records at the end of the active segment; on failure cuts back what was
     /// partly written so the log stays a sequence of whole records.
     private func appendToLog(_ bytes: [UInt8]) throws(StoreError) {
+        reserve(bytes.count)
         do {
             try bytes.withBytes { (raw) throws(Errno) in
                 try SystemCalls.pwriteAll(active.fd, raw, at: activeLength, path: active.path)
@@ -190,6 +195,7 @@ public actor Namespace {
             statistics.ioErrors += 1
             do {
                 try SystemCalls.ftruncate(active.fd, activeLength, path: active.path)
+                activeReserved = activeLength
             } catch let truncateError {
                 let failure = StoreError(.durabilityLost, "appending to \(active.path) failed (\(error)) and cutting the partial record failed (\(truncateError)); writes are refused until restart")
                 writeFailure = failure
@@ -197,6 +203,22 @@ public actor Namespace {
                 options.log("namespace \(name): \(failure.message)")
             }
             throw StoreError.io("appending to", active.path, error)
+        }
+    }
+
+    /// Fills the segment with zeros ahead of a write of `count` bytes when the reservation policy
+    /// asks for it. Only a speed-up: if it fails (a full disk), the write appends as usual and
+    /// reports its own error.
+    private func reserve(_ count: Int) {
+        guard let range = options.reservation.fill(appendingAt: activeLength, count: count, reserved: activeReserved) else { return }
+        let zeros = [UInt8](repeating: 0, count: range.count)
+        do {
+            try zeros.withBytes { (raw) throws(Errno) in
+                try SystemCalls.pwriteAll(active.fd, raw, at: range.lowerBound, path: active.path)
+            }
+            activeReserved = range.upperBound
+        } catch {
+            statistics.ioErrors += 1
         }
     }
 
@@ -281,6 +303,7 @@ public actor Namespace {
         olderBytes += activeLength
         active = next
         activeLength = 0
+        activeReserved = 0
         syncer.rotate(to: next, durableThrough: lastSequence)
         return dropping
     }

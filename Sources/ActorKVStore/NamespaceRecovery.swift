@@ -14,6 +14,8 @@ struct RecoveredNamespace {
     var olderBytes: Int
     var active: LogSegment
     var activeLength: Int
+    /// The active segment's size on disk: beyond `activeLength` it holds zeros reserved ahead.
+    var activeFileSize: Int
     var recordsReplayed: Int
     var tornBytesCut: Int
 }
@@ -37,22 +39,28 @@ enum NamespaceRecovery {
         var state = try loadSnapshot(name: name, files: files, present: names.contains("snapshot.json"))
         var replay = Replay(snapshotSequence: state.lastSequence, data: state.data)
         var lengths: [Int] = []
+        var fileSize = 0
         var tornCut = 0
         for (index, number) in segments.enumerated() {
             let path = files.segmentPath(number)
             let bytes = try NamespaceFiles.readAll(path)
+            fileSize = bytes.count
             let end = try bytes.withBytes { (raw) throws(StoreError) in
-                try LogScanner.scan(raw) { (record, offset) throws(StoreError) in
+                try LogScanner.scan(raw, after: replay.previous ?? state.lastSequence) { (record, offset) throws(StoreError) in
                     try replay.apply(record, path: path, offset: offset)
                 }
             }
             switch end {
             case .clean:
                 lengths.append(bytes.count)
+            case .unused(let validLength):
+                lengths.append(validLength)
             case .torn(let validLength) where index == segments.count - 1:
                 try cut(path, to: validLength)
-                tornCut = bytes.count - validLength
-                log("namespace \(name): cut a torn tail of \(tornCut) bytes at offset \(validLength) of \(path)")
+                // Zeros after the torn bytes (reserved space) are not counted as torn.
+                tornCut = max(0, (bytes.lastIndex { $0 != 0 } ?? validLength) + 1 - validLength)
+                fileSize = validLength
+                log("namespace \(name): cut a torn tail of \(tornCut) bytes at offset \(validLength) of \(path) (an append cut short, or writes never fsync'd)")
                 lengths.append(validLength)
             case .torn(let validLength):
                 throw StoreError.corrupt(path, offset: validLength, "incomplete record in a segment that is not the last")
@@ -65,10 +73,14 @@ enum NamespaceRecovery {
         let active: LogSegment
         if segments.isEmpty {
             active = try files.createSegment(activeNumber)
+            fileSize = 0
         } else {
             do {
                 let fd = try SystemCalls.open(files.segmentPath(activeNumber), O_RDWR)
                 active = LogSegment(number: activeNumber, path: files.segmentPath(activeNumber), fd: fd)
+                // New records will claim everything recovered was durable: after a kill -9 it may
+                // still be only in the page cache, so make the claim true first.
+                try SystemCalls.fdatasync(fd, path: active.path)
             } catch {
                 throw StoreError.io("opening", files.segmentPath(activeNumber), error)
             }
@@ -77,7 +89,7 @@ enum NamespaceRecovery {
             data: state.data, lastSequence: max(replay.lastSequence, state.lastSequence),
             snapshotSequence: state.lastSequence, snapshotCreatedAt: state.createdAt,
             olderSegments: Array(segments.dropLast()), olderBytes: lengths.dropLast().reduce(0, +),
-            active: active, activeLength: lengths.last ?? 0,
+            active: active, activeLength: lengths.last ?? 0, activeFileSize: fileSize,
             recordsReplayed: replay.replayed, tornBytesCut: tornCut)
     }
 

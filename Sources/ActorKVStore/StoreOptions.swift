@@ -90,14 +90,19 @@ public struct StoreOptions: Sendable {
     public var limits: StoreLimits
     /// Open even if other users may write to the data directory.
     public var allowSharedDirectory: Bool
+    /// How far ahead of its records each log segment is filled with zeros.
+    public var reservation: LogReservation
     /// Receives one line per notable event (recovery facts, torn tails cut, compactions, errors).
     public var log: @Sendable (String) -> Void
 
-    /// Creates options; every parameter has a working default.
+    /// Creates options; every parameter has a working default (`reservation`: the
+    /// ``LogReservation/standard(for:)`` one for `durability`).
     public init(durability: DurabilityPolicy = .everysec, compaction: CompactionPolicy = CompactionPolicy(),
                 limits: StoreLimits = StoreLimits(), allowSharedDirectory: Bool = false,
+                reservation: LogReservation? = nil,
                 log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.durability = durability
+        self.reservation = reservation ?? .standard(for: durability)
         self.compaction = compaction
         self.limits = limits
         self.allowSharedDirectory = allowSharedDirectory

@@ -142,7 +142,7 @@ struct DurabilityTests {
         }
         var bytes = try readFile(log)
         let (found, end) = records(in: bytes)
-        try #require(found.count == 5 && end == .clean)
+        try #require(found.count == 5 && (end == .clean || end == .unused(validLength: found[4].offset + LogRecordCodec.encode(found[4].record).count)))
         let middle = found[2].offset
         if damage == "body" {
             bytes[middle + 8 + (found[3].offset - middle - 8) / 2] ^= 0x40
@@ -243,16 +243,20 @@ struct DurabilityTests {
     }
 
     @Test("a torn tail on the last segment is cut; data before it is intact",
-          arguments: ["half record", "zero fill", "unfilled blocks"])
-    func tornTail(kind: String) async throws {
+          arguments: ["half record", "zero fill", "unfilled blocks"], [LogReservation.off, .standard(for: .always)])
+    func tornTail(kind: String, reservation: LogReservation) async throws {
         let dir = TempDir("torn")
         defer { dir.remove() }
         let log = dir.data + "/t/000001.log"
         var model: [[UInt8]: [UInt8]] = [:]
-        try await withStore(dir.data) { store in
+        var options = testOptions()
+        options.reservation = reservation
+        try await withStore(dir.data, options) { store in
             try await Self.fill(try await store.namespace("t"), "k", 3, into: &model)
         }
-        let size = fileSize(log)
+        let size = logLength(log)
+        let reserved = fileSize(log) > size
+        #expect(reserved == (reservation != .off))
         let tail: [UInt8]
         if kind == "half record" {
             let next = LogRecordCodec.encode(LogRecord(sequence: 4, mutations: [.put(key: b("torn"), value: b("never acknowledged"))]))
@@ -267,22 +271,58 @@ struct DurabilityTests {
             for i in 60..<lastWrite.count { lastWrite[i] = 0 }
             tail = lastWrite
         }
-        try appendFile(log, tail)
-        try await withStore(dir.data) { store in
+        // Where the crash left it: after the records, over the zeros reserved there if any.
+        try writeAtLogEnd(log, tail)
+        let sizeBefore = fileSize(log)
+        // Zeros after the last record are space for the next ones (reserved, or a file system's
+        // unfilled extension): nothing to cut; the file stays as it is.
+        let unchanged = kind == "zero fill"
+        try await withStore(dir.data, options) { store in
             let ns = try await store.namespace("t")
             let stats = await ns.currentStatistics()
-            #expect(stats.tornBytesCut == tail.count)
+            let nonzero = (tail.lastIndex { $0 != 0 } ?? -1) + 1
+            #expect(stats.tornBytesCut == (unchanged ? 0 : nonzero), "torn bytes count up to the last nonzero one")
             #expect(stats.recordsReplayed == 3)
             expectSameContents(await contents(ns), model)
-            #expect(fileSize(log) == size, "the tail was cut off the file")
+            #expect(fileSize(log) == (unchanged ? sizeBefore : size), "the tail was cut off the file")
             try await ns.put(b("after"), b("cut"))
             model[b("after")] = b("cut")
         }
-        try await withStore(dir.data) { store in
+        try await withStore(dir.data, options) { store in
             let ns = try await store.namespace("t")
             expectSameContents(await contents(ns), model)
             #expect(await ns.currentStatistics().tornBytesCut == 0)
             #expect(await ns.currentStatistics().lastSequence == 4)
+        }
+    }
+
+    @Test("under always, zeros are reserved ahead of the log; a reopen keeps them and writes after the last record")
+    func reservedSpaceSurvivesReopen() async throws {
+        let dir = TempDir("reserved")
+        defer { dir.remove() }
+        let log = dir.data + "/r/000001.log"
+        var model: [[UInt8]: [UInt8]] = [:]
+        try await withStore(dir.data) { store in
+            try await Self.fill(try await store.namespace("r"), "k", 20, into: &model)
+        }
+        let length = logLength(log)
+        let size = fileSize(log)
+        #expect(size >= length + LogReservation.standard(for: .always).chunkBytes / 2, "zeros reserved after \(length) bytes of records")
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("r")
+            let stats = await ns.currentStatistics()
+            #expect(stats.tornBytesCut == 0)
+            #expect(stats.logBytes == length, "INFO counts the records, not the reserved zeros")
+            #expect(fileSize(log) == size, "recovery leaves reserved space alone")
+            try await ns.put(b("next"), b("one"))
+            model[b("next")] = b("one")
+        }
+        let (found, _) = records(in: try readFile(log))
+        #expect(found.count == 21)
+        #expect(found.last?.offset == length, "the next record went where the records ended")
+        #expect(found.last?.record.durableThrough == 20, "and says everything before it was fsync'd")
+        try await withStore(dir.data) { store in
+            expectSameContents(await contents(try await store.namespace("r")), model)
         }
     }
 
@@ -304,8 +344,8 @@ struct DurabilityTests {
         }
         let segments = segmentFiles(nsDir)
         try #require(segments.count == 2)
-        let size = fileSize(segments[0])
-        try appendFile(segments[0], [0x30, 0, 0, 0, 1, 2])
+        let size = logLength(segments[0])
+        try writeAtLogEnd(segments[0], [0x30, 0, 0, 0, 1, 2])
         let before = try readFile(segments[0])
         try await withStore(dir.data) { store in
             let error = try #require(await storeError { _ = try await store.namespace("o") })
@@ -318,16 +358,42 @@ struct DurabilityTests {
 
     // MARK: - Fault injection
 
+    @Test("ENOSPC while reserving log space: the put still succeeds (appended), the error is counted, space is reserved later")
+    func noSpaceWhileReserving() async throws {
+        let dir = TempDir("enospc-reserve")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        let log = dir.data + "/r/000001.log"
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("r")
+            // The first put reserves a chunk before it writes its record: fail that one write.
+            FaultInjector.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
+            try await ns.put(b("k"), b("v1"))
+            #expect(await ns.currentStatistics().ioErrors == 1)
+            #expect(fileSize(log) == logLength(log), "nothing reserved")
+            try await ns.put(b("k"), b("v2"))
+            #expect(fileSize(log) >= logLength(log) + LogReservation.standard(for: .always).chunkBytes, "reserved on the next write")
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("r")
+            #expect(await contents(ns) == [b("k"): b("v2")])
+        }
+    }
+
     @Test("ENOSPC on a log append: the put fails with io, is not applied, and the next put works")
     func noSpaceOnAppend() async throws {
         let dir = TempDir("enospc")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         let log = dir.data + "/e/000001.log"
-        try await withStore(dir.data) { store in
+        // Appends only: with zeros reserved ahead, the first write a fault hits may be the
+        // reservation's (see the next test).
+        var options = testOptions()
+        options.reservation = .off
+        try await withStore(dir.data, options) { store in
             let ns = try await store.namespace("e")
             try await ns.put(b("k"), b("old"))
-            let size = fileSize(log)
+            let size = logLength(log)
             FaultInjector.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
             let error = try #require(await storeError { try await ns.put(b("k"), b("new")) })
             #expect(error.code == .io)
@@ -335,7 +401,7 @@ struct DurabilityTests {
             #expect(error.message.contains(log))
             #expect(await ns.get(b("k")) == b("old"))
             #expect(await ns.count() == 1)
-            #expect(fileSize(log) == size)
+            #expect(logLength(log) == size)
             // A pipeline with the fault armed again: the write fails, the reads around it work.
             FaultInjector.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
             let run = await ns.execute([.get(b("k")), .put(key: b("k2"), value: b("v")), .get(b("k2")), .count])

@@ -51,10 +51,18 @@ struct LogCodecTests {
         let e = LogRecordCodec.encode(record)
         let length = Int(e[0]) | Int(e[1]) << 8 | Int(e[2]) << 16 | Int(e[3]) << 24
         #expect(length == e.count - 8)
-        // body: u64 sequence, u32 count, kind 1, u32 keyLen, key, u32 valueLen, value
-        #expect(Array(e[8...]) == [0x02, 0x01, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 7, 2, 0, 0, 0, 8, 9])
+        // body: u64 sequence, u32 durable lag (0: no claim), u32 count, kind 1, u32 keyLen, key, u32 valueLen, value
+        #expect(Array(e[8...]) == [0x02, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 7, 2, 0, 0, 0, 8, 9])
         let crc = UInt32(e[4]) | UInt32(e[5]) << 8 | UInt32(e[6]) << 16 | UInt32(e[7]) << 24
         #expect(crc == CRC32C.checksum(Array(e[8...]), continuing: CRC32C.checksum(Array(e[0..<4]))))
+        // A claim is stored as the distance back from the record's own sequence number.
+        let claiming = LogRecord(sequence: 0x0102, mutations: [.put(key: [7], value: [8, 9])], durableThrough: 0x00F0)
+        let c = LogRecordCodec.encode(claiming)
+        #expect(Array(c[16..<20]) == [0x12, 0, 0, 0])
+        #expect(Self.decode(c) == .record(claiming, next: c.count))
+        // A claim further back than a u32 reaches is dropped (0), never made larger.
+        let far = LogRecord(sequence: 1 << 40, mutations: [], durableThrough: 1)
+        #expect(Self.decode(LogRecordCodec.encode(far)) == .record(LogRecord(sequence: 1 << 40, mutations: []), next: 24))
     }
 
     @Test("a record cut at every byte boundary is incomplete, and the scanner calls it torn at its start")
@@ -95,33 +103,42 @@ struct LogCodecTests {
     @Test("a damaged record followed by a valid one is corrupt, at the damaged record's offset")
     func corruptionBeforeValidData() {
         let first = LogRecordCodec.encode(Self.samples[0])
-        let middle = LogRecordCodec.encode(Self.samples[4])
-        let last = LogRecordCodec.encode(Self.samples[1])
-        // Damage any byte of the middle record's CRC or body: always corrupt.
-        for position in 4..<middle.count {
-            var damaged = middle
-            damaged[position] ^= 0x10
-            let end = Self.scan(first + damaged + last)
-            guard case .corrupt(let offset, _) = end else {
-                Issue.record("byte \(position): expected corrupt, got \(end)")
-                continue
-            }
-            #expect(offset == first.count)
-        }
-        // Damage to the length field, wherever the claimed length ends: corrupt, because a
-        // whole record with the next sequence number follows (see the next test).
-        let next = LogRecordCodec.encode(LogRecord(sequence: Self.samples[4].sequence + 1, mutations: Self.samples[1].mutations))
-        for position in 0..<4 {
-            for bit in 0..<8 {
+        // The middle record holds 1000 zero bytes: a flipped bit next to them looks like a sector
+        // the disk did not write, so what makes it corrupt is the last record's claim that the
+        // middle one was already fsync'd. The second middle record has no zero runs: a flipped bit
+        // in it is corrupt even with no claim after it.
+        let zeroHeavy = LogRecordCodec.encode(LogRecord(sequence: 2, mutations: Self.samples[4].mutations))
+        let plain = LogRecordCodec.encode(LogRecord(sequence: 2, mutations: [.put(key: b("plain"), value: [UInt8](repeating: 0x5A, count: 1200))]))
+        let proving = LogRecordCodec.encode(LogRecord(sequence: 3, mutations: Self.samples[1].mutations, durableThrough: 2))
+        let silent = LogRecordCodec.encode(LogRecord(sequence: 3, mutations: Self.samples[1].mutations))
+        for (middle, last) in [(zeroHeavy, proving), (plain, silent), (plain, proving)] {
+            // Damage any byte of the middle record's CRC or body: always corrupt.
+            for position in 4..<middle.count {
                 var damaged = middle
-                damaged[position] ^= 1 << bit
-                let (found, end) = records(in: first + damaged + next)
-                #expect(found.count == 1, "length byte \(position) bit \(bit)")
+                damaged[position] ^= 0x10
+                let end = Self.scan(first + damaged + last)
                 guard case .corrupt(let offset, _) = end else {
-                    Issue.record("length byte \(position) bit \(bit): expected corrupt, got \(end)")
+                    Issue.record("byte \(position): expected corrupt, got \(end)")
                     continue
                 }
                 #expect(offset == first.count)
+            }
+        }
+        // Damage to the length field, wherever the claimed length ends: corrupt, because a
+        // whole record with the next sequence number follows (see the next test).
+        for (middle, next) in [(plain, silent), (zeroHeavy, proving)] {
+            for position in 0..<4 {
+                for bit in 0..<8 {
+                    var damaged = middle
+                    damaged[position] ^= 1 << bit
+                    let (found, end) = records(in: first + damaged + next)
+                    #expect(found.count == 1, "length byte \(position) bit \(bit)")
+                    guard case .corrupt(let offset, _) = end else {
+                        Issue.record("length byte \(position) bit \(bit): expected corrupt, got \(end)")
+                        continue
+                    }
+                    #expect(offset == first.count)
+                }
             }
         }
     }
@@ -155,8 +172,9 @@ struct LogCodecTests {
             let crc = CRC32C.checksum(body, continuing: CRC32C.checksum(lengthBytes))
             return lengthBytes + [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)] + body
         }
-        let seq: [UInt8] = [1, 0, 0, 0, 0, 0, 0, 0]
+        let seq: [UInt8] = [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]  // sequence 1, no durable claim
         let bodies: [[UInt8]] = [
+            [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0] + [0, 0, 0, 0],                // a durable lag past the sequence
             seq + [1, 0, 0, 0] + [9, 1, 0, 0, 0, 0x41],                         // unknown mutation kind
             seq + [1, 0, 0, 0] + [2, 0xFF, 0, 0, 0, 0x41],                      // key length past the body
             seq + [0, 0, 0, 0] + [0xAA],                                        // stray bytes
@@ -178,12 +196,12 @@ struct LogCodecTests {
         }
     }
 
-    @Test("a zero-filled tail is torn; a nonzero tail with an impossible length is corrupt")
+    @Test("a zero-filled tail is unused space; a nonzero tail with an impossible length is corrupt")
     func tails() {
         var log: [UInt8] = []
         for record in Self.samples.prefix(3) { LogRecordCodec.encode(record, into: &log) }
         for zeros in [1, 5, 8, 12, 4096] {
-            #expect(Self.scan(log + [UInt8](repeating: 0, count: zeros)) == .torn(validLength: log.count), "zeros \(zeros)")
+            #expect(Self.scan(log + [UInt8](repeating: 0, count: zeros)) == .unused(validLength: log.count), "zeros \(zeros)")
         }
         // Length 0xFFFFFFFF (> 1 GiB) followed by garbage.
         guard case .corrupt(let offset, let reason) = Self.scan(log + [UInt8](repeating: 0xFF, count: 40)) else {
@@ -215,10 +233,62 @@ struct LogCodecTests {
             var unfilled = lastWrite
             for i in zeroFrom..<unfilled.count { unfilled[i] = 0 }
             #expect(Self.scan(log + unfilled) == .torn(validLength: log.count + start), "zeros from \(zeroFrom)")
-            guard case .corrupt = Self.scan(log + unfilled + [1]) else {
-                Issue.record("zeros from \(zeroFrom) then data: expected corrupt")
-                continue
+            // Then a stray nonzero byte: what is left of a record whose first sectors were not
+            // written when the zeros reach a sector boundary, corrupt when they do not.
+            let whole = log + unfilled + [1]
+            let reachesSector = stride(from: 512, through: whole.count, by: 512).contains { boundary in
+                boundary > log.count + start && whole[max(log.count + start, boundary - 16)..<boundary].allSatisfy { $0 == 0 }
             }
+            let end = Self.scan(log + unfilled + [1])
+            if reachesSector {
+                #expect(end == .torn(validLength: log.count + start), "zeros from \(zeroFrom) then data: \(end)")
+            } else {
+                guard case .corrupt = end else { Issue.record("zeros from \(zeroFrom) then data: expected corrupt, got \(end)"); continue }
+            }
+        }
+    }
+
+    /// The log of a power loss under `always` on a reserved (zero-filled) segment: the records
+    /// before the loss, then `lost` sectors of zeros where the disk never wrote the newest
+    /// records, then a sector it did write (the records written after), which claim `claim` durable.
+    static func writebackHole(lostSectors: Int, claim: UInt64) -> (bytes: [UInt8], holeAt: Int) {
+        var bytes: [UInt8] = []
+        var sequence: UInt64 = 0
+        func append(durable: UInt64) {
+            sequence += 1
+            LogRecordCodec.encode(LogRecord(sequence: sequence, mutations: [.put(key: b("k\(sequence)"), value: b(String(repeating: "v", count: 90)))], durableThrough: durable), into: &bytes)
+        }
+        while bytes.count < 1500 { append(durable: sequence) }  // each fsync'd before the next
+        let holeAt = bytes.count
+        let firstLost = sequence + 1
+        while bytes.count < 4096 { append(durable: firstLost - 1) }
+        for i in (holeAt / 512 + 1) * 512 ..< min(bytes.count, ((holeAt / 512 + 1) + lostSectors) * 512) { bytes[i] = 0 }
+        for i in holeAt ..< (holeAt / 512 + 1) * 512 { bytes[i] = 0 }  // the hole starts mid-sector
+        append(durable: claim)
+        append(durable: claim)
+        bytes += [UInt8](repeating: 0, count: 1024)  // reserved space after
+        return (bytes, holeAt)
+    }
+
+    @Test("a hole the disk never wrote, followed by records that claim nothing about it, is a torn tail")
+    func writebackHoleIsTorn() {
+        for lost in [0, 1, 2, 3] {
+            let (bytes, holeAt) = Self.writebackHole(lostSectors: lost, claim: 1)
+            #expect(Self.scan(bytes) == .torn(validLength: holeAt), "\(lost) sectors lost")
+        }
+    }
+
+    @Test("a hole followed by a record that claims the lost records were fsync'd is corrupt")
+    func holeBeforeADurableClaimIsCorrupt() {
+        let probe = Self.writebackHole(lostSectors: 1, claim: 1)
+        let firstLost = records(in: probe.bytes).records.last!.record.sequence + 1
+        for lost in [0, 1, 2] {
+            let (bytes, holeAt) = Self.writebackHole(lostSectors: lost, claim: firstLost)
+            guard case .corrupt(let offset, let reason) = Self.scan(bytes) else {
+                Issue.record("\(lost) sectors lost: expected corrupt, got \(Self.scan(bytes))"); continue
+            }
+            #expect(offset == holeAt)
+            #expect(reason.contains("fsync'd"))
         }
     }
 

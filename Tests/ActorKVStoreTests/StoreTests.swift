@@ -123,7 +123,7 @@ struct StoreTests {
         try await withStore(dir.data, testOptions(limits: StoreLimits(maxKeyBytes: 16, maxValueBytes: 64))) { store in
             let ns = try await store.namespace("b")
             try await ns.put(b("keep"), b("old"))
-            let size = fileSize(log)
+            let size = logLength(log)
             #expect(size > 0)
             let bad: [[Mutation]] = [
                 [.put(key: b("a"), value: b("1")), .delete(key: b("keep")), .put(key: [], value: b("x"))],
@@ -134,17 +134,17 @@ struct StoreTests {
                 #expect(await storeError { try await ns.apply(mutations) } != nil)
                 #expect(await ns.get(b("a")) == nil)
                 #expect(await ns.get(b("keep")) == b("old"))
-                #expect(fileSize(log) == size)
+                #expect(logLength(log) == size)
             }
             #expect(await ns.currentStatistics().lastSequence == 1)
             // Nothing to change: no record and no sequence number either.
             #expect(try await ns.delete([]) == 0)
             #expect(await storeError { try await ns.apply([]) }?.code == .invalidArgument)
-            #expect(fileSize(log) == size)
+            #expect(logLength(log) == size)
             #expect(await ns.currentStatistics().lastSequence == 1)
             let results = try await ns.apply([.put(key: b("a"), value: b("1")), .delete(key: b("keep")), .delete(key: b("keep"))])
             #expect(results == [nil, true, false])
-            #expect(fileSize(log) > size)
+            #expect(logLength(log) > size)
         }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("b")
@@ -162,11 +162,11 @@ struct StoreTests {
         try await withStore(dir.data, testOptions(.no)) { store in
             let ns = try await store.namespace("h")
             try await ns.put(b("small"), b("1"))
-            let size = fileSize(log)
+            let size = logLength(log)
             let error = await storeError { try await ns.apply(batch) }
             #expect(error?.code == .valueTooLarge)
             #expect(await ns.count() == 1)
-            #expect(fileSize(log) == size)
+            #expect(logLength(log) == size)
             let run = await ns.execute([.batch(batch), .put(key: b("small"), value: b("2"))])
             guard case .failure = run.outcomes[0] else { Issue.record("oversized batch accepted"); return }
             #expect(run.outcomes[1] == .stored)

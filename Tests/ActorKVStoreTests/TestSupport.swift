@@ -108,6 +108,27 @@ func appendFile(_ path: String, _ bytes: [UInt8]) throws {
 
 func fileExists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
 
+/// Where a log segment's records end: its size, less any zeros reserved ahead of them
+/// (-1 if the segment is unreadable).
+func logLength(_ path: String) -> Int {
+    guard let bytes = try? readFile(path) else { return -1 }
+    switch records(in: bytes).end {
+    case .clean: return bytes.count
+    case .unused(let length), .torn(let length): return length
+    case .corrupt: return -1
+    }
+}
+
+/// Writes `bytes` where a log segment's records end, over zeros reserved there or past the end,
+/// as the server's next append would.
+func writeAtLogEnd(_ path: String, _ bytes: [UInt8]) throws {
+    let end = logLength(path)
+    guard end >= 0, let handle = FileHandle(forWritingAtPath: path) else { throw TestFailure("cannot open \(path)") }
+    defer { try? handle.close() }
+    try handle.seek(toOffset: UInt64(end))
+    try handle.write(contentsOf: Data(bytes))
+}
+
 func fileSize(_ path: String) -> Int {
     ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? -1
 }

@@ -110,7 +110,7 @@ public actor Namespace {
         var sequence = lastSequence
         var written: [Int] = []
         let blocker = writeBlocker()
-        let durable = syncer.durableSequence
+        var durable: UInt64?  // read from the syncer once, and only if something is written
         for (index, operation) in operations.enumerated() {
             if let problem = options.limits.problem(with: operation) {
                 outcomes[index] = .failure(problem)
@@ -129,7 +129,9 @@ public actor Namespace {
                 continue
             }
             sequence += 1
-            LogRecordCodec.encode(LogRecord(sequence: sequence, mutations: mutations, durableThrough: durable), into: &buffer)
+            let claim = durable ?? syncer.durableSequence
+            durable = claim
+            LogRecordCodec.encode(LogRecord(sequence: sequence, mutations: mutations, durableThrough: claim), into: &buffer)
             written.append(index)
         }
         if !written.isEmpty {

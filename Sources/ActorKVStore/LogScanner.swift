@@ -1,6 +1,6 @@
 /// Walks the records of one log segment and classifies how it ends. Pure: no I/O.
 ///
-/// A crash can leave three kinds of damage that are safe to cut, because none of it was ever
+/// A crash can leave two kinds of damage that are safe to cut, because none of it was ever
 /// fsync'd: an append cut short (`kill -9`, power loss mid-write), and, after a power loss, writes
 /// that were never fsync'd and that the disk wrote back out of order: some 512-byte sectors hold
 /// the new records, others still the zeros or the older, shorter contents they had before. Every

@@ -144,13 +144,43 @@ public actor Namespace {
                 written.removeAll()
             }
         }
-        for (index, operation) in operations.enumerated() where outcomes[index] == nil {
-            outcomes[index] = perform(operation)
-        }
+        performPending(operations, &outcomes)
         if !written.isEmpty { afterWrite() }
         let wait = written.isEmpty || options.durability != .always
             ? Durability.immediate : Durability(syncer: syncer, sequence: sequence)
         return Execution(outcomes: outcomes.map { $0! }, durability: wait)
+    }
+
+    /// Performs, in order, the operations that have no outcome yet. Two or more GETs in a row
+    /// (with nothing between them but operations already decided) look their keys up together
+    /// through `OrderedMap.values(forKeys:_:)`, which overlaps their cache misses; no write
+    /// comes between them, so they see what they would one at a time.
+    private func performPending(_ operations: [Operation], _ outcomes: inout [Outcome?]) {
+        var gets: [Int] = []
+        for (index, operation) in operations.enumerated() where outcomes[index] == nil {
+            if case .get = operation, index + 1 < operations.count || !gets.isEmpty {
+                gets.append(index)
+                continue
+            }
+            lookUp(&gets, operations, &outcomes)
+            outcomes[index] = perform(operation)
+        }
+        lookUp(&gets, operations, &outcomes)
+    }
+
+    /// Performs the GETs at `indices` as one group lookup (or alone if only one) and empties it.
+    private func lookUp(_ indices: inout [Int], _ operations: [Operation], _ outcomes: inout [Outcome?]) {
+        defer { indices.removeAll(keepingCapacity: true) }
+        guard indices.count > 1 else {
+            if let index = indices.first { outcomes[index] = perform(operations[index]) }
+            return
+        }
+        let keys = indices.map { index -> [UInt8] in
+            guard case .get(let key) = operations[index] else { preconditionFailure("not a GET") }
+            return key
+        }
+        let targets = indices
+        data.map.values(forKeys: keys) { i, value in outcomes[targets[i]] = .value(value) }
     }
 
     private func perform(_ operation: Operation) -> Outcome {

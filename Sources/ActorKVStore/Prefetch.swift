@@ -16,4 +16,19 @@ enum Prefetch {
         let storage = unsafeBitCast(copy array, to: UnsafeRawPointer.self)
         actorkv_prefetch(storage, 32 + elements * stride)
     }
+
+    /// Hints the `count` bytes at `start`.
+    @inline(__always)
+    static func bytes(at start: UnsafeRawPointer, count: Int) {
+        actorkv_prefetch(start, count)
+    }
+
+    /// Hints the storage of the array at `index` in `arrays` (its header and the first
+    /// `elements` elements of `stride` bytes), reading only the reference stored in `arrays`: the
+    /// element array is neither retained nor touched.
+    @inline(__always)
+    static func elementStorage<T>(of arrays: UnsafeBufferPointer<[T]>, at index: Int, elements: Int, stride: Int) {
+        let storage = UnsafeRawPointer(arrays.baseAddress! + index).load(as: UnsafeRawPointer.self)
+        actorkv_prefetch(storage, 32 + elements * stride)
+    }
 }

@@ -179,6 +179,9 @@ struct OrderedMapTests {
         #expect(map.isEmpty && map.count == 0)
         #expect(map[[]] == nil && map[[1]] == nil)
         #expect(map.entries(after: nil, prefix: [], limit: 10).isEmpty)
+        var none: [[UInt8]?] = []
+        map.values(forKeys: [[1], []]) { _, value in none.append(value) }
+        #expect(none == [nil, nil])
         try map.checkInvariants()
         var copy = map
         #expect(copy.removeValue(forKey: [1]) == nil)
@@ -255,6 +258,25 @@ struct OrderedMapTests {
             }.prefix(limit)
             #expect(same(got, Array(want)), "seed \(seed): entries(after: \(String(describing: after)), prefix: \(prefix), limit: \(limit))")
         }
+        // Group lookups give, in order, what one lookup at a time gives (groups of any size,
+        // across several groups of walks, present and absent keys).
+        let values = Dictionary(uniqueKeysWithValues: expected.map { ($0.key, $0.value) })
+        let lookups = [0, 1, 2, 7, 8, 9, 17, 40].randomElement(using: &rng)!
+        let keys = (0..<lookups).map { _ -> [UInt8] in
+            switch Int.random(in: 0..<3, using: &rng) {
+            case 0: smallKey(&rng)
+            case 1: structuredKey(&rng)
+            default: expected.randomElement(using: &rng)?.key ?? []
+            }
+        }
+        var found = [[UInt8]?](repeating: [0xFF], count: lookups)
+        var order: [Int] = []
+        map.values(forKeys: keys) { i, value in
+            order.append(i)
+            found[i] = value
+        }
+        #expect(order == Array(0..<lookups), "seed \(seed): values(forKeys:) order")
+        #expect(found == keys.map { values[$0] }, "seed \(seed): values(forKeys: \(keys))")
         // forEach stops when asked.
         let stopAt = Int.random(in: 0...expected.count, using: &rng)
         var visited: [[UInt8]] = []

@@ -73,6 +73,26 @@ struct StoreTests {
         }
     }
 
+    @Test("GETs in a row are looked up together and each still sees exactly the writes before it")
+    func runsOfGets() async throws {
+        let dir = TempDir("gets")
+        defer { dir.remove() }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("g")
+            for i in 0..<300 { try await ns.put(b("k\(i)"), b("v\(i)")) }
+            var operations: [ActorKVStore.Operation] = (0..<20).map { .get(b("k\($0 * 15)")) }
+            operations += [.get(b("missing")), .get([]), .put(key: b("k0"), value: b("new")), .get(b("k0")), .get(b("k15")),
+                           .delete([b("k15")]), .get(b("k15")), .get(b("k0"))]
+            let run = await ns.execute(operations)
+            try await run.durability.wait()
+            let expected: [Outcome] = (0..<20).map { .value(b("v\($0 * 15)")) }
+            #expect(Array(run.outcomes[0..<21]) == expected + [.value(nil)])
+            guard case .failure(let error) = run.outcomes[21] else { Issue.record("empty key accepted"); return }
+            #expect(error.code == .invalidKey)
+            #expect(Array(run.outcomes[22...]) == [.stored, .value(b("new")), .value(b("v15")), .integer(1), .value(nil), .value(b("new"))])
+        }
+    }
+
     @Test("a pipeline runs in order: a GET after a PUT in the same run sees it")
     func pipelines() async throws {
         let dir = TempDir("pipe")

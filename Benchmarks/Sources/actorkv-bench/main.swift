@@ -15,6 +15,7 @@ usage: actorkv-bench SUBCOMMAND [options]
                                                   Namespace.put p50/p99 at N keys
   compaction-latency --dir D --keys N --puts M    put latency while compact() runs vs. without
   map-latency        --keys N --puts M          OrderedMap.updateValue alone (no actor, no log)
+  map-lookups        --keys N [--lookups M] [--group G]  map[key] one at a time against values(forKeys:) in groups
   seed-latency       --dir D --items N --saves M  the seed LocalRepository's save at N items
   socket-latency     --socket S --ns NS --keys N --puts M
                                                   sequential PUTs to a running actorkvd at N keys
@@ -65,6 +66,8 @@ do {
         try await Embedded.compactionLatency(directory: options.string("dir"), keys: options.int("keys"), minimumPuts: options.int("puts", 2000))
     case "map-latency":
         MapBench.updateLatency(keys: options.int("keys"), puts: options.int("puts", 2000))
+    case "map-lookups":
+        MapBench.lookupCost(keys: options.int("keys"), lookups: options.int("lookups", 1_000_000), group: options.int("group", 16))
     case "seed-latency":
         try await SeedBench.saveLatency(directory: options.string("dir"), items: options.int("items"), saves: options.int("saves"))
     case "socket-latency":

@@ -73,7 +73,7 @@ public struct CommandProcessor: Sendable {
         /// The connection.
         public let connection: UInt64
         /// One reply per request run.
-        public let replies: [Reply]
+        public var replies: [Reply]
         /// Whether a QUIT was run.
         public let quit: Bool
     }

@@ -48,7 +48,7 @@ final class Connection {
     var isIdle: Bool { !inFlight && pending.isEmpty && !hasUnsentOutput }
 
     /// Queues replies to be sent in order.
-    func enqueue(_ new: [Reply]) {
+    func enqueue(_ new: consuming [Reply]) {
         if replyHead == replies.count {
             replies = new
             replyHead = 0

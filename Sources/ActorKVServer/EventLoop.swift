@@ -281,16 +281,20 @@ final class EventLoop: @unchecked Sendable {
 
     private func drainCompletions() {
         // Taking the array (not copying it and keeping its capacity) allocates nothing.
-        let done = completions.withLock { queue -> [CommandProcessor.Done] in
+        var done = completions.withLock { queue -> [CommandProcessor.Done] in
             var taken: [CommandProcessor.Done] = []
             swap(&queue, &taken)
             return taken
         }
-        for completion in done {
-            guard let c = connections[completion.connection] else { continue }
+        for index in done.indices {
+            guard let c = connections[done[index].connection] else { continue }
             c.inFlight = false
-            c.enqueue(completion.replies)
-            if completion.quit {
+            // Moved, not copied: the connection must own its replies alone, or clearing each
+            // one as it is encoded would copy the whole array first.
+            var replies: [Reply] = []
+            swap(&replies, &done[index].replies)
+            c.enqueue(consume replies)
+            if done[index].quit {
                 c.pending.removeAll()
                 c.closeAfterFlush = true
             }

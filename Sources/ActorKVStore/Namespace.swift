@@ -158,6 +158,7 @@ public actor Namespace {
     private func performPending(_ operations: [Operation], _ outcomes: inout [Outcome?]) {
         var gets: [Int] = []
         for (index, operation) in operations.enumerated() where outcomes[index] == nil {
+            // A GET that is last with none queued before it runs at once: a lone GET allocates nothing.
             if case .get = operation, index + 1 < operations.count || !gets.isEmpty {
                 gets.append(index)
                 continue

@@ -40,7 +40,11 @@ public enum LogScanner {
     /// Calls `body` for each whole record in order, then says how the bytes end. `previous` is
     /// the sequence number before the segment's first record, when the caller knows it. An error
     /// thrown by `body` stops the walk and is rethrown.
-    public static func scan<E: Error>(_ bytes: UnsafeRawBufferPointer, after previous: UInt64? = nil,
+    ///
+    /// `base` is the position of `bytes` in the file (sector boundaries are file positions): the
+    /// bytes may be the tail of a segment from a record boundary on. Offsets passed to `body` and
+    /// returned stay relative to `bytes`; the byte positions quoted in a reason are file positions.
+    public static func scan<E: Error>(_ bytes: UnsafeRawBufferPointer, after previous: UInt64? = nil, base: Int = 0,
                                       _ body: (LogRecord, _ offset: Int) throws(E) -> Void) throws(E) -> End {
         var offset = 0
         var last = previous
@@ -57,7 +61,7 @@ public enum LogScanner {
                 guard let (later, sequence) = wholeRecord(in: bytes, after: offset, previous: last) else {
                     return .torn(validLength: offset)
                 }
-                damage = Damage(reason: "the record's length runs past the end of the file, yet a whole record (sequence \(sequence)) starts inside it at byte \(later): a damaged length field, not a torn append", tornIfAlone: false)
+                damage = Damage(reason: "the record's length runs past the end of the file, yet a whole record (sequence \(sequence)) starts inside it at byte \(base + later): a damaged length field, not a torn append", tornIfAlone: false)
             case .checksumMismatch(let end):
                 damage = Damage(reason: "checksum mismatch in a record followed by more data",
                                 tornIfAlone: end == bytes.count || allZero(bytes, from: end))
@@ -67,7 +71,7 @@ public enum LogScanner {
             case .malformed(let reason):
                 return .corrupt(offset: offset, reason: "malformed record: \(reason)")
             }
-            return judge(damage, in: bytes, at: offset, firstLost: (last ?? 0) &+ 1)
+            return judge(damage, in: bytes, at: offset, firstLost: (last ?? 0) &+ 1, base: base)
         }
         return .clean
     }
@@ -80,12 +84,12 @@ public enum LogScanner {
         let tornIfAlone: Bool
     }
 
-    private static func judge(_ damage: Damage, in bytes: UnsafeRawBufferPointer, at offset: Int, firstLost: UInt64) -> End {
+    private static func judge(_ damage: Damage, in bytes: UnsafeRawBufferPointer, at offset: Int, firstLost: UInt64, base: Int) -> End {
         let later = laterRecords(in: bytes, after: offset, firstLost: firstLost)
         if let proof = later.proof {
-            return .corrupt(offset: offset, reason: "\(damage.reason); the record at byte \(proof.offset) (sequence \(proof.sequence)) was written after sequence \(firstLost) was fsync'd")
+            return .corrupt(offset: offset, reason: "\(damage.reason); the record at byte \(base + proof.offset) (sequence \(proof.sequence)) was written after sequence \(firstLost) was fsync'd")
         }
-        if damage.tornIfAlone || zerosToSectorEnd(in: bytes, from: offset, through: later.first ?? bytes.count) {
+        if damage.tornIfAlone || zerosToSectorEnd(in: bytes, from: offset, through: later.first ?? bytes.count, base: base) {
             return .torn(validLength: offset)
         }
         return .corrupt(offset: offset, reason: damage.reason)
@@ -117,9 +121,9 @@ public enum LogScanner {
 
     /// Whether zeros run from somewhere after `offset` up to a sector boundary no later than
     /// `limit` (at least 16 of them, or all the bytes from `offset` to that boundary): the shape a
-    /// sector leaves when the disk did not write its newest contents.
-    static func zerosToSectorEnd(in bytes: UnsafeRawBufferPointer, from offset: Int, through limit: Int) -> Bool {
-        var boundary = (offset / sectorSize + 1) * sectorSize
+    /// sector leaves when the disk did not write its newest contents. `bytes` start at file position `base`.
+    static func zerosToSectorEnd(in bytes: UnsafeRawBufferPointer, from offset: Int, through limit: Int, base: Int = 0) -> Bool {
+        var boundary = ((base + offset) / sectorSize + 1) * sectorSize - base
         while boundary <= limit {
             let start = max(offset, boundary - 16)
             if bytes[start..<boundary].allSatisfy({ $0 == 0 }) { return true }

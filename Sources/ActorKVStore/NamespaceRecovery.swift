@@ -43,22 +43,19 @@ enum NamespaceRecovery {
         var tornCut = 0
         for (index, number) in segments.enumerated() {
             let path = files.segmentPath(number)
-            let bytes = try NamespaceFiles.readAll(path)
-            fileSize = bytes.count
-            let end = try bytes.withBytes { (raw) throws(StoreError) in
-                try LogScanner.scan(raw, after: replay.previous ?? state.lastSequence) { (record, offset) throws(StoreError) in
-                    try replay.apply(record, path: path, offset: offset)
-                }
+            let scanned = try LogSegmentScanner.scan(path, after: replay.previous ?? state.lastSequence) { (record, offset) throws(StoreError) in
+                try replay.apply(record, path: path, offset: offset)
             }
-            switch end {
+            fileSize = scanned.fileSize
+            switch scanned.end {
             case .clean:
-                lengths.append(bytes.count)
+                lengths.append(scanned.fileSize)
             case .unused(let validLength):
                 lengths.append(validLength)
             case .torn(let validLength) where index == segments.count - 1:
                 try cut(path, to: validLength)
                 // Zeros after the torn bytes (reserved space) are not counted as torn.
-                tornCut = max(0, (bytes.lastIndex { $0 != 0 } ?? validLength) + 1 - validLength)
+                tornCut = scanned.tornBytes
                 fileSize = validLength
                 log("namespace \(name): cut a torn tail of \(tornCut) bytes at offset \(validLength) of \(path) (an append cut short, or writes never fsync'd)")
                 lengths.append(validLength)

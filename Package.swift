@@ -16,9 +16,11 @@ let package = Package(
     ],
     targets: [
         // Storage engine: namespace actors, append-only log, snapshots. Embeddable, no sockets.
-        .target(name: "ActorKVStore", dependencies: ["ActorKVProtocol", "CActorKVPrefetch"], swiftSettings: strict),
+        .target(name: "ActorKVStore", dependencies: ["ActorKVProtocol", "CActorKVPrefetch", "CActorKVCRC32C"], swiftSettings: strict),
         // Cache prefetch hints for the B+tree walk (a header-only C function; Swift has no prefetch).
         .target(name: "CActorKVPrefetch"),
+        // CRC-32C with the CPU's instruction where there is one (SSE 4.2 on x86-64).
+        .target(name: "CActorKVCRC32C"),
         // Wire protocol: request decoder (RESP2 multibulk + inline), reply encoder/decoder. Pure, no I/O.
         .target(name: "ActorKVProtocol", swiftSettings: strict),
         // Linux headers Glibc's Swift module lacks (epoll, eventfd, SO_PEERCRED), as a tiny C shim.

@@ -29,8 +29,8 @@ struct CRC32CTests {
         #expect(CRC32C.checksum((0..<32).reversed().map { UInt8($0) }) == 0x113F_DB5C)
     }
 
-    @Test("slicing-by-8 equals the bitwise reference for every length 0…80 and every alignment")
-    func slicingMatchesReference() {
+    @Test("the CPU instruction and slicing-by-8 both equal the bitwise reference for every length 0…80 and every alignment")
+    func bothImplementationsMatchReference() {
         var rng = SeededRNG(seed: 7)
         let data = rng.bytes(100)
         data.withUnsafeBytes { raw in
@@ -39,10 +39,20 @@ struct CRC32CTests {
                     let slice = UnsafeRawBufferPointer(rebasing: raw[start..<(start + length)])
                     let expected = Self.reference(slice)
                     #expect(CRC32C.checksum(slice) == expected, "start \(start) length \(length)")
+                    #expect(CRC32C.softwareChecksum(slice) == expected, "software: start \(start) length \(length)")
+                    #expect(CRC32C.checksum(slice, continuing: 0xDEAD_BEEF) == Self.reference(slice, continuing: 0xDEAD_BEEF))
                 }
             }
         }
     }
+
+    #if arch(x86_64)
+    @Test("on x86-64 the instruction is used, so the tests above compare it with the tables")
+    func hardwarePathIsTested() {
+        // Every x86-64 CPU since 2008 has SSE 4.2; without it these tests would only cover the tables.
+        #expect(CRC32C.usesHardware)
+    }
+    #endif
 
     @Test("long inputs equal the reference, and checksums continue across any split")
     func longInputsAndContinuation() {
@@ -50,6 +60,7 @@ struct CRC32CTests {
         for length in [1000, 4093, 65_537] {
             let data = rng.bytes(length)
             #expect(CRC32C.checksum(data) == Self.reference(data), "length \(length)")
+            #expect(data.withUnsafeBytes { CRC32C.softwareChecksum($0) } == Self.reference(data), "software, length \(length)")
         }
         let data = rng.bytes(300)
         let whole = CRC32C.checksum(data)

@@ -11,7 +11,10 @@ struct JSONScanner {
     let bytes: UnsafeRawBufferPointer
     private(set) var position = 0
 
-    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+    init(_ bytes: UnsafeRawBufferPointer, position: Int = 0) {
+        self.bytes = bytes
+        self.position = position
+    }
 
     var isAtEnd: Bool { position >= bytes.count }
 

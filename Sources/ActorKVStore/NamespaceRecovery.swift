@@ -99,12 +99,19 @@ enum NamespaceRecovery {
     private static func loadSnapshot(name: String, files: NamespaceFiles, present: Bool) throws(StoreError) -> SnapshotState {
         guard present else { return SnapshotState(data: LiveData(), lastSequence: 0, createdAt: 0) }
         let path = files.snapshotPath
-        let bytes = try NamespaceFiles.readAll(path)
         let decoded: (header: SnapshotCodec.Header, map: OrderedMap)
-        do {
-            decoded = try SnapshotCodec.decode(bytes)
-        } catch {
-            throw StoreError.corrupt(path, offset: error.offset, error.reason)
+        switch try SnapshotCodec.decode(window: SnapshotWindow(path: path)) {
+        case .decoded(let header, let map):
+            decoded = (header, map)
+        case .needsWholeFile:
+            // Damaged, or an entry longer than the window's reserve: the whole-file decoder gives
+            // the verdict (and the offset of any damage).
+            let bytes = try NamespaceFiles.readAll(path)
+            do {
+                decoded = try SnapshotCodec.decode(bytes)
+            } catch {
+                throw StoreError.corrupt(path, offset: error.offset, error.reason)
+            }
         }
         guard decoded.header.namespace == name else {
             throw StoreError.corrupt(path, offset: 0, "the snapshot belongs to namespace '\(decoded.header.namespace)'")

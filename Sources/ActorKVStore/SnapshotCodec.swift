@@ -89,6 +89,33 @@ public enum SnapshotCodec {
         }
     }
 
+    /// Decodes a snapshot read through `window`, which the decoder slides forward between
+    /// entries, so that only about one window of the file is in memory at a time. Offsets in a
+    /// failure are file positions. Throws the window's read error as a `StoreError`.
+    ///
+    /// A document the window cannot take in one pass — an entry longer than the window's
+    /// reserve, or any failure before the window reached the end of the file — is reported as
+    /// ``WindowedDecode/needsWholeFile``: the caller reads the whole file and decodes it as before,
+    /// so every verdict on a damaged file is the whole-file decoder's.
+    static func decode(window: SnapshotWindow) throws(StoreError) -> WindowedDecode {
+        var parser = SnapshotParser(window: window)
+        do throws(JSONScanner.Failure) {
+            let (header, map) = try parser.parse()
+            return .decoded(header, map)
+        } catch {
+            if let failure = parser.readFailure { throw failure }
+            return .needsWholeFile
+        }
+    }
+
+    /// The outcome of ``decode(window:)``.
+    enum WindowedDecode {
+        /// The snapshot, read in windows.
+        case decoded(Header, OrderedMap)
+        /// The windowed pass stopped short; decode the whole file instead.
+        case needsWholeFile
+    }
+
     /// Decodes a snapshot held in an array.
     public static func decode(_ bytes: [UInt8]) throws(Failure) -> (header: Header, map: OrderedMap) {
         try bytes.withBytes { (raw) throws(Failure) in try decode(raw) }
@@ -146,7 +173,7 @@ private struct ChunkWriter {
 }
 
 /// Reads the document described in ``SnapshotCodec``.
-private struct SnapshotParser {
+struct SnapshotParser {
     var scanner: JSONScanner
     var namespace: String?
     var version: UInt64?
@@ -154,8 +181,23 @@ private struct SnapshotParser {
     var createdAt: UInt64 = 0
     var count: UInt64?
     var map: OrderedMap?
+    /// When reading a file a window at a time: the window, which `scanner` reads.
+    private var window: SnapshotWindow?
+    /// The CRC-32C of the bytes before the window (they are all covered by the checksum).
+    private var crcBefore: UInt32 = 0
+    /// Why reading the next window failed, if it did (the parse stops with a failure there).
+    private(set) var readFailure: StoreError?
 
     init(_ bytes: UnsafeRawBufferPointer) { scanner = JSONScanner(bytes) }
+
+    /// A parser over `window`, which it slides forward between entries.
+    init(window: SnapshotWindow) {
+        self.window = window
+        scanner = JSONScanner(window.bytes)
+    }
+
+    /// Where the window starts in the file (0 when the whole document is in memory).
+    var windowStart: Int { window?.start ?? 0 }
 
     mutating func parse() throws(JSONScanner.Failure) -> (header: SnapshotCodec.Header, map: OrderedMap) {
         try scanner.expect(UInt8(ascii: "{"))
@@ -177,6 +219,7 @@ private struct SnapshotParser {
         try scanner.expect(UInt8(ascii: "}"))
         guard scanner.peek() == nil else { throw scanner.fail("data after the end of the document") }
         guard checksumCovers != nil else { throw scanner.fail("missing crc32c") }
+        if let window, !window.reachesEnd { throw scanner.fail("the window does not reach the end of the file") }
         return try finish()
     }
 
@@ -210,6 +253,7 @@ private struct SnapshotParser {
         try scanner.expect(UInt8(ascii: "["))
         if scanner.consume(UInt8(ascii: "]")) { return builder.build() }
         repeat {
+            try slideWindow(keepingFrom: scanner.position)
             let start = scanner.position
             try scanner.expect(UInt8(ascii: "["))
             let key = try bytesValue()
@@ -242,10 +286,24 @@ private struct SnapshotParser {
         guard text.count == 8, let stored = UInt32(String(decoding: text, as: UTF8.self), radix: 16) else {
             throw JSONScanner.Failure(offset: start, reason: "crc32c is not 8 hex digits")
         }
-        let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: scanner.bytes[0..<end]))
+        let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: scanner.bytes[0..<end]), continuing: crcBefore)
         guard actual == stored else {
             throw JSONScanner.Failure(offset: start, reason: "checksum mismatch (stored \(String(stored, radix: 16)), computed \(String(actual, radix: 16)))")
         }
+    }
+
+    /// Between entries, when the window holds less than its reserve past `position` and the file
+    /// goes on: checksums and drops the bytes before `position`, and reads on.
+    private mutating func slideWindow(keepingFrom position: Int) throws(JSONScanner.Failure) {
+        guard let current = window, !current.reachesEnd, current.bytes.count - position < current.reserve else { return }
+        crcBefore = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: current.bytes[0..<position]), continuing: crcBefore)
+        do {
+            try current.slide(droppingFirst: position)
+        } catch {
+            readFailure = error
+            throw JSONScanner.Failure(offset: position, reason: error.message)
+        }
+        scanner = JSONScanner(current.bytes)
     }
 
     private func finish() throws(JSONScanner.Failure) -> (header: SnapshotCodec.Header, map: OrderedMap) {

@@ -1,4 +1,5 @@
-/// The snapshot file format: one JSON document holding a namespace's whole live map. Pure: no I/O.
+/// The snapshot file format: one JSON document holding a namespace's whole live map. Pure: no I/O
+/// (``decode(window:)`` reads only through the window it is given).
 ///
 ///     {"format":"actorkv-snapshot","version":1,"namespace":"config","lastSequence":42,
 ///      "createdAt":1763800000,"count":2,"entries":[
@@ -173,7 +174,7 @@ private struct ChunkWriter {
 }
 
 /// Reads the document described in ``SnapshotCodec``.
-struct SnapshotParser {
+private struct SnapshotParser {
     var scanner: JSONScanner
     var namespace: String?
     var version: UInt64?

@@ -600,13 +600,18 @@ struct DurabilityTests {
         }
     }
 
-    @Test("an I/O error while opening is not corruption: the namespace opens once the error is gone")
-    func transientOpenError() async throws {
+    @Test("an I/O error while opening is not corruption: the namespace opens once the error is gone",
+          arguments: ["log", "snapshot"])
+    func transientOpenError(file: String) async throws {
         let dir = TempDir("readerr")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
-        let log = dir.data + "/r/000001.log"
-        try await withStore(dir.data) { store in try await store.namespace("r").put(b("k"), b("v")) }
+        let log = dir.data + (file == "log" ? "/r/000001.log" : "/r/snapshot.json")
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("r")
+            try await ns.put(b("k"), b("v"))
+            if file == "snapshot" { try await ns.compact() }
+        }
         let before = try readFile(log)
         try await withStore(dir.data) { store in
             FaultInjector.failSyscall(.read, pathContains: log, errno: EIO)

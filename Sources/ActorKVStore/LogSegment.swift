@@ -74,23 +74,6 @@ struct NamespaceFiles: Sendable {
 
     /// Reads a whole file.
     static func readAll(_ path: String) throws(StoreError) -> [UInt8] {
-        do {
-            let fd = try SystemCalls.open(path, O_RDONLY)
-            defer { SystemCalls.close(fd) }
-            let size = try SystemCalls.fileSize(fd)
-            var bytes = [UInt8](repeating: 0, count: size)
-            var done = 0
-            while done < size {
-                let n = try bytes.withMutableBytes { (raw) throws(Errno) in
-                    try SystemCalls.pread(fd, UnsafeMutableRawBufferPointer(rebasing: raw[done...]), at: done, path: path)
-                }
-                if n == 0 { break }
-                done += n
-            }
-            if done < size { bytes.removeLast(size - done) }
-            return bytes
-        } catch {
-            throw StoreError.io("reading", path, error)
-        }
+        try FileWindow(path: path, capacity: .max).withBytes { Array($0) }
     }
 }

@@ -100,15 +100,15 @@ enum NamespaceRecovery {
         guard present else { return SnapshotState(data: LiveData(), lastSequence: 0, createdAt: 0) }
         let path = files.snapshotPath
         let decoded: (header: SnapshotCodec.Header, map: OrderedMap)
-        switch try SnapshotCodec.decode(window: SnapshotWindow(path: path)) {
+        switch try SnapshotCodec.decode(window: FileWindow(path: path, capacity: SnapshotCodec.windowCapacity)) {
         case .decoded(let header, let map):
             decoded = (header, map)
         case .needsWholeFile:
             // Damaged, or an entry longer than the window's reserve: the whole-file decoder gives
             // the verdict (and the offset of any damage).
-            let bytes = try NamespaceFiles.readAll(path)
+            let whole = try FileWindow(path: path, capacity: .max)
             do {
-                decoded = try SnapshotCodec.decode(bytes)
+                decoded = try whole.withBytes { (bytes) throws(SnapshotCodec.Failure) in try SnapshotCodec.decode(bytes) }
             } catch {
                 throw StoreError.corrupt(path, offset: error.offset, error.reason)
             }

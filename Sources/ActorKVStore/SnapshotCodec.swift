@@ -90,16 +90,21 @@ public enum SnapshotCodec {
         }
     }
 
+    /// The window recovery reads a snapshot through, and how much of it must lie ahead of an
+    /// entry before the decoder reads the entry without sliding the window first.
+    static let windowCapacity = 16 << 20
+    static let windowReserve = 8 << 20
+
     /// Decodes a snapshot read through `window`, which the decoder slides forward between
-    /// entries, so that only about one window of the file is in memory at a time. Offsets in a
-    /// failure are file positions. Throws the window's read error as a `StoreError`.
+    /// entries whenever fewer than `reserve` bytes are left ahead, so that only about one window
+    /// of the file is in memory at a time. Throws the window's read error.
     ///
-    /// A document the window cannot take in one pass — an entry longer than the window's
-    /// reserve, or any failure before the window reached the end of the file — is reported as
+    /// Only a complete, checksum-valid document whose window reached the end of the file is
+    /// decoded this way. Anything else — damage anywhere, an entry longer than the reserve — is
     /// ``WindowedDecode/needsWholeFile``: the caller reads the whole file and decodes it as before,
-    /// so every verdict on a damaged file is the whole-file decoder's.
-    static func decode(window: SnapshotWindow) throws(StoreError) -> WindowedDecode {
-        var parser = SnapshotParser(window: window)
+    /// so every verdict (and offset) on a damaged file is the whole-file decoder's.
+    static func decode(window: FileWindow, reserve: Int = windowReserve) throws(StoreError) -> WindowedDecode {
+        var parser = SnapshotParser(window: window, reserve: reserve)
         do throws(JSONScanner.Failure) {
             let (header, map) = try parser.parse()
             return .decoded(header, map)
@@ -183,7 +188,9 @@ private struct SnapshotParser {
     var count: UInt64?
     var map: OrderedMap?
     /// When reading a file a window at a time: the window, which `scanner` reads.
-    private var window: SnapshotWindow?
+    private var window: FileWindow?
+    /// The bytes that must lie ahead of an entry in the window (see `SnapshotCodec.decode(window:reserve:)`).
+    private var reserve = 0
     /// The CRC-32C of the bytes before the window (they are all covered by the checksum).
     private var crcBefore: UInt32 = 0
     /// Why reading the next window failed, if it did (the parse stops with a failure there).
@@ -192,8 +199,9 @@ private struct SnapshotParser {
     init(_ bytes: UnsafeRawBufferPointer) { scanner = JSONScanner(bytes) }
 
     /// A parser over `window`, which it slides forward between entries.
-    init(window: SnapshotWindow) {
+    init(window: FileWindow, reserve: Int) {
         self.window = window
+        self.reserve = reserve
         scanner = JSONScanner(window.bytes)
     }
 
@@ -296,7 +304,7 @@ private struct SnapshotParser {
     /// Between entries, when the window holds less than its reserve past `position` and the file
     /// goes on: checksums and drops the bytes before `position`, and reads on.
     private mutating func slideWindow(keepingFrom position: Int) throws(JSONScanner.Failure) {
-        guard let current = window, !current.reachesEnd, current.bytes.count - position < current.reserve else { return }
+        guard let current = window, !current.reachesEnd, current.bytes.count - position < reserve else { return }
         crcBefore = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: current.bytes[0..<position]), continuing: crcBefore)
         do {
             try current.slide(droppingFirst: position)

@@ -36,8 +36,8 @@ struct SnapshotWindowTests {
             let original = Self.map(count: count)
             let document = SnapshotCodec.encode(original, header: SnapshotCodecTests.header)
             let path = try Self.write(document, in: dir)
-            let window = try SnapshotWindow(path: path, capacity: capacity, reserve: reserve)
-            guard case .decoded(let header, let decoded) = try SnapshotCodec.decode(window: window) else {
+            let window = try FileWindow(path: path, capacity: capacity)
+            guard case .decoded(let header, let decoded) = try SnapshotCodec.decode(window: window, reserve: reserve) else {
                 Issue.record("\(count) entries, window \(capacity)/\(reserve): fell back to the whole file"); continue
             }
             #expect(header == SnapshotCodecTests.header)
@@ -54,7 +54,7 @@ struct SnapshotWindowTests {
         let dir = TempDir("snapwin-long")
         defer { dir.remove() }
         let path = try Self.write(SnapshotCodec.encode(Self.map(count: 400), header: SnapshotCodecTests.header), in: dir)
-        let outcome = try SnapshotCodec.decode(window: SnapshotWindow(path: path, capacity: 1024, reserve: 512))
+        let outcome = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 1024), reserve: 512)
         guard case .needsWholeFile = outcome else { Issue.record("a 1.5 KB entry decoded through a 512-byte reserve"); return }
     }
 
@@ -66,7 +66,7 @@ struct SnapshotWindowTests {
         let padded = document + [UInt8](repeating: 0x20, count: 20_000) + b("x")
         #expect(SnapshotCodecTests.failure(padded)?.reason == "data after the end of the document")
         let path = try Self.write(padded, in: dir)
-        let outcome = try SnapshotCodec.decode(window: SnapshotWindow(path: path, capacity: 8192, reserve: 4096))
+        let outcome = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 8192), reserve: 4096)
         guard case .needsWholeFile = outcome else { Issue.record("trailing data accepted"); return }
     }
 
@@ -81,7 +81,7 @@ struct SnapshotWindowTests {
             damaged[position] ^= 0x04
             let path = try Self.write(damaged, in: dir)
             let whole = Result { () throws(SnapshotCodec.Failure) in try SnapshotCodec.decode(damaged) }
-            let windowed = try SnapshotCodec.decode(window: SnapshotWindow(path: path, capacity: 4096, reserve: 2048))
+            let windowed = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 4096), reserve: 2048)
             switch (windowed, whole) {
             case (.needsWholeFile, _):
                 fellBack += 1

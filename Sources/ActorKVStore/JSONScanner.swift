@@ -11,10 +11,7 @@ struct JSONScanner {
     let bytes: UnsafeRawBufferPointer
     private(set) var position = 0
 
-    init(_ bytes: UnsafeRawBufferPointer, position: Int = 0) {
-        self.bytes = bytes
-        self.position = position
-    }
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
     var isAtEnd: Bool { position >= bytes.count }
 

@@ -1,5 +1,5 @@
 /// The snapshot file format: one JSON document holding a namespace's whole live map. Pure: no I/O
-/// (``decode(window:)`` reads only through the window it is given).
+/// (``decode(window:reserve:)`` reads only through the window it is given).
 ///
 ///     {"format":"actorkv-snapshot","version":1,"namespace":"config","lastSequence":42,
 ///      "createdAt":1763800000,"count":2,"entries":[
@@ -114,7 +114,7 @@ public enum SnapshotCodec {
         }
     }
 
-    /// The outcome of ``decode(window:)``.
+    /// The outcome of ``decode(window:reserve:)``.
     enum WindowedDecode {
         /// The snapshot, read in windows.
         case decoded(Header, OrderedMap)
@@ -204,9 +204,6 @@ private struct SnapshotParser {
         self.reserve = reserve
         scanner = JSONScanner(window.bytes)
     }
-
-    /// Where the window starts in the file (0 when the whole document is in memory).
-    var windowStart: Int { window?.start ?? 0 }
 
     mutating func parse() throws(JSONScanner.Failure) -> (header: SnapshotCodec.Header, map: OrderedMap) {
         try scanner.expect(UInt8(ascii: "{"))

@@ -32,7 +32,7 @@ public struct LogRecord: Sendable, Equatable {
 
 /// Encodes and decodes log records. Pure: no I/O.
 ///
-/// The frame, all integers little-endian:
+/// A segment is a ``LogSegmentHeader`` followed by records. The frame, all integers little-endian:
 ///
 ///     u32 bodyLength | u32 crc32c(bodyLength bytes + body) | body
 ///     body = u64 sequence | u32 durableLag | u32 mutationCount | mutation*

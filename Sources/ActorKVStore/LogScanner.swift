@@ -32,6 +32,17 @@ public enum LogScanner {
         case torn(validLength: Int)
         /// Unreadable bytes at `offset` that a crash cannot explain.
         case corrupt(offset: Int, reason: String)
+
+        /// The same ending with its positions moved `distance` bytes later (from positions in a
+        /// part of a file to positions in the file).
+        func shifted(by distance: Int) -> End {
+            switch self {
+            case .clean: .clean
+            case .unused(let valid): .unused(validLength: distance + valid)
+            case .torn(let valid): .torn(validLength: distance + valid)
+            case .corrupt(let offset, let reason): .corrupt(offset: distance + offset, reason: reason)
+            }
+        }
     }
 
     /// The sector size the out-of-order writeback rule assumes (the smallest a disk writes).
@@ -74,6 +85,21 @@ public enum LogScanner {
             return judge(damage, in: bytes, at: offset, firstLost: (last ?? 0) &+ 1, base: base)
         }
         return .clean
+    }
+
+    /// Scans a whole segment file's bytes: its ``LogSegmentHeader`` (if it has one), then its
+    /// records. Offsets passed to `body` and returned are positions in `bytes`.
+    public static func scanSegment<E: Error>(_ bytes: UnsafeRawBufferPointer, after previous: UInt64? = nil,
+                                             _ body: (LogRecord, _ offset: Int) throws(E) -> Void) throws(E) -> End {
+        let start: Int
+        switch LogSegmentHeader.read(bytes) {
+        case .ends(let end): return end
+        case .records(let from): start = from
+        }
+        let end = try scan(UnsafeRawBufferPointer(rebasing: bytes[start...]), after: previous, base: start) { (record, offset) throws(E) in
+            try body(record, start + offset)
+        }
+        return end.shifted(by: start)
     }
 
     /// What is wrong with the first record that does not decode, before the records after it are looked at.

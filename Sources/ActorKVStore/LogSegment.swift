@@ -48,16 +48,30 @@ struct NamespaceFiles: Sendable {
         return UInt64(digits)
     }
 
-    /// Creates (or opens) segment `number` and makes its directory entry durable.
+    /// Creates (or opens, if an earlier attempt left it) segment `number`, writes its
+    /// ``LogSegmentHeader``, and makes its directory entry durable. Its records start at
+    /// ``LogSegmentHeader/length``.
+    ///
+    /// The header is not fsync'd here: it reaches the disk with the segment's first fsync, before
+    /// any record in it is acknowledged as durable. A crash before that leaves an empty or all-zero
+    /// file, or a torn header, which recovery reads as an empty segment (and cuts).
     func createSegment(_ number: UInt64) throws(StoreError) -> LogSegment {
         let path = segmentPath(number)
         do {
             let fd = try SystemCalls.open(path, O_RDWR | O_CREAT, mode: 0o600)
             let segment = LogSegment(number: number, path: path, fd: fd)
+            try Self.writeHeader(to: segment)
             try SystemCalls.fsyncDirectory(directory)
             return segment
         } catch {
             throw StoreError.io("creating log segment", path, error)
+        }
+    }
+
+    /// Writes a ``LogSegmentHeader`` at the start of `segment`, which holds no records.
+    static func writeHeader(to segment: LogSegment) throws(Errno) {
+        try LogSegmentHeader.encoded.withBytes { (raw) throws(Errno) in
+            try SystemCalls.pwriteAll(segment.fd, raw, at: 0, path: segment.path)
         }
     }
 

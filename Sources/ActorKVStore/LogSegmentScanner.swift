@@ -3,7 +3,8 @@
 /// the log grew before a crash (a whole-file read of a 150 MB log also cost recovery a tenth of
 /// its time in fresh pages the kernel had to zero).
 ///
-/// The outcome is exactly that of ``LogScanner/scan(_:after:base:_:)`` over the whole file: every
+/// The outcome is exactly that of ``LogScanner/scanSegment(_:after:_:)`` over the whole file: the
+/// ``LogSegmentHeader`` is read first (the records are scanned from the position after it); every
 /// window but the last ends at a record boundary; whatever stops a window short of the end of the
 /// file (an incomplete record, damage, zeros) is looked at again in a window that starts there and
 /// grows until it reaches the end of the file, and the scanner judges damage only by what follows
@@ -13,6 +14,9 @@ enum LogSegmentScanner {
     struct Outcome: Equatable {
         /// How the segment ends; offsets are file positions.
         var end: LogScanner.End
+        /// Where the records start: after the ``LogSegmentHeader``, or 0 in a segment without one
+        /// (format 0) or whose header alone decided how it ends.
+        var recordsStart: Int
         /// How many bytes the file held (fewer than its size at first if it shrank while read).
         var fileSize: Int
         /// When the segment ends torn: the torn bytes up to the last nonzero one (zeros reserved
@@ -28,6 +32,16 @@ enum LogSegmentScanner {
     static func scan(_ path: String, after previous: UInt64?, window size: Int = standardWindow,
                      _ body: (LogRecord, _ offset: Int) throws(StoreError) -> Void) throws(StoreError) -> Outcome {
         let window = try FileWindow(path: path, capacity: size)
+        if window.bytes.count < LogSegmentHeader.length && !window.reachesEnd {
+            try window.grow(to: LogSegmentHeader.length)
+        }
+        switch window.withBytes(LogSegmentHeader.read) {
+        case .ends(let end):
+            return window.withBytes { outcome(end, windowStart: 0, recordsStart: 0, bytes: $0, fileSize: window.fileSize) }
+        case .records(let from):
+            try window.slide(droppingFirst: from)
+        }
+        let recordsStart = window.start
         var last = previous
         while true {
             let start = window.start
@@ -36,7 +50,8 @@ enum LogSegmentScanner {
                     try body(record, start + offset)
                     last = record.sequence
                 }
-                let final = window.reachesEnd ? outcome(end, windowStart: start, bytes: bytes, fileSize: window.fileSize) : nil
+                let final = window.reachesEnd
+                    ? outcome(end, windowStart: start, recordsStart: recordsStart, bytes: bytes, fileSize: window.fileSize) : nil
                 return (end, bytes.count, final)
             }
             if let final { return final }
@@ -60,17 +75,13 @@ enum LogSegmentScanner {
     }
 
     /// The final window's verdict in file positions.
-    private static func outcome(_ end: LogScanner.End, windowStart start: Int, bytes: UnsafeRawBufferPointer, fileSize: Int) -> Outcome {
-        switch end {
-        case .clean:
-            return Outcome(end: .clean, fileSize: fileSize, tornBytes: 0)
-        case .unused(let valid):
-            return Outcome(end: .unused(validLength: start + valid), fileSize: fileSize, tornBytes: 0)
-        case .torn(let valid):
+    private static func outcome(_ end: LogScanner.End, windowStart start: Int, recordsStart: Int,
+                                bytes: UnsafeRawBufferPointer, fileSize: Int) -> Outcome {
+        var tornBytes = 0
+        if case .torn(let valid) = end {
             let lastNonzero = bytes.lastIndex { $0 != 0 } ?? valid
-            return Outcome(end: .torn(validLength: start + valid), fileSize: fileSize, tornBytes: max(0, lastNonzero + 1 - valid))
-        case .corrupt(let offset, let reason):
-            return Outcome(end: .corrupt(offset: start + offset, reason: reason), fileSize: fileSize, tornBytes: 0)
+            tornBytes = max(0, lastNonzero + 1 - valid)
         }
+        return Outcome(end: end.shifted(by: start), recordsStart: recordsStart, fileSize: fileSize, tornBytes: tornBytes)
     }
 }

@@ -20,6 +20,8 @@ public actor Namespace {
     private var data: LiveData
     private var lastSequence: UInt64
     private var active: LogSegment
+    /// Where the active segment's records start: after its header (0 in a format-0 segment).
+    private var activeStart: Int
     private var activeLength: Int
     /// How much of the active segment is allocated (written, or zeros reserved ahead).
     private var activeReserved: Int
@@ -38,6 +40,7 @@ public actor Namespace {
         data = r.data
         lastSequence = r.lastSequence
         active = r.active
+        activeStart = r.activeStart
         activeLength = r.activeLength
         activeReserved = r.activeFileSize
         olderSegments = r.olderSegments
@@ -321,10 +324,10 @@ public actor Namespace {
         }
     }
 
-    /// Starts a new segment unless the active one is empty; returns the segments a snapshot of
-    /// the current state makes redundant.
+    /// Starts a new segment unless the active one holds no records; returns the segments a
+    /// snapshot of the current state makes redundant.
     private func rotate() throws(StoreError) -> [UInt64] {
-        guard activeLength > 0 else { return olderSegments }
+        guard activeLength > activeStart else { return olderSegments }
         do { try syncer.syncNow() } catch {
             writeFailure = error
             statistics.failure = error.message
@@ -335,8 +338,7 @@ public actor Namespace {
         olderSegments.append(active.number)
         olderBytes += activeLength
         active = next
-        activeLength = 0
-        activeReserved = 0
+        (activeStart, activeLength, activeReserved) = (LogSegmentHeader.length, LogSegmentHeader.length, LogSegmentHeader.length)
         syncer.rotate(to: next, durableThrough: lastSequence)
         return dropping
     }

@@ -13,6 +13,8 @@ struct RecoveredNamespace {
     var olderSegments: [UInt64]
     var olderBytes: Int
     var active: LogSegment
+    /// Where the active segment's records start (after its header; 0 in a format-0 segment).
+    var activeStart: Int
     var activeLength: Int
     /// The active segment's size on disk: beyond `activeLength` it holds zeros reserved ahead.
     var activeFileSize: Int
@@ -40,6 +42,7 @@ enum NamespaceRecovery {
         var replay = Replay(snapshotSequence: state.lastSequence, data: state.data)
         var lengths: [Int] = []
         var fileSize = 0
+        var recordsStart = 0
         var tornCut = 0
         for (index, number) in segments.enumerated() {
             let path = files.segmentPath(number)
@@ -47,6 +50,7 @@ enum NamespaceRecovery {
                 try replay.apply(record, path: path, offset: offset)
             }
             fileSize = scanned.fileSize
+            recordsStart = scanned.recordsStart
             switch scanned.end {
             case .clean:
                 lengths.append(scanned.fileSize)
@@ -60,21 +64,29 @@ enum NamespaceRecovery {
                 log("namespace \(name): cut a torn tail of \(tornCut) bytes at offset \(validLength) of \(path) (an append cut short, or writes never fsync'd)")
                 lengths.append(validLength)
             case .torn(let validLength):
-                throw StoreError.corrupt(path, offset: validLength, "incomplete record in a segment that is not the last")
+                let what = validLength == 0 && scanned.recordsStart == 0 ? "header or record" : "record"
+                throw StoreError.corrupt(path, offset: validLength, "incomplete \(what) in a segment that is not the last")
             case .corrupt(let offset, let reason):
                 throw StoreError.corrupt(path, offset: offset, reason)
             }
         }
         state.data = replay.data
         let activeNumber = segments.last ?? 1
+        var activeLength = lengths.last ?? 0
         let active: LogSegment
         if segments.isEmpty {
             active = try files.createSegment(activeNumber)
-            fileSize = 0
+            (recordsStart, activeLength, fileSize) = (LogSegmentHeader.length, LogSegmentHeader.length, LogSegmentHeader.length)
         } else {
             do {
                 let fd = try SystemCalls.open(files.segmentPath(activeNumber), O_RDWR)
                 active = LogSegment(number: activeNumber, path: files.segmentPath(activeNumber), fd: fd)
+                if activeLength == 0 {
+                    // Empty (a crash before its header was written, or zeros): new records go
+                    // after a header, like those of any segment this build starts.
+                    try NamespaceFiles.writeHeader(to: active)
+                    (recordsStart, activeLength, fileSize) = (LogSegmentHeader.length, LogSegmentHeader.length, max(fileSize, LogSegmentHeader.length))
+                }
                 // New records will claim everything recovered was durable: after a kill -9 it may
                 // still be only in the page cache, so make the claim true first.
                 try SystemCalls.fdatasync(fd, path: active.path)
@@ -86,7 +98,7 @@ enum NamespaceRecovery {
             data: state.data, lastSequence: max(replay.lastSequence, state.lastSequence),
             snapshotSequence: state.lastSequence, snapshotCreatedAt: state.createdAt,
             olderSegments: Array(segments.dropLast()), olderBytes: lengths.dropLast().reduce(0, +),
-            active: active, activeLength: lengths.last ?? 0, activeFileSize: fileSize,
+            active: active, activeStart: recordsStart, activeLength: activeLength, activeFileSize: fileSize,
             recordsReplayed: replay.replayed, tornBytesCut: tornCut)
     }
 

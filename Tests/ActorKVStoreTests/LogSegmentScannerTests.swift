@@ -10,15 +10,18 @@ struct LogSegmentScannerTests {
     private static func reference(_ bytes: [UInt8]) -> (records: [UInt64: Int], order: [UInt64], outcome: LogSegmentScanner.Outcome) {
         var records: [UInt64: Int] = [:]
         var order: [UInt64] = []
-        let end = bytes.withUnsafeBytes { raw in
-            LogScanner.scan(raw) { record, offset in
+        let (end, reading) = bytes.withUnsafeBytes { raw in
+            let end = LogScanner.scanSegment(raw) { record, offset in
                 records[record.sequence] = offset
                 order.append(record.sequence)
             }
+            return (end, LogSegmentHeader.read(raw))
         }
         var torn = 0
         if case .torn(let valid) = end { torn = max(0, (bytes.lastIndex { $0 != 0 } ?? valid) + 1 - valid) }
-        return (records, order, LogSegmentScanner.Outcome(end: end, fileSize: bytes.count, tornBytes: torn))
+        var recordsStart = 0
+        if case .records(let from) = reading { recordsStart = from }
+        return (records, order, LogSegmentScanner.Outcome(end: end, recordsStart: recordsStart, fileSize: bytes.count, tornBytes: torn))
     }
 
     /// A log of `count` records of mixed sizes, some far longer than the small windows tried.
@@ -59,6 +62,14 @@ struct LogSegmentScannerTests {
         for lost in 0...2 {
             cases.append(("hole before a durable claim, \(lost) sectors lost", LogCodecTests.writebackHole(lostSectors: lost, claim: firstLost).bytes))
         }
+        // The same behind a header (this build's segments), and endings the header alone decides.
+        let header = LogSegmentHeader.encoded
+        cases += cases.map { ("with a header: " + $0.0, header + $0.1) }
+        for cut in 1..<header.count { cases.append(("a header torn after \(cut) bytes", Array(header.prefix(cut)))) }
+        cases.append(("a header then a torn record", header + Array(clean.prefix(30))))
+        var newer = header
+        newer[LogSegmentHeader.magic.count] = 2
+        cases.append(("an unknown version", newer + clean))
         return cases
     }
 
@@ -91,6 +102,37 @@ struct LogSegmentScannerTests {
         #expect(ends.contains { if case .unused = $0 { true } else { false } })
         #expect(ends.contains { if case .torn = $0 { true } else { false } })
         #expect(ends.filter { if case .corrupt = $0 { true } else { false } }.count >= 2)
+        #expect(ends.contains { if case .corrupt(let offset, let reason) = $0 { offset == 6 && reason.contains("version 2") } else { false } })
+        #expect(ends.contains(.torn(validLength: 0)))
+    }
+
+    @Test("a segment's header: this version, none, torn, or unknown")
+    func headerReading() {
+        func read(_ bytes: [UInt8]) -> LogSegmentHeader.Reading { bytes.withUnsafeBytes(LogSegmentHeader.read) }
+        let header = LogSegmentHeader.encoded
+        #expect(header == Array("AKVLOG".utf8) + [1, 0])
+        #expect(read(header) == .records(from: 8))
+        #expect(read(header + Self.log(count: 3)) == .records(from: 8))
+        #expect(read([]) == .records(from: 0), "an empty segment")
+        #expect(read(Self.log(count: 3)) == .records(from: 0), "a segment written before the header existed")
+        #expect(read([0x41, 0x4B, 0x56, 0x4C, 0x4F, 0x48, 1, 0]) == .records(from: 0), "a magic that differs in one byte is no header")
+        for cut in 1..<header.count {
+            #expect(read(Array(header.prefix(cut))) == .ends(.torn(validLength: 0)), "cut after \(cut) bytes")
+        }
+        for version: UInt16 in [0, 2, 0x0100, 0xFFFF] {
+            let bytes = Array("AKVLOG".utf8) + [UInt8(version & 0xFF), UInt8(version >> 8)]
+            guard case .ends(.corrupt(offset: 6, let reason)) = read(bytes) else {
+                Issue.record("version \(version) was not refused")
+                continue
+            }
+            #expect(reason.contains("unknown log format version \(version)"))
+        }
+    }
+
+    @Test("a headerless segment can never start with the magic: read as a record, it has an impossible length")
+    func magicIsNoRecord() {
+        let decoded = (LogSegmentHeader.encoded + Self.log(count: 2)).withUnsafeBytes { LogRecordCodec.decode($0, at: 0) }
+        #expect(decoded == .invalidLength(0x4C56_4B41))
     }
 
     @Test("an error thrown for a record stops the scan and is rethrown")

@@ -6,18 +6,19 @@ import Testing
 /// segments open, and which are refused as corrupt.
 @Suite("Recovery from hand-made files")
 struct RecoveryTests {
-    /// Creates `<data>/<ns>/` holding the given segments (number → records) and snapshot.
+    /// Creates `<data>/<ns>/` holding the given segments (number → records) and snapshot. The
+    /// segments start with a ``LogSegmentHeader`` when `headers` is set, as this build writes
+    /// them; without, they are in the headerless format 0 of earlier builds.
     static func layout(_ dir: TempDir, _ ns: String = "n", segments: [UInt64: [LogRecord]],
                        snapshot: (lastSequence: UInt64, pairs: [([UInt8], [UInt8])])? = nil,
-                       snapshotNamespace: String? = nil) throws -> String {
+                       snapshotNamespace: String? = nil, headers: Bool = false) throws -> String {
         let nsDir = dir.data + "/" + ns
         try FileManager.default.createDirectory(atPath: nsDir, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
         for (number, records) in segments {
-            var bytes: [UInt8] = []
+            var bytes: [UInt8] = headers ? LogSegmentHeader.encoded : []
             for r in records { LogRecordCodec.encode(r, into: &bytes) }
-            let digits = String(number)
-            try writeFile(nsDir + "/" + String(repeating: "0", count: max(0, 6 - digits.count)) + digits + ".log", bytes)
+            try writeFile(segmentPath(nsDir, number), bytes)
         }
         if let snapshot {
             var map = OrderedMap()
@@ -28,19 +29,26 @@ struct RecoveryTests {
         return nsDir
     }
 
+    /// The path of segment `number` in `nsDir`.
+    static func segmentPath(_ nsDir: String, _ number: UInt64) -> String {
+        let digits = String(number)
+        return nsDir + "/" + String(repeating: "0", count: max(0, 6 - digits.count)) + digits + ".log"
+    }
+
     static func put(_ seq: UInt64, _ key: String, _ value: String) -> LogRecord {
         LogRecord(sequence: seq, mutations: [.put(key: b(key), value: b(value))])
     }
 
-    @Test("segments replay in ascending order across files")
-    func segmentsInOrder() async throws {
+    @Test("segments replay in ascending order across files (with headers, and headerless as earlier builds wrote them)",
+          arguments: [true, false])
+    func segmentsInOrder(headers: Bool) async throws {
         let dir = TempDir("rec")
         defer { dir.remove() }
         _ = try Self.layout(dir, segments: [
             3: [Self.put(5, "a", "5"), LogRecord(sequence: 6, mutations: [.delete(key: b("b"))])],
             1: [Self.put(1, "a", "1"), Self.put(2, "b", "2")],
             2: [Self.put(3, "a", "3"), Self.put(4, "c", "4")],
-        ])
+        ], headers: headers)
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("n")
             expectSameContents(await contents(ns), [b("a"): b("5"), b("c"): b("4")])
@@ -96,11 +104,12 @@ struct RecoveryTests {
         case gap, repeatedSequence, decreasingAcrossSegments, gapAfterSnapshot, zeroMutationKindInBody
     }
 
-    @Test("sequence gaps and repeats are corruption, named by file and offset", arguments: Broken.allCases)
-    func brokenSequences(kind: Broken) async throws {
+    @Test("sequence gaps and repeats are corruption, named by file and offset", arguments: Broken.allCases, [true, false])
+    func brokenSequences(kind: Broken, headers: Bool) async throws {
         let dir = TempDir("rec")
         defer { dir.remove() }
-        let first = LogRecordCodec.encode(Self.put(1, "a", "1")).count
+        let start = headers ? LogSegmentHeader.length : 0
+        let first = start + LogRecordCodec.encode(Self.put(1, "a", "1")).count
         var snapshot: (lastSequence: UInt64, pairs: [([UInt8], [UInt8])])?
         let segments: [UInt64: [LogRecord]]
         let badFile: String
@@ -114,11 +123,11 @@ struct RecoveryTests {
             (badFile, badOffset) = ("000001.log", first)
         case .decreasingAcrossSegments:
             segments = [1: [Self.put(1, "a", "1"), Self.put(2, "a", "2")], 2: [Self.put(1, "a", "9")]]
-            (badFile, badOffset) = ("000002.log", 0)
+            (badFile, badOffset) = ("000002.log", start)
         case .gapAfterSnapshot:
             segments = [2: [Self.put(7, "a", "7")]]
             snapshot = (5, [(b("a"), b("5"))])
-            (badFile, badOffset) = ("000002.log", 0)
+            (badFile, badOffset) = ("000002.log", start)
         case .zeroMutationKindInBody:
             // A checksum-valid record whose body does not parse (as only a bug could write).
             var body: [UInt8] = [2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
@@ -127,12 +136,12 @@ struct RecoveryTests {
             let lengthBytes: [UInt8] = [UInt8(n & 0xFF), UInt8(n >> 8 & 0xFF), 0, 0]
             let crc = CRC32C.checksum(body, continuing: CRC32C.checksum(lengthBytes))
             let frame = lengthBytes + [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)] + body
-            let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]])
+            let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]], headers: headers)
             try appendFile(nsDir + "/000001.log", frame + LogRecordCodec.encode(Self.put(3, "a", "3")))
             segments = [:]
             (badFile, badOffset) = ("000001.log", first)
         }
-        let nsDir = try Self.layout(dir, segments: segments, snapshot: snapshot)
+        let nsDir = try Self.layout(dir, segments: segments, snapshot: snapshot, headers: headers)
         let before = try segmentFiles(nsDir).map { try readFile($0) }
         try await withStore(dir.data) { store in
             let error = try #require(await storeError { _ = try await store.namespace("n") })
@@ -185,6 +194,131 @@ struct RecoveryTests {
             #expect(await store.openAll().isEmpty)
             let ns = try await store.namespace("n")
             #expect(await ns.get(b("a")) == b("1"))
+        }
+    }
+
+    // MARK: - The segment header
+
+    @Test("every segment this build starts opens with its header: the first one and the one compaction starts")
+    func segmentsStartWithTheHeader() async throws {
+        let dir = TempDir("rec")
+        defer { dir.remove() }
+        let nsDir = dir.data + "/n"
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            try await ns.put(b("a"), b("1"))
+            let first = try readFile(Self.segmentPath(nsDir, 1))
+            #expect(first.starts(with: LogSegmentHeader.encoded))
+            #expect(records(in: first).records.map(\.offset) == [LogSegmentHeader.length])
+            try await ns.compact()
+            try await ns.compact()
+            #expect(segmentFiles(nsDir) == [Self.segmentPath(nsDir, 2)], "a segment holding only its header is not rotated away")
+            try await ns.put(b("b"), b("2"))
+        }
+        let second = try readFile(Self.segmentPath(nsDir, 2))
+        #expect(second.starts(with: LogSegmentHeader.encoded))
+        let scanned = records(in: second)
+        #expect(scanned.records.map(\.record.sequence) == [2])
+        #expect(scanned.records.first?.offset == LogSegmentHeader.length)
+    }
+
+    @Test("a segment of an unknown format version is refused, named by file and offset, and left alone; other namespaces open")
+    func unknownVersion() async throws {
+        let dir = TempDir("rec")
+        defer { dir.remove() }
+        let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")], 2: [Self.put(2, "a", "2")]], headers: true)
+        _ = try Self.layout(dir, "other", segments: [1: [Self.put(1, "z", "9")]], headers: true)
+        var newer = try readFile(Self.segmentPath(nsDir, 2))
+        newer[LogSegmentHeader.magic.count] = 2
+        try writeFile(Self.segmentPath(nsDir, 2), newer)
+        let before = try segmentFiles(nsDir).map { try readFile($0) }
+        try await withStore(dir.data) { store in
+            let error = try #require(await storeError { _ = try await store.namespace("n") })
+            #expect(error.code == .corrupt)
+            #expect(error.message.contains(Self.segmentPath(nsDir, 2)), "\(error.message)")
+            #expect(error.message.contains("byte offset 6"), "\(error.message)")
+            #expect(error.message.contains("unknown log format version 2"), "\(error.message)")
+            let other = try await store.namespace("other")
+            #expect(await other.get(b("z")) == b("9"))
+        }
+        #expect(try segmentFiles(nsDir).map { try readFile($0) } == before)
+    }
+
+    @Test("a torn header in the last segment is cut; the records before it open, and new ones go after a whole header",
+          arguments: [1, 4, 7])
+    func tornHeaderInLastSegment(kept: Int) async throws {
+        let dir = TempDir("rec")
+        defer { dir.remove() }
+        let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1"), Self.put(2, "b", "2")]], headers: true)
+        try writeFile(Self.segmentPath(nsDir, 2), Array(LogSegmentHeader.encoded.prefix(kept)))
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            expectSameContents(await contents(ns), [b("a"): b("1"), b("b"): b("2")])
+            #expect(await ns.currentStatistics().tornBytesCut == kept)
+            let rewritten = try readFile(Self.segmentPath(nsDir, 2))
+            #expect(rewritten == LogSegmentHeader.encoded)
+            try await ns.put(b("c"), b("3"))
+        }
+        let second = try readFile(Self.segmentPath(nsDir, 2))
+        #expect(records(in: second).records.map(\.record.sequence) == [3])
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            #expect(await ns.get(b("c")) == b("3"))
+        }
+    }
+
+    @Test("a torn header in a segment that is not the last is corruption")
+    func tornHeaderInOlderSegment() async throws {
+        let dir = TempDir("rec")
+        defer { dir.remove() }
+        let nsDir = try Self.layout(dir, segments: [2: [Self.put(1, "a", "1")]], headers: true)
+        try writeFile(Self.segmentPath(nsDir, 1), Array(LogSegmentHeader.encoded.prefix(5)))
+        let before = try segmentFiles(nsDir).map { try readFile($0) }
+        try await withStore(dir.data) { store in
+            let error = try #require(await storeError { _ = try await store.namespace("n") })
+            #expect(error.code == .corrupt)
+            #expect(error.message.contains(Self.segmentPath(nsDir, 1) + " is corrupt at byte offset 0"), "\(error.message)")
+            #expect(error.message.contains("incomplete header or record"), "\(error.message)")
+        }
+        #expect(try segmentFiles(nsDir).map { try readFile($0) } == before)
+    }
+
+    @Test("an empty last segment (a crash before its header reached the disk) gets a header before new records",
+          arguments: [0, 4096])
+    func emptyLastSegment(zeros: Int) async throws {
+        let dir = TempDir("rec")
+        defer { dir.remove() }
+        let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]], headers: true)
+        try writeFile(Self.segmentPath(nsDir, 2), [UInt8](repeating: 0, count: zeros))
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            #expect(await ns.get(b("a")) == b("1"))
+            try await ns.put(b("b"), b("2"))
+        }
+        let second = try readFile(Self.segmentPath(nsDir, 2))
+        #expect(second.starts(with: LogSegmentHeader.encoded))
+        #expect(records(in: second).records.map(\.record.sequence) == [2])
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            #expect(await ns.get(b("b")) == b("2"))
+        }
+    }
+
+    @Test("a headerless segment (format 0, from an earlier build) is appended to as it is and reads back")
+    func headerlessSegmentKeepsItsFormat() async throws {
+        let dir = TempDir("rec")
+        defer { dir.remove() }
+        let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]])
+        try await withStore(dir.data) { store in
+            try await store.namespace("n").put(b("b"), b("2"))
+        }
+        let bytes = try readFile(Self.segmentPath(nsDir, 1))
+        #expect(!bytes.starts(with: LogSegmentHeader.magic))
+        #expect(records(in: bytes).records.map(\.offset).first == 0)
+        #expect(records(in: bytes).records.map(\.record.sequence) == [1, 2])
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            expectSameContents(await contents(ns), [b("a"): b("1"), b("b"): b("2")])
         }
     }
 }

@@ -139,11 +139,12 @@ func segmentFiles(_ nsDirectory: String) -> [String] {
         .filter { $0.hasSuffix(".log") }.sorted().map { nsDirectory + "/" + $0 }
 }
 
-/// The records of a log and the offset each starts at; also how the bytes end.
+/// The records of a log segment's bytes (header first, if it has one) and the file position each
+/// starts at; also how the bytes end.
 func records(in bytes: [UInt8]) -> (records: [(offset: Int, record: LogRecord)], end: LogScanner.End) {
     var found: [(offset: Int, record: LogRecord)] = []
     let end = bytes.withUnsafeBytes { raw in
-        LogScanner.scan(raw) { (record, offset) throws(Never) in found.append((offset, record)) }
+        LogScanner.scanSegment(raw) { (record, offset) throws(Never) in found.append((offset, record)) }
     }
     return (found, end)
 }

@@ -29,7 +29,9 @@ import Glibc
         var generator = SystemRandomNumberGenerator()
         for cycle in 0..<cycles {
             let server = try ServerProcess(directory: dir, arguments: ["--fsync", policy])
-            try verify(model, against: server, cycle: cycle)
+            do { try verify(model, against: server, cycle: cycle) } catch {
+                throw TestFailure("cycle \(cycle): \(error); server running: \(server.process.isRunning); its log:\n\(server.log)")
+            }
             let writers = (0..<3).map { w in WriterThread(id: "\(cycle)-\(w)", socket: server.socketPath, model: model) }
             for writer in writers { writer.start() }
             usleep(UInt32.random(in: 30_000...250_000, using: &generator))

@@ -70,6 +70,8 @@ public enum CommandLineRequest: Sendable {
     case help
     /// Print the version.
     case version
+    /// Check the data directory offline (`--check`) and exit.
+    case check(ServerConfiguration)
 }
 
 /// A command line that cannot be run; `actorkvd` prints it with the usage and exits 2.
@@ -109,6 +111,9 @@ extension ServerConfiguration {
       --execution MODE           where namespace actors run requests: loop (the event-loop
                                  thread, fewest hand-offs) | pool (Swift's cooperative pool,
                                  namespaces in parallel across cores)       (default loop)
+      --check                    check every namespace in --data-dir without serving or
+                                 changing a file: prints one line per namespace, exits 0 if
+                                 all would open, 1 if any would be refused (stop the server first)
       --help                     print this text
       --version                  print the version
 
@@ -124,9 +129,11 @@ extension ServerConfiguration {
     public static func parse(_ arguments: [String]) throws(UsageError) -> CommandLineRequest {
         var config = ServerConfiguration()
         var rest = arguments[...]
+        var check = false
         while let flag = rest.popFirst() {
             if flag == "--help" || flag == "-h" { return .help }
             if flag == "--version" { return .version }
+            if flag == "--check" { check = true; continue }
             if flag == "--allow-shared-data-dir" { config.allowSharedDataDirectory = true; continue }
             guard let value = rest.popFirst() else {
                 throw UsageError(description: flag.hasPrefix("--") && knownFlags.contains(flag)
@@ -134,7 +141,7 @@ extension ServerConfiguration {
             }
             try apply(flag, value, to: &config)
         }
-        return .run(config)
+        return check ? .check(config) : .run(config)
     }
 
     private static let knownFlags: Set<String> = [

@@ -22,59 +22,61 @@ struct RecoveredNamespace {
     var tornBytesCut: Int
 }
 
+/// What reading a namespace's files found, before anything is changed.
+struct NamespaceReading {
+    var data: LiveData
+    var lastSequence: UInt64
+    var snapshotSequence: UInt64
+    var snapshotCreatedAt: UInt64
+    /// The segment numbers, ascending.
+    var segments: [UInt64]
+    /// Where each segment's records end (its valid length).
+    var lengths: [Int]
+    /// The last segment's size on disk and where its records start.
+    var lastFileSize: Int
+    var lastRecordsStart: Int
+    var recordsReplayed: Int
+    /// A torn tail at the end of the last segment, which opening cuts.
+    var tornTail: TornTail?
+    /// Whether an unfinished `snapshot.json.tmp` is there, which opening removes.
+    var temporarySnapshotLeft: Bool
+}
+
+/// A torn tail found at the end of a namespace's last log segment.
+public struct TornTail: Sendable, Equatable {
+    /// The segment file.
+    public var path: String
+    /// Where the records end and the torn bytes begin.
+    public var offset: Int
+    /// The torn bytes up to the last nonzero one (zeros reserved after them are not counted).
+    public var bytes: Int
+}
+
 /// Rebuilds a namespace from its snapshot and log. Blocking: runs off the actors.
 ///
-/// Every file is read and checked before anything is changed. The only change recovery ever makes
-/// is cutting a torn tail off the last segment; anything else unreadable throws a `corrupt`
-/// ``StoreError`` naming the file and byte offset, and leaves every file as it was.
+/// Every file is read and checked (``read(name:files:)``) before anything is changed. Then the
+/// only changes recovery makes: an unfinished snapshot's temporary file is removed, a torn tail
+/// is cut off the last segment, and an empty last segment gets its header. Anything unreadable
+/// throws a `corrupt` ``StoreError`` naming the file and byte offset, and leaves every file as it was.
 enum NamespaceRecovery {
     static func recover(name: String, files: NamespaceFiles, log: @Sendable (String) -> Void) throws(StoreError) -> RecoveredNamespace {
-        let names: [String]
-        do { names = try SystemCalls.listDirectory(files.directory) } catch {
-            throw StoreError.io("listing", files.directory, error)
-        }
-        if names.contains("snapshot.json.tmp") {
+        let found = try read(name: name, files: files)
+        if found.temporarySnapshotLeft {
             try? SystemCalls.unlink(files.temporarySnapshotPath)
             log("namespace \(name): removed an unfinished snapshot.json.tmp left by an interrupted compaction")
         }
-        let segments = names.compactMap(NamespaceFiles.segmentNumber(fileName:)).sorted()
-        var state = try loadSnapshot(name: name, files: files, present: names.contains("snapshot.json"))
-        var replay = Replay(snapshotSequence: state.lastSequence, data: state.data)
-        var lengths: [Int] = []
-        var fileSize = 0
-        var recordsStart = 0
-        var tornCut = 0
-        for (index, number) in segments.enumerated() {
-            let path = files.segmentPath(number)
-            let scanned = try LogSegmentScanner.scan(path, after: replay.previous ?? state.lastSequence) { (record, offset) throws(StoreError) in
-                try replay.apply(record, path: path, offset: offset)
-            }
-            fileSize = scanned.fileSize
-            recordsStart = scanned.recordsStart
-            switch scanned.end {
-            case .clean:
-                lengths.append(scanned.fileSize)
-            case .unused(let validLength):
-                lengths.append(validLength)
-            case .torn(let validLength) where index == segments.count - 1:
-                try cut(path, to: validLength)
-                // Zeros after the torn bytes (reserved space) are not counted as torn.
-                tornCut = scanned.tornBytes
-                fileSize = validLength
-                log("namespace \(name): cut a torn tail of \(tornCut) bytes at offset \(validLength) of \(path) (an append cut short, or writes never fsync'd)")
-                lengths.append(validLength)
-            case .torn(let validLength):
-                let what = validLength == 0 && scanned.recordsStart == 0 ? "header or record" : "record"
-                throw StoreError.corrupt(path, offset: validLength, "incomplete \(what) in a segment that is not the last")
-            case .corrupt(let offset, let reason):
-                throw StoreError.corrupt(path, offset: offset, reason)
-            }
+        var lengths = found.lengths
+        var fileSize = found.lastFileSize
+        var recordsStart = found.lastRecordsStart
+        if let torn = found.tornTail {
+            try cut(torn.path, to: torn.offset)
+            fileSize = torn.offset
+            log("namespace \(name): cut a torn tail of \(torn.bytes) bytes at offset \(torn.offset) of \(torn.path) (an append cut short, or writes never fsync'd)")
         }
-        state.data = replay.data
-        let activeNumber = segments.last ?? 1
-        var activeLength = lengths.last ?? 0
+        let activeNumber = found.segments.last ?? 1
+        var activeLength = lengths.popLast() ?? 0
         let active: LogSegment
-        if segments.isEmpty {
+        if found.segments.isEmpty {
             active = try files.createSegment(activeNumber)
             (recordsStart, activeLength, fileSize) = (LogSegmentHeader.length, LogSegmentHeader.length, LogSegmentHeader.length)
         } else {
@@ -95,11 +97,57 @@ enum NamespaceRecovery {
             }
         }
         return RecoveredNamespace(
-            data: state.data, lastSequence: max(replay.lastSequence, state.lastSequence),
-            snapshotSequence: state.lastSequence, snapshotCreatedAt: state.createdAt,
-            olderSegments: Array(segments.dropLast()), olderBytes: lengths.dropLast().reduce(0, +),
+            data: found.data, lastSequence: found.lastSequence,
+            snapshotSequence: found.snapshotSequence, snapshotCreatedAt: found.snapshotCreatedAt,
+            olderSegments: Array(found.segments.dropLast()), olderBytes: lengths.reduce(0, +),
             active: active, activeStart: recordsStart, activeLength: activeLength, activeFileSize: fileSize,
-            recordsReplayed: replay.replayed, tornBytesCut: tornCut)
+            recordsReplayed: found.recordsReplayed, tornBytesCut: found.tornTail?.bytes ?? 0)
+    }
+
+    /// Reads and checks every file of a namespace, changing none: the snapshot, then each log
+    /// segment in order, replaying the records after the snapshot. Throws `corrupt` (file and
+    /// byte offset) for anything a crash cannot explain, `io` if a file cannot be read.
+    static func read(name: String, files: NamespaceFiles) throws(StoreError) -> NamespaceReading {
+        let names: [String]
+        do { names = try SystemCalls.listDirectory(files.directory) } catch {
+            throw StoreError.io("listing", files.directory, error)
+        }
+        let segments = names.compactMap(NamespaceFiles.segmentNumber(fileName:)).sorted()
+        var state = try loadSnapshot(name: name, files: files, present: names.contains("snapshot.json"))
+        var replay = Replay(snapshotSequence: state.lastSequence, data: state.data)
+        // The replay holds the only reference to the snapshot's map, so that its writes change the
+        // nodes in place instead of copying each path still shared with a second reference.
+        state.data = LiveData()
+        var found = NamespaceReading(
+            data: LiveData(), lastSequence: state.lastSequence, snapshotSequence: state.lastSequence,
+            snapshotCreatedAt: state.createdAt, segments: segments, lengths: [], lastFileSize: 0, lastRecordsStart: 0,
+            recordsReplayed: 0, tornTail: nil, temporarySnapshotLeft: names.contains("snapshot.json.tmp"))
+        for (index, number) in segments.enumerated() {
+            let path = files.segmentPath(number)
+            let scanned = try LogSegmentScanner.scan(path, after: replay.previous ?? state.lastSequence) { (record, offset) throws(StoreError) in
+                try replay.apply(record, path: path, offset: offset)
+            }
+            found.lastFileSize = scanned.fileSize
+            found.lastRecordsStart = scanned.recordsStart
+            switch scanned.end {
+            case .clean:
+                found.lengths.append(scanned.fileSize)
+            case .unused(let validLength):
+                found.lengths.append(validLength)
+            case .torn(let validLength) where index == segments.count - 1:
+                found.tornTail = TornTail(path: path, offset: validLength, bytes: scanned.tornBytes)
+                found.lengths.append(validLength)
+            case .torn(let validLength):
+                let what = validLength == 0 && scanned.recordsStart == 0 ? "header or record" : "record"
+                throw StoreError.corrupt(path, offset: validLength, "incomplete \(what) in a segment that is not the last")
+            case .corrupt(let offset, let reason):
+                throw StoreError.corrupt(path, offset: offset, reason)
+            }
+        }
+        found.data = replay.data
+        found.lastSequence = max(replay.lastSequence, state.lastSequence)
+        found.recordsReplayed = replay.replayed
+        return found
     }
 
     private struct SnapshotState {

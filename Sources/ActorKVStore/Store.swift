@@ -33,11 +33,16 @@ public actor Store {
         self.directory = directory
         self.options = options
         lock = try DirectoryLock(directory: directory)
+        onDisk = Set(try Self.namespaceDirectories(in: directory))
+    }
+
+    /// The namespaces in a data directory: its subdirectories whose names are valid namespace names.
+    static func namespaceDirectories(in directory: String) throws(StoreError) -> [String] {
         do {
-            onDisk = Set(try SystemCalls.listDirectory(directory).filter { name in
+            return try SystemCalls.listDirectory(directory).filter { name in
                 NamespaceName.problem(with: Array(name.utf8)) == nil
                     && (try? SystemCalls.status(directory + "/" + name)).flatMap { $0 }.map { ($0.st_mode & S_IFMT) == S_IFDIR } == true
-            })
+            }
         } catch {
             throw StoreError.io("listing", directory, error)
         }

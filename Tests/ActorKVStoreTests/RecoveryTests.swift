@@ -321,4 +321,90 @@ struct RecoveryTests {
             expectSameContents(await contents(ns), [b("a"): b("1"), b("b"): b("2")])
         }
     }
+
+    // MARK: - Offline check
+
+    /// Every file under `directory` but the lock file, with its bytes.
+    static func files(under directory: String) throws -> [String: [UInt8]] {
+        var all: [String: [UInt8]] = [:]
+        for path in try FileManager.default.subpathsOfDirectory(atPath: directory) where path != ".lock" {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: directory + "/" + path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                all[path] = try readFile(directory + "/" + path)
+            }
+        }
+        return all
+    }
+
+    @Test("check reads every namespace as opening would, changes no file, and says what opening will do")
+    func checkPredictsOpening() async throws {
+        let dir = TempDir("rec")
+        defer { dir.remove() }
+        let two = [Self.put(1, "a", "1"), Self.put(2, "b", "2")]
+        _ = try Self.layout(dir, "good", segments: [2: [Self.put(8, "c", "8")]], snapshot: (7, [(b("a"), b("1"))]), headers: true)
+        let tornDir = try Self.layout(dir, "torn", segments: [1: two], headers: true)
+        let badDir = try Self.layout(dir, "bad", segments: [1: two], headers: true)
+        let leftoverDir = try Self.layout(dir, "leftover", segments: [1: two])
+        let tornPath = Self.segmentPath(tornDir, 1), badPath = Self.segmentPath(badDir, 1)
+        let whole = try readFile(tornPath).count
+        // Cut after the first byte of the sequence number (3): the torn bytes end in a nonzero one.
+        try appendFile(tornPath, Array(LogRecordCodec.encode(Self.put(3, "c", "3")).prefix(9)))
+        var bad = try readFile(badPath)
+        bad[LogSegmentHeader.length + 12] ^= 0x01
+        try writeFile(badPath, bad)
+        try writeFile(leftoverDir + "/snapshot.json.tmp", b("{\"format\""))
+        let before = try Self.files(under: dir.data)
+
+        let results = try Store.check(directory: dir.data)
+        #expect(try Self.files(under: dir.data) == before, "the check changed a file")
+        #expect(results.map(\.name) == ["bad", "good", "leftover", "torn"])
+        let byName = Dictionary(uniqueKeysWithValues: results.map { ($0.name, $0) })
+        let good = try #require(byName["good"]), torn = try #require(byName["torn"])
+        let broken = try #require(byName["bad"]), leftover = try #require(byName["leftover"])
+        #expect(good.isReadable && good.keys == 2 && good.lastSequence == 8 && good.snapshotSequence == 7 && good.recordsReplayed == 1)
+        #expect(good.tornTail == nil && !good.temporarySnapshotLeft)
+        #expect(torn.isReadable && torn.keys == 2)
+        #expect(torn.tornTail?.path == tornPath && torn.tornTail?.offset == whole && torn.tornTail?.bytes == 9)
+        #expect(torn.summary.contains("a torn tail of 9 bytes at offset \(whole) of \(tornPath) would be cut"))
+        #expect(broken.failure?.code == .corrupt)
+        #expect(broken.failure?.message.contains(badPath + " is corrupt at byte offset 8") == true, "\(broken.summary)")
+        #expect(broken.summary.hasPrefix("namespace bad: UNAVAILABLE: "))
+        #expect(leftover.isReadable && leftover.temporarySnapshotLeft)
+
+        // Opening then does what the check said, and refuses with the same error.
+        try await withStore(dir.data) { store in
+            let opened = try await store.namespace("torn")
+            #expect(await opened.currentStatistics().tornBytesCut == 9)
+            #expect(fileSize(tornPath) == whole)
+            let error = await storeError { _ = try await store.namespace("bad") }
+            #expect(error == broken.failure)
+            _ = try await store.namespace("leftover")
+            #expect(!fileExists(leftoverDir + "/snapshot.json.tmp"))
+        }
+    }
+
+    /// The error `Store.check` throws for `directory`, or nil.
+    static func checkError(_ directory: String) -> StoreError? {
+        do {
+            _ = try Store.check(directory: directory)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("check refuses a directory a store holds, and a missing one, and creates nothing")
+    func checkNeedsAFreeExistingDirectory() async throws {
+        let dir = TempDir("rec")
+        defer { dir.remove() }
+        _ = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]], headers: true)
+        try await withStore(dir.data) { _ in
+            #expect(Self.checkError(dir.data)?.code == .locked)
+        }
+        #expect(try Store.check(directory: dir.data).map(\.isReadable) == [true])
+        let missing = dir.path + "/none"
+        let error = Self.checkError(missing)
+        #expect(error?.code == .io && error?.message.contains("no data directory at \(missing)") == true)
+        #expect(!fileExists(missing))
+    }
 }

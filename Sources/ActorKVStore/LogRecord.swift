@@ -60,7 +60,7 @@ public enum LogRecordCodec {
     }
 
     /// The body length the record of `mutations` encodes to (compare with ``maximumBodyLength``).
-    public static func bodyLength(of mutations: [Mutation]) -> Int {
+    public static func bodyLength<C: Collection<Mutation>>(of mutations: C) -> Int {
         mutations.reduce(minimumBodyLength) { total, mutation in
             switch mutation {
             case .put(let key, let value): return total + 9 + key.count + value.count
@@ -71,12 +71,20 @@ public enum LogRecordCodec {
 
     /// Appends the encoding of `record` to `buffer`.
     public static func encode(_ record: LogRecord, into buffer: inout [UInt8]) {
+        encode(sequence: record.sequence, mutations: record.mutations, durableThrough: record.durableThrough, into: &buffer)
+    }
+
+    /// Appends the encoding of the record of `mutations` with these numbers (as
+    /// ``encode(_:into:)`` does for a ``LogRecord``) to `buffer`, from any collection: a single
+    /// put needs no array of its own.
+    public static func encode<C: Collection<Mutation>>(sequence: UInt64, mutations: C, durableThrough: UInt64, into buffer: inout [UInt8]) {
+        precondition(durableThrough < sequence || durableThrough == 0, "a record cannot be durable before it is written")
         let start = buffer.count
-        buffer.append(contentsOf: [0, 0, 0, 0, 0, 0, 0, 0])
-        append(record.sequence, to: &buffer)
-        append(durableLag(record), to: &buffer)
-        append(UInt32(record.mutations.count), to: &buffer)
-        for mutation in record.mutations {
+        buffer.append(contentsOf: repeatElement(0, count: headerLength))
+        append(sequence, to: &buffer)
+        append(durableLag(sequence: sequence, durableThrough: durableThrough), to: &buffer)
+        append(UInt32(mutations.count), to: &buffer)
+        for mutation in mutations {
             switch mutation {
             case .put(let key, let value):
                 buffer.append(1)
@@ -127,9 +135,9 @@ public enum LogRecordCodec {
     }
 
     /// `sequence - durableThrough`, or 0 (no claim) when there is none or it does not fit.
-    private static func durableLag(_ record: LogRecord) -> UInt32 {
-        guard record.durableThrough > 0, record.durableThrough < record.sequence else { return 0 }
-        return UInt32(exactly: record.sequence - record.durableThrough) ?? 0
+    private static func durableLag(sequence: UInt64, durableThrough: UInt64) -> UInt32 {
+        guard durableThrough > 0, durableThrough < sequence else { return 0 }
+        return UInt32(exactly: sequence - durableThrough) ?? 0
     }
 
     private static func parseBody(_ reader: inout ByteReader) throws(ByteReader.Failure) -> LogRecord {

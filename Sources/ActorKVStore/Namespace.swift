@@ -114,28 +114,42 @@ public actor Namespace {
         var written: [Int] = []
         let blocker = writeBlocker()
         var durable: UInt64?  // read from the syncer once, and only if something is written
-        for (index, operation) in operations.enumerated() {
-            if let problem = options.limits.problem(with: operation) {
-                outcomes[index] = .failure(problem)
-                continue
-            }
-            // A delete of no keys or an empty batch changes nothing: no record, no sequence number.
-            guard let mutations = operation.mutations, !mutations.isEmpty else { continue }
+
+        /// Encodes the record of operation `index`'s mutations into `buffer`, or sets its outcome
+        /// to why it cannot be written.
+        func record<C: Collection<Mutation>>(_ mutations: C, of index: Int) {
+            // A delete of no keys changes nothing: no record, no sequence number.
+            guard !mutations.isEmpty else { return }
             if let problem = blocker {
                 outcomes[index] = .failure(problem)
-                continue
+                return
             }
             // Recovery refuses a record longer than this as corrupt: never write one.
             let bodyLength = LogRecordCodec.bodyLength(of: mutations)
             if bodyLength > LogRecordCodec.maximumBodyLength {
                 outcomes[index] = .failure(StoreError(.valueTooLarge, "the write is \(bodyLength) bytes; one write holds at most \(LogRecordCodec.maximumBodyLength)"))
-                continue
+                return
             }
             sequence += 1
             let claim = durable ?? syncer.durableSequence
             durable = claim
-            LogRecordCodec.encode(LogRecord(sequence: sequence, mutations: mutations, durableThrough: claim), into: &buffer)
+            // Sized for the first record (often the only one) rather than grown to it by doubling.
+            if buffer.isEmpty { buffer.reserveCapacity(LogRecordCodec.headerLength + bodyLength) }
+            LogRecordCodec.encode(sequence: sequence, mutations: mutations, durableThrough: claim, into: &buffer)
             written.append(index)
+        }
+
+        for (index, operation) in operations.enumerated() {
+            if let problem = options.limits.problem(with: operation) {
+                outcomes[index] = .failure(problem)
+                continue
+            }
+            switch operation {
+            case .put(let key, let value): record(CollectionOfOne(.put(key: key, value: value)), of: index)
+            case .delete(let keys): record(keys.lazy.map { .delete(key: $0) }, of: index)
+            case .batch(let mutations): record(mutations, of: index)
+            case .get, .exists, .count, .scan: continue
+            }
         }
         if !written.isEmpty {
             do {

@@ -22,15 +22,6 @@ public enum Operation: Sendable {
         case .get, .exists, .count, .scan: return false
         }
     }
-
-    var mutations: [Mutation]? {
-        switch self {
-        case .put(let key, let value): return [.put(key: key, value: value)]
-        case .delete(let keys): return keys.map { .delete(key: $0) }
-        case .batch(let mutations): return mutations
-        case .get, .exists, .count, .scan: return nil
-        }
-    }
 }
 
 /// The result of one ``Operation``.

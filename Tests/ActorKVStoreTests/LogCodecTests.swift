@@ -45,6 +45,25 @@ struct LogCodecTests {
         }
     }
 
+    @Test("a record encodes the same from any collection of its mutations (as the namespace writes a put or a delete)")
+    func encodeFromAnyCollection() {
+        for record in Self.samples {
+            let expected = LogRecordCodec.encode(record)
+            var lazy: [UInt8] = [1, 2, 3]
+            LogRecordCodec.encode(sequence: record.sequence, mutations: record.mutations.lazy.map { $0 },
+                                  durableThrough: record.durableThrough, into: &lazy)
+            #expect(lazy == [1, 2, 3] + expected)
+            #expect(LogRecordCodec.bodyLength(of: record.mutations.lazy.map { $0 }) == expected.count - LogRecordCodec.headerLength)
+            if record.mutations.count == 1 {
+                var one: [UInt8] = []
+                LogRecordCodec.encode(sequence: record.sequence, mutations: CollectionOfOne(record.mutations[0]),
+                                      durableThrough: record.durableThrough, into: &one)
+                #expect(one == expected)
+            }
+        }
+        #expect(Self.samples.contains { $0.mutations.count == 1 } && Self.samples.contains { $0.mutations.count > 1 })
+    }
+
     @Test("the frame is the documented one: length, CRC-32C over length and body, body")
     func frameLayout() {
         let record = LogRecord(sequence: 0x0102, mutations: [.put(key: [7], value: [8, 9])])

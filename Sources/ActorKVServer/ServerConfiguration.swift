@@ -112,7 +112,7 @@ extension ServerConfiguration {
                                  thread, fewest hand-offs) | pool (Swift's cooperative pool,
                                  namespaces in parallel across cores)       (default loop)
       --check                    check every namespace in --data-dir without serving or
-                                 changing a file: prints one line per namespace, exits 0 if
+                                 changing its files: prints one line per namespace, exits 0 if
                                  all would open, 1 if any would be refused (stop the server first)
       --help                     print this text
       --version                  print the version

@@ -39,6 +39,7 @@ if [ $QUICK = 1 ]; then
     MODE=quick ROUNDS=1
     TP_N=20000                    # redis-benchmark -n for the throughput runs
     ALWAYS_N1=200 ALWAYS_N50=2000 # fsync always: -c 1 and -c 50
+    CONNECT_N=2000                # a new connection per request (-k 0)
     LOAD_KEYS=20000               # recovery and memory
     SIZES="1000 10000"            # write cost against store size
     SEED_SAVES="1000:20 10000:5"  # seed pattern: items:saves
@@ -49,6 +50,7 @@ else
     MODE=full ROUNDS=5            # ≥ 3; 5 because the shared machine is noisy
     TP_N=200000
     ALWAYS_N1=2000 ALWAYS_N50=20000
+    CONNECT_N=20000
     LOAD_KEYS=1000000
     SIZES="1000 100000 1000000"
     SEED_SAVES="1000:200 100000:20 1000000:3"
@@ -266,6 +268,9 @@ for P in 1 16; do
     [ "$(redis_cli DBSIZE)" -gt 0 ] || die "Redis holds no keys after the SET benchmark"
     compare "get_p$P" "$F" "GET bench key:__rand_int__" "GET key:__rand_int__"
 done
+# A new connection for every request, as a shell script running nc or redis-cli per command does.
+compare "connect_c1" "-k 0 -c 1 -n $CONNECT_N -r $TP_R" "GET bench key:__rand_int__" "GET key:__rand_int__"
+compare "connect_c$TP_C" "-k 0 -c $TP_C -n $CONNECT_N -r $TP_R" "GET bench key:__rand_int__" "GET key:__rand_int__"
 put tp_keys_akv "$(akv_cli COUNT bench)"
 put tp_keys_redis "$(redis_cli DBSIZE)"
 
@@ -485,6 +490,8 @@ tp_row "PUT vs SET, -c $TP_C -P 1, 100-byte values (everysec)" put_p1
 tp_row "GET, -c $TP_C -P 1" get_p1
 tp_row "PUT vs SET, -c $TP_C -P 16" put_p16
 tp_row "GET, -c $TP_C -P 16" get_p16
+tp_row "GET on a new connection per request (-k 0), -c 1 (-n $CONNECT_N)" connect_c1
+tp_row "GET on a new connection per request (-k 0), -c $TP_C (-n $CONNECT_N)" "connect_c$TP_C"
 tp_row "PUT vs SET, fsync always, -c 1 (-n $ALWAYS_N1)" always_c1
 tp_row "PUT vs SET, fsync always, -c $TP_C (-n $ALWAYS_N50)" "always_c$TP_C"
 lower_row "bulk load of $(keys_label $LOAD_KEYS) keys via \`redis-cli --pipe\` (s)" "$(get load_s_akv)" "$(get load_s_redis)" sec_s
@@ -503,7 +510,7 @@ cat <<EOF
 
 Every round's figures (rps), ActorKV / Redis:
 EOF
-for name in put_p1 get_p1 put_p16 get_p16 always_c1 "always_c$TP_C"; do
+for name in put_p1 get_p1 put_p16 get_p16 connect_c1 "connect_c$TP_C" always_c1 "always_c$TP_C"; do
     echo "- \`$name\`: $(get "${name}_akv_all") / $(get "${name}_redis_all")"
 done
 cat <<EOF
@@ -619,6 +626,7 @@ echo '```'
 # SVG of the throughput ratios.
 {
     for spec in "put_p1|PUT vs SET, -P 1" "get_p1|GET, -P 1" "put_p16|PUT vs SET, -P 16" "get_p16|GET, -P 16" \
+                "connect_c1|GET, new connection each, -c 1" "connect_c$TP_C|GET, new connection each, -c $TP_C" \
                 "always_c1|PUT vs SET, fsync always, -c 1" "always_c$TP_C|PUT vs SET, fsync always, -c $TP_C"; do
         name=${spec%%|*} label=${spec#*|}
         printf '%s\t%s\n' "$(ratio "$(get "${name}_akv_rps")" "$(get "${name}_redis_rps")")" "$label"

@@ -26,7 +26,7 @@ public enum MallocTuning {
         return current + ":" + ours
     }
 
-    /// Re-executes this program (`/proc/self/exe`, same arguments) with the tuned environment,
+    /// Re-executes this program (same binary, same arguments) with the tuned environment,
     /// unless ``tunables(current:setting:)`` says nothing should change. Call in `main` before
     /// anything is started (`actorkvd` calls it once its command line has parsed, so `--help`
     /// and usage errors never re-execute). Returns only if no re-execution was needed or `execv`
@@ -37,8 +37,22 @@ public enum MallocTuning {
         guard let tuned = tunables(current: current, setting: setting) else { return }
         setenv("GLIBC_TUNABLES", tuned, 1)
         let argv = arguments.map { strdup($0) } + [nil]
-        execv("/proc/self/exe", argv)
+        execv(executablePath(), argv)
         for pointer in argv { free(pointer) }  // execv returned: it failed; carry on untuned
         if let current { setenv("GLIBC_TUNABLES", current, 1) } else { unsetenv("GLIBC_TUNABLES") }
+    }
+
+    /// The path to re-execute: the binary's own path as `/proc/self/exe` resolves it, since the
+    /// kernel names a process after the file it executes (`ps`, `pgrep actorkvd`, `pkill` and
+    /// `top` read that name: executing `/proc/self/exe` itself would rename the server `exe`).
+    /// `/proc/self/exe` when the link cannot be read or its target is gone (the binary was
+    /// replaced or deleted since it started).
+    static func executablePath() -> String {
+        let fallback = "/proc/self/exe"
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink(fallback, &buffer, buffer.count - 1)
+        guard length > 0, length < buffer.count - 1 else { return fallback }
+        let path = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return access(path, X_OK) == 0 ? path : fallback
     }
 }

@@ -21,6 +21,11 @@ struct MallocTuningTests {
         return data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
     }
 
+    /// The kernel's name for a running process (`ps -o comm`), from /proc.
+    static func processName(of pid: Int32) throws -> String {
+        try String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8).trimmingCharacters(in: .newlines)
+    }
+
     static func tunables(of server: ServerProcess) throws -> String? {
         try environment(of: server.pid).first { $0.hasPrefix("GLIBC_TUNABLES=") }.map { String($0.dropFirst("GLIBC_TUNABLES=".count)) }
     }
@@ -40,6 +45,8 @@ struct MallocTuningTests {
             // answers under the same pid.
             let server = try ServerProcess(environment: base.merging(extra) { $1 })
             #expect(try Self.tunables(of: server) == expected, "\(extra)")
+            // The name ps, pgrep and pkill see: the binary's, not "exe" (/proc/self/exe's).
+            #expect(try Self.processName(of: server.pid) == "actorkvd", "\(extra)")
             #expect(server.stop() == 0)
         }
     }

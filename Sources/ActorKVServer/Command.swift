@@ -133,10 +133,10 @@ struct CommandSpec: Sendable {
             .compact(namespace: try Command.namespace(args[0]))
         },
         "GET": CommandSpec(usage: "GET ns key", minArguments: 2, maxArguments: 2) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .get(args.array(1)))
+            .data(namespace: try Command.namespace(args[0]), .get(args[1]))
         },
         "PUT": CommandSpec(usage: "PUT ns key value", minArguments: 3, maxArguments: 3) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .put(key: args.array(1), value: args.array(2)))
+            .data(namespace: try Command.namespace(args[0]), .put(key: args[1], value: args.array(2)))
         },
         "DEL": CommandSpec(usage: "DEL ns key [key ...]", minArguments: 2, maxArguments: nil) { (args) throws(CommandError) in
             .data(namespace: try Command.namespace(args[0]), .delete(args.rest(from: 1)))

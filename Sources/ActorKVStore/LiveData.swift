@@ -9,16 +9,21 @@ struct LiveData: Sendable {
     mutating func apply(_ mutation: Mutation) -> Bool {
         switch mutation {
         case .put(let key, let value):
-            if let old = map.updateValue(value, forKey: key) {
-                bytes += value.count - old.count
-            } else {
-                bytes += key.count + value.count
-            }
+            put(key: key, value: value)
             return false
         case .delete(let key):
             guard let old = map.removeValue(forKey: key) else { return false }
             bytes -= key.count + old.count
             return true
+        }
+    }
+
+    /// Stores `value` for `key` (a ``Mutation/put(key:value:)`` without an array for the key).
+    mutating func put<Key: KeyBytes>(key: Key, value: [UInt8]) {
+        if let old = map.updateValue(value, forKey: key) {
+            bytes += value.count - old.count
+        } else {
+            bytes += key.count + value.count
         }
     }
 

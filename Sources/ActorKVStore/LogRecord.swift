@@ -63,7 +63,7 @@ public enum LogRecordCodec {
     public static func bodyLength<C: Collection<Mutation>>(of mutations: C) -> Int {
         mutations.reduce(minimumBodyLength) { total, mutation in
             switch mutation {
-            case .put(let key, let value): return total + 9 + key.count + value.count
+            case .put(let key, let value): return total + putOverhead + key.count + value.count
             case .delete(let key): return total + 5 + key.count
             }
         }
@@ -78,23 +78,54 @@ public enum LogRecordCodec {
     /// ``encode(_:into:)`` does for a ``LogRecord``) to `buffer`, from any collection: a single
     /// put needs no array of its own.
     public static func encode<C: Collection<Mutation>>(sequence: UInt64, mutations: C, durableThrough: UInt64, into buffer: inout [UInt8]) {
-        precondition(durableThrough < sequence || durableThrough == 0, "a record cannot be durable before it is written")
-        let start = buffer.count
-        buffer.append(contentsOf: repeatElement(0, count: headerLength))
-        append(sequence, to: &buffer)
-        append(durableLag(sequence: sequence, durableThrough: durableThrough), to: &buffer)
-        append(UInt32(mutations.count), to: &buffer)
+        let start = beginRecord(sequence: sequence, mutations: mutations.count, durableThrough: durableThrough, into: &buffer)
         for mutation in mutations {
             switch mutation {
-            case .put(let key, let value):
-                buffer.append(1)
-                appendBytes(key, to: &buffer)
-                appendBytes(value, to: &buffer)
+            case .put(let key, let value): appendPut(key: key, value: value, to: &buffer)
             case .delete(let key):
                 buffer.append(2)
                 appendBytes(key, to: &buffer)
             }
         }
+        finishRecord(at: start, in: &buffer)
+    }
+
+    /// The bytes a put adds to a body besides its key and value: its tag and their two lengths.
+    static let putOverhead = 9
+
+    /// The body length of the record of one put of `key` and `value`.
+    public static func putBodyLength<Key: KeyBytes>(key: Key, value: [UInt8]) -> Int {
+        minimumBodyLength + putOverhead + key.count + value.count
+    }
+
+    /// Appends the record of one put, exactly as ``encode(sequence:mutations:durableThrough:into:)``
+    /// encodes `[.put(key:value:)]`, from a key that need not be an array of its own.
+    public static func encodePut<Key: KeyBytes>(sequence: UInt64, key: Key, value: [UInt8], durableThrough: UInt64, into buffer: inout [UInt8]) {
+        let start = beginRecord(sequence: sequence, mutations: 1, durableThrough: durableThrough, into: &buffer)
+        appendPut(key: key, value: value, to: &buffer)
+        finishRecord(at: start, in: &buffer)
+    }
+
+    /// Appends a record's header (zeros for now) and the body's numbers; returns where it starts.
+    private static func beginRecord(sequence: UInt64, mutations: Int, durableThrough: UInt64, into buffer: inout [UInt8]) -> Int {
+        precondition(durableThrough < sequence || durableThrough == 0, "a record cannot be durable before it is written")
+        let start = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: headerLength))
+        append(sequence, to: &buffer)
+        append(durableLag(sequence: sequence, durableThrough: durableThrough), to: &buffer)
+        append(UInt32(mutations), to: &buffer)
+        return start
+    }
+
+    private static func appendPut<Key: KeyBytes>(key: Key, value: [UInt8], to buffer: inout [UInt8]) {
+        buffer.append(1)
+        appendBytes(key, to: &buffer)
+        appendBytes(value, to: &buffer)
+    }
+
+    /// Fills in the header of the record that starts at `start` and ends at the end of `buffer`:
+    /// the body's length and the checksum.
+    private static func finishRecord(at start: Int, in buffer: inout [UInt8]) {
         let bodyLength = UInt32(buffer.count - start - headerLength)
         buffer.withUnsafeMutableBytes { raw in
             raw.storeBytes(of: bodyLength.littleEndian, toByteOffset: start, as: UInt32.self)
@@ -167,9 +198,9 @@ public enum LogRecordCodec {
         withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
     }
 
-    private static func appendBytes(_ bytes: [UInt8], to buffer: inout [UInt8]) {
+    private static func appendBytes<Bytes: KeyBytes>(_ bytes: Bytes, to buffer: inout [UInt8]) {
         append(UInt32(bytes.count), to: &buffer)
-        buffer.append(contentsOf: bytes)
+        bytes.withUnsafeBytes { buffer.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
     }
 }
 

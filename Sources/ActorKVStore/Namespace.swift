@@ -115,17 +115,15 @@ public actor Namespace {
         let blocker = writeBlocker()
         var durable: UInt64?  // read from the syncer once, and only if something is written
 
-        /// Encodes the record of operation `index`'s mutations into `buffer`, or sets its outcome
-        /// to why it cannot be written.
-        func record<C: Collection<Mutation>>(_ mutations: C, of index: Int) {
-            // A delete of no keys changes nothing: no record, no sequence number.
-            guard !mutations.isEmpty else { return }
+        /// Encodes the record of operation `index` (`bodyLength` bytes of body, written by
+        /// `encode` given its sequence number and durable claim) into `buffer`, or sets its
+        /// outcome to why it cannot be written.
+        func record(of index: Int, bodyLength: Int, _ encode: (UInt64, UInt64, inout [UInt8]) -> Void) {
             if let problem = blocker {
                 outcomes[index] = .failure(problem)
                 return
             }
             // Recovery refuses a record longer than this as corrupt: never write one.
-            let bodyLength = LogRecordCodec.bodyLength(of: mutations)
             if bodyLength > LogRecordCodec.maximumBodyLength {
                 outcomes[index] = .failure(StoreError(.valueTooLarge, "the write is \(bodyLength) bytes; one write holds at most \(LogRecordCodec.maximumBodyLength)"))
                 return
@@ -135,8 +133,17 @@ public actor Namespace {
             durable = claim
             // Sized for the first record (often the only one) rather than grown to it by doubling.
             if buffer.isEmpty { buffer.reserveCapacity(LogRecordCodec.headerLength + bodyLength) }
-            LogRecordCodec.encode(sequence: sequence, mutations: mutations, durableThrough: claim, into: &buffer)
+            encode(sequence, claim, &buffer)
             written.append(index)
+        }
+
+        /// ``record(of:bodyLength:_:)`` for a record of `mutations` (none: no record at all).
+        func record<C: Collection<Mutation>>(_ mutations: C, of index: Int) {
+            // A delete of no keys changes nothing: no record, no sequence number.
+            guard !mutations.isEmpty else { return }
+            record(of: index, bodyLength: LogRecordCodec.bodyLength(of: mutations)) { sequence, claim, buffer in
+                LogRecordCodec.encode(sequence: sequence, mutations: mutations, durableThrough: claim, into: &buffer)
+            }
         }
 
         for (index, operation) in operations.enumerated() {
@@ -145,7 +152,10 @@ public actor Namespace {
                 continue
             }
             switch operation {
-            case .put(let key, let value): record(CollectionOfOne(.put(key: key, value: value)), of: index)
+            case .put(let key, let value):
+                record(of: index, bodyLength: LogRecordCodec.putBodyLength(key: key, value: value)) { sequence, claim, buffer in
+                    LogRecordCodec.encodePut(sequence: sequence, key: key, value: value, durableThrough: claim, into: &buffer)
+                }
             case .delete(let keys): record(keys.lazy.map { .delete(key: $0) }, of: index)
             case .batch(let mutations): record(mutations, of: index)
             case .get, .exists, .count, .scan: continue
@@ -193,7 +203,7 @@ public actor Namespace {
             if let index = indices.first { outcomes[index] = perform(operations[index]) }
             return
         }
-        let keys = indices.map { index -> [UInt8] in
+        let keys = indices.map { index -> ArraySlice<UInt8> in
             guard case .get(let key) = operations[index] else { preconditionFailure("not a GET") }
             return key
         }
@@ -208,7 +218,7 @@ public actor Namespace {
         case .count: return .integer(data.map.count)
         case .scan(let cursor, let prefix, let limit): return .page(scan(from: cursor, prefix: prefix, limit: limit))
         case .put(let key, let value):
-            data.apply(.put(key: key, value: value))
+            data.put(key: key, value: value)
             return .stored
         case .delete(let keys):
             return .integer(keys.reduce(0) { $0 + (data.apply(.delete(key: $1)) ? 1 : 0) })

@@ -1,11 +1,12 @@
 /// One request to a namespace, as the server hands them over in pipeline order.
 public enum Operation: Sendable {
-    /// The value of a key.
-    case get([UInt8])
+    /// The value of a key. (The key is a slice so that a server can pass a request's key where
+    /// the request holds it; ``get(_:)-swift.type.method`` takes an array.)
+    case get(ArraySlice<UInt8>)
     /// How many of the keys exist.
     case exists([[UInt8]])
-    /// Set a key.
-    case put(key: [UInt8], value: [UInt8])
+    /// Set a key. (A slice key as for ``get(_:)-swift.enum.case``.)
+    case put(key: ArraySlice<UInt8>, value: [UInt8])
     /// Remove keys; the outcome counts those that existed.
     case delete([[UInt8]])
     /// Apply puts and deletes all-or-nothing as one log record.
@@ -14,6 +15,12 @@ public enum Operation: Sendable {
     case count
     /// One page of keys and values in key order.
     case scan(ScanCursor, prefix: [UInt8], limit: Int)
+
+    /// The value of `key`.
+    public static func get(_ key: [UInt8]) -> Operation { .get(key[...]) }
+
+    /// Set `key` to `value`.
+    public static func put(key: [UInt8], value: [UInt8]) -> Operation { .put(key: key[...], value: value) }
 
     /// Whether the operation changes data (and so is logged and waits for durability).
     public var isWrite: Bool {

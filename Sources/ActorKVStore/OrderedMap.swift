@@ -46,7 +46,7 @@ public struct OrderedMap: Sendable {
     public var isEmpty: Bool { entryCount == 0 }
 
     /// The value stored for `key`, or nil if there is none. O(log n).
-    public subscript(key: [UInt8]) -> [UInt8]? {
+    public subscript<Key: KeyBytes>(key: Key) -> [UInt8]? {
         withLeaf(for: key) { leaf in
             let (index, found) = leaf.keys.find(key)
             return found ? leaf.values[index] : nil
@@ -54,7 +54,7 @@ public struct OrderedMap: Sendable {
     }
 
     /// Whether the map holds `key`. O(log n).
-    func contains(_ key: [UInt8]) -> Bool {
+    func contains<Key: KeyBytes>(_ key: Key) -> Bool {
         withLeaf(for: key) { $0.keys.find(key).found } ?? false
     }
 
@@ -65,7 +65,7 @@ public struct OrderedMap: Sendable {
     /// non-mutating call. (Retaining each node was a tenth of a `GET`'s CPU in profiles: an
     /// atomic write to every node header on the way.)
     @inline(__always)
-    private func withLeaf<R>(for key: [UInt8], _ body: (Node) -> R) -> R? {
+    private func withLeaf<Key: KeyBytes, R>(for key: Key, _ body: (Node) -> R) -> R? {
         guard let root else { return nil }
         return withExtendedLifetime(root) {
             var node = Unmanaged.passUnretained(root)
@@ -79,7 +79,7 @@ public struct OrderedMap: Sendable {
     /// Hints `node`'s arrays into the cache; returns, unretained, its child whose range holds
     /// `key`, or nil for a leaf.
     @inline(__always)
-    private static func child(of node: Node, toward key: [UInt8]) -> Unmanaged<Node>? {
+    private static func child<Key: KeyBytes>(of node: Node, toward key: Key) -> Unmanaged<Node>? {
         node.prefetch()
         guard !node.isLeaf else { return nil }
         let index = node.childIndex(for: key)
@@ -92,7 +92,7 @@ public struct OrderedMap: Sendable {
     ///
     /// Returns the value replaced, or nil if `key` was new.
     @discardableResult
-    public mutating func updateValue(_ value: [UInt8], forKey key: [UInt8]) -> [UInt8]? {
+    public mutating func updateValue<Key: KeyBytes>(_ value: [UInt8], forKey key: Key) -> [UInt8]? {
         guard root != nil else {
             root = Node(keys: PackedKeys(key), values: [value])
             entryCount = 1
@@ -114,7 +114,7 @@ public struct OrderedMap: Sendable {
 
     /// Inserts or replaces under `node`, which must be uniquely owned. Returns the replaced
     /// value and, when `node` overfilled and split, the separator and the new right sibling.
-    private static func insert(_ key: [UInt8], _ value: [UInt8], into node: Node, _ layout: Layout)
+    private static func insert<Key: KeyBytes>(_ key: Key, _ value: [UInt8], into node: Node, _ layout: Layout)
         -> (old: [UInt8]?, split: (separator: [UInt8], right: Node)?) {
         node.prefetch()
         if node.isLeaf {

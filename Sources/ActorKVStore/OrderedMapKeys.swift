@@ -41,7 +41,7 @@ extension OrderedMap {
         }
 
         /// One key.
-        init(_ key: [UInt8]) {
+        init<Key: KeyBytes>(_ key: Key) {
             self.init(reservingKeys: 1, bytes: key.count)
             append(key)
         }
@@ -108,7 +108,7 @@ extension OrderedMap {
 
         /// Binary search for `key`: the index of the first key `>= key`, and whether that key equals it.
         @inline(__always)
-        func find(_ key: [UInt8]) -> (index: Int, found: Bool) {
+        func find<Key: KeyBytes>(_ key: Key) -> (index: Int, found: Bool) {
             key.withUnsafeBytes { target in
                 prefixes.withUnsafeBufferPointer { prefixes in
                     offsets.withUnsafeBufferPointer { offsets in
@@ -185,7 +185,7 @@ extension OrderedMap {
         // MARK: Editing (the caller keeps the keys in ascending order)
 
         /// Inserts `key` so that it becomes key `i`.
-        mutating func insert(_ key: [UInt8], at i: Int) {
+        mutating func insert<Key: KeyBytes>(_ key: Key, at i: Int) {
             precondition(bytes.count + key.count <= Int(UInt32.max), "keys of one node exceed 4 GiB")
             let wasEmpty = prefixes.isEmpty
             let shared = wasEmpty ? key.count : key.withUnsafeBytes { key in
@@ -250,7 +250,7 @@ extension OrderedMap {
         }
 
         /// Appends `key` after the last key.
-        mutating func append(_ key: [UInt8]) {
+        mutating func append<Key: KeyBytes>(_ key: Key) {
             insert(key, at: count)
         }
 
@@ -356,14 +356,16 @@ enum ArrayEdit {
 
     /// Inserts `bytes` at `index`.
     @inline(__always)
-    static func insert(_ bytes: [UInt8], at index: Int, into array: inout [UInt8]) {
-        let tail = array.count - index
-        array.append(contentsOf: bytes)
-        guard tail > 0, !bytes.isEmpty else { return }
-        array.withUnsafeMutableBytes { buffer in
-            let base = buffer.baseAddress!
-            (base + index + bytes.count).copyMemory(from: base + index, byteCount: tail)
-            bytes.withUnsafeBytes { (base + index).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    static func insert<Key: KeyBytes>(_ bytes: Key, at index: Int, into array: inout [UInt8]) {
+        bytes.withUnsafeBytes { bytes in
+            let tail = array.count - index
+            array.append(contentsOf: bytes.assumingMemoryBound(to: UInt8.self))
+            guard tail > 0, !bytes.isEmpty else { return }
+            array.withUnsafeMutableBytes { buffer in
+                let base = buffer.baseAddress!
+                (base + index + bytes.count).copyMemory(from: base + index, byteCount: tail)
+                (base + index).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+            }
         }
     }
 

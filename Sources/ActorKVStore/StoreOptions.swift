@@ -69,8 +69,8 @@ extension StoreLimits {
         }
     }
 
-    private func keyProblem(_ key: [UInt8]) -> StoreError? {
-        guard key.isEmpty || key.count > maxKeyBytes else { return nil }
+    private func keyProblem<Key: KeyBytes>(_ key: Key) -> StoreError? {
+        guard key.count == 0 || key.count > maxKeyBytes else { return nil }
         return StoreError(.invalidKey, "key is \(key.count) bytes; keys are 1 to \(maxKeyBytes) bytes")
     }
 

@@ -64,6 +64,26 @@ struct LogCodecTests {
         #expect(Self.samples.contains { $0.mutations.count == 1 } && Self.samples.contains { $0.mutations.count > 1 })
     }
 
+    @Test("a put from a key slice (as a server passes a request's key) encodes as the same put from an array")
+    func encodePutFromSlice() {
+        var puts = 0
+        for record in Self.samples where record.mutations.count == 1 {
+            guard case .put(let key, let value) = record.mutations[0] else { continue }
+            puts += 1
+            let expected = LogRecordCodec.encode(record)
+            // The key in the middle of a larger buffer: its indices do not start at zero.
+            let buffer: [UInt8] = [0xEE, 0xEE, 0xEE] + key + [0xDD]
+            let slice = buffer[3..<(3 + key.count)]
+            var encoded: [UInt8] = [1, 2]
+            LogRecordCodec.encodePut(sequence: record.sequence, key: slice, value: value,
+                                     durableThrough: record.durableThrough, into: &encoded)
+            #expect(encoded == [1, 2] + expected)
+            #expect(LogRecordCodec.putBodyLength(key: slice, value: value) == expected.count - LogRecordCodec.headerLength)
+            #expect(Self.decode(encoded, at: 2) == .record(record, next: 2 + expected.count))
+        }
+        #expect(puts > 1)
+    }
+
     @Test("the frame is the documented one: length, CRC-32C over length and body, body")
     func frameLayout() {
         let record = LogRecord(sequence: 0x0102, mutations: [.put(key: [7], value: [8, 9])])

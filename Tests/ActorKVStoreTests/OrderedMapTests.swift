@@ -217,13 +217,17 @@ struct OrderedMapTests {
                         ? newKey(&rng) : model.sorted.randomElement(using: &rng)!.key
                     if roll < putShare {
                         writes += 1
-                        let old = map.updateValue(value(writes), forKey: key)
+                        // Half the time from a slice of a larger buffer, as the server passes keys.
+                        let old = Bool.random(using: &rng)
+                            ? map.updateValue(value(writes), forKey: key)
+                            : map.updateValue(value(writes), forKey: embedded(key, &rng))
                         #expect(old == model.put(value(writes), key), "seed \(seed): put \(key)")
                     } else if roll < 97 {
                         let removed = map.removeValue(forKey: key)
                         #expect(removed == model.delete(key), "seed \(seed): delete \(key)")
                     } else {
                         #expect(map[key] == model[key], "seed \(seed): get \(key)")
+                        #expect(map[embedded(key, &rng)] == model[key], "seed \(seed): get \(key) from a slice")
                     }
                 }
                 maxHeight = Swift.max(maxHeight, height(map))
@@ -234,6 +238,14 @@ struct OrderedMapTests {
             #expect(phase % 2 == 0 ? model.count >= target : model.count <= target, "phase \(phase) did not reach its size")
         }
         #expect(maxHeight >= (production ? 2 : 4), "the test should have built a deep tree")
+    }
+
+    /// `key` as a slice of a buffer with random bytes before and after it (so its indices do
+    /// not start at zero, as with a key inside a decoded request).
+    private func embedded(_ key: [UInt8], _ rng: inout SeededGenerator) -> ArraySlice<UInt8> {
+        let before = randomKey(&rng, length: Int.random(in: 1...9, using: &rng))
+        let buffer = before + key + randomKey(&rng, length: Int.random(in: 0...9, using: &rng))
+        return buffer[before.count..<(before.count + key.count)]
     }
 
     /// Random `entries(after:prefix:limit:)` and `forEach` queries against the model.
@@ -277,6 +289,9 @@ struct OrderedMapTests {
         }
         #expect(order == Array(0..<lookups), "seed \(seed): values(forKeys:) order")
         #expect(found == keys.map { values[$0] }, "seed \(seed): values(forKeys: \(keys))")
+        var fromSlices = [[UInt8]?](repeating: [0xFF], count: lookups)
+        map.values(forKeys: keys.map { embedded($0, &rng) }) { i, value in fromSlices[i] = value }
+        #expect(fromSlices == found, "seed \(seed): values(forKeys:) from slices")
         // forEach stops when asked.
         let stopAt = Int.random(in: 0...expected.count, using: &rng)
         var visited: [[UInt8]] = []

@@ -136,7 +136,7 @@ struct CommandSpec: Sendable {
             .data(namespace: try Command.namespace(args[0]), .get(args[1]))
         },
         "PUT": CommandSpec(usage: "PUT ns key value", minArguments: 3, maxArguments: 3) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .put(key: args[1], value: args.array(2)))
+            .data(namespace: try Command.namespace(args[0]), .put(key: args[1], value: args[2]))
         },
         "DEL": CommandSpec(usage: "DEL ns key [key ...]", minArguments: 2, maxArguments: nil) { (args) throws(CommandError) in
             .data(namespace: try Command.namespace(args[0]), .delete(args.rest(from: 1)))

@@ -9,7 +9,11 @@ struct LiveData: Sendable {
     mutating func apply(_ mutation: Mutation) -> Bool {
         switch mutation {
         case .put(let key, let value):
-            put(key: key, value: value)
+            if let old = map.updateValue(value, forKey: key) {
+                bytes += value.count - old.count
+            } else {
+                bytes += key.count + value.count
+            }
             return false
         case .delete(let key):
             guard let old = map.removeValue(forKey: key) else { return false }
@@ -18,10 +22,10 @@ struct LiveData: Sendable {
         }
     }
 
-    /// Stores `value` for `key` (a ``Mutation/put(key:value:)`` without an array for the key).
-    mutating func put<Key: KeyBytes>(key: Key, value: [UInt8]) {
-        if let old = map.updateValue(value, forKey: key) {
-            bytes += value.count - old.count
+    /// Stores a copy of `value` for `key` (a ``Mutation/put(key:value:)`` from bytes in place).
+    mutating func put<Key: BorrowedBytes>(key: Key, value: ArraySlice<UInt8>) {
+        if let old = map.updateValue(copying: value, forKey: key) {
+            bytes += value.count - old
         } else {
             bytes += key.count + value.count
         }

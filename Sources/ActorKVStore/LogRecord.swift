@@ -94,13 +94,13 @@ public enum LogRecordCodec {
     static let putOverhead = 9
 
     /// The body length of the record of one put of `key` and `value`.
-    public static func putBodyLength<Key: KeyBytes>(key: Key, value: [UInt8]) -> Int {
+    public static func putBodyLength<Key: BorrowedBytes, Value: BorrowedBytes>(key: Key, value: Value) -> Int {
         minimumBodyLength + putOverhead + key.count + value.count
     }
 
     /// Appends the record of one put, exactly as ``encode(sequence:mutations:durableThrough:into:)``
     /// encodes `[.put(key:value:)]`, from a key that need not be an array of its own.
-    public static func encodePut<Key: KeyBytes>(sequence: UInt64, key: Key, value: [UInt8], durableThrough: UInt64, into buffer: inout [UInt8]) {
+    public static func encodePut<Key: BorrowedBytes, Value: BorrowedBytes>(sequence: UInt64, key: Key, value: Value, durableThrough: UInt64, into buffer: inout [UInt8]) {
         let start = beginRecord(sequence: sequence, mutations: 1, durableThrough: durableThrough, into: &buffer)
         appendPut(key: key, value: value, to: &buffer)
         finishRecord(at: start, in: &buffer)
@@ -117,7 +117,7 @@ public enum LogRecordCodec {
         return start
     }
 
-    private static func appendPut<Key: KeyBytes>(key: Key, value: [UInt8], to buffer: inout [UInt8]) {
+    private static func appendPut<Key: BorrowedBytes, Value: BorrowedBytes>(key: Key, value: Value, to buffer: inout [UInt8]) {
         buffer.append(1)
         appendBytes(key, to: &buffer)
         appendBytes(value, to: &buffer)
@@ -198,7 +198,7 @@ public enum LogRecordCodec {
         withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
     }
 
-    private static func appendBytes<Bytes: KeyBytes>(_ bytes: Bytes, to buffer: inout [UInt8]) {
+    private static func appendBytes<Bytes: BorrowedBytes>(_ bytes: Bytes, to buffer: inout [UInt8]) {
         append(UInt32(bytes.count), to: &buffer)
         bytes.withUnsafeBytes { buffer.append(contentsOf: $0.assumingMemoryBound(to: UInt8.self)) }
     }

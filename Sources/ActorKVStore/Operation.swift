@@ -6,7 +6,7 @@ public enum Operation: Sendable {
     /// How many of the keys exist.
     case exists([[UInt8]])
     /// Set a key. (A slice key as for ``get(_:)-swift.enum.case``.)
-    case put(key: ArraySlice<UInt8>, value: [UInt8])
+    case put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>)
     /// Remove keys; the outcome counts those that existed.
     case delete([[UInt8]])
     /// Apply puts and deletes all-or-nothing as one log record.
@@ -20,7 +20,7 @@ public enum Operation: Sendable {
     public static func get(_ key: [UInt8]) -> Operation { .get(key[...]) }
 
     /// Set `key` to `value`.
-    public static func put(key: [UInt8], value: [UInt8]) -> Operation { .put(key: key[...], value: value) }
+    public static func put(key: [UInt8], value: [UInt8]) -> Operation { .put(key: key[...], value: value[...]) }
 
     /// Whether the operation changes data (and so is logged and waits for durability).
     public var isWrite: Bool {

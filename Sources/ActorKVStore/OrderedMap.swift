@@ -46,7 +46,7 @@ public struct OrderedMap: Sendable {
     public var isEmpty: Bool { entryCount == 0 }
 
     /// The value stored for `key`, or nil if there is none. O(log n).
-    public subscript<Key: KeyBytes>(key: Key) -> [UInt8]? {
+    public subscript<Key: BorrowedBytes>(key: Key) -> [UInt8]? {
         withLeaf(for: key) { leaf in
             let (index, found) = leaf.keys.find(key)
             return found ? leaf.values[index] : nil
@@ -54,7 +54,7 @@ public struct OrderedMap: Sendable {
     }
 
     /// Whether the map holds `key`. O(log n).
-    func contains<Key: KeyBytes>(_ key: Key) -> Bool {
+    func contains<Key: BorrowedBytes>(_ key: Key) -> Bool {
         withLeaf(for: key) { $0.keys.find(key).found } ?? false
     }
 
@@ -65,7 +65,7 @@ public struct OrderedMap: Sendable {
     /// non-mutating call. (Retaining each node was a tenth of a `GET`'s CPU in profiles: an
     /// atomic write to every node header on the way.)
     @inline(__always)
-    private func withLeaf<Key: KeyBytes, R>(for key: Key, _ body: (Node) -> R) -> R? {
+    private func withLeaf<Key: BorrowedBytes, R>(for key: Key, _ body: (Node) -> R) -> R? {
         guard let root else { return nil }
         return withExtendedLifetime(root) {
             var node = Unmanaged.passUnretained(root)
@@ -79,7 +79,7 @@ public struct OrderedMap: Sendable {
     /// Hints `node`'s arrays into the cache; returns, unretained, its child whose range holds
     /// `key`, or nil for a leaf.
     @inline(__always)
-    private static func child<Key: KeyBytes>(of node: Node, toward key: Key) -> Unmanaged<Node>? {
+    private static func child<Key: BorrowedBytes>(of node: Node, toward key: Key) -> Unmanaged<Node>? {
         node.prefetch()
         guard !node.isLeaf else { return nil }
         let index = node.childIndex(for: key)
@@ -92,9 +92,23 @@ public struct OrderedMap: Sendable {
     ///
     /// Returns the value replaced, or nil if `key` was new.
     @discardableResult
-    public mutating func updateValue<Key: KeyBytes>(_ value: [UInt8], forKey key: Key) -> [UInt8]? {
+    public mutating func updateValue<Key: BorrowedBytes>(_ value: [UInt8], forKey key: Key) -> [UInt8]? {
+        update(key, from: value)
+    }
+
+    /// Stores a copy of `value` for `key`, replacing any value it had. O(log n). Where the old
+    /// value's storage fits and nothing else holds it, the bytes are copied into it and nothing
+    /// is allocated (see ``MapValueSource``).
+    ///
+    /// Returns the length of the value replaced, or nil if `key` was new.
+    @discardableResult
+    public mutating func updateValue<Key: BorrowedBytes>(copying value: ArraySlice<UInt8>, forKey key: Key) -> Int? {
+        update(key, from: value)
+    }
+
+    private mutating func update<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, from value: Value) -> Value.Replaced? {
         guard root != nil else {
-            root = Node(keys: PackedKeys(key), values: [value])
+            root = Node(keys: PackedKeys(key), values: [value.newValue()])
             entryCount = 1
             return nil
         }
@@ -114,19 +128,15 @@ public struct OrderedMap: Sendable {
 
     /// Inserts or replaces under `node`, which must be uniquely owned. Returns the replaced
     /// value and, when `node` overfilled and split, the separator and the new right sibling.
-    private static func insert<Key: KeyBytes>(_ key: Key, _ value: [UInt8], into node: Node, _ layout: Layout)
-        -> (old: [UInt8]?, split: (separator: [UInt8], right: Node)?) {
+    private static func insert<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, _ value: Value, into node: Node, _ layout: Layout)
+        -> (old: Value.Replaced?, split: (separator: [UInt8], right: Node)?) {
         node.prefetch()
         if node.isLeaf {
             let (index, found) = node.keys.find(key)
-            if found {
-                let old = node.values[index]
-                node.values[index] = value
-                return (old, nil)
-            }
+            if found { return (value.replace(&node.values[index]), nil) }
             let appending = index == node.keys.count
             node.reserveForInsert(keyLength: key.count, fullCount: layout.leafCapacity + 1)
-            node.insertEntry(key: key, value: value, at: index)
+            node.insertEntry(key: key, value: value.newValue(), at: index)
             guard node.keys.count > layout.leafCapacity else { return (nil, nil) }
             return (nil, node.split(headroom: layout.leafCapacity / 4, fullCount: layout.leafCapacity + 1, appending: appending))
         }

@@ -41,7 +41,7 @@ extension OrderedMap {
         }
 
         /// One key.
-        init<Key: KeyBytes>(_ key: Key) {
+        init<Key: BorrowedBytes>(_ key: Key) {
             self.init(reservingKeys: 1, bytes: key.count)
             append(key)
         }
@@ -108,7 +108,7 @@ extension OrderedMap {
 
         /// Binary search for `key`: the index of the first key `>= key`, and whether that key equals it.
         @inline(__always)
-        func find<Key: KeyBytes>(_ key: Key) -> (index: Int, found: Bool) {
+        func find<Key: BorrowedBytes>(_ key: Key) -> (index: Int, found: Bool) {
             key.withUnsafeBytes { target in
                 prefixes.withUnsafeBufferPointer { prefixes in
                     offsets.withUnsafeBufferPointer { offsets in
@@ -185,7 +185,7 @@ extension OrderedMap {
         // MARK: Editing (the caller keeps the keys in ascending order)
 
         /// Inserts `key` so that it becomes key `i`.
-        mutating func insert<Key: KeyBytes>(_ key: Key, at i: Int) {
+        mutating func insert<Key: BorrowedBytes>(_ key: Key, at i: Int) {
             precondition(bytes.count + key.count <= Int(UInt32.max), "keys of one node exceed 4 GiB")
             let wasEmpty = prefixes.isEmpty
             let shared = wasEmpty ? key.count : key.withUnsafeBytes { key in
@@ -250,7 +250,7 @@ extension OrderedMap {
         }
 
         /// Appends `key` after the last key.
-        mutating func append<Key: KeyBytes>(_ key: Key) {
+        mutating func append<Key: BorrowedBytes>(_ key: Key) {
             insert(key, at: count)
         }
 
@@ -356,7 +356,7 @@ enum ArrayEdit {
 
     /// Inserts `bytes` at `index`.
     @inline(__always)
-    static func insert<Key: KeyBytes>(_ bytes: Key, at index: Int, into array: inout [UInt8]) {
+    static func insert<Key: BorrowedBytes>(_ bytes: Key, at index: Int, into array: inout [UInt8]) {
         bytes.withUnsafeBytes { bytes in
             let tail = array.count - index
             array.append(contentsOf: bytes.assumingMemoryBound(to: UInt8.self))

@@ -14,7 +14,7 @@ extension OrderedMap {
     /// next node hints its arrays, and only then does the first walk search again. So the misses
     /// of different keys overlap, as a server's pipelined `GET`s can afford. The result is exactly
     /// that of the subscript.
-    public func values<Key: KeyBytes>(forKeys keys: [Key], _ body: (Int, [UInt8]?) -> Void) {
+    public func values<Key: BorrowedBytes>(forKeys keys: [Key], _ body: (Int, [UInt8]?) -> Void) {
         guard let root else {
             for i in keys.indices { body(i, nil) }
             return
@@ -41,7 +41,7 @@ extension OrderedMap {
     ///
     /// Nodes are held unretained: the root, kept alive by the caller, keeps every node under it
     /// alive, and the map does not change during a non-mutating call (as in `withLeaf`).
-    private struct Walks<Key: KeyBytes> {
+    private struct Walks<Key: BorrowedBytes> {
         let nodes: UnsafeMutableBufferPointer<Unmanaged<Node>>
         let slots: UnsafeMutableBufferPointer<Int>
         let keys: [Key]

@@ -123,7 +123,7 @@ extension OrderedMap {
 
         /// In a branch, the index of the child whose key range holds `key`.
         @inline(__always)
-        func childIndex<Key: KeyBytes>(for key: Key) -> Int {
+        func childIndex<Key: BorrowedBytes>(for key: Key) -> Int {
             let (index, found) = keys.find(key)
             return found ? index &+ 1 : index
         }
@@ -131,7 +131,7 @@ extension OrderedMap {
         // MARK: Editing (the node must be uniquely owned)
 
         /// Inserts an entry into a leaf so that it becomes entry `i`.
-        func insertEntry<Key: KeyBytes>(key: Key, value: [UInt8], at i: Int) {
+        func insertEntry<Key: BorrowedBytes>(key: Key, value: [UInt8], at i: Int) {
             keys.insert(key, at: i)
             ArrayEdit.insert(value, at: i, into: &values)
         }

@@ -69,12 +69,12 @@ extension StoreLimits {
         }
     }
 
-    private func keyProblem<Key: KeyBytes>(_ key: Key) -> StoreError? {
+    private func keyProblem<Key: BorrowedBytes>(_ key: Key) -> StoreError? {
         guard key.count == 0 || key.count > maxKeyBytes else { return nil }
         return StoreError(.invalidKey, "key is \(key.count) bytes; keys are 1 to \(maxKeyBytes) bytes")
     }
 
-    private func valueProblem(_ value: [UInt8]) -> StoreError? {
+    private func valueProblem<Value: BorrowedBytes>(_ value: Value) -> StoreError? {
         guard value.count > maxValueBytes else { return nil }
         return StoreError(.valueTooLarge, "value is \(value.count) bytes; the limit is \(maxValueBytes)")
     }

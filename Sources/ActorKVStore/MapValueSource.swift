@@ -1,0 +1,58 @@
+/// What ``OrderedMap`` stores a value from: an array it keeps as it is, or bytes it copies.
+///
+/// Copying is what a server's `PUT` wants: its value sits in the decoded request, and when the
+/// key already holds a value of about the same size whose storage nothing else shares, the new
+/// bytes go into that storage: no allocation, and no free of the old value. (Allocating cost a
+/// cache miss each in glibc's `malloc_usable_size`, which Swift calls for every new array: 8% of
+/// a pipelined `PUT`'s CPU in a profile; `Benchmarks/HOTPATHS.md`, round 16.)
+protocol MapValueSource {
+    /// What replacing an existing value reports: the old value, or only its length.
+    associatedtype Replaced
+    /// The array a new entry keeps.
+    func newValue() -> [UInt8]
+    /// Puts these bytes in place of the value in `slot`; returns what was replaced.
+    func replace(_ slot: inout [UInt8]) -> Replaced
+}
+
+extension Array: MapValueSource where Element == UInt8 {
+    /// The array itself.
+    func newValue() -> [UInt8] { self }
+
+    /// Stores the array itself; returns the old value.
+    func replace(_ slot: inout [UInt8]) -> [UInt8] {
+        let old = slot
+        slot = self
+        return old
+    }
+}
+
+extension ArraySlice: MapValueSource where Element == UInt8 {
+    /// A copy (or the whole array the slice spans, shared: `Array(_:)` does not copy that).
+    func newValue() -> [UInt8] { Array(self) }
+
+    /// Copies the bytes into the old value's storage when it has room and not much more (see
+    /// ``reuses(capacity:for:)``) — in place if nothing else holds that storage, else into a
+    /// copy of it, as any write to a shared array — or into a new array; returns the old length.
+    func replace(_ slot: inout [UInt8]) -> Int {
+        let old = slot.count
+        if old == count {
+            // The common overwrite: same length, so only the bytes change.
+            slot.withUnsafeMutableBytes { target in
+                withUnsafeBytes { target.copyMemory(from: $0) }
+            }
+        } else if Self.reuses(capacity: slot.capacity, for: count) {
+            slot.removeAll(keepingCapacity: true)
+            slot.append(contentsOf: self)
+        } else {
+            slot = Array(self)
+        }
+        return old
+    }
+
+    /// Whether storage of `capacity` bytes is kept for a value of `count` bytes: it must fit,
+    /// with at most a quarter and 64 bytes to spare, so that a value that shrinks a lot (or
+    /// a huge one replaced by a small one) does not keep its old size in memory.
+    static func reuses(capacity: Int, for count: Int) -> Bool {
+        capacity >= count && capacity <= count + count / 4 + 64
+    }
+}

@@ -30,9 +30,10 @@ extension ArraySlice: MapValueSource where Element == UInt8 {
     /// A copy (or the whole array the slice spans, shared: `Array(_:)` does not copy that).
     func newValue() -> [UInt8] { Array(self) }
 
-    /// Copies the bytes into the old value's storage when it has room and not much more (see
-    /// ``reuses(capacity:for:)``) — in place if nothing else holds that storage, else into a
-    /// copy of it, as any write to a shared array — or into a new array; returns the old length.
+    /// Copies the bytes over the old value when it has the same length, or into its storage
+    /// when that has room and not much more (see ``reuses(capacity:for:)``) — in place if
+    /// nothing else holds that storage, else into a copy of it, as any write to a shared array —
+    /// and otherwise into a new array; returns the old length.
     func replace(_ slot: inout [UInt8]) -> Int {
         let old = slot.count
         if old == count {

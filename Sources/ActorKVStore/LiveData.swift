@@ -23,7 +23,7 @@ struct LiveData: Sendable {
     }
 
     /// Stores a copy of `value` for `key` (a ``Mutation/put(key:value:)`` from bytes in place).
-    mutating func put<Key: BorrowedBytes>(key: Key, value: ArraySlice<UInt8>) {
+    mutating func put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>) {
         if let old = map.updateValue(copying: value, forKey: key) {
             bytes += value.count - old
         } else {

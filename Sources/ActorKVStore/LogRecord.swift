@@ -94,13 +94,13 @@ public enum LogRecordCodec {
     static let putOverhead = 9
 
     /// The body length of the record of one put of `key` and `value`.
-    public static func putBodyLength<Key: BorrowedBytes, Value: BorrowedBytes>(key: Key, value: Value) -> Int {
+    public static func putBodyLength(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>) -> Int {
         minimumBodyLength + putOverhead + key.count + value.count
     }
 
     /// Appends the record of one put, exactly as ``encode(sequence:mutations:durableThrough:into:)``
     /// encodes `[.put(key:value:)]`, from a key that need not be an array of its own.
-    public static func encodePut<Key: BorrowedBytes, Value: BorrowedBytes>(sequence: UInt64, key: Key, value: Value, durableThrough: UInt64, into buffer: inout [UInt8]) {
+    public static func encodePut(sequence: UInt64, key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, durableThrough: UInt64, into buffer: inout [UInt8]) {
         let start = beginRecord(sequence: sequence, mutations: 1, durableThrough: durableThrough, into: &buffer)
         appendPut(key: key, value: value, to: &buffer)
         finishRecord(at: start, in: &buffer)

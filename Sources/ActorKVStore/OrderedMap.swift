@@ -46,7 +46,12 @@ public struct OrderedMap: Sendable {
     public var isEmpty: Bool { entryCount == 0 }
 
     /// The value stored for `key`, or nil if there is none. O(log n).
-    public subscript<Key: BorrowedBytes>(key: Key) -> [UInt8]? {
+    public subscript(key: [UInt8]) -> [UInt8]? { value(forKey: key) }
+
+    /// The value stored for `key`, a slice of a larger buffer (a request's), or nil. O(log n).
+    public subscript(key: ArraySlice<UInt8>) -> [UInt8]? { value(forKey: key) }
+
+    private func value<Key: BorrowedBytes>(forKey key: Key) -> [UInt8]? {
         withLeaf(for: key) { leaf in
             let (index, found) = leaf.keys.find(key)
             return found ? leaf.values[index] : nil
@@ -92,7 +97,7 @@ public struct OrderedMap: Sendable {
     ///
     /// Returns the value replaced, or nil if `key` was new.
     @discardableResult
-    public mutating func updateValue<Key: BorrowedBytes>(_ value: [UInt8], forKey key: Key) -> [UInt8]? {
+    public mutating func updateValue(_ value: [UInt8], forKey key: [UInt8]) -> [UInt8]? {
         update(key, from: value)
     }
 
@@ -102,7 +107,7 @@ public struct OrderedMap: Sendable {
     ///
     /// Returns the length of the value replaced, or nil if `key` was new.
     @discardableResult
-    public mutating func updateValue<Key: BorrowedBytes>(copying value: ArraySlice<UInt8>, forKey key: Key) -> Int? {
+    public mutating func updateValue(copying value: ArraySlice<UInt8>, forKey key: ArraySlice<UInt8>) -> Int? {
         update(key, from: value)
     }
 

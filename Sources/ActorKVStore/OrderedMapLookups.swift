@@ -14,7 +14,16 @@ extension OrderedMap {
     /// next node hints its arrays, and only then does the first walk search again. So the misses
     /// of different keys overlap, as a server's pipelined `GET`s can afford. The result is exactly
     /// that of the subscript.
-    public func values<Key: BorrowedBytes>(forKeys keys: [Key], _ body: (Int, [UInt8]?) -> Void) {
+    public func values(forKeys keys: [[UInt8]], _ body: (Int, [UInt8]?) -> Void) {
+        lookUp(keys, body)
+    }
+
+    /// ``values(forKeys:_:)`` for keys that are slices of larger buffers (a server's requests).
+    public func values(forKeys keys: [ArraySlice<UInt8>], _ body: (Int, [UInt8]?) -> Void) {
+        lookUp(keys, body)
+    }
+
+    private func lookUp<Key: BorrowedBytes>(_ keys: [Key], _ body: (Int, [UInt8]?) -> Void) {
         guard let root else {
             for i in keys.indices { body(i, nil) }
             return

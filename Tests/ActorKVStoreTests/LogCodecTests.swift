@@ -75,10 +75,10 @@ struct LogCodecTests {
             let buffer: [UInt8] = [0xEE, 0xEE, 0xEE] + key + [0xDD]
             let slice = buffer[3..<(3 + key.count)]
             var encoded: [UInt8] = [1, 2]
-            LogRecordCodec.encodePut(sequence: record.sequence, key: slice, value: value,
+            LogRecordCodec.encodePut(sequence: record.sequence, key: slice, value: value[...],
                                      durableThrough: record.durableThrough, into: &encoded)
             #expect(encoded == [1, 2] + expected)
-            #expect(LogRecordCodec.putBodyLength(key: slice, value: value) == expected.count - LogRecordCodec.headerLength)
+            #expect(LogRecordCodec.putBodyLength(key: slice, value: value[...]) == expected.count - LogRecordCodec.headerLength)
             #expect(Self.decode(encoded, at: 2) == .record(record, next: 2 + expected.count))
         }
         #expect(puts > 1)

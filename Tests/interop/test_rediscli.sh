@@ -53,6 +53,16 @@ expect_contains "INFO has fsync:" "fsync:" "$info"
 expect_contains "INFO has the namespace line" "ns_rcli:keys=" "$info"
 expect_contains "INFO has the version" "actorkv_version:" "$info"
 
+# protocol.md's INFO example: its ns_config line is what the examples before it leave.
+for cmd in "PUT config motd hello" "PUT config theme dark" "BATCH config PUT k1 v1 DEL k1 PUT k2 v2" \
+           "BATCH config PUT k1 v1 JUMP k2" "DEL config theme missing"; do
+    read -r -a words <<<"$cmd"
+    R "${words[@]}" >/dev/null
+done
+documented=$(grep -m1 '^    ns_config:' "$ROOT/protocol.md" | sed 's/^ *//')
+expect_eq "protocol.md's ns_config line is the server's after its examples" "$documented" \
+    "$(R INFO | tr -d '\r' | grep '^ns_config:')"
+
 names=$(R NAMESPACES)
 expect_contains "NAMESPACES lists rcli" $'\nrcli\n' $'\n'"$names"$'\n'
 expect_contains "NAMESPACES lists rscan" $'\nrscan\n' $'\n'"$names"$'\n'

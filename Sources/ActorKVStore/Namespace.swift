@@ -182,9 +182,17 @@ public actor Namespace {
     /// (with nothing between them but operations already decided) look their keys up together
     /// through `OrderedMap.values(forKeys:_:)`, which overlaps their cache misses; no write
     /// comes between them, so they see what they would one at a time.
+    ///
+    /// Likewise, before a PUT that is followed by more, the next few PUTs' keys are walked
+    /// together (`OrderedMap.prefetch(forKeys:)`) so that their cache misses overlap before the
+    /// writes themselves run one at a time.
     private func performPending(_ operations: [Operation], _ outcomes: inout [Outcome?]) {
         var gets: [Int] = []
+        var prefetchedThrough = -1
         for (index, operation) in operations.enumerated() where outcomes[index] == nil {
+            if case .put = operation, index > prefetchedThrough, index + 1 < operations.count {
+                prefetchedThrough = prefetchPuts(from: index, operations, outcomes)
+            }
             // A GET that is last with none queued before it runs at once: a lone GET allocates nothing.
             if case .get = operation, index + 1 < operations.count || !gets.isEmpty {
                 gets.append(index)
@@ -195,6 +203,24 @@ public actor Namespace {
         }
         lookUp(&gets, operations, &outcomes)
     }
+
+    /// Hints the keys of up to ``putPrefetchGroup`` PUTs from `start` on that are still to be
+    /// performed; returns the index of the last operation looked at.
+    private func prefetchPuts(from start: Int, _ operations: [Operation], _ outcomes: [Outcome?]) -> Int {
+        var keys: [ArraySlice<UInt8>] = []
+        keys.reserveCapacity(Self.putPrefetchGroup)
+        var index = start
+        while index < operations.count && keys.count < Self.putPrefetchGroup {
+            if outcomes[index] == nil, case .put(let key, _) = operations[index] { keys.append(key) }
+            index += 1
+        }
+        if keys.count > 1 { data.map.prefetch(forKeys: keys) }
+        return index - 1
+    }
+
+    /// How many PUTs' walks ``prefetchPuts(from:_:_:)`` starts together: two of the map's
+    /// lookup groups, few enough that what they bring in is still in cache when the writes run.
+    static let putPrefetchGroup = 16
 
     /// Performs the GETs at `indices` as one group lookup (or alone if only one) and empties it.
     private func lookUp(_ indices: inout [Int], _ operations: [Operation], _ outcomes: inout [Outcome?]) {

@@ -15,17 +15,26 @@ extension OrderedMap {
     /// of different keys overlap, as a server's pipelined `GET`s can afford. The result is exactly
     /// that of the subscript.
     public func values(forKeys keys: [[UInt8]], _ body: (Int, [UInt8]?) -> Void) {
-        lookUp(keys, body)
+        lookUp(keys, deliver: true, body)
     }
 
     /// ``values(forKeys:_:)`` for keys that are slices of larger buffers (a server's requests).
     public func values(forKeys keys: [ArraySlice<UInt8>], _ body: (Int, [UInt8]?) -> Void) {
-        lookUp(keys, body)
+        lookUp(keys, deliver: true, body)
     }
 
-    private func lookUp<Key: BorrowedBytes>(_ keys: [Key], _ body: (Int, [UInt8]?) -> Void) {
+    /// Starts loading into the cache what writing `keys` will read — each key's walk as in
+    /// ``values(forKeys:_:)``, hinting its leaf's arrays and the old value's storage — without
+    /// reading any value. Only a hint: nothing changes, and the writes that follow find those
+    /// nodes warm (unless an earlier one of them split the node). For a server's pipelined `PUT`s.
+    public func prefetch(forKeys keys: [ArraySlice<UInt8>]) {
+        lookUp(keys, deliver: false) { _, _ in }
+    }
+
+    /// Walks `keys` in groups; with `deliver`, hands each key's value to `body`, in order.
+    private func lookUp<Key: BorrowedBytes>(_ keys: [Key], deliver: Bool, _ body: (Int, [UInt8]?) -> Void) {
         guard let root else {
-            for i in keys.indices { body(i, nil) }
+            if deliver { for i in keys.indices { body(i, nil) } }
             return
         }
         withExtendedLifetime(root) {
@@ -37,7 +46,7 @@ extension OrderedMap {
                         let walks = Walks(nodes: nodes, slots: slots, keys: keys, start: start, count: group)
                         walks.descend(from: root)
                         walks.findInLeaves()
-                        walks.deliver(body)
+                        if deliver { walks.deliver(body) }
                         start += group
                     }
                 }

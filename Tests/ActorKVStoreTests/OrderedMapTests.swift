@@ -211,6 +211,10 @@ struct OrderedMapTests {
         let size = production ? 1500 : 700
         for (phase, putShare, target) in [(0, 90, size), (1, 10, 0), (2, 85, size / 2), (3, 20, 0)] {
             for batch in 1...400 {
+                // A hint only: the map must be unchanged (checked against the model below).
+                map.prefetch(forKeys: (0..<Int.random(in: 0...20, using: &rng)).map { _ in
+                    embedded(model.count > 0 && Bool.random(using: &rng) ? model.sorted.randomElement(using: &rng)!.key : newKey(&rng), &rng)
+                })
                 for _ in 0..<60 {
                     let roll = Int.random(in: 0..<100, using: &rng)
                     let key = model.count == 0 || Int.random(in: 0..<2, using: &rng) == 0

@@ -93,6 +93,57 @@ struct StoreTests {
         }
     }
 
+    @Test("long runs of PUTs (prefetched in groups) mixed with GETs, DELs and a refused PUT act one at a time, and reopen the same")
+    func longPipelinesOfPutsOnFewKeys() async throws {
+        // Runs of PUTs are prefetched in groups before they are applied one at a time; groups
+        // that contain writes to the same key, deletes, GETs and a refused PUT must still give
+        // exactly what one operation at a time gives.
+        let dir = TempDir("putruns")
+        defer { dir.remove() }
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next(_ n: Int) -> Int {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            return Int(state % UInt64(n))
+        }
+        var model: [[UInt8]: [UInt8]] = [:]
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("runs")
+            for round in 0..<20 {
+                var operations: [ActorKVStore.Operation] = []
+                var expected: [Outcome] = []
+                for i in 0..<(20 + next(60)) {
+                    let key = b("key\(next(12))")
+                    switch next(10) {
+                    case 0:
+                        operations.append(.get(key))
+                        expected.append(.value(model[key]))
+                    case 1:
+                        operations.append(.delete([key]))
+                        expected.append(.integer(model.removeValue(forKey: key) == nil ? 0 : 1))
+                    case 2:
+                        operations.append(.put(key: [], value: b("refused")))
+                        expected.append(.failure(StoreError(.invalidKey, "key is 0 bytes; keys are 1 to 65536 bytes")))
+                    default:
+                        let value = b("r\(round)i\(i)") + [UInt8](repeating: UInt8(i), count: next(3) * 40)
+                        operations.append(.put(key: key, value: value))
+                        model[key] = value
+                        expected.append(.stored)
+                    }
+                }
+                let run = await ns.execute(operations)
+                try await run.durability.wait()
+                #expect(run.outcomes == expected, "round \(round)")
+            }
+            for (key, value) in model { #expect(await ns.get(key) == value) }
+            #expect(await ns.count() == model.count)
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("runs")
+            for (key, value) in model { #expect(await ns.get(key) == value) }
+            #expect(await ns.count() == model.count)
+        }
+    }
+
     @Test("a pipeline runs in order: a GET after a PUT in the same run sees it")
     func pipelines() async throws {
         let dir = TempDir("pipe")

@@ -9,11 +9,7 @@ struct LiveData: Sendable {
     mutating func apply(_ mutation: Mutation) -> Bool {
         switch mutation {
         case .put(let key, let value):
-            if let old = map.updateValue(value, forKey: key) {
-                bytes += value.count - old.count
-            } else {
-                bytes += key.count + value.count
-            }
+            put(key: key[...], value: value[...])  // a whole array's slice: a new key keeps the array itself
             return false
         case .delete(let key):
             guard let old = map.removeValue(forKey: key) else { return false }
@@ -22,7 +18,8 @@ struct LiveData: Sendable {
         }
     }
 
-    /// Stores a copy of `value` for `key` (a ``Mutation/put(key:value:)`` from bytes in place).
+    /// Stores `value` for `key` (see `OrderedMap.updateValue(copying:forKey:)`): the one way a
+    /// put reaches the map, from a request's bytes in place or from a mutation's arrays.
     mutating func put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>) {
         if let old = map.updateValue(copying: value, forKey: key) {
             bytes += value.count - old

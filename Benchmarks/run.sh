@@ -49,7 +49,7 @@ if [ $QUICK = 1 ]; then
 else
     MODE=full ROUNDS=5            # ≥ 3; 5 because the shared machine is noisy
     TP_N=200000
-    ALWAYS_N1=2000 ALWAYS_N50=20000
+    ALWAYS_N1=4000 ALWAYS_N50=60000  # a few hundred fsyncs per round at least: shorter rounds spread widely
     CONNECT_N=20000
     LOAD_KEYS=1000000
     SIZES="1000 100000 1000000"

@@ -30,13 +30,19 @@ extension ArraySlice: MapValueSource where Element == UInt8 {
     /// A copy (or the whole array the slice spans, shared: `Array(_:)` does not copy that).
     func newValue() -> [UInt8] { Array(self) }
 
-    /// Copies the bytes over the old value when it has the same length, or into its storage
-    /// when that has room and not much more (see ``reuses(capacity:for:)``) — in place if
-    /// nothing else holds that storage, else into a copy of it, as any write to a shared array —
-    /// and otherwise into a new array; returns the old length.
+    /// Stores a slice that starts its array as that array, shared: in practice a whole array —
+    /// a value the embedded API or a log record passed, or a large payload received in place —
+    /// kept without a copy whatever its size, as ``Array``'s `replace` does. A slice inside a
+    /// larger buffer (a decoded request's) is copied: over the old value when it has the same
+    /// length, or into its storage when that has room and not much more (see
+    /// ``reuses(capacity:for:)``) — in place if nothing else holds that storage, else into a
+    /// copy of it, as any write to a shared array — and otherwise into a new array. Returns
+    /// the old length.
     func replace(_ slot: inout [UInt8]) -> Int {
         let old = slot.count
-        if old == count {
+        if startIndex == 0 {
+            slot = Array(self)
+        } else if old == count {
             // The common overwrite: same length, so only the bytes change.
             slot.withUnsafeMutableBytes { target in
                 withUnsafeBytes { target.copyMemory(from: $0) }

@@ -345,8 +345,16 @@ struct OrderedMapTests {
         // The map shares the array it was given with the caller: copying in leaves that array alone.
         let first = [UInt8](repeating: 1, count: 100)
         map.updateValue(first, forKey: key)
-        #expect(map.updateValue(copying: [UInt8](repeating: 8, count: 100)[...], forKey: key[...]) == 100)
+        #expect(map.updateValue(copying: ([0] + [UInt8](repeating: 8, count: 100))[1...], forKey: key[...]) == 100)
         #expect(first == [UInt8](repeating: 1, count: 100))
+        #expect(map[key] == [UInt8](repeating: 8, count: 100))
+
+        // A slice that is a whole array is stored as that array, not copied (whatever its size).
+        let whole = [UInt8](repeating: 6, count: 100)
+        #expect(map.updateValue(copying: whole[...], forKey: key[...]) == 100)
+        #expect(storage(map, key) == whole.withUnsafeBytes { $0.baseAddress })
+        map.updateValue(copying: ([0] + [UInt8](repeating: 9, count: 100))[1...], forKey: key[...])
+        #expect(whole == [UInt8](repeating: 6, count: 100))
         let address = storage(map, key)
 
         // Nothing else holds the old value: the same storage, the new bytes.
@@ -357,13 +365,13 @@ struct OrderedMapTests {
 
         // A reader holds it (as a GET's reply does): the reader keeps the old bytes.
         let read = map[key]!
-        #expect(map.updateValue(copying: [UInt8](repeating: 3, count: 100)[...], forKey: key[...]) == 100)
+        #expect(map.updateValue(copying: ([0] + [UInt8](repeating: 3, count: 100))[1...], forKey: key[...]) == 100)
         #expect(read == second)
         #expect(map[key] == [UInt8](repeating: 3, count: 100))
 
         // A copy of the map (as a snapshot takes) keeps its contents.
         let frozen = map
-        #expect(map.updateValue(copying: [UInt8](repeating: 4, count: 100)[...], forKey: key[...]) == 100)
+        #expect(map.updateValue(copying: ([0] + [UInt8](repeating: 4, count: 100))[1...], forKey: key[...]) == 100)
         #expect(frozen[key] == [UInt8](repeating: 3, count: 100))
         #expect(map[key] == [UInt8](repeating: 4, count: 100))
         for i in 0..<50 where i != 20 { #expect(frozen[[UInt8(i)]] == value(i) && map[[UInt8(i)]] == value(i)) }

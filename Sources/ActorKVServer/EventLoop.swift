@@ -13,10 +13,10 @@ import Synchronization
 /// cooperative pool and posts back through an eventfd. Either way the loop never waits for
 /// storage: fsync happens on other threads and delays only the clients waiting for it.
 final class EventLoop: @unchecked Sendable {
-    // Everything below except `completions`, `wakeFD` and `stopRequested` is touched only by the loop thread.
+    // Everything below except `completions`, `wakeSignal` and `stopRequested` is touched only by the loop thread.
     private let epollFD: Int32
-    /// The eventfd that wakes the loop (also written by the signal handler).
-    let wakeFD: Int32
+    /// The eventfd that wakes the loop (also written by the signal handler); never closed while written.
+    let wakeSignal: WakeSignal
     private let listener: Int32
     private let configuration: ServerConfiguration
     private let processor: CommandProcessor
@@ -45,7 +45,7 @@ final class EventLoop: @unchecked Sendable {
     private static let lingerSeconds = 2.0
     private static let maxLingering = 1024
 
-    init(listener: Int32, configuration: ServerConfiguration, processor: CommandProcessor,
+    init(listener: Int32, wakeSignal: WakeSignal, configuration: ServerConfiguration, processor: CommandProcessor,
          statistics: ServerStatistics, log: @escaping @Sendable (String) -> Void) throws(SocketCalls.Failure) {
         self.listener = listener
         self.configuration = configuration
@@ -54,12 +54,10 @@ final class EventLoop: @unchecked Sendable {
         self.log = log
         epollFD = actorkv_epoll_create()
         guard epollFD >= 0 else { throw SocketCalls.Failure(what: "epoll_create1", code: errno) }
-        let wakeFD = actorkv_eventfd()
-        guard wakeFD >= 0 else { throw SocketCalls.Failure(what: "eventfd", code: errno) }
-        self.wakeFD = wakeFD
-        executor = configuration.execution == .loop ? LoopExecutor { Self.signal(wakeFD) } : nil
+        self.wakeSignal = wakeSignal
+        executor = configuration.execution == .loop ? LoopExecutor { wakeSignal.signal() } : nil
         try register(listener, token: Self.listenerToken, events: ACTORKV_EPOLLIN)
-        try register(wakeFD, token: Self.wakeToken, events: ACTORKV_EPOLLIN)
+        try register(wakeSignal.fd, token: Self.wakeToken, events: ACTORKV_EPOLLIN)
     }
 
     private func register(_ fd: Int32, token: UInt64, events: UInt32) throws(SocketCalls.Failure) {
@@ -75,12 +73,7 @@ final class EventLoop: @unchecked Sendable {
         wake()
     }
 
-    private func wake() { Self.signal(wakeFD) }
-
-    private static func signal(_ eventFD: Int32) {
-        var one: UInt64 = 1
-        _ = Glibc.write(eventFD, &one, 8)
-    }
+    private func wake() { wakeSignal.signal() }
 
     /// Runs until a stop is requested and every connection is finished; blocks the calling thread.
     func run() {
@@ -112,15 +105,13 @@ final class EventLoop: @unchecked Sendable {
         executor?.detach()
         expireLingering(force: true)
         SocketCalls.close(epollFD)
-        SocketCalls.close(wakeFD)
     }
 
     private func handle(token: UInt64, flags: UInt32) {
         switch token {
         case Self.listenerToken: acceptAll()
         case Self.wakeToken:
-            var counter: UInt64 = 0
-            _ = Glibc.read(wakeFD, &counter, 8)
+            wakeSignal.drain()
             drainCompletions()
         default:
             guard let connection = connections[token] else { discardInput(token); return }

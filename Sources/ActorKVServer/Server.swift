@@ -42,6 +42,9 @@ public final class Server: Sendable {
         let limit = SocketCalls.raiseOpenFileLimit(to: config.maxClients + 256)
         try checkSocketDirectory()
         let staleSocket = try checkSocketPath()
+        let wake: WakeSignal
+        do { wake = try WakeSignal() } catch { throw StartupError(description: "\(error)") }
+        SignalHandling.install(wake: wake)
         let store: Store
         do { store = try Store(directory: config.dataDirectory, options: config.storeOptions(log: log)) } catch {
             let hint = error.code == .unsafeDirectory ? " (--allow-shared-data-dir)" : ""
@@ -50,16 +53,20 @@ public final class Server: Sendable {
         openStore.withLock { $0 = store }
         log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(config.maxClients), open files limit \(limit)")
         let unavailable = await store.openAll()
+        if SignalHandling.received.load(ordering: .relaxed) != 0 {
+            await store.close()
+            log("shut down cleanly during startup (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
+            return
+        }
         let listener = try bindSocket(replacingStale: staleSocket)
         let processor = CommandProcessor(store: store) { [self] in await self.infoText(store) }
         let loop: EventLoop
         do {
-            loop = try EventLoop(listener: listener, configuration: config, processor: processor,
+            loop = try EventLoop(listener: listener, wakeSignal: wake, configuration: config, processor: processor,
                                  statistics: statistics, log: log)
         } catch {
             throw StartupError(description: "\(error)")
         }
-        SignalHandling.install(wakeFD: loop.wakeFD)
         log("ready: \(await store.namespaceNames().count) namespaces (\(unavailable.count) unavailable), accepting connections")
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let thread = Thread {

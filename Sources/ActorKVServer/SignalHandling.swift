@@ -9,11 +9,19 @@ enum SignalHandling {
     /// The signal that asked for shutdown, 0 if none.
     static let received = Atomic<Int32>(0)
     nonisolated(unsafe) private static var wakeFD: Int32 = -1
+    /// Keeps the handler's eventfd open for as long as the handler may write to it: a signal can
+    /// come at any time, also after the event loop has stopped (a second SIGTERM during shutdown).
+    nonisolated(unsafe) private static var installed: WakeSignal?
 
-    /// Installs the handlers; `wakeFD` is written when a shutdown signal arrives.
-    static func install(wakeFD fd: Int32) {
+    /// Installs the handlers; `wake` is signalled when a shutdown signal arrives. Call before any
+    /// slow startup step, so that a signal during recovery is not lost: the caller checks
+    /// ``received`` afterwards.
+    static func install(wake: WakeSignal) {
         _ = received.load(ordering: .relaxed)
-        wakeFD = fd
+        let previous = installed
+        installed = wake
+        wakeFD = wake.fd
+        withExtendedLifetime(previous) {}
         signal(SIGPIPE, SIG_IGN)
         var action = sigaction()
         action.__sigaction_handler.sa_handler = { number in

@@ -55,15 +55,24 @@ struct NamespaceFiles: Sendable {
     /// The header is not fsync'd here: it reaches the disk with the segment's first fsync, before
     /// any record in it is acknowledged as durable. A crash before that leaves an empty or all-zero
     /// file, or a torn header, which recovery reads as an empty segment (and cuts).
+    ///
+    /// If the header or the directory fsync fails, the new file is removed again (best effort):
+    /// left behind, an empty segment after the one still being appended to would make a later
+    /// torn tail of that one look like damage in a segment that is not the last.
     func createSegment(_ number: UInt64) throws(StoreError) -> LogSegment {
         let path = segmentPath(number)
+        let fd: Int32
+        do { fd = try SystemCalls.open(path, O_RDWR | O_CREAT, mode: 0o600) } catch {
+            throw StoreError.io("creating log segment", path, error)
+        }
+        let segment = LogSegment(number: number, path: path, fd: fd)
         do {
-            let fd = try SystemCalls.open(path, O_RDWR | O_CREAT, mode: 0o600)
-            let segment = LogSegment(number: number, path: path, fd: fd)
             try Self.writeHeader(to: segment)
             try SystemCalls.fsyncDirectory(directory)
             return segment
         } catch {
+            try? SystemCalls.unlink(path)
+            try? SystemCalls.fsyncDirectory(directory)
             throw StoreError.io("creating log segment", path, error)
         }
     }

@@ -112,7 +112,8 @@ final class LogSyncer: Sendable {
                 try SystemCalls.fdatasync(segment.fd, path: segment.path)
             } catch {
                 fail(with: StoreError(.durabilityLost, "fsync of \(segment.path) failed: \(error); "
-                    + "writes to this namespace are refused until the server restarts and recovers from disk"))
+                    + "the writes waiting for it may or may not be on disk, and writes to this namespace are refused "
+                    + "until the server restarts and recovers from disk"))
                 return
             }
             let (ready, more) = state.withLock { s -> ([Waiter], Bool) in

@@ -51,8 +51,13 @@ public actor Store {
     private static func prepare(directory: String, options: StoreOptions) throws(StoreError) {
         var path = directory.hasPrefix("/") ? "" : "."
         for part in directory.split(separator: "/") {
+            let parent = path.isEmpty ? "/" : path
             path += "/" + part
-            do { try SystemCalls.mkdir(path) } catch { throw StoreError.io("creating directory", path, error) }
+            // A directory created here is durable only once its parent is fsync'd: without that,
+            // a power loss could take the new data directory, and every write in it, away.
+            do { if try SystemCalls.mkdir(path) { try SystemCalls.fsyncDirectory(parent) } } catch {
+                throw StoreError.io("creating directory", path, error)
+            }
         }
         guard let st = try? SystemCalls.status(directory) else {
             throw StoreError(.io, "data directory \(directory) cannot be read")

@@ -111,10 +111,14 @@ enum SystemCalls {
         guard Glibc.unlink(path) == 0 || errno == ENOENT else { throw Errno(errno) }
     }
 
-    /// Creates a directory; an existing one is not an error. The corresponding C function is `mkdir`.
-    static func mkdir(_ path: String, mode: mode_t = 0o700) throws(Errno) {
+    /// Creates a directory; an existing one is not an error. Returns whether it was created here.
+    /// The corresponding C function is `mkdir`.
+    @discardableResult
+    static func mkdir(_ path: String, mode: mode_t = 0o700) throws(Errno) -> Bool {
         try FaultInjector.check(.mkdir, path: path)
-        guard Glibc.mkdir(path, mode) == 0 || errno == EEXIST else { throw Errno(errno) }
+        if Glibc.mkdir(path, mode) == 0 { return true }
+        guard errno == EEXIST else { throw Errno(errno) }
+        return false
     }
 
     /// The names in a directory, without "." and "..".

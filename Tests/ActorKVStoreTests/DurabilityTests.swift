@@ -488,7 +488,7 @@ struct DurabilityTests {
     enum SnapshotFault: String, CaseIterable, Sendable {
         case failpointAfterRotate, failpointAfterTempWrite, failpointAfterTempSync, failpointAfterRename,
              failpointAfterDirectorySync, failpointAfterLogDrop,
-             writeOfTemporary, fsyncOfTemporary, openOfTemporary, rename, createNextSegment, presyncOfLog
+             writeOfTemporary, fsyncOfTemporary, openOfTemporary, rename, createNextSegment, headerOfNextSegment, presyncOfLog
 
         var failpoint: String? {
             switch self {
@@ -537,6 +537,7 @@ struct DurabilityTests {
                 case .openOfTemporary: FaultInjector.failSyscall(.open, pathContains: nsDir + "/snapshot.json.tmp", errno: EMFILE)
                 case .rename: FaultInjector.failSyscall(.rename, pathContains: nsDir + "/snapshot.json", errno: EIO)
                 case .createNextSegment: FaultInjector.failSyscall(.open, pathContains: nsDir + "/000003.log", errno: ENOSPC)
+                case .headerOfNextSegment: FaultInjector.failSyscall(.write, pathContains: nsDir + "/000003.log", errno: ENOSPC)
                 case .presyncOfLog: FaultInjector.failSyscall(.fsync, pathContains: nsDir + "/000002.log", errno: EIO)
                 default: Issue.record("unhandled \(fault)")
                 }
@@ -557,6 +558,11 @@ struct DurabilityTests {
                 let logsAfter = try segmentFiles(nsDir).map { try readFile($0) }
                 #expect(logsAfter.joined().starts(with: logsBefore.joined()))
             }
+            if fault == .createNextSegment || fault == .headerOfNextSegment {
+                // Left behind, an empty 000003.log would make a torn tail of 000002.log, where
+                // the writes still go, look like damage in a segment that is not the last.
+                #expect(!fileExists(nsDir + "/000003.log"), "the segment that could not be started is removed")
+            }
             expectSameContents(await contents(ns), model)
             // Writes still work, except after a failed fsync of the log: like the syncer's own
             // fsync failure, it must stop all writes until the namespace is reopened.
@@ -567,6 +573,10 @@ struct DurabilityTests {
                 model[b("after-failure")] = b("1")
             }
         }
+        // A crash in the middle of the next append leaves a torn tail on the segment written to
+        // last: it is cut, never taken for damage.
+        let last = try #require(segmentFiles(nsDir).last { try! readFile($0).count > 8 }, "a segment holds the records")
+        try writeFile(last, try readFile(last) + [0x40, 0, 0, 0, 1, 2, 3])
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("n")
             let found = await contents(ns)
@@ -579,6 +589,20 @@ struct DurabilityTests {
             let found = await contents(try await store.namespace("n"))
             expectSameContents(found, model)
         }
+    }
+
+    @Test("a data directory the store creates is made durable: its parent is fsync'd, and a failure says so")
+    func dataDirectoryCreationIsDurable() async throws {
+        let dir = TempDir("mkdata")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        FaultInjector.failSyscall(.fsync, pathContains: dir.path, errno: EIO)
+        let error = #expect(throws: StoreError.self) { _ = try Store(directory: dir.data + "/inner") }
+        #expect(error?.code == .io)
+        #expect(error?.message.contains("creating directory") == true, "\(String(describing: error))")
+        FaultInjector.reset()
+        let store = try Store(directory: dir.data + "/inner")
+        await store.close()
     }
 
     @Test("a namespace whose directory could not be created can be created later")

@@ -58,7 +58,7 @@ public final class Server: Sendable {
             log("shut down cleanly during startup (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
             return
         }
-        let listener = try bindSocket(replacingStale: staleSocket)
+        let (listener, socketFile) = try bindSocket(replacingStale: staleSocket)
         let processor = CommandProcessor(store: store) { [self] in await self.infoText(store) }
         let loop: EventLoop
         do {
@@ -76,7 +76,10 @@ public final class Server: Sendable {
             thread.name = "actorkvd-event-loop"
             thread.start()
         }
-        unlink(config.socketPath)
+        // Only our own socket file: another server may have bound a new one at the path since.
+        if let bound = socketFile, let now = SocketCalls.identity(config.socketPath), bound == now {
+            unlink(config.socketPath)
+        }
         SocketCalls.close(listener)
         await store.close()
         log("shut down cleanly (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
@@ -106,15 +109,27 @@ public final class Server: Sendable {
         guard st.st_mode & S_IFMT == S_IFSOCK else {
             throw StartupError(description: "\(path) exists and is not a socket; refusing to replace it")
         }
-        if SocketCalls.someoneListens(at: path) {
-            throw StartupError(description: "another server is already listening on \(path)")
-        }
-        return true
+        return try Self.staleness(of: path)
     }
 
-    private func bindSocket(replacingStale stale: Bool) throws -> Int32 {
+    /// Whether the socket file at `path` is stale (true), gone (false), or must be left alone (throws).
+    /// Only a refused connection proves that nobody listens: a socket the server may not connect to
+    /// (EACCES), say, can belong to a live server.
+    private static func staleness(of path: String) throws -> Bool {
+        switch SocketCalls.probe(path) {
+        case .stale: return true
+        case .absent: return false
+        case .listening: throw StartupError(description: "another server is already listening on \(path)")
+        case .unknown(let code):
+            throw StartupError(description: "cannot tell whether a server listens on \(path) (connect: \(String(cString: strerror(code)))); refusing to replace it")
+        }
+    }
+
+    /// Binds the socket; returns it and the identity of the socket file it made.
+    private func bindSocket(replacingStale stale: Bool) throws -> (fd: Int32, file: (device: UInt64, inode: UInt64)?) {
         let path = configuration.socketPath
-        if stale {
+        // Recovery may have taken a while: look again right before replacing anything.
+        if stale, try Self.staleness(of: path) {
             unlink(path)
             log("removed stale socket \(path) left by a previous run")
         }
@@ -126,7 +141,7 @@ public final class Server: Sendable {
             guard chmod(path, mode_t(configuration.socketMode)) == 0 else {
                 throw SocketCalls.Failure(what: "chmod \(path)", code: errno)
             }
-            return fd
+            return (fd, SocketCalls.identity(path))
         } catch {
             throw StartupError(description: "cannot listen on \(path): \(error)")
         }

@@ -42,16 +42,41 @@ enum SocketCalls {
         guard Glibc.listen(fd, backlog) == 0 else { throw Failure(what: "listen", code: errno) }
     }
 
-    /// Whether a server answers on `path` (a blocking connect attempt).
-    static func someoneListens(at path: String) -> Bool {
-        guard var addr = address(path) else { return false }
-        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
+    /// What a connect attempt found at a socket path.
+    enum Probe: Equatable {
+        /// A server accepted the connection, or its backlog is full (EAGAIN): it is alive.
+        case listening
+        /// Nobody listens (ECONNREFUSED): a socket file left by a process that is gone.
+        case stale
+        /// Nothing at the path any more (ENOENT).
+        case absent
+        /// The attempt failed otherwise (EACCES, …): whether a server is there cannot be told.
+        case unknown(Int32)
+    }
+
+    /// Tries to connect to `path` without blocking and says what answered.
+    static func probe(_ path: String) -> Probe {
+        guard var addr = address(path) else { return .unknown(ENAMETOOLONG) }
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return .unknown(errno) }
         defer { Glibc.close(fd) }
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        return rc == 0
+        if rc == 0 { return .listening }
+        switch errno {
+        case EAGAIN, EINPROGRESS: return .listening
+        case ECONNREFUSED: return .stale
+        case ENOENT: return .absent
+        case let code: return .unknown(code)
+        }
+    }
+
+    /// The device and inode of the file at `path` (not following a symlink); nil if there is none.
+    static func identity(_ path: String) -> (device: UInt64, inode: UInt64)? {
+        var st = stat()
+        guard fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        return (UInt64(st.st_dev), UInt64(st.st_ino))
     }
 
     /// Accepts one connection (non-blocking); nil when none is waiting.

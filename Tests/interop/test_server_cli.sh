@@ -82,6 +82,40 @@ expect_contains "... with a clear message" "another server is already listening 
 check "... and the first keeps its socket" test -S "$A_SOCK"
 expect_eq "... and keeps serving" $'$6\nfrom-a' "$(nc_get "$A_SOCK" cli k)"
 
+# A server that may not connect to a socket cannot tell whether it is alive: it must leave it
+# alone (a build that took any failed connect for "stale" replaced a live root server's socket).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    P=$(mktemp -d /tmp/akvp.XXXXXX)
+    chmod 711 "$P"; mkdir "$P/grp"; chgrp 65534 "$P/grp"; chmod 770 "$P/grp"
+    cp "$ACTORKVD" "$P/actorkvd"; chmod 755 "$P/actorkvd"
+    start root-owner --socket "$P/grp/x.sock" --data-dir "$W/p-data"
+    R=$PID
+    if wait_ping "$P/grp/x.sock" "$R"; then
+        timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups "$P/actorkvd" \
+            --socket "$P/grp/x.sock" --data-dir "$P/grp/nobody-data" </dev/null >"$W/nobody.log" 2>&1
+        STATUS=$?; OUT=$(cat "$W/nobody.log")
+        if [ "$STATUS" -ne 0 ] && [ "$STATUS" -ne 124 ]; then ok "a server that may not connect to a live socket exits non-zero ($STATUS)"
+        else not_ok "a server that may not connect to a live socket exits non-zero"; note "status $STATUS" "$OUT"; fi
+        expect_contains "... saying it cannot tell" "cannot tell whether a server listens on $P/grp/x.sock" "$OUT"
+        expect_eq "... and the live server still answers on its socket" "+PONG" "$(printf 'PING\r\n' | timeout "$T" nc -U -N "$P/grp/x.sock" | tr -d '\r')"
+    else
+        not_ok "the root server for the permission check starts"; sed 's/^/#   /' "$W/root-owner.log"
+    fi
+    # A server stopping removes its socket file only if it is still its own.
+    rm -f "$P/grp/x.sock"
+    start successor --socket "$P/grp/x.sock" --data-dir "$W/q-data"
+    Q=$PID
+    if wait_ping "$P/grp/x.sock" "$Q"; then
+        kill -TERM "$R"; wait_exit "$R"
+        expect_eq "a server whose socket file was replaced exits 0 on SIGTERM" 0 "$?"
+        expect_eq "... and leaves the new server's socket in place" "+PONG" "$(printf 'PING\r\n' | timeout "$T" nc -U -N "$P/grp/x.sock" | tr -d '\r')"
+        stop_ok "the successor" "$Q" "$P/grp/x.sock"
+    else
+        not_ok "a server starts on a path whose socket file was removed"; sed 's/^/#   /' "$W/successor.log"
+    fi
+    rm -rf "$P"
+fi
+
 # A second server on the same data directory fails too.
 run_fg samedata --socket "$W/c.sock" --data-dir "$W/a-data"
 if [ "$STATUS" -ne 0 ] && [ "$STATUS" -ne 124 ]; then ok "a second server on the same data directory exits non-zero ($STATUS)"

@@ -286,7 +286,9 @@ final class EventLoop: @unchecked Sendable {
             swap(&replies, &done[index].replies)
             c.enqueue(consume replies)
             if done[index].quit {
+                // Nothing read after QUIT is run or answered, a framing error included.
                 c.pending.removeAll()
+                c.protocolError = nil
                 c.closeAfterFlush = true
             }
             pump(c)

@@ -32,6 +32,9 @@ public enum ErrorMapping {
     /// The sent to a connection refused because the server is full.
     public static let maxClients = Reply.error("MAXCLIENTS max number of clients reached")
 
+    /// The reply to a connection accepted while the server has no file descriptors to spare.
+    public static let outOfDescriptors = Reply.error("MAXCLIENTS the server is out of file descriptors (open files limit); try again later")
+
     /// The reply sent to a peer whose uid/gid is not allowed.
     public static func notPermitted(uid: UInt32, gid: UInt32) -> Reply {
         .error("NOPERM connections from uid \(uid) gid \(gid) are not allowed")

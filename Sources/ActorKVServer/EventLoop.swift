@@ -37,6 +37,12 @@ final class EventLoop: @unchecked Sendable {
     private let executor: LoopExecutor?
     private let stopRequested = Atomic<Bool>(false)
     private var draining = false
+    /// A descriptor held in reserve for running out of them: see ``refuseForWantOfDescriptors()``.
+    private var reserveFD: Int32 = -1
+    /// While the listener is out of epoll after accept failed: when to put it back.
+    private var acceptPausedUntil: Double?
+    /// Connections refused since accept last succeeded; the shortage is logged when it starts.
+    private var refusedForDescriptors = 0
 
     private static let listenerToken: UInt64 = 1
     private static let wakeToken: UInt64 = 2
@@ -58,7 +64,12 @@ final class EventLoop: @unchecked Sendable {
         executor = configuration.execution == .loop ? LoopExecutor { wakeSignal.signal() } : nil
         try register(listener, token: Self.listenerToken, events: ACTORKV_EPOLLIN)
         try register(wakeSignal.fd, token: Self.wakeToken, events: ACTORKV_EPOLLIN)
+        reserveFD = Self.openReserve()
     }
+
+    deinit { if reserveFD >= 0 { SocketCalls.close(reserveFD) } }
+
+    private static func openReserve() -> Int32 { Glibc.open("/dev/null", O_RDONLY | O_CLOEXEC) }
 
     private func register(_ fd: Int32, token: UInt64, events: UInt32) throws(SocketCalls.Failure) {
         guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, token) == 0 else {
@@ -84,7 +95,7 @@ final class EventLoop: @unchecked Sendable {
         executor?.attachToCurrentThread()
         while true {
             let busy = !ready.isEmpty || !outgoing.isEmpty || executor?.hasPending == true
-            let timeout: Int32 = busy ? 0 : (draining ? 50 : (lingering.isEmpty ? -1 : 250))
+            let timeout: Int32 = busy ? 0 : (draining || acceptPausedUntil != nil ? 50 : (lingering.isEmpty ? -1 : 250))
             let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), timeout)
             if n < 0 && errno != EINTR { log("epoll_wait failed: \(String(cString: strerror(errno)))"); break }
             for i in 0..<max(0, Int(n)) {
@@ -93,6 +104,7 @@ final class EventLoop: @unchecked Sendable {
             serviceReady()
             settle()
             expireLingering(force: false)
+            resumeAcceptingIfDue()
             if !draining && (stopRequested.load(ordering: .sequentiallyConsistent) || SignalHandling.received.load(ordering: .relaxed) != 0) {
                 beginDrain()
                 drainDeadline = monotonicSeconds() + configuration.shutdownGraceSeconds
@@ -136,17 +148,60 @@ final class EventLoop: @unchecked Sendable {
     // MARK: - Accepting
 
     private func acceptAll() {
-        while !draining {
+        while !draining && acceptPausedUntil == nil {
             let fd: Int32
             do {
                 guard let accepted = try SocketCalls.accept(listener) else { return }
                 fd = accepted
+            } catch where error.code == EMFILE || error.code == ENFILE {
+                guard refuseForWantOfDescriptors() else { return }
+                continue
             } catch {
-                log("accept failed: \(error)")
+                log("accept failed: \(error); not accepting for 100 ms")
+                pauseAccepting()
                 return
+            }
+            if refusedForDescriptors > 0 {
+                log("accepting connections again (\(refusedForDescriptors) refused for want of file descriptors)")
+                refusedForDescriptors = 0
             }
             admit(fd)
         }
+    }
+
+    /// Out of descriptors with connections waiting: the listener is level-triggered, so leaving
+    /// them there would spin the loop. The reserve descriptor is given up to accept one, which
+    /// gets `-MAXCLIENTS` and is closed at once, then taken back. Without a reserve the listener
+    /// pauses instead. Returns whether one was refused (and the next may be tried).
+    private func refuseForWantOfDescriptors() -> Bool {
+        if refusedForDescriptors == 0 {
+            log("accept failed: out of file descriptors (open files limit); refusing new connections with -MAXCLIENTS until some close")
+        }
+        guard reserveFD >= 0 else { pauseAccepting(); return false }
+        SocketCalls.close(reserveFD)
+        let accepted = try? SocketCalls.accept(listener)
+        if let fd = accepted ?? nil {
+            ErrorMapping.outOfDescriptors.encoded.withUnsafeBytes { _ = try? SocketCalls.send(fd, $0) }
+            SocketCalls.close(fd)
+            refusedForDescriptors += 1
+            statistics.rejectedConnections.add(1, ordering: .relaxed)
+        }
+        reserveFD = Self.openReserve()
+        return accepted != nil
+    }
+
+    /// Takes the listener out of epoll for a moment (accept keeps failing: no spinning on it).
+    private func pauseAccepting() {
+        guard acceptPausedUntil == nil else { return }
+        _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_DEL, listener, 0, 0)
+        acceptPausedUntil = monotonicSeconds() + 0.1
+    }
+
+    private func resumeAcceptingIfDue() {
+        guard let until = acceptPausedUntil, !draining, monotonicSeconds() >= until else { return }
+        acceptPausedUntil = nil
+        if reserveFD < 0 { reserveFD = Self.openReserve() }
+        _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, listener, ACTORKV_EPOLLIN, Self.listenerToken)
     }
 
     private func admit(_ fd: Int32) {

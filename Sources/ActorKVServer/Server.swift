@@ -39,7 +39,9 @@ public final class Server: Sendable {
     /// with millions of keys takes longer than the rest of the shutdown.
     public func run() async throws {
         let config = configuration
-        let limit = SocketCalls.raiseOpenFileLimit(to: config.maxClients + 256)
+        // Clients, sockets closing in the background (at most 1024), and 256 for the data files.
+        let wanted = config.maxClients + 1024 + 256
+        let limit = SocketCalls.raiseOpenFileLimit(to: wanted)
         try checkSocketDirectory()
         let staleSocket = try checkSocketPath()
         let wake: WakeSignal
@@ -52,6 +54,9 @@ public final class Server: Sendable {
         }
         openStore.withLock { $0 = store }
         log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(config.maxClients), open files limit \(limit)")
+        if limit < wanted {
+            log("warning: the open files limit (\(limit), hard limit reached) is below the \(wanted) that --max-clients \(config.maxClients) needs; past about \(max(0, limit - 256)) connections new ones get -MAXCLIENTS")
+        }
         let unavailable = await store.openAll()
         if SignalHandling.received.load(ordering: .relaxed) != 0 {
             await store.close()

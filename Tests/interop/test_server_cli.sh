@@ -210,6 +210,41 @@ expect_eq "--check on a missing directory: exit 1" 1 "$STATUS"
 expect_contains "... with a clear message" "no data directory at $W/no-such-data" "$OUT"
 check "... and creates nothing" test ! -e "$W/no-such-data"
 
+# Out of file descriptors ---------------------------------------------------------------------
+# With an open files limit far below --max-clients, connections past it are refused with
+# -MAXCLIENTS; the loop neither spins on the listener nor floods the log, and serves again once
+# clients leave.
+(ulimit -n 120; exec "$ACTORKVD" --socket "$W/fd.sock" --data-dir "$W/fd-data" --max-clients 1000) </dev/null >"$W/fd.log" 2>&1 &
+F=$!; PIDS+=("$F")
+if wait_ping "$W/fd.sock" "$F"; then
+    expect_contains "a limit below what --max-clients needs is warned about at start" "is below the 2280 that --max-clients 1000 needs" "$(cat "$W/fd.log")"
+    out=$(timeout 60 python3 - "$W/fd.sock" <<'PY'
+import socket, sys, time
+path = sys.argv[1]
+held = []
+for _ in range(150):                    # more than the 120 descriptors the server may have
+    s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(path); held.append(s)
+time.sleep(1.0)                         # a spinning loop would log thousands of lines by now
+extra = socket.socket(socket.AF_UNIX); extra.settimeout(10); extra.connect(path)
+print("extra:", extra.recv(200).decode().strip())
+for s in held: s.close()
+time.sleep(0.5)
+again = socket.socket(socket.AF_UNIX); again.settimeout(10); again.connect(path)
+again.sendall(b"PING\r\n")
+print("again:", again.recv(100).decode().strip())
+PY
+)
+    expect_contains "a client past the descriptors gets -MAXCLIENTS" "extra: -MAXCLIENTS the server is out of file descriptors" "$out"
+    expect_contains "... and the server serves again once clients leave" "again: +PONG" "$out"
+    lines=$(grep -c "out of file descriptors" "$W/fd.log")
+    if [ "$lines" -ge 1 ] && [ "$lines" -le 3 ]; then ok "... logged once per shortage, not per attempt ($lines lines)"
+    else not_ok "... logged once per shortage, not per attempt"; note "$lines lines"; fi
+    expect_contains "... and says when it accepts again" "accepting connections again" "$(cat "$W/fd.log")"
+    stop_ok "the server short of descriptors" "$F" "$W/fd.sock"
+else
+    not_ok "the server with a low open files limit starts"; sed 's/^/#   /' "$W/fd.log"
+fi
+
 # Signals during shutdown ----------------------------------------------------------------------
 # Hundreds of SIGTERMs while compactions and writes are in flight and the grace is 0: every later
 # signal and every late reply must wake the loop's own eventfd, never a descriptor number the

@@ -30,7 +30,10 @@ A :class:`Client` is one connection and is not thread-safe: give each thread its
 
 import builtins
 import collections
+import re
+import select
 import socket
+import time
 
 __all__ = [
     "ActorKVConnectionError",
@@ -56,6 +59,9 @@ _REPLY_TYPES = frozenset(b"+-:$*")
 
 #: Error codes after which the server closes the connection.
 _FATAL_CODES = frozenset({"PROTO", "MAXCLIENTS", "NOPERM"})
+
+#: poll(2) where there is one (no limit on descriptor numbers); select(2) otherwise.
+_HAVE_POLL = hasattr(select, "poll")
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,6 +155,23 @@ def encode_command(*args):
         parts.append(b"$%d\r\n" % len(data))
         parts.append(data)
         parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+def _next_block(chunks, size):
+    """Takes encoded requests from the iterator ``chunks`` until they add up to ``size`` bytes
+    (or it ends) and returns them as one bytes-like object; empty once ``chunks`` is
+    exhausted. A request larger than ``size`` is returned as it is, not copied."""
+    parts = []
+    total = 0
+    for chunk in chunks:
+        if chunk:
+            parts.append(chunk)
+            total += len(chunk)
+            if total >= size:
+                break
+    if len(parts) == 1:
+        return parts[0]
     return b"".join(parts)
 
 
@@ -347,37 +370,59 @@ class ReplyParser(object):
         self._replies.append(value)
 
 
+#: Where a field of an ``ns_<name>`` INFO line starts: the line's start or a comma, then
+#: ``name=``.
+_INFO_FIELD = re.compile(r"(?:^|,)([A-Za-z_][A-Za-z0-9_]*)=")
+
+#: INFO fields whose value is free text that runs to the end of the line (it may hold commas
+#: and ``=``): the server writes ``error=`` last, as in ``status=unavailable,error=<message>``.
+_INFO_TEXT_FIELDS = frozenset({"error"})
+
+
+def _info_convert(value):
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def _info_fields(value):
+    """Parses ``a=1,b=ok,error=free, text`` into a dict, or returns None if ``value`` does
+    not start with ``name=``. A comma separates fields only when ``name=`` follows it, and
+    an ``error`` field takes the rest of the line, so its text may contain ``,`` and ``=``."""
+    starts = list(_INFO_FIELD.finditer(value))
+    if not starts or starts[0].start() != 0:
+        return None
+    fields = {}
+    for index, start in enumerate(starts):
+        name = start.group(1)
+        if name in _INFO_TEXT_FIELDS or index + 1 == len(starts):
+            text = value[start.end():]
+            fields[name] = text if name in _INFO_TEXT_FIELDS else _info_convert(text)
+            break
+        fields[name] = _info_convert(value[start.end():starts[index + 1].start()])
+    return fields
+
+
 def parse_info(text):
     """Parses the text of ``INFO`` into a dict.
 
     ``key:value`` lines become entries; values that are decimal integers become ``int``;
     values made of ``name=value`` pairs separated by commas (the ``ns_<name>`` lines) become
-    dicts (with integer values converted too). Section headers (``# Server``) and blank lines
-    are skipped.
+    dicts (with integer values converted too). The ``error`` field of an unavailable
+    namespace (``status=unavailable,error=<message>``) is the rest of the line, as a str,
+    commas included. Section headers (``# Server``) and blank lines are skipped.
     """
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", "replace")
-
-    def convert(value):
-        try:
-            return int(value)
-        except ValueError:
-            return value
-
     info = {}
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#") or ":" not in line:
             continue
         key, _, value = line.partition(":")
-        if "=" in value and key.startswith("ns_"):
-            fields = {}
-            for pair in value.split(","):
-                name, _, field = pair.partition("=")
-                fields[name] = convert(field)
-            info[key] = fields
-        else:
-            info[key] = convert(value)
+        fields = _info_fields(value) if key.startswith("ns_") else None
+        info[key] = fields if fields is not None else _info_convert(value)
     return info
 
 
@@ -533,7 +578,10 @@ class Client(_Commands):
 
     Args:
         path: the server's Unix socket (default ``./actorkv.sock``).
-        timeout: seconds to wait to connect and for each reply; None waits forever.
+        timeout: seconds to wait to connect, and then how long a command (or a whole
+            pipeline) may go without any progress -- no byte sent and none received --
+            before :class:`ActorKVTimeoutError`; a large pipeline that keeps moving may take
+            longer in total. None waits forever.
         connect: connect now (the default) rather than at the first command.
 
     Use it as a context manager to close the connection at the end. If the connection is
@@ -543,12 +591,15 @@ class Client(_Commands):
 
     #: Bytes asked of the socket per read.
     read_size = 256 * 1024
+    #: Small requests are joined into blocks of about this many bytes per send.
+    send_size = 256 * 1024
 
     def __init__(self, path=DEFAULT_SOCKET, timeout=10.0, connect=True):
         self.path = path
         self.timeout = timeout
         self._sock = None
         self._parser = None
+        self._poller = None
         if connect:
             self.connect()
 
@@ -569,8 +620,10 @@ class Client(_Commands):
             sock.close()
             raise ActorKVConnectionError("cannot connect to ActorKV at %s: %s"
                                          % (self.path, error.strerror or error))
+        sock.setblocking(False)  # from now on, _roundtrip waits with poll/select
         self._sock = sock
         self._parser = ReplyParser()
+        self._poller = select.poll() if _HAVE_POLL else None
 
     @property
     def connected(self):
@@ -579,7 +632,7 @@ class Client(_Commands):
 
     def close(self):
         """Closes the connection (without QUIT). Safe to call more than once."""
-        sock, self._sock, self._parser = self._sock, None, None
+        sock, self._sock, self._parser, self._poller = self._sock, None, None, None
         if sock is not None:
             try:
                 sock.close()
@@ -612,75 +665,132 @@ class Client(_Commands):
 
     # -- I/O ----------------------------------------------------------------------------------
 
-    def _send(self, payload):
-        """Sends encoded requests; on failure closes and raises. If the server closed the
-        connection with an error reply first (MAXCLIENTS, NOPERM), raises that instead."""
+    def _wait(self, want_write, seconds):
+        """Waits until the socket is readable (or, with ``want_write``, writable) or broken, or
+        until ``seconds`` pass (None: forever). Returns (readable, writable); both False on
+        timeout. A hang-up or error counts as both, so that the next send/recv reports it."""
+        sock = self._sock
+        poller = self._poller
+        if poller is not None:
+            events = select.POLLIN | (select.POLLOUT if want_write else 0)
+            poller.register(sock, events)
+            ready = poller.poll(None if seconds is None else max(0.0, seconds * 1000.0))
+            if not ready:
+                return False, False
+            revents = 0
+            for _, event in ready:
+                revents |= event
+            broken = revents & (select.POLLERR | select.POLLHUP | select.POLLNVAL)
+            return bool(revents & select.POLLIN or broken), bool(revents & select.POLLOUT or broken)
+        readable, writable, broken = select.select(
+            [sock], [sock] if want_write else [], [sock], seconds)
+        return bool(readable or broken), bool(writable or broken)
+
+    def _roundtrip(self, requests, count):
+        """Sends encoded requests and returns their ``count`` raw replies, in order (an error
+        reply is returned as a :class:`ServerError`, not raised).
+
+        ``requests`` is one bytes-like object, or an iterable of them (taken lazily). Sending
+        and receiving overlap: replies are read and parsed while requests are still being
+        sent, since the server stops reading a client's requests while about
+        ``--max-output-bytes`` of its replies are unread; sending everything first would
+        deadlock on a large pipeline. ``self.timeout`` bounds the time without progress
+        (nothing sent and nothing received), not the whole exchange.
+
+        After a connection-fatal error reply (PROTO, MAXCLIENTS, NOPERM) the remaining replies
+        are :class:`ActorKVConnectionError` instances and the connection is closed. A timeout,
+        a lost connection or a malformed reply closes the connection and raises.
+        """
         self.connect()
-        try:
-            self._sock.sendall(payload)
-        except socket.timeout:
-            self.close()
-            raise ActorKVTimeoutError("timed out sending to %s" % self.path)
-        except OSError as error:
-            reply = self._salvage_error()
-            self.close()
-            if isinstance(reply, ServerError):
-                raise reply
-            raise ActorKVConnectionError("connection to %s lost while sending: %s"
-                                         % (self.path, error.strerror or error))
-
-    def _salvage_error(self):
-        """After a failed send, returns an error reply already received, if any."""
-        try:
-            self._sock.setblocking(False)
-            data = self._sock.recv(self.read_size)
-            if data:
-                self._parser.feed(data)
-            return self._parser.gets()
-        except (OSError, ProtocolError):
-            return None
-
-    def _read_reply(self):
-        """Reads one complete reply (an error reply is returned, not raised)."""
-        parser = self._parser
-        while True:
-            reply = parser.gets()
-            if reply is not NOT_READY:
-                return reply
-            try:
-                data = self._sock.recv(self.read_size)
-            except socket.timeout:
-                self.close()
-                raise ActorKVTimeoutError("timed out waiting for a reply from %s" % self.path)
-            except OSError as error:
-                self.close()
-                raise ActorKVConnectionError("connection to %s lost: %s"
-                                             % (self.path, error.strerror or error))
-            if not data:
-                self.close()
-                raise ActorKVConnectionError("connection to %s closed by the server" % self.path)
-            try:
-                parser.feed(data)
-            except ProtocolError:
-                self.close()
-                raise
-
-    def _roundtrip(self, payload, count):
-        """Sends ``payload`` holding ``count`` requests; returns their ``count`` raw replies.
-        After a connection-fatal error reply (PROTO, ...) the remaining replies are
-        :class:`ActorKVConnectionError` instances and the connection is closed."""
-        self._send(payload)
+        if isinstance(requests, (bytes, bytearray, memoryview)):
+            requests = (requests,)
+        chunks = iter(requests)
+        sock, parser = self._sock, self._parser
+        timeout = self.timeout
         replies = []
-        for _ in range(count):
-            if self._sock is None:
-                replies.append(ActorKVConnectionError(
-                    "connection closed by the server after an earlier error; not run"))
-                continue
-            reply = self._read_reply()
-            replies.append(reply)
-            if isinstance(reply, ServerError) and reply.code in _FATAL_CODES:
-                self.close()
-        return replies
+        pending = memoryview(b"")  # the block being sent, from the first unsent byte
+        sending = True
+        send_error = None
+        can_write = True  # try to send before waiting: a new request usually fits at once
+        can_read = False
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                progress = False
+                if sending and can_write:
+                    try:
+                        while True:
+                            if not pending:
+                                pending = memoryview(_next_block(chunks, self.send_size))
+                                if not pending:
+                                    sending = False
+                                    break
+                            sent = sock.send(pending)
+                            pending = pending[sent:]
+                            progress = True
+                    except BlockingIOError:
+                        pass
+                    except OSError as error:
+                        # The server closed the connection, maybe after an error reply that
+                        # explains why (PROTO, MAXCLIENTS, NOPERM): read what it sent.
+                        sending = False
+                        send_error = error
+                        pending = memoryview(b"")
+                if can_read:
+                    try:
+                        data = sock.recv(self.read_size)
+                    except BlockingIOError:
+                        data = None
+                    except OSError as error:
+                        raise self._lost(error, send_error)
+                    if data is not None:
+                        if not data:
+                            raise self._lost(None, send_error)
+                        progress = True
+                        parser.feed(data)  # a ProtocolError closes the connection below
+                        while len(replies) < count:
+                            reply = parser.gets()
+                            if reply is NOT_READY:
+                                break
+                            replies.append(reply)
+                            if isinstance(reply, ServerError) and reply.code in _FATAL_CODES:
+                                self.close()
+                                while len(replies) < count:
+                                    replies.append(ActorKVConnectionError(
+                                        "connection closed by the server after an earlier "
+                                        "error; not run"))
+                                return replies
+                if len(replies) == count and not sending:
+                    return replies
+                if timeout is not None:
+                    now = time.monotonic()
+                    if progress:
+                        deadline = now + timeout
+                    elif now >= deadline:
+                        raise ActorKVTimeoutError((
+                            "timed out sending to %s" if sending
+                            else "timed out waiting for a reply from %s") % self.path)
+                    remaining = deadline - now
+                else:
+                    remaining = None
+                can_read, can_write = self._wait(sending, remaining)
+        except BaseException:
+            # Whatever went wrong (a timeout, a lost connection, a malformed reply, even
+            # KeyboardInterrupt), replies still on their way would be taken for the answers to
+            # the next commands: this connection is done.
+            self.close()
+            raise
+
+    def _lost(self, error, send_error):
+        """The error to raise when the connection ended (``error`` from recv, None for end of
+        file) before every reply came; a failed send is the better explanation."""
+        if send_error is not None:
+            error = send_error
+        if error is None:
+            return ActorKVConnectionError("connection to %s closed by the server" % self.path)
+        return ActorKVConnectionError("connection to %s lost%s: %s" % (
+            self.path, " while sending" if send_error is not None else "",
+            error.strerror or error))
 
     def _call(self, transform, *args):
         reply = self._roundtrip(encode_command(*args), 1)[0]
@@ -706,13 +816,22 @@ class Client(_Commands):
                 return
 
     def pipeline(self):
-        """Returns a :class:`Pipeline` that queues commands and sends them in one write."""
+        """Returns a :class:`Pipeline` that queues commands and sends them together."""
         return Pipeline(self)
 
 
+def _taking(items):
+    """Yields the items of a list, dropping each from the list as it goes (so that encoded
+    requests already sent can be freed while a large pipeline is still running)."""
+    for index in range(len(items)):
+        item = items[index]
+        items[index] = None
+        yield item
+
+
 class Pipeline(_Commands):
-    """Queues commands and sends them all in one write; :meth:`execute` returns every reply in
-    order. The methods are those of :class:`Client` (except ``scan``, use ``scan_page``), each
+    """Queues commands and sends them together; :meth:`execute` returns every reply in order.
+    The methods are those of :class:`Client` (except ``scan``, use ``scan_page``), each
     returning the pipeline so that calls can be chained::
 
         with client.pipeline() as p:
@@ -721,7 +840,9 @@ class Pipeline(_Commands):
             results = p.execute()        # [True, True, b'1']
 
     Commands are not atomic as a group (use :meth:`Client.batch` for that), but they run in
-    order and their replies come back in order. Leaving the ``with`` block discards commands
+    order and their replies come back in order. A pipeline may be of any size: replies are
+    read while the commands are being sent (the server stops reading a client's commands
+    while about a MiB of its replies are unread). Leaving the ``with`` block discards commands
     that were not executed.
     """
 
@@ -757,9 +878,12 @@ class Pipeline(_Commands):
         queue, self._queue = self._queue, []
         if not queue:
             return []
-        replies = self.client._roundtrip(b"".join(payload for _, payload in queue), len(queue))
+        transforms = [transform for transform, _ in queue]
+        payloads = [payload for _, payload in queue]
+        del queue
+        replies = self.client._roundtrip(_taking(payloads), len(payloads))
         results = []
-        for (transform, _), reply in zip(queue, replies):
+        for transform, reply in zip(transforms, replies):
             if not isinstance(reply, Exception):
                 try:
                     reply = transform(reply)

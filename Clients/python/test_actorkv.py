@@ -320,6 +320,78 @@ class EncodingTests(unittest.TestCase):
         self.assertEqual(info["ns_config"], {"keys": 3, "live_bytes": 18, "status": "ok"})
         self.assertEqual(parse_info(text.encode()), info)
 
+    def test_parse_info_error_with_commas(self):
+        """An unavailable namespace's error= text runs to the end of the line (protocol.md:
+        ``status=unavailable,error=<file, offset, reason>``); commas in it, even ones followed
+        by ``name=``, do not split it."""
+        message = ("/srv/kv,keys=9/cfg/snapshot.json is corrupt at byte offset 7, "
+                   "reason: expected ','; size=12, the file was left untouched")
+        text = ("# Namespaces\r\nnamespaces:1\r\n"
+                "ns_ok:keys=2,live_bytes=13,status=ok\r\n"
+                "ns_cfg:status=unavailable,error=" + message + "\r\n"
+                "socket:/tmp/a,b.sock\r\n")
+        info = parse_info(text)
+        self.assertEqual(info["ns_cfg"], {"status": "unavailable", "error": message})
+        self.assertEqual(info["ns_ok"], {"keys": 2, "live_bytes": 13, "status": "ok"})
+        self.assertEqual(info["socket"], "/tmp/a,b.sock")
+        self.assertEqual(info["namespaces"], 1)
+        # A field value with a comma not followed by name= stays whole, anywhere in the line.
+        self.assertEqual(parse_info("ns_x:status=a, b,keys=1")["ns_x"],
+                         {"status": "a, b", "keys": 1})
+
+    def test_fake_server_not_reading_times_out(self):
+        """A server that reads nothing: a large pipeline gives up after the timeout without
+        progress (it neither hangs nor waits for the whole payload)."""
+        directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "stuck.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)  # never accepted: the connection's buffer fills, then nothing moves
+        self.addCleanup(listener.close)
+        client = Client(path, timeout=0.2)
+        self.addCleanup(client.close)
+        p = client.pipeline()
+        for i in range(2000):
+            p.put("ns", "k%d" % i, b"v" * 1000)
+        with self.assertRaises(actorkv.ActorKVTimeoutError) as caught:
+            p.execute()
+        self.assertIn("sending", str(caught.exception))
+        self.assertFalse(client.connected)
+
+    def test_fake_server_fatal_error_while_sending(self):
+        """A server that answers the first request, sends a fatal error and closes at once,
+        leaving most of a large pipeline unsent: the failed send does not hide the replies
+        that did arrive."""
+        directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "fatal.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        self.addCleanup(listener.close)
+
+        def serve():
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(1024)
+                conn.sendall(b"+OK\r\n-NOPERM not allowed\r\n")
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        client = Client(path, timeout=30)
+        self.addCleanup(client.close)
+        p = client.pipeline()
+        for i in range(2000):
+            p.put("ns", "k%d" % i, b"v" * 1000)
+        results = p.execute(raise_on_error=False)
+        thread.join(PATIENCE)
+        self.assertEqual(results[0], True)
+        self.assertEqual(results[1], ServerError("NOPERM", "not allowed"))
+        self.assertEqual(len(results), 2000)
+        self.assertTrue(all(type(r) is ActorKVConnectionError for r in results[2:]))
+        self.assertFalse(client.connected)
+
     def test_batch_arguments_checked_before_sending(self):
         client = Client("/nonexistent/actorkv.sock", connect=False)
         for ops in ([], [("put", "k")], [("get", "k")], [("del",)], ["put"]):
@@ -605,6 +677,42 @@ class RoundTripTests(ServerTestCase):
         # Every reply was read: the connection is in step, and the later command ran.
         self.assertEqual(self.kv.get(self.ns, "b"), b"2")
 
+    def test_pipeline_beyond_output_limit(self):
+        """100,000 GETs of a 1000-byte value: about 100 MB of replies, far beyond the server's
+        1 MiB of unread output per client, after which it reads no more requests until the
+        client reads. Sending everything before reading stalled (and with timeout=None hung
+        forever); replies must be read while the pipeline is being sent."""
+        value = bytes(range(250)) * 4
+        self.kv.put(self.ns, "v", value)
+        self.kv.put(self.ns, "small", "0123456789")
+        self.kv.timeout = 20.0  # finite: a stall fails the test instead of hanging it
+        p = self.kv.pipeline()
+        for _ in range(100000):
+            p.get(self.ns, "v")
+        p.get(self.ns, "small")
+        results = p.execute()
+        self.assertEqual(len(results), 100001)
+        self.assertEqual(results[-1], b"0123456789")
+        self.assertTrue(all(result == value for result in results[:-1]))
+        self.assertEqual(self.kv.ping(), "PONG")  # in step afterwards
+
+    def test_pipeline_of_large_puts_and_gets(self):
+        """Large requests and large replies in one pipeline: 24 PUTs of 512 KiB values, each
+        followed by a GET of it (12 MiB each way)."""
+        self.kv.timeout = 20.0
+        values = [os.urandom(512 * 1024) for _ in range(24)]
+        p = self.kv.pipeline()
+        for i, value in enumerate(values):
+            p.put(self.ns, "big%d" % i, value).get(self.ns, "big%d" % i)
+        p.count(self.ns)
+        results = p.execute()
+        self.assertEqual(len(results), 49)
+        self.assertEqual(results[0:48:2], [True] * 24)
+        for i, value in enumerate(values):
+            self.assertEqual(results[2 * i + 1], value, i)
+        self.assertEqual(results[48], 24)
+        self.assertEqual(self.kv.get(self.ns, "big23"), values[23])
+
     def test_pipeline_discarded_on_exit(self):
         with self.kv.pipeline() as p:
             p.put(self.ns, "never", "sent")
@@ -698,6 +806,24 @@ class LimitsTests(ServerTestCase):
         self.assertEqual(results[1].code, "PROTO")
         self.assertIsInstance(results[2], ActorKVConnectionError)
         self.assertEqual(self.kv.get(self.ns, "a"), b"1")
+
+    def test_proto_error_early_in_large_pipeline(self):
+        """PROTO while about 2 MB of the pipeline are still unsent: the replies before the
+        error and the error itself are returned in their places, the rest as connection
+        errors (the server half-closes after PROTO and discards what follows)."""
+        p = self.kv.pipeline()
+        p.put(self.ns, "a", "1").put(self.ns, "k", b"x" * 5000)
+        for i in range(2000):
+            p.put(self.ns, "after%d" % i, b"y" * 1000)
+        results = p.execute(raise_on_error=False)
+        self.assertEqual(len(results), 2002)
+        self.assertEqual(results[0], True)
+        self.assertIsInstance(results[1], ServerError)
+        self.assertEqual(results[1].code, "PROTO")
+        self.assertTrue(all(isinstance(r, ActorKVConnectionError) for r in results[2:]))
+        self.assertFalse(self.kv.connected)
+        self.assertEqual(self.kv.get(self.ns, "a"), b"1")  # a new connection
+        self.assertEqual(self.kv.exists(self.ns, "k", "after0", "after1999"), 0)
 
 
 class LifecycleTests(unittest.TestCase):
@@ -814,6 +940,33 @@ class LifecycleTests(unittest.TestCase):
         self.assertFalse(second.connected)
         self.assertEqual(first.ping(), "PONG")
         first.close()
+        self.assert_clean_stop(server)
+
+    def test_info_of_unavailable_namespace(self):
+        """INFO's error= text holds the file's path, here with a comma and '=' in it; it
+        comes back whole from info_dict."""
+        server = ServerProcess()
+        server.data = os.path.join(server.dir, "data,keys=7")
+        self.start(server)
+        with server.client() as kv:
+            kv.put("broken", "k", "v")
+            kv.compact("broken")
+        self.assert_clean_stop(server)
+        snapshot = os.path.join(server.data, "broken", "snapshot.json")
+        self.assertTrue(os.path.exists(snapshot), os.listdir(os.path.join(server.data, "broken")))
+        with open(snapshot, "wb") as f:
+            f.write(b"not json")
+        server.start()
+        with server.client() as kv:
+            fields = kv.info_dict()["ns_broken"]
+            self.assertEqual(set(fields), {"status", "error"}, fields)
+            self.assertEqual(fields["status"], "unavailable")
+            self.assertIn(snapshot, fields["error"])
+            line = [l for l in kv.info().splitlines() if l.startswith("ns_broken:")][0]
+            self.assertEqual(line, "ns_broken:status=unavailable,error=" + fields["error"])
+            with self.assertRaises(ServerError) as caught:
+                kv.get("broken", "k")
+            self.assertEqual(caught.exception.code, "CORRUPT")
         self.assert_clean_stop(server)
 
     def test_sigterm_with_connected_client(self):

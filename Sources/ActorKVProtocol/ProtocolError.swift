@@ -30,6 +30,12 @@ extension ProtocolError {
     public static let inlineTooBig = ProtocolError("too big inline request")
     /// An inline line with an unterminated quote, or a closing quote not followed by whitespace.
     public static let unbalancedQuotes = ProtocolError("unbalanced quotes in request")
+    /// An inline line of more than `maxArguments` words (the inline form of
+    /// ``invalidMultibulkLength``'s limit).
+    public static let tooManyInlineArguments = ProtocolError("too many inline arguments")
+    /// An inline word longer than `maxBulkLength` bytes after unquoting (the inline form of
+    /// ``invalidBulkLength``'s limit).
+    public static let inlineArgumentTooBig = ProtocolError("too big inline argument")
 
     /// A multibulk element that does not start with `$`. Printable ASCII is shown as is,
     /// any other byte as `\xHH`.

@@ -16,8 +16,8 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
 }
 
 extension ProtocolError {
-    /// A `*N` header that is not a decimal integer, is below -1, or exceeds `maxArguments`,
-    /// or has no `\r\n` where one is due.
+    /// A `*N` header that is not a decimal integer, or exceeds `maxArguments`, or has no `\r\n`
+    /// where one is due. (A count of 0 or less is an empty request, skipped as Redis does.)
     public static let invalidMultibulkLength = ProtocolError("invalid multibulk length")
     /// A `$len` header that is not a decimal integer in `0...maxBulkLength`, or has no `\r\n`
     /// where one is due.

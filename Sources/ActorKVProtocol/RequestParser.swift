@@ -88,11 +88,11 @@ struct RequestParser: Sendable {
         case .invalid:
             return .failure(.invalidMultibulkLength)
         case .value(let count, let next):
-            if count == 0 || count == -1 {
-                cursor = next  // an empty request: skipped, as Redis does
+            if count <= 0 {
+                cursor = next  // an empty request: skipped, as Redis does for any count <= 0
                 return nil
             }
-            guard count > 0, count <= Int64(limits.maxArguments) else { return .failure(.invalidMultibulkLength) }
+            guard count <= Int64(limits.maxArguments) else { return .failure(.invalidMultibulkLength) }
             cursor = next
             remaining = Int(count)
             requestBytes = 0

@@ -4,8 +4,6 @@ enum ASCII {
     static let lf: UInt8 = 10
     static let space: UInt8 = 32
     static let tab: UInt8 = 9
-    static let verticalTab: UInt8 = 11
-    static let formFeed: UInt8 = 12
     static let star: UInt8 = 42       // *
     static let dollar: UInt8 = 36     // $
     static let plus: UInt8 = 43       // +
@@ -18,10 +16,19 @@ enum ASCII {
     static let nine: UInt8 = 57
     static let lowerX: UInt8 = 120
 
-    /// Whitespace that separates inline words: space, \t, \n, \v, \f, \r.
+    /// C's `isspace`: space, \t, \n, \v, \f, \r. Redis's `sdssplitargs` skips these between
+    /// inline words and accepts them after a closing quote.
     @inline(__always)
     static func isSpace(_ byte: UInt8) -> Bool {
         byte == space || (byte >= tab && byte <= cr)
+    }
+
+    /// The bytes that end an unquoted inline word, as in Redis's `sdssplitargs`: space, \t, \n,
+    /// \r (not \v or \f, which are part of the word; NUL, which ends the whole line in Redis, is
+    /// an ordinary byte here).
+    @inline(__always)
+    static func endsWord(_ byte: UInt8) -> Bool {
+        byte == space || byte == tab || byte == lf || byte == cr
     }
 
     /// The value of a hexadecimal digit (either case), or nil.

@@ -1,5 +1,21 @@
 /// Reading and writing decimal integers in the wire format.
-enum ASCIIDecimal {
+public enum ASCIIDecimal {
+    /// A whole argument read as an integer by the rules of a `*N` or `$len` header (Redis's
+    /// `string2ll`): an optional `-`, then 1 to 19 ASCII digits, no leading zero, no `-0`, no `+`,
+    /// no spaces, within Int64. Nil for anything else.
+    public static func parse(_ text: ArraySlice<UInt8>) -> Int64? {
+        guard text.count <= 20 else { return nil }
+        // The header scanner, on a copy of the text with its line end, so that both read one grammar.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: text.count + 2) { line in
+            let count = line.initialize(fromContentsOf: text)
+            line.initializeElement(at: count, to: ASCII.cr)
+            line.initializeElement(at: count + 1, to: ASCII.lf)
+            guard case .value(let value, let next) = scanLine(UnsafeBufferPointer(line), from: 0),
+                  next == count + 2 else { return nil }
+            return value
+        }
+    }
+
     /// The outcome of reading a `<integer>\r\n` header line.
     enum LineScan: Equatable {
         /// The `\r\n` has not arrived yet.

@@ -1,65 +1,60 @@
 /// Splits an inline request line into arguments, as Redis's `sdssplitargs` does.
 ///
-/// - Words are separated by whitespace (space, \t, \r, \v, \f).
+/// - Before a word, any C whitespace (space, \t, \n, \v, \f, \r) is skipped.
+/// - An unquoted word ends only at a space, \t, \n or \r: \v and \f inside a word are part of it.
 /// - `"double quoted"` words understand `\n \r \t \b \a \\ \" \xHH`; any other `\c` is `c`,
 ///   and a `\x` not followed by two hex digits is the literal characters.
 /// - `'single quoted'` words are literal except `\'`.
-/// - A quote may start in the middle of a word (`ab"c d"` is `abc d`); a closing quote must be
-///   followed by whitespace or the end of the line.
+/// - A quote may start in the middle of a word (`ab"c d"` is `abc d`); the closing quote ends the
+///   word and must be followed by C whitespace (\v and \f included) or the end of the line.
 /// - Unlike the C original, a NUL byte is an ordinary character, not the end of the line.
+///
+/// The request limits apply as they do to a multibulk request: more than `maxArguments` words,
+/// or a word (after unquoting) longer than `maxBulkLength`, is a framing error.
 enum InlineSplitter {
-    /// The arguments of `line` (which excludes the line terminator), or nil when its quotes are
-    /// unbalanced. An empty or all-whitespace line gives no arguments.
-    static func split(_ line: UnsafeBufferPointer<UInt8>) -> [[UInt8]]? {
+    /// The arguments of `line` (which excludes the line terminator); an empty or all-whitespace
+    /// line gives none. Throws ``ProtocolError/unbalancedQuotes``,
+    /// ``ProtocolError/tooManyInlineArguments`` or ``ProtocolError/inlineArgumentTooBig`` for
+    /// the first problem found, reading from the left.
+    static func split(
+        _ line: UnsafeBufferPointer<UInt8>, limits: ProtocolLimits
+    ) throws(ProtocolError) -> [[UInt8]] {
         var arguments: [[UInt8]] = []
         var index = 0
         while true {
             while index < line.count && ASCII.isSpace(line[index]) { index += 1 }
             guard index < line.count else { return arguments }
+            guard arguments.count < limits.maxArguments else { throw .tooManyInlineArguments }
             let start = index
             while index < line.count && isPlainWordByte(line[index]) { index += 1 }
-            if index == line.count || ASCII.isSpace(line[index]) {
-                arguments.append(Array(UnsafeBufferPointer(rebasing: line[start..<index])))
-                continue
-            }
             var word = Array(UnsafeBufferPointer(rebasing: line[start..<index]))
-            guard let end = readQuotedWord(line, from: index, into: &word) else { return nil }
+            if index < line.count && (line[index] == ASCII.doubleQuote || line[index] == ASCII.singleQuote) {
+                guard let end = readQuoted(line, at: index, into: &word) else { throw .unbalancedQuotes }
+                index = end
+            }
+            guard word.count <= limits.maxBulkLength else { throw .inlineArgumentTooBig }
             arguments.append(word)
-            index = end
         }
     }
 
     /// True for a byte that neither ends an unquoted word nor opens a quote.
     @inline(__always)
     private static func isPlainWordByte(_ byte: UInt8) -> Bool {
-        !ASCII.isSpace(byte) && byte != ASCII.doubleQuote && byte != ASCII.singleQuote
+        !ASCII.endsWord(byte) && byte != ASCII.doubleQuote && byte != ASCII.singleQuote
     }
 
-    /// Continues a word at the opening quote at `start` until the word ends; returns the index
-    /// just past it, or nil for unbalanced quotes.
-    private static func readQuotedWord(
-        _ line: UnsafeBufferPointer<UInt8>, from start: Int, into word: inout [UInt8]
+    /// Reads the quoted section whose opening quote is at `index`; returns the index just past
+    /// its closing quote, or nil for unbalanced quotes.
+    private static func readQuoted(
+        _ line: UnsafeBufferPointer<UInt8>, at index: Int, into word: inout [UInt8]
     ) -> Int? {
-        var index = start
-        while index < line.count {
-            let byte = line[index]
-            if ASCII.isSpace(byte) { return index }
-            if byte == ASCII.doubleQuote {
-                guard let next = readDoubleQuoted(line, from: index + 1, into: &word) else { return nil }
-                index = next
-            } else if byte == ASCII.singleQuote {
-                guard let next = readSingleQuoted(line, from: index + 1, into: &word) else { return nil }
-                index = next
-            } else {
-                word.append(byte)
-                index += 1
-            }
-        }
-        return index
+        line[index] == ASCII.doubleQuote
+            ? readDoubleQuoted(line, from: index + 1, into: &word)
+            : readSingleQuoted(line, from: index + 1, into: &word)
     }
 
     /// Reads a double-quoted section whose body starts at `start`; returns the index past the
-    /// closing quote, or nil if it is missing or followed by a non-space.
+    /// closing quote, or nil if it is missing or followed by a byte other than C whitespace.
     private static func readDoubleQuoted(
         _ line: UnsafeBufferPointer<UInt8>, from start: Int, into word: inout [UInt8]
     ) -> Int? {
@@ -102,7 +97,7 @@ enum InlineSplitter {
     }
 
     /// Reads a single-quoted section whose body starts at `start`; returns the index past the
-    /// closing quote, or nil if it is missing or followed by a non-space.
+    /// closing quote, or nil if it is missing or followed by a byte other than C whitespace.
     private static func readSingleQuoted(
         _ line: UnsafeBufferPointer<UInt8>, from start: Int, into word: inout [UInt8]
     ) -> Int? {
@@ -122,7 +117,8 @@ enum InlineSplitter {
         return nil
     }
 
-    /// The index after the closing quote at `index`, or nil if a non-space follows it.
+    /// The index after the closing quote at `index`, or nil if a byte other than C whitespace
+    /// follows it.
     @inline(__always)
     private static func closingQuoteEnd(_ line: UnsafeBufferPointer<UInt8>, at index: Int) -> Int? {
         let next = index + 1

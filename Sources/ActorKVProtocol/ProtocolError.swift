@@ -16,8 +16,8 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
 }
 
 extension ProtocolError {
-    /// A `*N` header that is not a decimal integer, is below -1, or exceeds `maxArguments`,
-    /// or has no `\r\n` where one is due.
+    /// A `*N` header that is not a decimal integer, or exceeds `maxArguments`, or has no `\r\n`
+    /// where one is due. (A count of 0 or less is an empty request, skipped as Redis does.)
     public static let invalidMultibulkLength = ProtocolError("invalid multibulk length")
     /// A `$len` header that is not a decimal integer in `0...maxBulkLength`, or has no `\r\n`
     /// where one is due.
@@ -30,6 +30,12 @@ extension ProtocolError {
     public static let inlineTooBig = ProtocolError("too big inline request")
     /// An inline line with an unterminated quote, or a closing quote not followed by whitespace.
     public static let unbalancedQuotes = ProtocolError("unbalanced quotes in request")
+    /// An inline line of more than `maxArguments` words (the inline form of
+    /// ``invalidMultibulkLength``'s limit).
+    public static let tooManyInlineArguments = ProtocolError("too many inline arguments")
+    /// An inline word longer than `maxBulkLength` bytes after unquoting (the inline form of
+    /// ``invalidBulkLength``'s limit).
+    public static let inlineArgumentTooBig = ProtocolError("too big inline argument")
 
     /// A multibulk element that does not start with `$`. Printable ASCII is shown as is,
     /// any other byte as `\xHH`.

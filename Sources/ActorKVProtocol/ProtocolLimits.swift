@@ -8,8 +8,10 @@ public struct ProtocolLimits: Sendable, Equatable {
     /// Largest `$len` a bulk header may announce. A larger header fails with "invalid bulk length"
     /// as soon as the header is read, before anything is allocated for the payload. (A valid
     /// header of 32 KiB or more reserves room for its payload, at most 64 MiB, as Redis does.)
+    /// Also the longest inline word, after unquoting ("too big inline argument").
     public var maxBulkLength: Int
     /// Largest `*N` a multibulk header may announce; a larger one fails with "invalid multibulk length".
+    /// Also the most words of an inline line ("too many inline arguments").
     public var maxArguments: Int
     /// Largest sum of the bulk lengths of one multibulk request, checked as each `$len` header
     /// arrives (before allocating); a larger sum fails with "too big multibulk request".

@@ -47,9 +47,9 @@ public struct RequestDecoder: Sendable {
 
     /// Next complete request, or nil when more bytes are needed.
     ///
-    /// Empty inline lines, `*0` and `*-1` are skipped. Throws a ``ProtocolError`` on a framing
-    /// error (bad header, missing `\r\n` after a payload, unbalanced quotes, or a limit of
-    /// ``ProtocolLimits`` exceeded); the decoder must not be used afterwards.
+    /// Empty inline lines and `*N` headers with N <= 0 are skipped. Throws a ``ProtocolError``
+    /// on a framing error (bad header, missing `\r\n` after a payload, unbalanced quotes, or a
+    /// limit of ``ProtocolLimits`` exceeded); the decoder must not be used afterwards.
     public mutating func nextRequest() throws(ProtocolError) -> Request? {
         while true {
             switch runParser() {

@@ -88,11 +88,11 @@ struct RequestParser: Sendable {
         case .invalid:
             return .failure(.invalidMultibulkLength)
         case .value(let count, let next):
-            if count == 0 || count == -1 {
-                cursor = next  // an empty request: skipped, as Redis does
+            if count <= 0 {
+                cursor = next  // an empty request: skipped, as Redis does for any count <= 0
                 return nil
             }
-            guard count > 0, count <= Int64(limits.maxArguments) else { return .failure(.invalidMultibulkLength) }
+            guard count <= Int64(limits.maxArguments) else { return .failure(.invalidMultibulkLength) }
             cursor = next
             remaining = Int(count)
             requestBytes = 0
@@ -155,8 +155,9 @@ struct RequestParser: Sendable {
     }
 
     /// Reads an inline line; `scanned` bytes after `cursor` are known to hold no `\n`.
-    /// The line, without its `\n` or `\r\n`, may be at most `maxInlineLength` bytes long.
-    /// Empty lines are skipped (nil: "go on parsing").
+    /// The line, without its `\n` or `\r\n`, may be at most `maxInlineLength` bytes long; its
+    /// words are held to `maxArguments` and `maxBulkLength` as a multibulk request's arguments
+    /// are. Empty lines are skipped (nil: "go on parsing").
     private mutating func readInline(
         _ bytes: UnsafeBufferPointer<UInt8>, cursor: inout Int, scanned: Int, limits: ProtocolLimits
     ) -> Step? {
@@ -171,8 +172,9 @@ struct RequestParser: Sendable {
         let line = UnsafeBufferPointer(rebasing: bytes[cursor..<end])
         cursor = newline + 1
         phase = .start
-        guard let request = InlineSplitter.split(line) else { return .failure(.unbalancedQuotes) }
-        return request.isEmpty ? nil : .request(Request(request))
+        let arguments: [[UInt8]]
+        do { arguments = try InlineSplitter.split(line, limits: limits) } catch { return .failure(error) }
+        return arguments.isEmpty ? nil : .request(Request(arguments))
     }
 
     /// Records that the buffered part of an inline line holds no `\n`, or fails if it is already

@@ -109,6 +109,12 @@ struct CommandSpec: Sendable {
         }
     }
 
+    /// Whether `given` is the upper-case ASCII word `upper` in any ASCII letter case (no
+    /// Unicode folding: `ﬁ` or `ı` never match `FI` or `I`).
+    static func matches(_ given: ArraySlice<UInt8>, _ upper: [UInt8]) -> Bool {
+        given.withUnsafeBufferPointer { matches($0, upper) }
+    }
+
     private static func matches(_ given: UnsafeBufferPointer<UInt8>, _ upper: [UInt8]) -> Bool {
         guard given.count == upper.count else { return false }
         return upper.withUnsafeBufferPointer { expected in
@@ -153,6 +159,11 @@ struct CommandSpec: Sendable {
                              parse: parseBatch),
     ]
 
+    private static let prefixOption = Array("PREFIX".utf8)
+    private static let countOption = Array("COUNT".utf8)
+    private static let putOp = Array("PUT".utf8)
+    private static let delOp = Array("DEL".utf8)
+
     private static func parseScan(_ args: CommandArguments) throws(CommandError) -> Command {
         let ns = try Command.namespace(args[0])
         let cursor: ScanCursor
@@ -161,14 +172,15 @@ struct CommandSpec: Sendable {
         var count = 10
         var i = 2
         while i + 1 < args.count {
-            switch String(decoding: args[i], as: UTF8.self).uppercased() {
-            case "PREFIX": prefix = args.array(i + 1)
-            case "COUNT":
-                guard let n = Int(String(decoding: args[i + 1], as: UTF8.self)), n >= 1, n <= maxScanCount else {
+            if matches(args[i], prefixOption) {
+                prefix = args.array(i + 1)
+            } else if matches(args[i], countOption) {
+                // Digits as Redis reads an integer: no '+', no leading zero, no spaces.
+                guard let n = ASCIIDecimal.parse(args[i + 1]), n >= 1, n <= maxScanCount else {
                     throw CommandError(.syntax, "COUNT must be an integer from 1 to \(maxScanCount)")
                 }
-                count = n
-            default:
+                count = Int(n)
+            } else {
                 throw CommandError(.syntax, "unknown SCAN option '\(Command.printable(args[i]))' (expected PREFIX or COUNT)")
             }
             i += 2
@@ -181,16 +193,15 @@ struct CommandSpec: Sendable {
         var mutations: [Mutation] = []
         var i = 1
         while i < args.count {
-            switch String(decoding: args[i], as: UTF8.self).uppercased() {
-            case "PUT":
+            if matches(args[i], putOp) {
                 guard i + 2 < args.count else { throw CommandError(.syntax, "BATCH op \(mutations.count + 1): PUT needs a key and a value; nothing was applied") }
                 mutations.append(.put(key: args.array(i + 1), value: args.array(i + 2)))
                 i += 3
-            case "DEL":
+            } else if matches(args[i], delOp) {
                 guard i + 1 < args.count else { throw CommandError(.syntax, "BATCH op \(mutations.count + 1): DEL needs a key; nothing was applied") }
                 mutations.append(.delete(key: args.array(i + 1)))
                 i += 2
-            default:
+            } else {
                 throw CommandError(.syntax, "BATCH op \(mutations.count + 1): unknown op '\(Command.printable(args[i]))' (expected PUT or DEL); nothing was applied")
             }
         }

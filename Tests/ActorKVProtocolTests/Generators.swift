@@ -105,9 +105,24 @@ enum CommandGenerator {
         return line
     }
 
-    /// The words of a quote-free line: split on space, \t, \n, \v, \f, \r.
+    /// The words of a quote-free line, as Redis's sdssplitargs reads them: \t, \n, \v, \f, \r
+    /// and space are skipped before a word; a word ends only at space, \t, \n or \r.
     static func referenceSplit(_ line: [UInt8]) -> [[UInt8]] {
-        line.split(whereSeparator: { $0 == 32 || (9...13).contains($0) }).map(Array.init)
+        var words: [[UInt8]] = []
+        var index = 0
+        while index < line.count {
+            if line[index] == 32 || (9...13).contains(line[index]) {
+                index += 1
+                continue
+            }
+            var word: [UInt8] = []
+            while index < line.count, ![32, 9, 10, 13].contains(line[index]) {
+                word.append(line[index])
+                index += 1
+            }
+            words.append(word)
+        }
+        return words
     }
 
     private static let specials = Array("*$0123456789-\r\n \t\"'\\xaF".utf8)

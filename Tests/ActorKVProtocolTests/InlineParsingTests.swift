@@ -11,7 +11,13 @@ struct InlineParsingTests {
         RequestCase("LF only", "PING\n", args("PING")),
         RequestCase("several words", "SET key value\r\n", args("SET", "key", "value")),
         RequestCase("runs of spaces and tabs", "  SET \t key\t\tvalue   \r\n", args("SET", "key", "value")),
-        RequestCase("\\v \\f and a lone \\r separate words", "a\u{0B}b\u{0C}c\rd\r\n", args("a", "b", "c", "d")),
+        RequestCase("a lone \\r separates words", "a\rb\r\n", args("a", "b")),
+        // Redis ends an unquoted word only at space, \t, \n, \r: `ECHO a\vb` echoes `a\vb`.
+        RequestCase("\\v and \\f inside a word are part of it", "ECHO a\u{0B}b c\u{0C}d\u{0B}\r\n",
+                    args("ECHO", "a\u{0B}b", "c\u{0C}d\u{0B}")),
+        RequestCase("\\v and \\f before a word are skipped", "\u{0B}ECHO \u{0C}\u{0B}a\u{0C}\n", args("ECHO", "a\u{0C}")),
+        RequestCase("a word may open a quote after \\v", "a\u{0B}\"b c\"\n", args("a\u{0B}b c")),
+        RequestCase("closing quote followed by \\v or \\f", "\"a\"\u{0B}'b'\u{0C}c\n", args("a", "b", "c")),
         RequestCase("empty lines are skipped", "\r\n\n   \r\n\t\nPING\n\n", args("PING")),
         RequestCase("only empty lines", "\r\n\n \t \r\n"),
         RequestCase("pipelined lines", "PING\r\nECHO hi\nGET k\r\n", args("PING"), args("ECHO", "hi"), args("GET", "k")),
@@ -33,6 +39,9 @@ struct InlineParsingTests {
         RequestCase("UTF-8 words", "SET ключ 値\r\n", args("SET", "ключ", "値")),
         RequestCase("leading space then * is inline", " *1\r\n", args("*1")),
         RequestCase("$ and digits inline", "$4\r\nPING\r\n", args("$4"), args("PING")),
+        RequestCase("words at maxArguments", "a b\t'c'\r\n", limits: ProtocolLimits(maxArguments: 3), args("a", "b", "c")),
+        RequestCase("words at maxBulkLength, counted after unquoting", #"abcd 'wxyz' "\x00\x01\\\"""# + "\n",
+                    limits: ProtocolLimits(maxBulkLength: 4), args("abcd", "wxyz", "\u{0}\u{1}\\\"")),
         RequestCase("inline and multibulk mixed", "PING\r\n*1\r\n$4\r\nPING\r\nECHO x\n", args("PING"), args("PING"), args("ECHO", "x")),
     ]
 
@@ -44,6 +53,10 @@ struct InlineParsingTests {
     static let unbalanced = "unbalanced quotes in request"
     static let tooBig = "too big inline request"
     static let small = ProtocolLimits(maxInlineLength: 16)
+    static let tooMany = "too many inline arguments"
+    static let wordTooBig = "too big inline argument"
+    static let threeArguments = ProtocolLimits(maxArguments: 3)
+    static let tenByteWords = ProtocolLimits(maxBulkLength: 10)
 
     static let invalid: [RequestErrorCase] = [
         RequestErrorCase("unterminated double quote", "GET \"abc\r\n", unbalanced),
@@ -59,6 +72,18 @@ struct InlineParsingTests {
         RequestErrorCase("endless line", String(repeating: "x", count: 40), tooBig, limits: small),
         RequestErrorCase("CR not followed by LF at the limit", String(repeating: "a", count: 16) + "\rab", tooBig, limits: small),
         RequestErrorCase("endless line with default limit", String(repeating: "x ", count: 40_000), tooBig),
+        // The request limits hold for inline requests as for multibulk ones.
+        RequestErrorCase("more words than maxArguments", "EXISTS ns a b c d e\r\n", tooMany, limits: threeArguments),
+        RequestErrorCase("one word over maxArguments, after good lines", "a b c\nPING\r\na b c d\n", tooMany,
+                         before: [args("a", "b", "c"), args("PING")], limits: threeArguments),
+        RequestErrorCase("a quoted word over maxArguments", "a b c ''\n", tooMany, limits: threeArguments),
+        RequestErrorCase("word over maxBulkLength", "ECHO " + String(repeating: "w", count: 43) + "\r\n", wordTooBig,
+                         limits: tenByteWords),
+        RequestErrorCase("quoted word over maxBulkLength after unquoting", #"ECHO "abc\x00def\nghi""# + "\n", wordTooBig,
+                         limits: tenByteWords),
+        RequestErrorCase("word over maxBulkLength after a quote opened mid-word", "ECHO abcdef'ghijk'\n", wordTooBig,
+                         limits: tenByteWords),
+        RequestErrorCase("the first problem from the left is reported", "a 'b c d\n", unbalanced, limits: threeArguments),
     ]
 
     @Test("invalid inline input fails the same in every chunking", arguments: invalid)

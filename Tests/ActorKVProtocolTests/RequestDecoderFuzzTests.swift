@@ -83,9 +83,14 @@ struct RequestDecoderFuzzTests {
             input += CommandGenerator.encoded(arguments, maxInline: limits.maxInlineLength, using: &rng)
             expected.append(arguments)
         } else {
-            let line = CommandGenerator.garbageLine(maxLength: limits.maxInlineLength - 1, using: &rng)
+            // A garbage line of more words than maxArguments would end the input with an error.
+            var line: [UInt8]
+            var words: [[UInt8]]
+            repeat {
+                line = CommandGenerator.garbageLine(maxLength: limits.maxInlineLength - 1, using: &rng)
+                words = CommandGenerator.referenceSplit(line)
+            } while words.count > limits.maxArguments
             input += line + (Bool.random(using: &rng) ? [13, 10] : [10])
-            let words = CommandGenerator.referenceSplit(line)
             if !words.isEmpty { expected.append(words) }
         }
     }

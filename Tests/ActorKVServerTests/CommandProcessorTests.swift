@@ -114,6 +114,32 @@ import Testing
         }
     }
 
+    /// SCAN options and BATCH op names match in ASCII letter case only (no Unicode folding: `ﬁ`
+    /// upper-cases to `FI`, `ı` to `I`), and COUNT is read as Redis reads an integer.
+    @Test func scanOptionsAndBatchOpsAreASCIIOnly() async throws {
+        try await withProcessor { p in
+            let bytes = { (words: [String]) in words.map { Array($0.utf8) } }
+            _ = await run(p, ["PUT o m1 a", "PUT o m2 b", "PUT o n c"])
+            let page = Reply.array([.bulk("k6d31"), .array([.bulk("m1"), .bulk("a")])])
+            #expect(await run(p, ["SCAN o 0 prefix m count 1", "SCAN o 0 PrEfIx m CoUnT 1"]) == [page, page])
+            let options = await p.process([bytes(["SCAN", "o", "0", "PRE\u{FB01}X", "m"]),
+                                           bytes(["SCAN", "o", "0", "PREF\u{131}X", "m"]),
+                                           bytes(["SCAN", "o", "0", "\u{FF30}REFIX", "m"])]).replies
+            #expect(options == [.error("ERR unknown SCAN option 'PRE\\xef\\xac\\x81X' (expected PREFIX or COUNT)"),
+                                .error("ERR unknown SCAN option 'PREF\\xc4\\xb1X' (expected PREFIX or COUNT)"),
+                                .error("ERR unknown SCAN option '\\xef\\xbc\\xb0REFIX' (expected PREFIX or COUNT)")])
+            let badCount = Reply.error("ERR COUNT must be an integer from 1 to 100000")
+            for count in ["+1", "01", " 1", "1 ", "0", "-1", "100001", "1e3", "\u{0661}", "99999999999999999999"] {
+                let replies = await p.process([bytes(["SCAN", "o", "0", "COUNT", count])]).replies
+                #expect(replies == [badCount], "COUNT '\(count)'")
+            }
+            #expect(await run(p, ["SCAN o 0 COUNT 100000"]).first?.errorCode == nil)
+            #expect(await run(p, ["BATCH o pUt k v dEl k"]) == [.array([.simple("OK"), .integer(1)])])
+            let batch = await p.process([bytes(["BATCH", "o", "\u{FF30}UT", "k", "v"])]).replies
+            #expect(batch == [.error("ERR BATCH op 1: unknown op '\\xef\\xbc\\xb0UT' (expected PUT or DEL); nothing was applied")])
+        }
+    }
+
     /// The SCAN and BATCH examples of protocol.md, reply for reply.
     @Test func protocolDocumentExamples() async throws {
         try await withProcessor { p in

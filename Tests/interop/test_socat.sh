@@ -59,7 +59,8 @@ expect_sx "a bulk length that does not match its data is -PROTO, then close" \
     "-PROTO expected '\\\\r\\\\n' after bulk data\r\n"
 expect_sx "a multibulk element without \$ is -PROTO" \
     '*1\r\n:4\r\nPING\r\n' "-PROTO expected '\$', got ':'\r\n"
-expect_sx "a negative multibulk length is -PROTO" '*-5\r\n' '-PROTO invalid multibulk length\r\n'
+expect_sx "a negative multibulk count is skipped, as in Redis" '*-5\r\nPING\r\n' '+PONG\r\n'
+expect_sx "a malformed multibulk count is -PROTO" '*-x\r\n' '-PROTO invalid multibulk length\r\n'
 
 # A large binary value (1 MiB of random bytes) through a multibulk request.
 head -c 1048576 /dev/urandom > "$TMP/big"

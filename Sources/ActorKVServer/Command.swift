@@ -24,6 +24,18 @@ public enum Command: Sendable {
         try parse(Request(arguments))
     }
 
+    /// About how many reply entries (keys and values) `request` can produce: a SCAN's COUNT, 1 for
+    /// any other request, whose reply is no larger than what the request itself carries or one
+    /// stored value (held by reference until it is sent). The event loop bounds by this what one
+    /// connection has in flight, since a short SCAN request can ask for 100,000 entries.
+    static func replyWeight(of request: Request) -> Int {
+        guard request.count >= 3, CommandSpec.matches(request[0], scanName),
+              case .data(_, .scan(_, _, let limit))? = try? parse(request) else { return 1 }
+        return limit
+    }
+
+    private static let scanName = Array("SCAN".utf8)
+
     /// Parses one decoded request (its first argument is the command name, any case).
     public static func parse(_ request: Request) throws(CommandError) -> Command {
         guard !request.isEmpty else { throw CommandError(.syntax, "empty command") }

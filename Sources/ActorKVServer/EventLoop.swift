@@ -48,6 +48,8 @@ final class EventLoop: @unchecked Sendable {
     private static let wakeToken: UInt64 = 2
     private static let outputChunk = 64 * 1024
     private static let readsPerTurn = 16
+    /// Reply entries (``Command/replyWeight(of:)``) one connection may have in flight.
+    private static let replyBudget = 10_000
     private static let lingerSeconds = 2.0
     private static let maxLingering = 1024
 
@@ -284,11 +286,29 @@ final class EventLoop: @unchecked Sendable {
         return true
     }
 
-    /// Queues a connection's decoded requests; all queued this turn start together in ``startOutgoing()``.
+    /// Queues a connection's decoded requests; all queued this turn start together in
+    /// ``startOutgoing()``. At most ``replyBudget`` reply entries' worth at a time (and always at
+    /// least one request): the rest wait until these replies are sent, under the same backpressure
+    /// as requests not yet read, so a few bytes of pipelined SCANs cannot build gigabytes of replies.
     private func dispatch(_ c: Connection) {
-        outgoing.append(CommandProcessor.Work(connection: c.id, requests: c.pending))
-        statistics.commandsProcessed.add(c.pending.count, ordering: .relaxed)
-        c.pending = []
+        var taken = c.pending.count
+        if taken > 1 {
+            var weight = 0
+            for (index, request) in c.pending.enumerated() {
+                weight += Command.replyWeight(of: request)
+                if weight > Self.replyBudget && index > 0 { taken = index; break }
+            }
+        }
+        let requests: [Request]
+        if taken == c.pending.count {
+            requests = c.pending
+            c.pending = []
+        } else {
+            requests = Array(c.pending[..<taken])
+            c.pending.removeFirst(taken)
+        }
+        outgoing.append(CommandProcessor.Work(connection: c.id, requests: requests))
+        statistics.commandsProcessed.add(requests.count, ordering: .relaxed)
         c.inFlight = true
     }
 

@@ -119,6 +119,35 @@ import Glibc
         #expect(try setup.command(["GET", "bp", "big"]) == .bulk(big))
     }
 
+    @Test func pipelinedLargeScansFromClientsThatNeverReadStayBounded() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let setup = try RawConnection(path: server.socketPath)
+        let value = String(repeating: "v", count: 100)
+        for batch in 0..<20 {
+            var arguments = ["BATCH", "sc"]
+            for i in 0..<1000 { arguments += ["PUT", "key\(batch * 1000 + i)", value] }
+            guard case .array(let replies) = try setup.command(arguments), replies.count == 1000 else {
+                Issue.record("BATCH \(batch) did not answer 1000 replies"); return
+            }
+        }
+        let before = server.residentKiB()
+        // Three clients each pipeline 200 SCANs of 20,000 entries (about 500 MB of replies each)
+        // in one write of under 5 KB, and never read.
+        let request = Array(String(repeating: "SCAN sc 0 COUNT 20000\r\n", count: 200).utf8)
+        var hogs: [RawConnection] = []
+        for _ in 0..<3 {
+            let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
+            try hog.send(request)
+            hogs.append(hog)
+        }
+        usleep(1_000_000)
+        let grown = server.residentKiB() - before
+        #expect(grown < 32 * 1024, "server grew by \(grown) KiB while clients did not read")
+        #expect(try setup.command(["PING"]) == .simple("PONG"))
+        #expect(try setup.command(["COUNT", "sc"]) == .integer(20000))
+    }
+
     @Test func allowListRejectsOtherUsersWithNoPerm() throws {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
               FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") || FileManager.default.isExecutableFile(atPath: "/bin/nc") else {

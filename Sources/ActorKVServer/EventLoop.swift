@@ -232,7 +232,8 @@ final class EventLoop: @unchecked Sendable {
         if connections.count >= configuration.maxClients { return ErrorMapping.maxClients }
         guard configuration.restrictsPeers else { return nil }
         guard let peer = SocketCalls.peerCredentials(fd) else { return .error("NOPERM cannot read peer credentials") }
-        return configuration.allows(uid: peer.uid, gid: peer.gid) ? nil : ErrorMapping.notPermitted(uid: peer.uid, gid: peer.gid)
+        let allowed = configuration.allows(uid: peer.uid, gid: peer.gid) { SocketCalls.peerGroups(fd) ?? [] }
+        return allowed ? nil : ErrorMapping.notPermitted(uid: peer.uid, gid: peer.gid)
     }
 
     // MARK: - Per connection

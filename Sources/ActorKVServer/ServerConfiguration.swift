@@ -23,7 +23,8 @@ public struct ServerConfiguration: Sendable {
     public var compaction = CompactionPolicy()
     /// If not empty (or `allowGIDs` is not), only these uids (and the server's own) may connect.
     public var allowUIDs: Set<UInt32> = []
-    /// If not empty (or `allowUIDs` is not), members of these gids may connect too.
+    /// If not empty (or `allowUIDs` is not), members of these gids (primary or supplementary
+    /// group of the connecting process) may connect too.
     public var allowGIDs: Set<UInt32> = []
     /// The uid the server runs as (always allowed).
     public var ownUID: UInt32 = 0
@@ -49,9 +50,11 @@ public struct ServerConfiguration: Sendable {
     /// Whether connections are filtered by peer credentials.
     public var restrictsPeers: Bool { !allowUIDs.isEmpty || !allowGIDs.isEmpty }
 
-    /// Whether a peer with this uid and gid may connect.
-    public func allows(uid: UInt32, gid: UInt32) -> Bool {
-        !restrictsPeers || uid == ownUID || allowUIDs.contains(uid) || allowGIDs.contains(gid)
+    /// Whether a peer with this uid, primary gid and supplementary groups may connect. The
+    /// groups are asked for only when the uid and gid do not already decide.
+    public func allows(uid: UInt32, gid: UInt32, groups: () -> [UInt32] = { [] }) -> Bool {
+        if !restrictsPeers || uid == ownUID || allowUIDs.contains(uid) || allowGIDs.contains(gid) { return true }
+        return !allowGIDs.isEmpty && groups().contains(where: allowGIDs.contains)
     }
 
     /// The engine options these settings imply.
@@ -104,7 +107,7 @@ extension ServerConfiguration {
       --compact-ratio R          snapshot when the log exceeds R x live data (default 2)
       --compact-min-bytes N      ... and is at least N bytes               (default 67108864, 64 MiB)
       --allow-uid LIST           comma-separated uids allowed to connect (checked with SO_PEERCRED)
-      --allow-gid LIST           comma-separated gids allowed to connect
+      --allow-gid LIST           comma-separated gids allowed to connect (primary or supplementary)
                                  (with either list, only those and the server's own uid may connect)
       --allow-shared-data-dir    run even if other users may write to the data directory
       --shutdown-grace SECS      how long SIGTERM waits for requests in flight (default 5)

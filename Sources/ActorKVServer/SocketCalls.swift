@@ -125,6 +125,19 @@ enum SocketCalls {
         return (uid, gid, pid)
     }
 
+    /// The supplementary groups of a connected Unix socket's peer; nil if they cannot be read.
+    static func peerGroups(_ fd: Int32) -> [UInt32]? {
+        var capacity = 64
+        while true {
+            var groups = [UInt32](repeating: 0, count: capacity)
+            var needed: Int32 = 0
+            let n = groups.withUnsafeMutableBufferPointer { actorkv_peer_groups(fd, $0.baseAddress, Int32(capacity), &needed) }
+            if n >= 0 { return Array(groups.prefix(Int(n))) }
+            guard errno == ERANGE, Int(needed) > capacity else { return nil }
+            capacity = Int(needed)
+        }
+    }
+
     /// Closes a descriptor.
     static func close(_ fd: Int32) { _ = Glibc.close(fd) }
 

@@ -34,3 +34,15 @@ int actorkv_peer_credentials(int fd, uint32_t *uid, uint32_t *gid, int32_t *pid)
     *pid = cred.pid;
     return 0;
 }
+
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
+
+int actorkv_peer_groups(int fd, uint32_t *groups, int capacity, int *needed) {
+    socklen_t len = (socklen_t)(capacity * (int)sizeof(gid_t));
+    int rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len);
+    *needed = (int)(len / sizeof(gid_t));
+    if (rc != 0) return -1;
+    return (int)(len / sizeof(gid_t));
+}

@@ -155,10 +155,11 @@ import Glibc
         }
         let dir = TemporaryDirectory()
         chmod(dir.path, 0o755)
-        let server = try ServerProcess(directory: dir, arguments: ["--socket-mode", "666", "--allow-uid", "4242"])
+        let server = try ServerProcess(directory: dir, arguments: ["--socket-mode", "666", "--allow-uid", "4242", "--allow-gid", "4343"])
         defer { server.stop() }
-        func connectAs(_ uid: String) throws -> String {
-            let p = try ChildProcess("/usr/bin/setpriv", ["--reuid", uid, "--regid", uid, "--clear-groups", "/bin/sh", "-c",
+        func connectAs(_ uid: String, groups: String? = nil) throws -> String {
+            let groupArguments = groups.map { ["--groups", $0] } ?? ["--clear-groups"]
+            let p = try ChildProcess("/usr/bin/setpriv", ["--reuid", uid, "--regid", uid] + groupArguments + ["/bin/sh", "-c",
                                                           "printf 'PING\\r\\n' | timeout 30 nc -U -N \(server.socketPath)"],
                                      stdout: .pipe)
             let data = p.readOutputs().stdout
@@ -167,6 +168,9 @@ import Glibc
         }
         #expect(try connectAs("65534").hasPrefix("-NOPERM"))
         #expect(try connectAs("4242").hasPrefix("+PONG"))
+        #expect(try connectAs("4343").hasPrefix("+PONG"), "primary group allowed")
+        #expect(try connectAs("65534", groups: "100,4343").hasPrefix("+PONG"), "supplementary group allowed")
+        #expect(try connectAs("65534", groups: "100,4344").hasPrefix("-NOPERM"), "other groups refused")
         #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"), "own uid is always allowed")
     }
 }

@@ -32,4 +32,9 @@ int actorkv_accept(int fd);
 /// The peer's uid, gid and pid of a connected Unix socket; 0, or -1 with errno set.
 int actorkv_peer_credentials(int fd, uint32_t *uid, uint32_t *gid, int32_t *pid);
 
+/// The supplementary groups of a connected Unix socket's peer (SO_PEERGROUPS, Linux 4.13+), as
+/// they were when it connected: the count written to `groups` (at most `capacity`), or -1 with
+/// errno set (ERANGE: `*needed` holds the count required).
+int actorkv_peer_groups(int fd, uint32_t *groups, int capacity, int *needed);
+
 #endif

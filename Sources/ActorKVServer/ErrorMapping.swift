@@ -32,6 +32,9 @@ public enum ErrorMapping {
     /// The sent to a connection refused because the server is full.
     public static let maxClients = Reply.error("MAXCLIENTS max number of clients reached")
 
+    /// The reply to a request read but not started when the server began shutting down.
+    public static let shuttingDown = Reply.error("SHUTDOWN the server is shutting down; this request was not run")
+
     /// The reply to a connection accepted while the server has no file descriptors to spare.
     public static let outOfDescriptors = Reply.error("MAXCLIENTS the server is out of file descriptors (open files limit); try again later")
 

@@ -139,9 +139,8 @@ final class EventLoop: @unchecked Sendable {
     private func beginDrain() {
         draining = true
         _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_DEL, listener, 0, 0)
-        log("shutting down: no longer accepting; finishing \(connections.values.filter(\.inFlight).count) requests in flight")
+        log("shutting down: no longer accepting; finishing the requests in flight on \(connections.values.filter(\.inFlight).count) connections, answering requests read but not started with -SHUTDOWN")
         for connection in connections.values {
-            connection.pending.removeAll()
             connection.closeAfterFlush = true
             pump(connection)
         }
@@ -243,7 +242,9 @@ final class EventLoop: @unchecked Sendable {
         var reads = 0
         while true {
             guard flush(c) else { return }
-            if c.canDispatch && !c.pending.isEmpty {
+            if draining && !c.inFlight && !c.pending.isEmpty {
+                refuseForShutdown(c)
+            } else if c.canDispatch && !c.pending.isEmpty {
                 dispatch(c)
             } else if c.canDispatch && c.protocolError == nil && c.readable && !c.peerClosed && !draining {
                 if reads == Self.readsPerTurn { ready.append(c.id); return }
@@ -264,6 +265,13 @@ final class EventLoop: @unchecked Sendable {
         } else if c.isIdle && c.closeAfterFlush {
             closeConnection(c, lingering: true)
         }
+    }
+
+    /// Answers each request read but not started with `-SHUTDOWN`, after the replies before it:
+    /// the client learns that they were not run rather than meeting the end of the stream.
+    private func refuseForShutdown(_ c: Connection) {
+        c.enqueue(Array(repeating: ErrorMapping.shuttingDown, count: c.pending.count))
+        c.pending.removeAll()
     }
 
     /// Reads one chunk and decodes the requests in it; false if the connection was closed.

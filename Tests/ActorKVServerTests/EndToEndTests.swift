@@ -70,6 +70,35 @@ import Glibc
         #expect(second.log.contains("namespace persist: opened: 200 keys"))
     }
 
+    @Test func requestsReadButNotStartedAtShutdownAreAnsweredShutdown() throws {
+        let dir = TemporaryDirectory()
+        let first = try ServerProcess(directory: dir)
+        let setup = try RawConnection(path: first.socketPath)
+        let value = String(repeating: "v", count: 100)
+        for batch in 0..<20 {
+            var arguments = ["BATCH", "sd", "DEL", "nothing"]
+            for i in 0..<1000 { arguments += ["PUT", "key\(batch * 1000 + i)", value] }
+            _ = try setup.command(arguments)
+        }
+        // 40 SCANs of about 2.6 MB of replies each, then a PUT: the client does not read, so
+        // backpressure keeps most of them read but not started when SIGTERM comes.
+        let c = try RawConnection(path: first.socketPath)
+        try c.send(String(repeating: "SCAN sd 0 COUNT 20000\r\n", count: 40) + "PUT sd late v\r\n")
+        usleep(300_000)
+        first.process.signal(SIGTERM)
+        var replies: [Reply] = []
+        for _ in 0..<41 { replies.append(try c.reply()) }
+        let scans = replies.prefix { if case .array = $0 { return true }; return false }.count
+        #expect(scans >= 1, "the SCANs started before the signal are answered")
+        #expect(replies[scans...].allSatisfy { $0.errorCode == "SHUTDOWN" }, "then each request not started gets -SHUTDOWN, in order")
+        #expect(replies.last?.errorCode == "SHUTDOWN", "the PUT was not run")
+        #expect(c.isClosedByServer())
+        #expect(first.process.status == 0)
+        let second = try ServerProcess(directory: dir)
+        defer { second.stop() }
+        #expect(try RawConnection(path: second.socketPath).command(["GET", "sd", "late"]) == .null)
+    }
+
     @Test func socketIsPrivateByDefaultAndModeIsConfigurable() throws {
         let server = try ServerProcess()
         defer { server.stop() }

@@ -6,7 +6,8 @@
 #
 # Prints one line "counter=N status=TEXT" (empty when a key is not there). With --until-done
 # it keeps reading, printing each change, until the status starts with "done" or the seconds
-# run out (exit 1 then).
+# run out (exit 1 then). A reading that fails (no server, an error reply) says why on stderr;
+# a single reading then exits 1, --until-done tries again.
 set -u
 
 sock=${SOCK:-./actorkv.sock}
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
         --namespace) ns=$2; shift 2 ;;
         --tool) tool=$2; shift 2 ;;
         --until-done) until_done=$2; shift 2 ;;
-        -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
         *) echo "reader: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -28,10 +29,31 @@ done
 # read_state: sets $counter and $status from the server.
 read_state() {
     if [ "$tool" = redis-cli ]; then
-        # --raw prints each bulk reply on its own line (an empty line for a missing key).
-        local out
-        out=$(printf 'GET %s counter\nGET %s status\n' "$ns" "$ns" | timeout 10 redis-cli -s "$sock" --raw) || return 1
-        { IFS= read -r counter; IFS= read -r status; } <<< "$out"
+        # redis-cli exits 0 even when it cannot connect or the server answers with an error,
+        # and --raw prints an error's text like a value. So ask for the quoted form (--no-raw):
+        # one line per reply, "value" (escaped), (nil) or (error) CODE message.
+        local out line
+        out=$(printf 'GET %s counter\nGET %s status\n' "$ns" "$ns" | timeout 10 redis-cli -s "$sock" --no-raw) || {
+            echo "reader: redis-cli failed or timed out on $sock" >&2; return 1; }
+        if [ -z "$out" ]; then  # it printed why on standard error
+            echo "reader: no reply from $sock (redis-cli could not connect)" >&2; return 1
+        fi
+        local values=()
+        while IFS= read -r line; do
+            case $line in
+                '(nil)') values+=("") ;;
+                '"'*'"')
+                    # Undo redis-cli's quoting: \" first, then printf %b for \\ \n \r \t \a \b \xHH.
+                    line=${line:1:${#line}-2}
+                    printf -v line '%b' "${line//\\\"/\"}"
+                    values+=("$line") ;;
+                '(error) '*) echo "reader: server error: ${line#(error) }" >&2; return 1 ;;
+                *) echo "reader: unexpected reply: $line" >&2; return 1 ;;
+            esac
+        done <<< "$out"
+        [ ${#values[@]} -eq 2 ] || { echo "reader: expected 2 replies, got ${#values[@]}" >&2; return 1; }
+        counter=${values[0]}
+        status=${values[1]}
         return 0
     fi
     # Two inline requests in one connection; `nc -N` half-closes after sending, and the server

@@ -12,15 +12,19 @@ struct CLIResult {
     var text: String { String(decoding: stdout, as: UTF8.self) }
 }
 
-/// Runs the built `actorkv` with `arguments`, feeding `input` on standard input.
+/// Runs the built `actorkv` with `arguments`, feeding `input` on standard input. A run that
+/// takes more than `killAfter` seconds is killed (its status is then SIGKILL's number, 9), so a
+/// CLI that hangs fails its test instead of hanging it.
 func runCLI(_ arguments: [String], socket: String?, input: [UInt8] = [],
-            environment: [String: String] = [:]) throws -> CLIResult {
+            environment: [String: String] = [:], stdout: ChildProcess.Stream = .pipe,
+            killAfter: Double = 60) throws -> CLIResult {
     var env = ProcessInfo.processInfo.environment
     env["ACTORKV_SOCKET"] = nil
     for (name, value) in environment { env[name] = value }
     let process = try ChildProcess(try builtBinary("actorkv", environment: "ACTORKV_CLI"),
                                    (socket.map { ["--socket", $0] } ?? []) + arguments,
-                                   environment: env, stdin: .pipe, stdout: .pipe, stderr: .pipe)
+                                   environment: env, stdin: .pipe, stdout: stdout, stderr: .pipe)
+    DispatchQueue.global().asyncAfter(deadline: .now() + killAfter) { process.signal(SIGKILL) }
     process.writeInput(input)
     process.closeInput()
     let (out, err) = process.readOutputs()
@@ -162,6 +166,91 @@ struct CLITests {
             #expect(r.status == 4, "\(arguments)")
             #expect(r.stderr.contains("cannot connect to \(path)"))
             #expect(r.stdout.isEmpty)
+        }
+    }
+
+    @Test("--timeout: a stopped server gives exit 4 'timed out', not a hang; bad values are usage errors")
+    func timeout() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            try await kv.put("c", "theme", "dark")
+            try await server.signal(SIGSTOP)
+            for arguments in [["--timeout", "0.3", "get", "c", "theme"], ["-t", "0.3", "ping"],
+                              ["--timeout=0.3", "scan", "c"], ["--timeout", "0.3", "put", "c", "k", "v"]] {
+                let r = try runCLI(arguments, socket: s, killAfter: 8)
+                #expect(r.status == 4, "\(arguments): \(r.status) \(r.stderr)")
+                #expect(r.stderr.contains("timed out: no reply from the server at \(s) within 0.3 s"), "\(r.stderr)")
+                #expect(r.stdout.isEmpty)
+            }
+            try await server.signal(SIGCONT)
+            var r = try runCLI(["--timeout", "0.3", "get", "c", "theme"], socket: s)
+            #expect(r.status == 0 && r.text == "dark")
+            r = try runCLI(["--timeout", "0", "get", "c", "theme"], socket: s)  // 0: no timeout
+            #expect(r.status == 0 && r.text == "dark")
+            for arguments in [["--timeout", "x", "ping"], ["--timeout", "-1", "ping"], ["--timeout=", "ping"],
+                              ["--timeout", "nan", "ping"], ["--timeout"]] {
+                r = try runCLI(arguments, socket: s)
+                #expect(r.status == 2, "\(arguments): \(r.status) \(r.stderr)")
+            }
+            r = try runCLI(["--help"], socket: nil)
+            #expect(r.text.contains("--timeout SECS"))
+        }
+    }
+
+    @Test("output that cannot be written (disk full, stdout closed) gives exit 3 and a message")
+    func outputWriteFailure() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            try await kv.put("t", "big", [UInt8](repeating: 0x61, count: 200_000))
+            try await kv.put("t", "small", "x")
+            for arguments in [["get", "t", "big"], ["get", "t", "small"], ["scan", "t"], ["scan", "--json", "t"],
+                              ["ping"], ["info"], ["count", "t"], ["--help"]] {
+                let r = try runCLI(arguments, socket: s, stdout: .file("/dev/full"))
+                #expect(r.status == 3, "\(arguments): \(r.status) \(r.stderr)")
+                #expect(r.stderr == "actorkv: cannot write standard output: No space left on device\n", "\(arguments)")
+            }
+            // Standard output closed: the socket must not take its place (a write to it fails).
+            let cli = try builtBinary("actorkv", environment: "ACTORKV_CLI")
+            for command in ["ping", "get t small", "scan t"] {
+                let shell = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" --socket \"$1\" \(command) >&-", cli, s],
+                                             stderr: .pipe)
+                let (_, err) = shell.readOutputs()
+                #expect(shell.status == 3, "\(command)")
+                #expect(String(decoding: err, as: UTF8.self) == "actorkv: cannot write standard output: Bad file descriptor\n")
+            }
+            // Nothing to print: nothing to fail.
+            let r = try runCLI(["put", "t", "k", "v"], socket: s, stdout: .file("/dev/full"))
+            #expect(r.status == 0 && r.stderr.isEmpty)
+        }
+    }
+
+    @Test("a refused connection (MAXCLIENTS, NOPERM) is exit 4 'cannot connect', every time")
+    func refusedConnection() async throws {
+        try await withServer(arguments: ["--max-clients", "1"]) { server, kv in
+            for _ in 0..<500 {  // take the only place (the startup probe may hold it for a moment)
+                if (try? await kv.ping()) != nil { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(try await kv.ping() == "PONG")
+            for arguments in Array(repeating: ["get", "c", "theme"], count: 8) + [["ping"], ["put", "c", "k", "v"]] {
+                let r = try runCLI(arguments, socket: server.socketPath)
+                #expect(r.status == 4, "\(arguments): \(r.status) \(r.stderr)")
+                #expect(r.stderr.hasPrefix("actorkv: cannot connect to \(server.socketPath): the server refused the connection: MAXCLIENTS"),
+                        "\(r.stderr)")
+            }
+        }
+        // What a server started with --allow-uid sends a peer it does not allow (this test's own
+        // uid is always allowed by a real server), at once on accept, then it closes.
+        let fake = try FakeServer { fd in
+            writeBytes(fd, Array("-NOPERM uid 4242 is not allowed\r\n".utf8))
+            return false
+        }
+        defer { fake.stop() }
+        for arguments in Array(repeating: ["get", "c", "theme"], count: 8) + [["ping"], ["scan", "c"]] {
+            let r = try runCLI(arguments, socket: fake.path)
+            #expect(r.status == 4, "\(arguments): \(r.status) \(r.stderr)")
+            #expect(r.stderr == "actorkv: cannot connect to \(fake.path): the server refused the connection: "
+                        + "NOPERM uid 4242 is not allowed\n", "\(r.stderr)")
         }
     }
 }

@@ -36,6 +36,8 @@ func builtBinary(_ name: String, environment: String) throws -> String {
 final class TestServer {
     let directory: String
     let fsync: String
+    /// More `actorkvd` options, e.g. `["--max-clients", "1"]`.
+    let arguments: [String]
     private var process: ChildProcess?
 
     var socketPath: String { directory + "/s" }
@@ -43,13 +45,14 @@ final class TestServer {
     var logPath: String { directory + "/actorkvd.log" }
 
     /// Creates the directory and starts the server; returns once it answers PING.
-    init(fsync: String = "everysec") async throws {
+    init(fsync: String = "everysec", arguments: [String] = []) async throws {
         var template = Array("/tmp/akc.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
             throw SetupError(description: "mkdtemp failed: \(String(cString: strerror(errno)))")
         }
         directory = String(cString: made)
         self.fsync = fsync
+        self.arguments = arguments
         do {
             try await start()
         } catch {
@@ -61,7 +64,7 @@ final class TestServer {
     /// Starts `actorkvd` on the same socket and data directory, and waits until PING answers.
     func start() async throws {
         let executable = try builtBinary("actorkvd", environment: "ACTORKVD")
-        let process = try ChildProcess(executable, ["--socket", socketPath, "--data-dir", dataDirectory, "--fsync", fsync],
+        let process = try ChildProcess(executable, ["--socket", socketPath, "--data-dir", dataDirectory, "--fsync", fsync] + arguments,
                                        stderr: .file(logPath))
         self.process = process
         let probe = ActorKVClient(socketPath: socketPath)
@@ -135,9 +138,10 @@ final class TestServer {
 }
 
 /// Runs `body` with a fresh server and a client of it; stops the server afterwards, also on failure.
-func withServer(fsync: String = "everysec",
+/// `arguments` are more `actorkvd` options.
+func withServer(fsync: String = "everysec", arguments: [String] = [],
                 _ body: (TestServer, ActorKVClient) async throws -> Void) async throws {
-    let server = try await TestServer(fsync: fsync)
+    let server = try await TestServer(fsync: fsync, arguments: arguments)
     let client = ActorKVClient(socketPath: server.socketPath)
     do {
         try await body(server, client)

@@ -12,7 +12,7 @@ import Glibc
 let usage = """
 actorkv: command-line client of the ActorKV server (actorkvd).
 
-Usage: actorkv [--socket PATH] COMMAND [ARGUMENTS...]
+Usage: actorkv [--socket PATH] [--timeout SECS] COMMAND [ARGUMENTS...]
 
 Commands:
   get NS KEY                  print the value's exact bytes, with NO newline added
@@ -36,6 +36,9 @@ Commands:
 
 Options:
   --socket PATH, -s PATH      the server's socket (default: $ACTORKV_SOCKET, else ./actorkv.sock)
+  --timeout SECS, -t SECS     give up (exit 4) when the server does not accept the connection, or
+                              sends nothing of a reply, for SECS seconds (default 10; fractions
+                              allowed; 0 waits forever)
   --help, -h                  print this text
 
 Commands that change data (put, compact) print nothing on success.
@@ -45,8 +48,11 @@ Exit status:
   1  not found (get of a missing key; exists when not every key exists)
   2  usage error
   3  the server refused the request (its error 'CODE message' is printed on standard error),
-     or replied with something unexpected
-  4  cannot connect to the server, or the connection broke
+     or replied with something unexpected; or standard output could not be written
+     ("actorkv: cannot write standard output: ..." on standard error)
+  4  cannot connect to the server (nothing listens on the socket, or the server refused the
+     connection with MAXCLIENTS or NOPERM), the server did not answer within --timeout, or the
+     connection broke
 
 """
 
@@ -55,6 +61,8 @@ enum Exit {
     static let notFound: Int32 = 1
     static let usage: Int32 = 2
     static let server: Int32 = 3
+    /// Standard output could not be written: the same status as a server error.
+    static let output: Int32 = 3
     static let connection: Int32 = 4
 }
 
@@ -66,38 +74,60 @@ struct Failure: Error {
 
 // MARK: Output
 
-/// Writes all of `bytes` to `fd`, retrying on EINTR and short writes.
-func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+/// Writes all of `bytes` to `fd`, retrying on EINTR and short writes. Returns 0, or the errno of
+/// the write that failed.
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
     var offset = 0
     while offset < bytes.count {
         let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
         if n > 0 { offset += n; continue }
         if n < 0 && errno == EINTR { continue }
-        return
+        return n < 0 ? errno : EIO
+    }
+    return 0
+}
+
+/// Buffered standard output: flushed when it grows past 64 KiB and at exit. A failed write
+/// throws (exit 3, "cannot write standard output: ..."); what is written after it is dropped.
+final class Output {
+    private var buffer: [UInt8] = []
+    private var failed = false
+
+    func write(_ bytes: [UInt8]) throws(Failure) {
+        buffer.append(contentsOf: bytes)
+        if buffer.count >= 64 * 1024 { try flush() }
+    }
+
+    func write(_ text: String) throws(Failure) { try write(Array(text.utf8)) }
+
+    func line(_ text: String) throws(Failure) { try write(Array(text.utf8) + [0x0A]) }
+
+    func flush() throws(Failure) {
+        defer { buffer.removeAll(keepingCapacity: true) }
+        guard !failed else { return }
+        let code = writeAll(1, buffer)
+        guard code == 0 else {
+            failed = true
+            throw Failure(code: Exit.output, message: "actorkv: cannot write standard output: \(errnoText(code))")
+        }
     }
 }
 
-/// Buffered standard output: flushed when it grows past 64 KiB and at exit.
-final class Output {
-    private var buffer: [UInt8] = []
+/// The text of an errno value, e.g. "No space left on device".
+func errnoText(_ code: Int32) -> String { String(cString: strerror(code)) }
 
-    func write(_ bytes: [UInt8]) {
-        buffer.append(contentsOf: bytes)
-        if buffer.count >= 64 * 1024 { flush() }
-    }
-
-    func write(_ text: String) { write(Array(text.utf8)) }
-
-    func line(_ text: String) { write(Array(text.utf8) + [0x0A]) }
-
-    func flush() {
-        writeAll(1, buffer)
-        buffer.removeAll(keepingCapacity: true)
+/// If descriptor 0, 1 or 2 was closed when the program started (`actorkv ping >&-`), fills it
+/// with /dev/null opened the wrong way round, so that the socket cannot become standard output
+/// and using it still fails (EBADF) as it would have.
+func reserveStandardDescriptors() {
+    for fd in Int32(0)...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+        let opened = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY)
+        if opened >= 0 && opened != fd { _ = close(opened) }
     }
 }
 
 func printError(_ text: String) {
-    writeAll(2, Array((text.hasSuffix("\n") ? text : text + "\n").utf8))
+    _ = writeAll(2, Array((text.hasSuffix("\n") ? text : text + "\n").utf8))
 }
 
 // MARK: Formatting
@@ -165,7 +195,7 @@ func readStandardInput() throws(Failure) -> [UInt8] {
         if n > 0 { bytes.append(contentsOf: chunk[0..<n]); continue }
         if n == 0 { return bytes }
         if errno == EINTR { continue }
-        throw Failure(code: Exit.usage, message: "actorkv: cannot read standard input: \(String(cString: strerror(errno)))")
+        throw Failure(code: Exit.usage, message: "actorkv: cannot read standard input: \(errnoText(errno))")
     }
 }
 
@@ -174,20 +204,32 @@ func readStandardInput() throws(Failure) -> [UInt8] {
 func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 {
     var socketPath = ProcessInfo.processInfo.environment["ACTORKV_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
         ?? "./actorkv.sock"
+    var timeout: Duration? = ActorKVClient.defaultTimeout
     var rest = arguments[...]
     var json = false
+    func parseTimeout(_ value: String, _ option: String) throws(Failure) -> Duration? {
+        guard let seconds = Double(value), seconds.isFinite, seconds >= 0, seconds <= 1e9 else {
+            throw usageFailure("\(option) needs a number of seconds (0 waits forever), not '\(value)'")
+        }
+        return seconds == 0 ? nil : .nanoseconds(Int64((seconds * 1e9).rounded(.up)))
+    }
     while let first = rest.first, first.first == UInt8(ascii: "-"), first.count > 1 {
         rest.removeFirst()
         let option = text(first)
         switch option {
         case "--help", "-h":
-            output.write(usage)
+            try output.write(usage)
             return Exit.ok
         case "--socket", "-s":
             guard let path = rest.popFirst() else { throw usageFailure("\(option) needs a path") }
             socketPath = text(path)
         case _ where option.hasPrefix("--socket="):
             socketPath = String(option.dropFirst("--socket=".count))
+        case "--timeout", "-t":
+            guard let value = rest.popFirst() else { throw usageFailure("\(option) needs a number of seconds") }
+            timeout = try parseTimeout(text(value), option)
+        case _ where option.hasPrefix("--timeout="):
+            timeout = try parseTimeout(String(option.dropFirst("--timeout=".count)), "--timeout")
         case "--json":
             json = true
         case "--":
@@ -200,7 +242,7 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
     guard let commandBytes = rest.popFirst() else { throw usageFailure("no command given") }
     let command = text(commandBytes).lowercased()
     if command == "help" {
-        output.write(usage)
+        try output.write(usage)
         return Exit.ok
     }
     if command == "scan" {
@@ -218,43 +260,43 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
     }
     let many = Int.max - 1
 
-    let client = ActorKVClient(socketPath: socketPath)
+    let client = ActorKVClient(socketPath: socketPath, timeout: timeout)
     do {
         switch command {
         case "get":
             try need(2...2, "get NS KEY")
             guard let value = try await client.get(text(args[0]), args[1]) else { return Exit.notFound }
-            output.write(value)
+            try output.write(value)
         case "put", "set":
             try need(3...3, "put NS KEY VALUE   (VALUE '-' reads standard input)")
             if args[2] == [UInt8(ascii: "-")] { args[2] = try readStandardInput() }
             try await client.put(text(args[0]), args[1], args[2])
         case "del", "delete":
             try need(2...many, "del NS KEY...")
-            output.line(String(try await client.delete(text(args[0]), Array(args[1...]))))
+            try output.line(String(try await client.delete(text(args[0]), Array(args[1...]))))
         case "exists":
             try need(2...many, "exists NS KEY...")
             let n = try await client.exists(text(args[0]), Array(args[1...]))
-            output.line(String(n))
+            try output.line(String(n))
             if n < args.count - 1 { return Exit.notFound }
         case "count":
             try need(1...1, "count NS")
-            output.line(String(try await client.count(text(args[0]))))
+            try output.line(String(try await client.count(text(args[0]))))
         case "scan":
             try need(1...2, "scan [--json] NS [PREFIX]")
             let entries = client.scan(text(args[0]), prefix: args.count > 1 ? args[1] : [], pageSize: 1000)
             var first = true
-            if json { output.write("[") }
+            if json { try output.write("[") }
             for try await entry in entries {
                 if json {
-                    output.write((first ? "\n  {" : ",\n  {") + jsonMember("key", entry.key) + ","
+                    try output.write((first ? "\n  {" : ",\n  {") + jsonMember("key", entry.key) + ","
                                  + jsonMember("value", entry.value) + "}")
                 } else {
-                    output.write(escapedField(entry.key) + [UInt8(ascii: "\t")] + escapedField(entry.value) + [0x0A])
+                    try output.write(escapedField(entry.key) + [UInt8(ascii: "\t")] + escapedField(entry.value) + [0x0A])
                 }
                 first = false
             }
-            if json { output.write(first ? "]\n" : "\n]\n") }
+            if json { try output.write(first ? "]\n" : "\n]\n") }
         case "batch":
             try need(3...many, "batch NS put KEY VALUE | del KEY ...")
             var operations: [BatchOperation] = []
@@ -275,8 +317,8 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
             }
             for result in try await client.batch(text(args[0]), operations) {
                 switch result {
-                case .stored: output.line("OK")
-                case .deleted(let existed): output.line(existed ? "1" : "0")
+                case .stored: try output.line("OK")
+                case .deleted(let existed): try output.line(existed ? "1" : "0")
                 }
             }
         case "compact":
@@ -284,16 +326,16 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
             try await client.compact(text(args[0]))
         case "namespaces":
             try need(0...0, "namespaces")
-            for name in try await client.namespaces() { output.line(name) }
+            for name in try await client.namespaces() { try output.line(name) }
         case "info":
             try need(0...0, "info")
-            output.write(try await client.info())
+            try output.write(try await client.info())
         case "ping":
             try need(0...1, "ping [MESSAGE]")
             if args.isEmpty {
-                output.line(try await client.ping())
+                try output.line(try await client.ping())
             } else {
-                output.write(try await client.ping(args[0]) + [0x0A])
+                try output.write(try await client.ping(args[0]) + [0x0A])
             }
         default:
             throw usageFailure("unknown command '\(text(commandBytes))'")
@@ -302,9 +344,14 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
         throw error
     } catch let error as ActorKVError {
         switch error {
+        case .server(let code, let message) where code == "MAXCLIENTS" || code == "NOPERM":
+            // A refusal on accept is "cannot connect" (the client reports it as .refused; this
+            // keeps exit 4 should one ever come back as a reply).
+            throw Failure(code: Exit.connection, message: "actorkv: cannot connect to \(socketPath): "
+                          + "the server refused the connection: \(message.isEmpty ? code : "\(code) \(message)")")
         case .server(let code, let message):
             throw Failure(code: Exit.server, message: message.isEmpty ? code : "\(code) \(message)")
-        case .cannotConnect, .connectionLost, .closed:
+        case .cannotConnect, .refused, .timedOut, .connectionLost, .closed:
             throw Failure(code: Exit.connection, message: "actorkv: \(error)")
         case .protocolViolation, .decodingFailed, .encodingFailed:
             throw Failure(code: Exit.server, message: "actorkv: \(error)")
@@ -316,14 +363,20 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
     return Exit.ok
 }
 
+reserveStandardDescriptors()
 let output = Output()
 let status: Int32
 do {
     status = try await run(rawArguments(), output: output)
 } catch {
-    output.flush()
+    do { try output.flush() } catch let writeError { printError(writeError.message) }
     printError(error.message)
     exit(error.code)
 }
-output.flush()
+do {
+    try output.flush()
+} catch {
+    printError(error.message)
+    exit(error.code)
+}
 exit(status)

@@ -19,6 +19,12 @@ import Synchronization
 /// call fails with ``ActorKVError/connectionLost(_:)`` and the next call connects again. A call
 /// whose task is cancelled still waits for its reply: the request has already been sent.
 ///
+/// Waiting is bounded by ``timeout`` (10 s unless given): a call that goes that long without a
+/// byte of reply (a stopped or hung server), or a connection the server does not accept within
+/// it, fails with ``ActorKVError/timedOut(_:)``, and the connection is dropped with every call
+/// pending on it. A server that refuses the connection (`-MAXCLIENTS`, `-NOPERM`) fails the call
+/// with ``ActorKVError/refused(path:code:message:)``.
+///
 ///     let kv = ActorKVClient(socketPath: "/run/myapp/actorkv.sock")
 ///     try await kv.put("config", "theme", "dark")
 ///     let theme = try await kv.getString("config", "theme")   // "dark"
@@ -26,11 +32,23 @@ public final class ActorKVClient: Sendable {
     /// The path of the server's Unix socket.
     public let socketPath: String
 
+    /// How long to wait for the server to accept the connection, and how long a call may wait
+    /// without a byte of its reply arriving, before failing with ``ActorKVError/timedOut(_:)``;
+    /// nil waits forever. A slow reply that keeps arriving (a large value, a long scan page) does
+    /// not time out.
+    public let timeout: Duration?
+
+    /// The default ``timeout``: 10 seconds, as in the Python client.
+    public static let defaultTimeout: Duration = .seconds(10)
+
     private let current = Mutex<Connection?>(nil)
 
     /// A client of the server listening at `socketPath`. Nothing is connected until the first call.
-    public init(socketPath: String = "./actorkv.sock") {
+    /// `timeout` bounds connecting and each wait for a reply (see ``timeout``); nil, zero or a
+    /// negative duration waits forever.
+    public init(socketPath: String = "./actorkv.sock", timeout: Duration? = ActorKVClient.defaultTimeout) {
         self.socketPath = socketPath
+        self.timeout = timeout.flatMap { $0 > .zero ? $0 : nil }
     }
 
     deinit {
@@ -56,6 +74,8 @@ public final class ActorKVClient: Sendable {
             case .reply(let reply): return reply
             case .failed(let error): throw error
             case .notSent(let error):
+                // A refusal is the server's answer to connecting; do not ask again at once.
+                if case .refused = error { throw error }
                 attempts += 1
                 if attempts == 3 { throw error }
             }
@@ -71,7 +91,7 @@ public final class ActorKVClient: Sendable {
     private func connection() throws(ActorKVError) -> Connection {
         try current.withLock { (connection: inout Connection?) throws(ActorKVError) -> Connection in
             if let open = connection, open.isUsable { return open }
-            let fresh = try Connection.open(path: socketPath)
+            let fresh = try Connection.open(path: socketPath, timeout: timeout)
             connection = fresh
             return fresh
         }
@@ -84,6 +104,10 @@ public final class ActorKVClient: Sendable {
     /// Closes the connection gracefully: sends `QUIT`, waits until the replies to every request
     /// sent before it have arrived, then closes the socket. Calls made after `close()` starts open
     /// a new connection. Never throws: a connection that is already broken is just dropped.
+    ///
+    /// Never hangs: a server that does not answer is given ``timeout`` (as any call), and a client
+    /// without a timeout waits at most ``defaultTimeout`` here; then the connection is dropped,
+    /// failing the calls still waiting with ``ActorKVError/timedOut(_:)`` or ``ActorKVError/closed``.
     public func close() async {
         guard let connection = current.withLock({ (connection: inout Connection?) -> Connection? in
             defer { connection = nil }
@@ -91,7 +115,13 @@ public final class ActorKVClient: Sendable {
         }) else { return }
         var request: [UInt8] = []
         RequestEncoder.encode(["QUIT"], into: &request)
+        // With a timeout, the connection's reader fails the QUIT when the server stops answering.
+        let bound: Task<Void, Never>? = timeout != nil ? nil : Task {
+            try? await Task.sleep(for: Self.defaultTimeout)
+            if !Task.isCancelled { connection.shutdown(with: .closed) }
+        }
         _ = await connection.send(request, last: true)
+        bound?.cancel()
         connection.shutdown(with: .closed)
     }
 

@@ -2,17 +2,31 @@
 ///
 /// The cases fall into three groups, each with a convenience test:
 /// - the server refused the request (``server(code:message:)``; the connection stays usable),
-/// - the connection could not be made or broke (``cannotConnect(path:errno:reason:)``,
+/// - the connection could not be made, was refused, broke or timed out
+///   (``cannotConnect(path:errno:reason:)``, ``refused(path:code:message:)``, ``timedOut(_:)``,
 ///   ``connectionLost(_:)``, ``closed``; ``isConnectionError``); the next call reconnects,
 /// - the bytes were not what was expected (``protocolViolation(_:)``, ``decodingFailed(namespace:key:reason:)``,
 ///   ``encodingFailed(_:)``).
 public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered `-CODE message`. `code` is one of `ERR`, `BADNS`, `BADKEY`, `TOOBIG`,
-    /// `BADCURSOR`, `CORRUPT`, `IOERR`, `SHUTDOWN`, `PROTO`, `MAXCLIENTS`, `NOPERM` (see protocol.md).
+    /// `BADCURSOR`, `CORRUPT`, `IOERR`, `SHUTDOWN`, `PROTO` (see protocol.md). The server's refusal
+    /// of a connection (`MAXCLIENTS`, `NOPERM`) is ``refused(path:code:message:)`` instead.
     case server(code: String, message: String)
     /// The socket at `path` could not be connected to; `errno` is the `connect(2)` (or `socket(2)`)
     /// error number and `reason` its text, e.g. "No such file or directory" when no server runs there.
     case cannotConnect(path: String, errno: Int32, reason: String)
+    /// The server at `path` refused the connection: on accepting it, it sent `-MAXCLIENTS` (it has
+    /// `--max-clients` connections open) or `-NOPERM` (this process's uid or gid is not in its
+    /// `--allow-uid` / `--allow-gid`), with `message`, and closed it. No request on that connection
+    /// was applied, whether or not it was sent before the refusal arrived. The next call connects
+    /// again (which succeeds once the server admits it).
+    case refused(path: String, code: String, message: String)
+    /// The server did not answer within the client's timeout (``ActorKVClient/timeout``): a call
+    /// waited that long without a byte of reply arriving (the server is stopped, hung or
+    /// overloaded), or the server did not accept the connection that long. The connection is
+    /// dropped, since a late reply would be taken for the answer to the next request; whether a
+    /// pending write took effect is unknown. The next call connects again. `reason` says which.
+    case timedOut(String)
     /// The connection broke while the call was pending (the server closed it, crashed, or a read or
     /// write failed). Whether a write that was pending took effect is unknown. The next call reconnects.
     case connectionLost(String)
@@ -25,14 +39,18 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A ``RemoteRepository`` item could not be encoded as JSON.
     case encodingFailed(String)
 
-    /// True for ``cannotConnect(path:errno:reason:)``, ``connectionLost(_:)`` and ``closed``:
-    /// failures of the connection rather than of the request.
+    /// True for ``cannotConnect(path:errno:reason:)``, ``refused(path:code:message:)``,
+    /// ``timedOut(_:)``, ``connectionLost(_:)`` and ``closed``: failures of the connection rather
+    /// than of the request.
     public var isConnectionError: Bool {
         switch self {
-        case .cannotConnect, .connectionLost, .closed: return true
+        case .cannotConnect, .refused, .timedOut, .connectionLost, .closed: return true
         default: return false
         }
     }
+
+    /// The codes of the error replies with which a server refuses a connection on accepting it.
+    static let refusalCodes: Set<String> = ["MAXCLIENTS", "NOPERM"]
 
     /// The server's error code (`BADNS`, `TOOBIG`, …) for ``server(code:message:)``, else nil.
     public var serverCode: String? {
@@ -48,6 +66,11 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
             return message.isEmpty ? code : "\(code) \(message)"
         case .cannotConnect(let path, _, let reason):
             return "cannot connect to \(path): \(reason)"
+        case .refused(let path, let code, let message):
+            return "cannot connect to \(path): the server refused the connection: "
+                + (message.isEmpty ? code : "\(code) \(message)")
+        case .timedOut(let reason):
+            return "timed out: \(reason)"
         case .connectionLost(let reason):
             return "connection lost: \(reason)"
         case .closed:

@@ -31,13 +31,24 @@ typealias ReplyContinuation = CheckedContinuation<SendResult, Never>
 ///   coalesces concurrent requests into one write).
 /// - The reader thread does blocking reads, decodes replies with `ReplyDecoder` and resumes the
 ///   oldest pending continuations, one per reply, outside the lock.
-/// - The first failure (EOF, read or write error, a framing error, `shutdown(with:)`) is recorded,
-///   the socket is shut down (waking both threads, which then exit) and every pending call is failed
-///   with it. Later sends are refused unsent (``SendResult/notSent(_:)``), and the client retries
-///   them on a new connection. The descriptor is closed in `deinit`, when neither thread nor
-///   the client holds the connection any more, so it can never be reused while a thread uses it.
+/// - The first failure (EOF, read or write error, a framing error, a timeout, a refusal,
+///   `shutdown(with:)`) is recorded, the socket is shut down (waking both threads, which then exit)
+///   and every pending call is failed with it. Later sends are refused unsent
+///   (``SendResult/notSent(_:)``), and the client retries them on a new connection. The descriptor
+///   is closed in `deinit`, when neither thread nor the client holds the connection any more, so it
+///   can never be reused while a thread uses it.
+/// - A failed write is the one failure whose pending calls the reader fails, once it has read what
+///   the server sent before closing: the replies to earlier requests, or the `-MAXCLIENTS` /
+///   `-NOPERM` that explains why the server closed a connection it refused.
+/// - With a timeout, the reader's blocking read has `SO_RCVTIMEO` set; when it times out while
+///   calls are waiting and nothing has been read for `timeout` since the oldest of them started
+///   waiting, the connection fails with ``ActorKVError/timedOut(_:)``.
 final class Connection: Sendable {
     private let fd: Int32
+    /// The socket's path, for error messages.
+    let path: String
+    /// How long a waiting call may go without a byte from the server; nil waits forever.
+    let timeout: Duration?
     private let state = Mutex(State())
     private let writerWakeup = DispatchSemaphore(value: 0)
 
@@ -47,6 +58,13 @@ final class Connection: Sendable {
         var writerBusy = false
         var failure: ActorKVError?
         var closing = false
+        /// Set with `failure` after a failed write: the reader fails the pending calls once it has
+        /// read whatever the server sent before it closed.
+        var readerFails = false
+        /// When `pending` last became non-empty (kept only with a timeout).
+        var waitingSince = ContinuousClock.Instant.now
+        /// Whether a reply has arrived on this connection (a refusal can only be the first).
+        var answered = false
     }
 
     /// Limits for replies, wider than a server's request limits: a server may be configured to
@@ -55,16 +73,20 @@ final class Connection: Sendable {
     static let replyLimits = ProtocolLimits(maxInlineLength: 1 << 20, maxBulkLength: Int(Int32.max),
                                             maxArguments: 16 << 20, maxRequestBytes: Int(Int32.max))
 
-    private init(fd: Int32) {
+    private init(fd: Int32, path: String, timeout: Duration?) {
         self.fd = fd
+        self.path = path
+        self.timeout = timeout
     }
 
     deinit {
         _ = Glibc.close(fd)
     }
 
-    /// Connects to the Unix socket at `path` and starts the reader and writer threads.
-    static func open(path: String) throws(ActorKVError) -> Connection {
+    /// Connects to the Unix socket at `path` and starts the reader and writer threads. With a
+    /// `timeout`, waiting for the server to accept (when its queue of connections to accept is
+    /// full) ends after that long with ``ActorKVError/timedOut(_:)``, and so does waiting for a reply.
+    static func open(path: String, timeout: Duration?) throws(ActorKVError) -> Connection {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let pathBytes = Array(path.utf8)
@@ -80,6 +102,9 @@ final class Connection: Sendable {
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .cannotConnect(path: path, errno: errno, reason: errnoText(errno)) }
+        // A blocking connect(2) on a Unix socket waits while the listener's queue is full, for
+        // at most SO_SNDTIMEO, then fails with EAGAIN.
+        if let timeout { setTimeout(fd, SO_SNDTIMEO, timeout) }
         var result: Int32
         repeat {
             result = withUnsafePointer(to: &address) {
@@ -91,14 +116,32 @@ final class Connection: Sendable {
         if result != 0 {
             let code = errno
             _ = Glibc.close(fd)
+            if let timeout, code == EAGAIN || code == EWOULDBLOCK {
+                throw .timedOut("cannot connect to \(path): the server did not accept the connection within "
+                                + secondsText(timeout))
+            }
             throw .cannotConnect(path: path, errno: code, reason: errnoText(code))
         }
-        let connection = Connection(fd: fd)
+        if let timeout {
+            setTimeout(fd, SO_SNDTIMEO, nil)  // the writer's sends block; a timeout shuts them down
+            setTimeout(fd, SO_RCVTIMEO, timeout)
+        }
+        let connection = Connection(fd: fd, path: path, timeout: timeout)
         connection.startThreads()
         return connection
     }
 
-    private func startThreads() {
+    /// A connection on `fd`, an already connected socket (for tests: one end of a socketpair).
+    /// `SO_RCVTIMEO` is set from `timeout`; the threads start only with `startingThreads`.
+    static func adopt(fd: Int32, path: String, timeout: Duration?, startingThreads: Bool = true) -> Connection {
+        if let timeout { setTimeout(fd, SO_RCVTIMEO, timeout) }
+        let connection = Connection(fd: fd, path: path, timeout: timeout)
+        if startingThreads { connection.startThreads() }
+        return connection
+    }
+
+    /// Starts the reader and writer threads (once).
+    func startThreads() {
         let reader = Thread { [self] in readLoop() }
         reader.name = "actorkv-client-reader"
         let writer = Thread { [self] in writeLoop() }
@@ -118,10 +161,11 @@ final class Connection: Sendable {
     /// ``SendResult/notSent(_:)``, in the same critical section that queues this request.
     func send(_ request: [UInt8], last: Bool = false) async -> SendResult {
         await withCheckedContinuation { (continuation: ReplyContinuation) in
-            enum Action { case none, reject(ActorKVError), fail([ReplyContinuation], ActorKVError) }
+            enum Action { case none, reject(ActorKVError) }
             let action: Action = state.withLock { s in
                 if let failure = s.failure { return .reject(failure) }
                 if s.closing { return .reject(.closed) }
+                if timeout != nil && s.pending.isEmpty { s.waitingSince = .now }
                 s.pending.append(continuation)
                 if last { s.closing = true }
                 if s.writerBusy {
@@ -137,8 +181,8 @@ final class Connection: Sendable {
                     let code = errno
                     if n < 0 && code == EINTR { continue }
                     if n < 0 && (code == EAGAIN || code == EWOULDBLOCK) { break }
-                    let error = ActorKVError.connectionLost("write failed: \(errnoText(code))")
-                    return .fail(recordFailure(&s, error), error)
+                    recordWriteFailure(&s, code)
+                    return .none
                 }
                 if offset < request.count {
                     s.outbox.append(contentsOf: request[offset...])
@@ -150,7 +194,6 @@ final class Connection: Sendable {
             switch action {
             case .none: break
             case .reject(let error): continuation.resume(returning: .notSent(error))
-            case .fail(let continuations, let error): resumeAll(continuations, error)
             }
         }
     }
@@ -165,12 +208,44 @@ final class Connection: Sendable {
     /// Records the first failure, shuts the socket down (which wakes a blocked read or send) and
     /// wakes the writer. Returns the continuations to fail; call with the lock held.
     private func recordFailure(_ s: inout State, _ error: ActorKVError) -> [ReplyContinuation] {
-        guard s.failure == nil else { return [] }
+        guard markFailed(&s, error) else { return [] }
+        return s.pending.removeAll()
+    }
+
+    /// Records `error` as the failure unless there is one, shuts the socket down and wakes the
+    /// writer. Returns whether it was the first. Call with the lock held.
+    private func markFailed(_ s: inout State, _ error: ActorKVError) -> Bool {
+        guard s.failure == nil else { return false }
         s.failure = error
         s.outbox = []
         _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))
         writerWakeup.signal()
-        return s.pending.removeAll()
+        return true
+    }
+
+    /// Records a failed write (errno `code`) like any failure, except that the pending calls are
+    /// left for the reader to fail: the server may have closed the connection after sending
+    /// replies, or a refusal (`-MAXCLIENTS`, `-NOPERM`), that are still to be read. The shutdown
+    /// lets the reader read them and then see the end of the stream, so it never waits for more.
+    private func recordWriteFailure(_ s: inout State, _ code: Int32) {
+        if markFailed(&s, .connectionLost("write failed: \(errnoText(code))")) { s.readerFails = true }
+    }
+
+    /// For the reader, when the connection ends: records `error` unless a failure is recorded
+    /// already (or replaces it, with `replacing`), and returns the error to fail the pending calls
+    /// with and those calls. Call with the lock held.
+    private func finish(_ s: inout State, _ error: ActorKVError,
+                        replacing: Bool = false) -> (ActorKVError, [ReplyContinuation]) {
+        let taken = recordFailure(&s, error)
+        if replacing { s.failure = error }
+        let reported = s.failure ?? error
+        return (reported, taken + s.pending.removeAll())
+    }
+
+    /// Fails the pending calls with `error` (or the failure recorded before it); for the reader.
+    private func finish(with error: ActorKVError) {
+        let (reported, continuations) = state.withLock { finish(&$0, error) }
+        resumeAll(continuations, reported)
     }
 
     private func resumeAll(_ continuations: [ReplyContinuation], _ error: ActorKVError) {
@@ -197,7 +272,7 @@ final class Connection: Sendable {
                     if n > 0 { offset += n; continue }
                     let code = errno
                     if n < 0 && code == EINTR { continue }
-                    shutdown(with: .connectionLost("write failed: \(errnoText(code))"))
+                    state.withLock { recordWriteFailure(&$0, code) }
                     return
                 }
             }
@@ -209,18 +284,31 @@ final class Connection: Sendable {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
         defer { buffer.deallocate() }
         var decoder = ReplyDecoder(limits: Self.replyLimits)
+        var lastRead = ContinuousClock.now  // kept only with a timeout
+        var armed = timeout  // the socket's SO_RCVTIMEO
         while true {
             let n = Glibc.read(fd, buffer.baseAddress, bufferSize)
             if n == 0 {
-                shutdown(with: .connectionLost("the server closed the connection"))
+                finish(with: .connectionLost("the server closed the connection"))
                 return
             }
             if n < 0 {
                 let code = errno
                 if code == EINTR { continue }
-                shutdown(with: .connectionLost("read failed: \(errnoText(code))"))
+                if let timeout, code == EAGAIN || code == EWOULDBLOCK {
+                    // SO_RCVTIMEO ran out: time out the waiting calls, or wait again as long as
+                    // the oldest of them has left.
+                    guard let wait = checkTimeout(timeout, lastRead: lastRead) else { return }
+                    if wait != armed {
+                        setTimeout(fd, SO_RCVTIMEO, wait)
+                        armed = wait
+                    }
+                    continue
+                }
+                finish(with: .connectionLost("read failed: \(errnoText(code))"))
                 return
             }
+            if timeout != nil { lastRead = .now }
             decoder.append(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             var replies: [Reply] = []
             var framingError: ProtocolError?
@@ -231,18 +319,56 @@ final class Connection: Sendable {
             }
             if !replies.isEmpty && !deliver(replies) { return }
             if let framingError {
-                shutdown(with: .protocolViolation("invalid reply from the server: \(framingError.message)"))
+                finish(with: .protocolViolation("invalid reply from the server: \(framingError.message)"))
                 return
             }
+        }
+    }
+
+    /// After the reader's read timed out: fails the connection with ``ActorKVError/timedOut(_:)``
+    /// and returns nil if calls are waiting and nothing has been read for `timeout` since the
+    /// oldest of them started waiting; else returns how long to wait before checking again.
+    private func checkTimeout(_ timeout: Duration, lastRead: ContinuousClock.Instant) -> Duration? {
+        let now = ContinuousClock.now
+        enum Outcome { case wait(Duration), timedOut(ActorKVError, [ReplyContinuation]) }
+        let outcome: Outcome = state.withLock { s in
+            guard !s.pending.isEmpty, s.failure == nil else { return .wait(timeout) }
+            let deadline = max(s.waitingSince, lastRead) + timeout
+            if now < deadline { return .wait(max(deadline - now, .milliseconds(1))) }
+            let error = ActorKVError.timedOut("no reply from the server at \(path) within \(secondsText(timeout))")
+            let (reported, continuations) = finish(&s, error)
+            return .timedOut(reported, continuations)
+        }
+        switch outcome {
+        case .wait(let wait):
+            return wait
+        case .timedOut(let error, let continuations):
+            resumeAll(continuations, error)
+            return nil
         }
     }
 
     /// Resumes the oldest pending calls with `replies`. False (after failing the connection) if
     /// the server sent more replies than there were requests.
     private func deliver(_ replies: [Reply]) -> Bool {
-        enum Outcome { case deliver([ReplyContinuation]), unsolicited([ReplyContinuation]), stop }
+        enum Outcome {
+            case deliver([ReplyContinuation]), unsolicited([ReplyContinuation]), stop
+            case refused([ReplyContinuation], ActorKVError)
+        }
         let outcome: Outcome = state.withLock { s in
-            if s.failure != nil { return .stop }
+            if s.failure != nil && !s.readerFails { return .stop }
+            if !s.answered {
+                s.answered = true
+                // The server refuses a connection (too many clients, a peer not allowed) by
+                // sending one error right after accepting it, then closing it. Whether a request
+                // was sent before it arrived or not, no request was served: fail them all alike.
+                if case .error(let text) = replies[0], case .server(let code, let message) = ActorKVError.fromErrorReply(text),
+                   ActorKVError.refusalCodes.contains(code) {
+                    let error = ActorKVError.refused(path: path, code: code, message: message)
+                    let (_, continuations) = finish(&s, error, replacing: true)
+                    return .refused(continuations, error)
+                }
+            }
             var continuations: [ReplyContinuation] = []
             continuations.reserveCapacity(replies.count)
             for _ in replies {
@@ -269,8 +395,30 @@ final class Connection: Sendable {
         case .unsolicited(let continuations):
             for (continuation, reply) in zip(continuations, replies) { continuation.resume(returning: .reply(reply)) }
             return false
+        case .refused(let continuations, let error):
+            resumeAll(continuations, error)
+            return false
         }
     }
+}
+
+/// Sets the `SO_RCVTIMEO` or `SO_SNDTIMEO` (`option`) of `fd` to `timeout`; nil or zero waits forever.
+private func setTimeout(_ fd: Int32, _ option: Int32, _ timeout: Duration?) {
+    var value = timeval()
+    if let timeout, timeout > .zero {
+        let (seconds, attoseconds) = timeout.components
+        value.tv_sec = Int(seconds)
+        value.tv_usec = Int(attoseconds / 1_000_000_000_000)
+        if value.tv_sec == 0 && value.tv_usec == 0 { value.tv_usec = 1 }  // zero would mean forever
+    }
+    _ = setsockopt(fd, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<timeval>.size))
+}
+
+/// A duration as seconds for messages: "10 s", "0.5 s".
+func secondsText(_ duration: Duration) -> String {
+    let (seconds, attoseconds) = duration.components
+    let value = Double(seconds) + Double(attoseconds) / 1e18
+    return String(format: "%g s", value)
 }
 
 /// The text of an errno value, e.g. "Connection refused".

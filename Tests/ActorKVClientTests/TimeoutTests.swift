@@ -1,0 +1,117 @@
+@testable import ActorKVClient
+import Foundation
+import Glibc
+import Testing
+
+@Suite("Timeouts: connecting, waiting for a reply, close()")
+struct TimeoutTests {
+    @Test("a stopped server: pending calls fail with timedOut, close() returns, the next call reconnects")
+    func stoppedServer() async throws {
+        try await withServer { server, _ in
+            let kv = ActorKVClient(socketPath: server.socketPath, timeout: .milliseconds(300))
+            #expect(kv.timeout == .milliseconds(300))
+            try await kv.put("t", "k", "v")
+            try await server.signal(SIGSTOP)
+            // Several calls pipelined on the frozen server: every one times out. Without a timeout
+            // they would wait until `finishing` resumes the server, then succeed.
+            let (errors, inTime) = try await finishing(within: 8, unblock: { try await server.signal(SIGCONT) }) {
+                await withTaskGroup(of: ActorKVError?.self) { group in
+                    for _ in 0..<5 {
+                        group.addTask { await expectActorKVError { _ = try await kv.get("t", "k") } }
+                    }
+                    var errors: [ActorKVError?] = []
+                    for await error in group { errors.append(error) }
+                    return errors
+                }
+            }
+            #expect(inTime, "the calls waited for the stopped server instead of timing out")
+            for error in errors {
+                guard case .timedOut(let reason)? = error else {
+                    Issue.record("expected timedOut, got \(String(describing: error))")
+                    continue
+                }
+                #expect(reason.contains(server.socketPath) && reason.contains("0.3 s"), "\(reason)")
+                #expect(error?.isConnectionError == true)
+                #expect(error?.description.hasPrefix("timed out: ") == true)
+            }
+            try await server.signal(SIGCONT)
+            #expect(try await kv.getString("t", "k") == "v")  // a new connection
+
+            // close() sends QUIT and waits for its reply: not for ever.
+            try await server.signal(SIGSTOP)
+            let (_, closed) = try await finishing(within: 8, unblock: { try await server.signal(SIGCONT) }) {
+                await kv.close()
+            }
+            #expect(closed, "close() waited for the stopped server")
+            try await server.signal(SIGCONT)
+            #expect(try await kv.ping() == "PONG")
+            await kv.close()
+        }
+    }
+
+    @Test("a server that accepts and never answers: the call fails with timedOut")
+    func silentServer() async throws {
+        let fake = try FakeServer()  // keeps each connection open and never reads or writes
+        defer { fake.stop() }
+        let kv = ActorKVClient(socketPath: fake.path, timeout: .milliseconds(300))
+        let (error, inTime) = await finishing(within: 8, unblock: { fake.stop() }) {
+            await expectActorKVError { try await kv.ping() }
+        }
+        #expect(inTime)
+        guard case .timedOut? = error else {
+            Issue.record("expected timedOut, got \(String(describing: error))")
+            return
+        }
+        let (_, closed) = await finishing(within: 8, unblock: { fake.stop() }) { await kv.close() }
+        #expect(closed)
+    }
+
+    @Test("a server that does not accept (its queue is full): connecting fails with timedOut")
+    func connectTimeout() async throws {
+        let fake = try FakeServer(backlog: 0, accepting: false)
+        defer { fake.stop() }
+        let filler = rawConnect(fake.path)  // takes the queue's only place
+        #expect(filler >= 0, "\(errnoString())")
+        defer { if filler >= 0 { close(filler) } }
+        let kv = ActorKVClient(socketPath: fake.path, timeout: .milliseconds(300))
+        // Closing the listener ends a connect(2) that is still waiting (ECONNREFUSED).
+        let (error, inTime) = await finishing(within: 8, unblock: { fake.stop() }) {
+            await expectActorKVError { try await kv.ping() }
+        }
+        #expect(inTime, "connect(2) waited for the full queue instead of timing out")
+        guard case .timedOut(let reason)? = error else {
+            Issue.record("expected timedOut, got \(String(describing: error))")
+            return
+        }
+        #expect(reason.contains("cannot connect to \(fake.path)"), "\(reason)")
+    }
+
+    @Test("a reply that keeps arriving, more slowly than the timeout in all, does not time out")
+    func slowReplyIsNotATimeout() async throws {
+        // One request, answered with a 12-byte bulk string sent a byte every 100 ms (1.2 s in all).
+        let fake = try FakeServer { fd in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            guard read(fd, &buffer, buffer.count) > 0 else { return false }
+            writeBytes(fd, Array("$12\r\n".utf8))
+            for byte in "hello, slowly".utf8.prefix(12) {
+                usleep(100_000)
+                writeBytes(fd, [byte])
+            }
+            writeBytes(fd, Array("\r\n".utf8))
+            return false
+        }
+        defer { fake.stop() }
+        let kv = ActorKVClient(socketPath: fake.path, timeout: .milliseconds(700))
+        #expect(try await kv.ping() == "hello, slowl")
+    }
+
+    @Test("nil, zero or a negative timeout means none; the default is 10 s")
+    func timeoutValues() {
+        #expect(ActorKVClient(socketPath: "x").timeout == .seconds(10))
+        #expect(ActorKVClient.defaultTimeout == .seconds(10))
+        #expect(ActorKVClient(socketPath: "x", timeout: nil).timeout == nil)
+        #expect(ActorKVClient(socketPath: "x", timeout: .zero).timeout == nil)
+        #expect(ActorKVClient(socketPath: "x", timeout: .seconds(-1)).timeout == nil)
+        #expect(secondsText(.milliseconds(1500)) == "1.5 s")
+    }
+}

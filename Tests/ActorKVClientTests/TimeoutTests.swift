@@ -14,7 +14,7 @@ struct TimeoutTests {
             try await server.signal(SIGSTOP)
             // Several calls pipelined on the frozen server: every one times out. Without a timeout
             // they would wait until `finishing` resumes the server, then succeed.
-            let (errors, inTime) = try await finishing(within: 8, unblock: { try await server.signal(SIGCONT) }) {
+            let (errors, inTime) = try await finishing(within: 30, unblock: { try await server.signal(SIGCONT) }) {
                 await withTaskGroup(of: ActorKVError?.self) { group in
                     for _ in 0..<5 {
                         group.addTask { await expectActorKVError { _ = try await kv.get("t", "k") } }
@@ -39,7 +39,7 @@ struct TimeoutTests {
 
             // close() sends QUIT and waits for its reply: not for ever.
             try await server.signal(SIGSTOP)
-            let (_, closed) = try await finishing(within: 8, unblock: { try await server.signal(SIGCONT) }) {
+            let (_, closed) = try await finishing(within: 30, unblock: { try await server.signal(SIGCONT) }) {
                 await kv.close()
             }
             #expect(closed, "close() waited for the stopped server")
@@ -54,7 +54,7 @@ struct TimeoutTests {
         let fake = try FakeServer()  // keeps each connection open and never reads or writes
         defer { fake.stop() }
         let kv = ActorKVClient(socketPath: fake.path, timeout: .milliseconds(300))
-        let (error, inTime) = await finishing(within: 8, unblock: { fake.stop() }) {
+        let (error, inTime) = await finishing(within: 30, unblock: { fake.stop() }) {
             await expectActorKVError { try await kv.ping() }
         }
         #expect(inTime)
@@ -62,7 +62,7 @@ struct TimeoutTests {
             Issue.record("expected timedOut, got \(String(describing: error))")
             return
         }
-        let (_, closed) = await finishing(within: 8, unblock: { fake.stop() }) { await kv.close() }
+        let (_, closed) = await finishing(within: 30, unblock: { fake.stop() }) { await kv.close() }
         #expect(closed)
     }
 
@@ -75,7 +75,7 @@ struct TimeoutTests {
         defer { if filler >= 0 { close(filler) } }
         let kv = ActorKVClient(socketPath: fake.path, timeout: .milliseconds(300))
         // Closing the listener ends a connect(2) that is still waiting (ECONNREFUSED).
-        let (error, inTime) = await finishing(within: 8, unblock: { fake.stop() }) {
+        let (error, inTime) = await finishing(within: 30, unblock: { fake.stop() }) {
             await expectActorKVError { try await kv.ping() }
         }
         #expect(inTime, "connect(2) waited for the full queue instead of timing out")

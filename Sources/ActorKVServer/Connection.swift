@@ -3,7 +3,8 @@ import ActorKVProtocol
 /// One client connection's state. Owned by the event loop thread; never shared.
 ///
 /// Bytes flow: socket → `decoder` → `pending` requests → (one task at a time) the processor →
-/// `replies` → encoded into `output` as the socket drains. Only one batch of requests is in
+/// `replies` → encoded into `output` a piece at a time as the socket drains (a large reply is
+/// never copied into `output` whole). Only one batch of requests is in
 /// flight per connection, so pipelined commands run and reply in order. Reading goes on while the
 /// unread replies fit in `outputLimit`; past it nothing more is read (backpressure), so memory
 /// stays bounded however the client behaves.
@@ -14,8 +15,8 @@ final class Connection {
     let outputLimit: Int
     var decoder: RequestDecoder
     var pending: [Request] = []
-    var replies: [Reply] = []
-    var replyHead = 0
+    /// Replies not yet encoded into `output`, a large one perhaps partly.
+    var replies = ReplyStream()
     var output: [UInt8] = []
     var outputHead = 0
     var inFlight = false
@@ -36,12 +37,12 @@ final class Connection {
     }
 
     /// Whether replies are waiting to be encoded or sent.
-    var hasUnsentOutput: Bool { replyHead < replies.count || outputHead < output.count }
+    var hasUnsentOutput: Bool { !replies.isEmpty || outputHead < output.count }
 
     /// Whether this connection may take more requests now: nothing in flight, every reply encoded,
     /// and the unsent bytes under the limit.
     var canDispatch: Bool {
-        !inFlight && !closeAfterFlush && replyHead == replies.count && output.count - outputHead < outputLimit
+        !inFlight && !closeAfterFlush && replies.isEmpty && output.count - outputHead < outputLimit
     }
 
     /// Whether nothing is left to do before closing.
@@ -49,18 +50,14 @@ final class Connection {
 
     /// Queues replies to be sent in order.
     func enqueue(_ new: consuming [Reply]) {
-        if replyHead == replies.count {
-            replies = new
-            replyHead = 0
-        } else {
-            replies.append(contentsOf: new)
-        }
+        replies.append(contentsOf: new)
     }
 
     /// Output buffer capacity kept between bursts; larger buffers are freed once sent.
     private static let retainedCapacity = 256 * 1024
 
-    /// Encodes queued replies into `output` until about `chunk` bytes are waiting.
+    /// Encodes queued replies into `output` until about `chunk` bytes are waiting (a large bulk
+    /// is cut there and continued on a later call).
     func encodeReplies(upTo chunk: Int) {
         if outputHead == output.count {
             output.removeAll(keepingCapacity: output.capacity <= Self.retainedCapacity)
@@ -69,14 +66,6 @@ final class Connection {
             output.removeFirst(outputHead)
             outputHead = 0
         }
-        while replyHead < replies.count && output.count - outputHead < chunk {
-            replies[replyHead].encode(into: &output)
-            replies[replyHead] = .null
-            replyHead += 1
-        }
-        if replyHead == replies.count {
-            replies.removeAll(keepingCapacity: true)
-            replyHead = 0
-        }
+        replies.encode(into: &output, upTo: outputHead + chunk)
     }
 }

@@ -119,6 +119,32 @@ import Glibc
         #expect(try setup.command(["GET", "bp", "big"]) == .bulk(big))
     }
 
+    @Test func aLargeValueIsNotCopiedWholeForClientsThatDoNotRead() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let setup = try RawConnection(path: server.socketPath)
+        let big = [UInt8](repeating: 0x61, count: 8 * 1024 * 1024)
+        var put: [UInt8] = []
+        RequestEncoder.encode([Array("PUT".utf8), Array("lv".utf8), Array("k".utf8), big], into: &put)
+        try setup.send(put)
+        #expect(try setup.reply() == .simple("OK"))
+        let before = server.residentKiB()
+        // Twenty clients each ask for the 8 MiB value once and never read: 160 MiB if each reply
+        // were copied whole into its connection's output, about 1 MiB each when it goes out in pieces.
+        var hogs: [RawConnection] = []
+        for _ in 0..<20 {
+            let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
+            try hog.send("GET lv k\r\n")
+            hogs.append(hog)
+        }
+        usleep(1_000_000)
+        let grown = server.residentKiB() - before
+        #expect(grown < 64 * 1024, "server grew by \(grown) KiB while clients did not read")
+        #expect(try setup.command(["PING"]) == .simple("PONG"))
+        let reader = try RawConnection(path: server.socketPath)
+        #expect(try reader.command(["GET", "lv", "k"]) == .bulk(big), "a reader still gets the whole value")
+    }
+
     @Test func pipelinedLargeScansFromClientsThatNeverReadStayBounded() throws {
         let server = try ServerProcess()
         defer { server.stop() }

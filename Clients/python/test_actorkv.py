@@ -154,6 +154,19 @@ class ServerTestCase(unittest.TestCase):
 # Pure tests: no server
 
 
+def fake_listener(test, name):
+    """A listening Unix socket `name`.sock in a temporary directory, for a test's hand-made
+    server; both are cleaned up after `test`. Returns (path, listener)."""
+    directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
+    test.addCleanup(shutil.rmtree, directory, True)
+    path = os.path.join(directory, name + ".sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    test.addCleanup(listener.close)
+    return path, listener
+
+
 def parse_all(data, piece=None):
     """Feeds ``data`` to a new parser (in pieces of ``piece`` bytes) and returns all replies."""
     parser = ReplyParser()
@@ -342,13 +355,8 @@ class EncodingTests(unittest.TestCase):
     def test_fake_server_not_reading_times_out(self):
         """A server that reads nothing: a large pipeline gives up after the timeout without
         progress (it neither hangs nor waits for the whole payload)."""
-        directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
-        self.addCleanup(shutil.rmtree, directory, True)
-        path = os.path.join(directory, "stuck.sock")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        listener.listen(1)  # never accepted: the connection's buffer fills, then nothing moves
-        self.addCleanup(listener.close)
+        # Never accepted: the connection's buffer fills, then nothing moves.
+        path, _ = fake_listener(self, "stuck")
         client = Client(path, timeout=0.2)
         self.addCleanup(client.close)
         p = client.pipeline()
@@ -363,13 +371,7 @@ class EncodingTests(unittest.TestCase):
         """A server that answers the first request, sends a fatal error and closes at once,
         leaving most of a large pipeline unsent: the failed send does not hide the replies
         that did arrive."""
-        directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
-        self.addCleanup(shutil.rmtree, directory, True)
-        path = os.path.join(directory, "fatal.sock")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        listener.listen(1)
-        self.addCleanup(listener.close)
+        path, listener = fake_listener(self, "fatal")
 
         def serve():
             conn, _ = listener.accept()
@@ -420,13 +422,7 @@ class EncodingTests(unittest.TestCase):
 
     def test_fake_server_garbage_reply(self):
         """A reply that is not RESP raises ProtocolError and closes the connection."""
-        directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
-        self.addCleanup(shutil.rmtree, directory, True)
-        path = os.path.join(directory, "fake.sock")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        listener.listen(1)
-        self.addCleanup(listener.close)
+        path, listener = fake_listener(self, "fake")
 
         def serve():
             conn, _ = listener.accept()
@@ -446,13 +442,7 @@ class EncodingTests(unittest.TestCase):
 
     def test_fake_server_silent_times_out(self):
         """No reply within the timeout raises ActorKVTimeoutError and closes the connection."""
-        directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
-        self.addCleanup(shutil.rmtree, directory, True)
-        path = os.path.join(directory, "silent.sock")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        listener.listen(1)
-        self.addCleanup(listener.close)
+        path, _ = fake_listener(self, "silent")
         client = Client(path, timeout=0.2)
         self.addCleanup(client.close)
         with self.assertRaises(actorkv.ActorKVTimeoutError) as caught:

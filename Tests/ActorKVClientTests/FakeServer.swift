@@ -23,13 +23,7 @@ final class FakeServer: Sendable {
         path = directory + "/s"
         listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         self.accepting = accepting
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
+        var address = unixAddress(path)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
@@ -68,9 +62,8 @@ final class FakeServer: Sendable {
     }
 }
 
-/// Connects a plain socket to `path` (no client, no threads); returns the descriptor or -1.
-func rawConnect(_ path: String) -> Int32 {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+/// A `sockaddr_un` for `path` (short enough: the tests' paths are).
+func unixAddress(_ path: String) -> sockaddr_un {
     var address = sockaddr_un()
     address.sun_family = sa_family_t(AF_UNIX)
     let bytes = Array(path.utf8)
@@ -78,6 +71,13 @@ func rawConnect(_ path: String) -> Int32 {
         raw.copyBytes(from: bytes)
         raw[bytes.count] = 0
     }
+    return address
+}
+
+/// Connects a plain socket to `path` (no client, no threads); returns the descriptor or -1.
+func rawConnect(_ path: String) -> Int32 {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    var address = unixAddress(path)
     let rc = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
     }

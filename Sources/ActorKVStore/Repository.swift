@@ -51,11 +51,20 @@ public struct Repository<T: Codable & Identifiable & Sendable>: Sendable where T
         var items: [T] = []
         var cursor = ScanCursor.start
         repeat {
-            let page = await namespace.scan(from: cursor, limit: 1000)
-            for entry in page.entries { items.append(try Self.decode(entry.value)) }
+            let page = try await scanPage(after: cursor, limit: 1000)
+            items += page.items
             cursor = page.next
         } while cursor != .start
         return items
+    }
+
+    /// One page of items in key order: at most `limit` items whose keys come after `cursor` and
+    /// start with `prefix` (the text of the ids, see `RepositoryKey`), and the cursor for the next
+    /// page (``ScanCursor/start`` after the last). Every item present for the whole scan is
+    /// returned exactly once across the pages, even while others write.
+    public func scanPage(after cursor: ScanCursor = .start, prefix: String = "", limit: Int = 100) async throws -> (items: [T], next: ScanCursor) {
+        let page = await namespace.scan(from: cursor, prefix: Array(prefix.utf8), limit: limit)
+        return (try page.entries.map { try Self.decode($0.value) }, page.next)
     }
 
     /// The number of items.

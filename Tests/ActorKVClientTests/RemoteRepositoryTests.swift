@@ -118,4 +118,24 @@ struct RemoteRepositoryTests {
             #expect(loadError?.description.contains("cannot decode") == true)
         }
     }
+
+    @Test("scanPage: key order, a prefix, and pages that together return every item once")
+    func scanPages() async throws {
+        try await withServer { _, kv in
+            let repo = RemoteRepository<Question>(client: kv, namespace: "scanpages")
+            let users = (0..<25).map { Question(id: String(format: "user:%02d", $0), text: "u\($0)", tags: [], score: 0) }
+            try await repo.save(contentsOf: users + [Question(id: "team:1", text: "t", tags: [], score: 0)])
+            var seen: [Question] = []
+            var cursor = ScanPage.start
+            var pages = 0
+            repeat {
+                let page = try await repo.scanPage(cursor: cursor, prefix: "user:", count: 10)
+                seen += page.items
+                cursor = page.nextCursor
+                pages += 1
+            } while cursor != ScanPage.start
+            #expect(seen == users)
+            #expect(pages == 3)
+        }
+    }
 }

@@ -57,11 +57,21 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
         var items: [T] = []
         var cursor = ScanPage.start
         repeat {
-            let page = try await client.scanPage(namespace, cursor: cursor, count: 1000)
-            for entry in page.entries { items.append(try decode(entry.value, key: entry.key)) }
+            let page = try await scanPage(cursor: cursor, count: 1000)
+            items += page.items
             cursor = page.nextCursor
         } while cursor != ScanPage.start
         return items
+    }
+
+    /// One page of items in key order: at most `count` items whose keys come after `cursor` and
+    /// start with `prefix` (the text of the ids), and the cursor for the next page
+    /// (``ScanPage/start`` after the last), as `SCAN` pages them.
+    public func scanPage(cursor: [UInt8] = ScanPage.start, prefix: String = "", count: Int = 100) async throws(ActorKVError) -> (items: [T], nextCursor: [UInt8]) {
+        let page = try await client.scanPage(namespace, cursor: cursor, prefix: Array(prefix.utf8), count: count)
+        var items: [T] = []
+        for entry in page.entries { items.append(try decode(entry.value, key: entry.key)) }
+        return (items, page.nextCursor)
     }
 
     /// The number of items (keys in the namespace).

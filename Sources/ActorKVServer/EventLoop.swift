@@ -180,15 +180,21 @@ final class EventLoop: @unchecked Sendable {
         }
         guard reserveFD >= 0 else { pauseAccepting(); return false }
         SocketCalls.close(reserveFD)
-        let accepted = try? SocketCalls.accept(listener)
-        if let fd = accepted ?? nil {
+        defer { reserveFD = Self.openReserve() }
+        switch Result(catching: { () throws(SocketCalls.Failure) in try SocketCalls.accept(listener) }) {
+        case .success(let fd?):
             ErrorMapping.outOfDescriptors.encoded.withUnsafeBytes { _ = try? SocketCalls.send(fd, $0) }
             SocketCalls.close(fd)
             refusedForDescriptors += 1
             statistics.rejectedConnections.add(1, ordering: .relaxed)
+            return true
+        case .success(nil):
+            return false  // nobody waiting any more
+        case .failure:
+            // Another thread took the freed descriptor first: pause rather than spin.
+            pauseAccepting()
+            return false
         }
-        reserveFD = Self.openReserve()
-        return accepted != nil
     }
 
     /// Takes the listener out of epoll for a moment (accept keeps failing: no spinning on it).

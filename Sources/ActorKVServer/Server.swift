@@ -100,6 +100,9 @@ public final class Server: Sendable {
         if st.st_mode & 0o002 != 0 && st.st_mode & UInt32(S_ISVTX) == 0 {
             throw StartupError(description: "socket directory \(directory) is writable by every user and not sticky: another user could replace the socket; use a private directory")
         }
+        if st.st_uid != geteuid() && st.st_uid != 0 {
+            throw StartupError(description: "socket directory \(directory) is owned by uid \(st.st_uid): its owner could replace the socket; use a directory owned by this user (uid \(geteuid())) or by root")
+        }
     }
 
     /// Checks the socket path before anything else is touched; returns whether a stale socket
@@ -140,12 +143,12 @@ public final class Server: Sendable {
         }
         do {
             let fd = try SocketCalls.socket()
-            let previous = umask(0o177)
+            // bind creates the socket file with the mode the umask leaves: set it so that the
+            // file is born with --socket-mode. (A chmod afterwards would go by path, and follow a
+            // symbolic link someone put there meanwhile.)
+            let previous = umask(mode_t(~configuration.socketMode & 0o777))
             defer { umask(previous) }
             try SocketCalls.listen(fd, path: path, backlog: 1024)
-            guard chmod(path, mode_t(configuration.socketMode)) == 0 else {
-                throw SocketCalls.Failure(what: "chmod \(path)", code: errno)
-            }
             return (fd, SocketCalls.identity(path))
         } catch {
             throw StartupError(description: "cannot listen on \(path): \(error)")

@@ -109,7 +109,7 @@ extension ServerConfiguration {
       --allow-uid LIST           comma-separated uids allowed to connect (checked with SO_PEERCRED)
       --allow-gid LIST           comma-separated gids allowed to connect (primary or supplementary)
                                  (with either list, only those and the server's own uid may connect)
-      --allow-shared-data-dir    run even if other users may write to the data directory
+      --allow-shared-data-dir    run even if other users may write to or own the data directory
       --shutdown-grace SECS      how long SIGTERM waits for requests in flight (default 5)
       --execution MODE           where namespace actors run requests: loop (the event-loop
                                  thread, fewest hand-offs) | pool (Swift's cooperative pool,

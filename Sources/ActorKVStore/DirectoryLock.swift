@@ -5,15 +5,26 @@ import Musl
 #endif
 
 /// An exclusive `flock` on `<data-dir>/.lock`, held for as long as this object lives, so that
-/// only one process at a time opens a data directory. The file holds the owner's pid.
+/// only one process at a time opens a data directory. A store's lock file holds its pid.
 final class DirectoryLock: Sendable {
     private let fd: Int32
 
     /// Takes the lock or throws `locked`, naming the pid that holds it.
-    init(directory: String) throws(StoreError) {
+    ///
+    /// With `writingPID` (a store) the file is created if needed and this process's pid written
+    /// into it. Without (`--check`), nothing is written: the file is opened read-only, which is
+    /// enough for `flock`, so a read-only copy can be checked, and if there is no lock file no
+    /// server can be using the directory, so none is made. The file is never opened through a
+    /// symbolic link (``SystemCalls/open(_:_:mode:)``).
+    init(directory: String, writingPID: Bool) throws(StoreError) {
         let path = directory + "/.lock"
         let fd: Int32
-        do { fd = try SystemCalls.open(path, O_RDWR | O_CREAT, mode: 0o600) } catch {
+        do {
+            fd = try SystemCalls.open(path, writingPID ? O_RDWR | O_CREAT : O_RDONLY, mode: 0o600)
+        } catch where !writingPID && error.rawValue == ENOENT {
+            self.fd = -1
+            return
+        } catch {
             throw StoreError.io("opening", path, error)
         }
         do {
@@ -24,13 +35,15 @@ final class DirectoryLock: Sendable {
             let who = holder.isEmpty ? "another process" : "process \(holder.trimmingSpaces)"
             throw StoreError(.locked, "data directory \(directory) is in use by \(who); one process per data directory")
         }
-        let pid = Array(String(getpid()).utf8)
-        _ = try? SystemCalls.ftruncate(fd, 0, path: path)
-        _ = try? pid.withBytes { (raw) throws(Errno) in try SystemCalls.pwriteAll(fd, raw, at: 0, path: path) }
+        if writingPID {
+            let pid = Array(String(getpid()).utf8)
+            _ = try? SystemCalls.ftruncate(fd, 0, path: path)
+            _ = try? pid.withBytes { (raw) throws(Errno) in try SystemCalls.pwriteAll(fd, raw, at: 0, path: path) }
+        }
         self.fd = fd
     }
 
-    deinit { SystemCalls.close(fd) }
+    deinit { if fd >= 0 { SystemCalls.close(fd) } }
 }
 
 extension String {

@@ -52,7 +52,7 @@ extension Store {
         guard let st = try? SystemCalls.status(directory), (st.st_mode & S_IFMT) == S_IFDIR else {
             throw StoreError(.io, "no data directory at \(directory)")
         }
-        let lock = try DirectoryLock(directory: directory)
+        let lock = try DirectoryLock(directory: directory, writingPID: false)
         defer { withExtendedLifetime(lock) {} }
         return try namespaceDirectories(in: directory).sorted().map { name in
             check(name: name, files: NamespaceFiles(directory: directory + "/" + name))
@@ -61,6 +61,9 @@ extension Store {
 
     private static func check(name: String, files: NamespaceFiles) -> NamespaceCheck {
         do {
+            // Whose the directory is does not matter for a check (a backup copy may be anyone's);
+            // that it is no symbolic link does, as for opening.
+            try checkNamespaceDirectory(files.directory, allowShared: true)
             let found = try NamespaceRecovery.read(name: name, files: files)
             return NamespaceCheck(name: name, failure: nil, keys: found.data.map.count, lastSequence: found.lastSequence,
                                   snapshotSequence: found.snapshotSequence, recordsReplayed: found.recordsReplayed,

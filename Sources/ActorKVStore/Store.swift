@@ -27,12 +27,13 @@ public actor Store {
     /// Opens (creating if needed, mode 0700) the data directory and locks it.
     ///
     /// Throws `locked` if another process holds it, `unsafeDirectory` if other users may write to
-    /// it (unless ``StoreOptions/allowSharedDirectory``), `io` if it cannot be created or read.
+    /// it or another user owns it (unless ``StoreOptions/allowSharedDirectory``), `io` if it cannot
+    /// be created or read.
     public init(directory: String, options: StoreOptions = StoreOptions()) throws(StoreError) {
         try Self.prepare(directory: directory, options: options)
         self.directory = directory
         self.options = options
-        lock = try DirectoryLock(directory: directory)
+        lock = try DirectoryLock(directory: directory, writingPID: true)
         onDisk = Set(try Self.namespaceDirectories(in: directory))
     }
 
@@ -64,6 +65,25 @@ public actor Store {
         }
         if st.st_mode & 0o022 != 0 && !options.allowSharedDirectory {
             throw StoreError(.unsafeDirectory, "data directory \(directory) is writable by other users (mode \(String(st.st_mode & 0o777, radix: 8))); run chmod go-w on it, or allow it explicitly")
+        }
+        if st.st_uid != geteuid() && !options.allowSharedDirectory {
+            throw StoreError(.unsafeDirectory, "data directory \(directory) is owned by uid \(st.st_uid), not by this process's uid \(geteuid()): its owner could replace the files in it; run as that user or chown the directory, or allow it explicitly")
+        }
+    }
+
+    /// Refuses a namespace directory that is a symbolic link or not a directory (its files would
+    /// be written elsewhere) and, unless shared directories are allowed, one that another user
+    /// owns or that others may write to.
+    static func checkNamespaceDirectory(_ path: String, allowShared: Bool) throws(StoreError) {
+        let st: stat?
+        do { st = try SystemCalls.linkStatus(path) } catch { throw StoreError.io("reading", path, error) }
+        guard let st else { throw StoreError(.io, "namespace directory \(path) does not exist") }
+        guard st.st_mode & S_IFMT == S_IFDIR else {
+            let what = st.st_mode & S_IFMT == S_IFLNK ? "a symbolic link" : "not a directory"
+            throw StoreError(.unsafeDirectory, "namespace directory \(path) is \(what); refusing to use it")
+        }
+        if !allowShared && (st.st_uid != geteuid() || st.st_mode & 0o022 != 0) {
+            throw StoreError(.unsafeDirectory, "namespace directory \(path) is owned by uid \(st.st_uid) with mode \(String(st.st_mode & 0o777, radix: 8)): others could replace its files; refusing to use it")
         }
     }
 
@@ -118,6 +138,7 @@ public actor Store {
             do {
                 let recovered = try await BlockingIO.run { () throws(StoreError) in
                     if isNew { try Self.createDirectory(files.directory, parent: parent) }
+                    try Self.checkNamespaceDirectory(files.directory, allowShared: options.allowSharedDirectory)
                     return try NamespaceRecovery.recover(name: name, files: files, log: options.log)
                 }
                 let ns = Namespace(name: name, files: files, options: options, recovered: recovered)

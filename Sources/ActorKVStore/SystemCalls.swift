@@ -11,10 +11,16 @@ import Musl
 /// device. Each function retries on `EINTR` and reports failure as an ``Errno``.
 enum SystemCalls {
     /// Opens `path` with `flags` and `mode`. The corresponding C function is `open`.
+    ///
+    /// A file (anything but an `O_DIRECTORY` open) is never opened through a symbolic link
+    /// (`O_NOFOLLOW`, failing with ELOOP): nothing the engine opens inside the data directory is
+    /// one, and someone who could plant one there must not redirect its writes to another file.
+    /// A directory may be a link: the data directory itself is often one, by the operator's choice.
     static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o600) throws(Errno) -> Int32 {
         try FaultInjector.check(.open, path: path)
+        let noFollow = flags & O_DIRECTORY == 0 ? O_NOFOLLOW : 0
         while true {
-            let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
+            let fd = Glibc.open(path, flags | O_CLOEXEC | noFollow, mode)
             if fd >= 0 { return fd }
             if errno != EINTR { throw Errno(errno) }
         }
@@ -95,6 +101,15 @@ enum SystemCalls {
     static func status(_ path: String) throws(Errno) -> stat? {
         var st = stat()
         if fstatat(AT_FDCWD, path, &st, 0) == 0 { return st }
+        if errno == ENOENT { return nil }
+        throw Errno(errno)
+    }
+
+    /// ``status(_:)`` of the path itself when it is a symbolic link (nil if nothing is there).
+    /// The corresponding C function is `lstat`.
+    static func linkStatus(_ path: String) throws(Errno) -> stat? {
+        var st = stat()
+        if fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 { return st }
         if errno == ENOENT { return nil }
         throw Errno(errno)
     }

@@ -172,6 +172,20 @@ expect_eq "a socket in a world-writable, non-sticky directory is refused (exit 1
 expect_contains "... with a clear message" "writable by every user and not sticky" "$OUT"
 check "... and no socket is created there" test ! -e "$W/open-dir/s.sock"
 
+# A socket directory another user owns: that user could swap the socket (or a symbolic link)
+# in under the server. Only the server's own user or root may own it.
+if [ "$(id -u)" = 0 ]; then
+    mkdir "$W/their-dir"; chown 65534:65534 "$W/their-dir"; chmod 0755 "$W/their-dir"
+    run_fg theirdir --socket "$W/their-dir/s.sock" --data-dir "$W/t-data"
+    expect_eq "a socket in a directory another user owns is refused (exit 1)" 1 "$STATUS"
+    expect_contains "... with a clear message" "is owned by uid 65534: its owner could replace the socket" "$OUT"
+    check "... and no socket is created there" test ! -e "$W/their-dir/s.sock"
+    mkdir -m 0700 "$W/their-data"; chown 65534:65534 "$W/their-data"
+    run_fg theirdata --socket "$W/td.sock" --data-dir "$W/their-data"
+    expect_eq "a data directory another user owns is refused (exit 1)" 1 "$STATUS"
+    expect_contains "... with a clear message" "is owned by uid 65534, not by this process's uid 0" "$OUT"
+fi
+
 # Other start-up refusals ------------------------------------------------------------------
 long=$W/$(printf 'x%.0s' $(seq 1 110)).sock
 run_fg longpath --socket "$long" --data-dir "$W/l-data"

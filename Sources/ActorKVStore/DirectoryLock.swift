@@ -3,11 +3,13 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Synchronization
 
 /// An exclusive `flock` on `<data-dir>/.lock`, held for as long as this object lives, so that
 /// only one process at a time opens a data directory. A store's lock file holds its pid.
 final class DirectoryLock: Sendable {
-    private let fd: Int32
+    /// The lock file's descriptor; -1 once released (or when there was no file to lock).
+    private let fd: Mutex<Int32>
 
     /// Takes the lock or throws `locked`, naming the pid that holds it.
     ///
@@ -22,7 +24,7 @@ final class DirectoryLock: Sendable {
         do {
             fd = try SystemCalls.open(path, writingPID ? O_RDWR | O_CREAT : O_RDONLY, mode: 0o600)
         } catch where !writingPID && error.rawValue == ENOENT {
-            self.fd = -1
+            self.fd = Mutex(-1)
             return
         } catch {
             throw StoreError.io("opening", path, error)
@@ -40,10 +42,16 @@ final class DirectoryLock: Sendable {
             _ = try? SystemCalls.ftruncate(fd, 0, path: path)
             _ = try? pid.withBytes { (raw) throws(Errno) in try SystemCalls.pwriteAll(fd, raw, at: 0, path: path) }
         }
-        self.fd = fd
+        self.fd = Mutex(fd)
     }
 
-    deinit { if fd >= 0 { SystemCalls.close(fd) } }
+    /// Releases the lock now rather than when this object goes.
+    func release() {
+        let fd = self.fd.withLock { fd in defer { fd = -1 }; return fd }
+        if fd >= 0 { SystemCalls.close(fd) }
+    }
+
+    deinit { release() }
 }
 
 extension String {

@@ -32,8 +32,12 @@ public actor Namespace {
     private var writeFailure: StoreError?
     private var closed = false
     private let openedAt = UInt64(time(nil))
+    /// Kept alive with this namespace: the directory lock and the background fsync must outlive
+    /// the `Store` object if the namespace does.
+    private let keeper: Housekeeper
 
-    init(name: String, files: NamespaceFiles, options: StoreOptions, recovered r: RecoveredNamespace) {
+    init(name: String, files: NamespaceFiles, options: StoreOptions, recovered r: RecoveredNamespace, keeper: Housekeeper) {
+        self.keeper = keeper
         self.name = name
         self.files = files
         self.options = options

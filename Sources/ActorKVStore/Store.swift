@@ -16,12 +16,12 @@ public actor Store {
     public nonisolated let directory: String
     /// The options every namespace uses.
     public nonisolated let options: StoreOptions
-    private let lock: DirectoryLock
+    /// The directory lock and the background work, shared with every namespace opened here.
+    private let keeper: Housekeeper
     private var onDisk: Set<String>
     private var opening: [String: Task<Namespace, any Error>] = [:]
     private var failed: [String: StoreError] = [:]
     private nonisolated let openNamespaces = Mutex<[String: Namespace]>([:])
-    private var housekeeping: Task<Void, Never>?
     private var isClosed = false
 
     /// Opens (creating if needed, mode 0700) the data directory and locks it.
@@ -33,7 +33,8 @@ public actor Store {
         try Self.prepare(directory: directory, options: options)
         self.directory = directory
         self.options = options
-        lock = try DirectoryLock(directory: directory, writingPID: true)
+        keeper = Housekeeper(lock: try DirectoryLock(directory: directory, writingPID: true),
+                             everysec: options.durability == .everysec)
         onDisk = Set(try Self.namespaceDirectories(in: directory))
     }
 
@@ -141,7 +142,7 @@ public actor Store {
                     try Self.checkNamespaceDirectory(files.directory, allowShared: options.allowSharedDirectory)
                     return try NamespaceRecovery.recover(name: name, files: files, log: options.log)
                 }
-                let ns = Namespace(name: name, files: files, options: options, recovered: recovered)
+                let ns = Namespace(name: name, files: files, options: options, recovered: recovered, keeper: self.keeper)
                 self.finishOpening(name, ns)
                 options.log("namespace \(name): opened: \(recovered.data.map.count) keys, snapshot through sequence \(recovered.snapshotSequence), \(recovered.recordsReplayed) log records replayed, \(recovered.tornBytesCut) torn bytes cut")
                 return ns
@@ -168,7 +169,7 @@ public actor Store {
     private func finishOpening(_ name: String, _ ns: Namespace) {
         opening[name] = nil
         openNamespaces.withLock { $0[name] = ns }
-        startHousekeeping()
+        keeper.adopt(ns)
     }
 
     private func failOpening(_ name: String, _ error: StoreError, wasNew: Bool) {
@@ -188,31 +189,14 @@ public actor Store {
         return all.sorted { $0.name < $1.name }
     }
 
-    /// Closes every namespace (waiting for compactions, fsyncing logs) and stops background work.
-    /// The directory lock is released when the store is deallocated.
+    /// Closes every namespace (waiting for compactions, fsyncing logs), stops background work and
+    /// releases the directory lock. A store that is never closed keeps the directory locked, and
+    /// its namespaces fsync'd in the background, until it and every namespace from it are freed.
     public func close() async {
         isClosed = true
-        housekeeping?.cancel()
-        housekeeping = nil
+        keeper.stop()
         for task in opening.values { _ = try? await task.value }
         for ns in openNamespaces.withLock({ Array($0.values) }) { await ns.close() }
-    }
-
-    /// Once a second: the `everysec` fsync, and the periodic compaction check.
-    private func startHousekeeping() {
-        guard housekeeping == nil else { return }
-        let everysec = options.durability == .everysec
-        housekeeping = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(nanoseconds: 1_000_000_000)
-                guard let self, !Task.isCancelled else { return }
-                let all = self.openNamespaces.withLock { Array($0.values) }
-                let now = UInt64(time(nil))
-                for ns in all {
-                    if everysec { ns.syncer.syncInBackground() }
-                    await ns.compactIfStale(now: now)
-                }
-            }
-        }
+        keeper.releaseLock()
     }
 }

@@ -486,4 +486,25 @@ struct StoreTests {
             #expect(opened.values.allSatisfy { $0.count == 1 }, "one actor per namespace")
         }
     }
+
+    @Test("a namespace kept after its store is dropped (not closed) keeps the directory locked; the lock goes with the last of them")
+    func namespaceOutlivesItsStore() async throws {
+        let dir = TempDir("life")
+        defer { dir.remove() }
+        // Only the namespace leaves this closure: the Store object is freed without close().
+        var ns: Namespace? = try await { () async throws -> Namespace in
+            let store = try Store(directory: dir.data, options: testOptions(.always))
+            return try await store.namespace("n")
+        }()
+        try await ns?.put(b("a"), b("1"))
+        // A second store on the directory would append to the same log with the same sequence
+        // numbers: it must be refused while the first store's namespace is in use.
+        #expect(storeErrorSync { _ = try Store(directory: dir.data, options: testOptions()) }?.code == .locked)
+        try await ns?.put(b("b"), b("2"))
+        ns = nil
+        try await withStore(dir.data) { store in
+            let reopened = try await store.namespace("n")
+            #expect(await contents(reopened) == [b("a"): b("1"), b("b"): b("2")])
+        }
+    }
 }

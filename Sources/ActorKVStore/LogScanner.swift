@@ -13,8 +13,8 @@
 ///   reserved ahead of the writer, or that the file system extended and never filled;
 /// - a later whole record whose `durableThrough` reaches `firstLost`: corrupt;
 /// - a checksum mismatch on a record that ends exactly at the end of the bytes, or is followed only
-///   by zeros; or fewer bytes left than the record needs, with no whole record with the next
-///   sequence number inside the span the length claims: torn at that offset;
+///   by zeros; or fewer bytes left than the record needs; either with no whole record with the
+///   next sequence number inside the span the length claims: torn at that offset;
 /// - otherwise, zeros running up to a 512-byte boundary between the damage and the next whole
 ///   record (a sector written back before the rest, or not at all): torn — the unsynced tail;
 /// - otherwise (a flipped bit, a damaged length with whole records after it, an impossible
@@ -74,8 +74,13 @@ public enum LogScanner {
                 }
                 damage = Damage(reason: "the record's length runs past the end of the file, yet a whole record (sequence \(sequence)) starts inside it at byte \(base + later): a damaged length field, not a torn append", tornIfAlone: false)
             case .checksumMismatch(let end):
-                damage = Damage(reason: "checksum mismatch in a record followed by more data",
-                                tornIfAlone: end == bytes.count || allZero(bytes, from: end))
+                let endsAlone = end == bytes.count || allZero(bytes, from: end)
+                if endsAlone, let (later, sequence) = wholeRecord(in: bytes, after: offset, previous: last, startingBefore: end) {
+                    // A torn append's length is its own: no whole later record lies inside it.
+                    damage = Damage(reason: "checksum mismatch in a record whose length covers a whole record (sequence \(sequence)) at byte \(base + later): a damaged length field, not a torn append", tornIfAlone: false)
+                } else {
+                    damage = Damage(reason: "checksum mismatch in a record followed by more data", tornIfAlone: endsAlone)
+                }
             case .invalidLength(let length):
                 if allZero(bytes, from: offset) { return .unused(validLength: offset) }
                 damage = Damage(reason: "impossible record length \(length)", tornIfAlone: false)
@@ -165,7 +170,10 @@ public enum LogScanner {
     ///
     /// Only positions holding an expected sequence number are decoded, so the walk is linear in
     /// the bytes after `offset` (at most one append's worth when the tail is really torn).
-    static func wholeRecord(in bytes: UnsafeRawBufferPointer, after offset: Int, previous: UInt64?) -> (offset: Int, sequence: UInt64)? {
+    /// With `startingBefore`, only records that start before that offset count (inside the span
+    /// a damaged record's length claims).
+    static func wholeRecord(in bytes: UnsafeRawBufferPointer, after offset: Int, previous: UInt64?,
+                            startingBefore limit: Int = .max) -> (offset: Int, sequence: UInt64)? {
         let header = LogRecordCodec.headerLength
         var expected: [UInt64] = []
         if let previous { expected.append(previous &+ 2) }
@@ -173,7 +181,7 @@ public enum LogScanner {
             expected.append(UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset + header, as: UInt64.self)) &+ 1)
         }
         var candidate = offset + header
-        while !expected.isEmpty && candidate + header + LogRecordCodec.minimumBodyLength <= bytes.count {
+        while !expected.isEmpty && candidate < limit && candidate + header + LogRecordCodec.minimumBodyLength <= bytes.count {
             let sequence = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: candidate + header, as: UInt64.self))
             if expected.contains(sequence), case .record = LogRecordCodec.decode(bytes, at: candidate) {
                 return (candidate, sequence)

@@ -40,12 +40,20 @@ struct NamespaceFiles: Sendable {
         return directory + "/" + String(repeating: "0", count: max(0, 6 - digits.count)) + digits + ".log"
     }
 
-    /// The segment number a file name stands for, or nil if it is not a segment.
+    /// The most segments a namespace can go through (one per compaction): far more than any
+    /// store will, and far from where `number + 1` would overflow.
+    static let maximumSegmentNumber: UInt64 = 1 << 48
+
+    /// The segment number a file name stands for, or nil if it is not one: digits and `.log`,
+    /// written as this build writes them (at least six digits, no extra leading zeros), at most
+    /// ``maximumSegmentNumber``. Any other name is not a segment and is left alone.
     static func segmentNumber(fileName name: String) -> UInt64? {
         guard name.hasSuffix(".log") else { return nil }
         let digits = name.dropLast(4)
-        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-        return UInt64(digits)
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
+              let number = UInt64(digits), number <= maximumSegmentNumber,
+              NamespaceFiles(directory: "").segmentPath(number) == "/" + name else { return nil }
+        return number
     }
 
     /// Creates (or opens, if an earlier attempt left it) segment `number`, writes its

@@ -316,6 +316,9 @@ private struct SnapshotParser {
         guard version != nil else { throw scanner.fail("missing version") }
         guard let namespace else { throw scanner.fail("missing namespace") }
         guard let lastSequence else { throw scanner.fail("missing lastSequence") }
+        // Far beyond any real store (2^62 writes), and room left so that the next write's number
+        // cannot overflow.
+        guard lastSequence < 1 << 62 else { throw scanner.fail("impossible lastSequence \(lastSequence)") }
         guard let map else { throw scanner.fail("missing entries") }
         if let count, count != UInt64(map.count) {
             throw scanner.fail("count says \(count) entries but \(map.count) were read")

@@ -203,6 +203,32 @@ struct LogCodecTests {
         #expect(Self.scan(a + stretched + unrelated) == .torn(validLength: a.count))
     }
 
+    @Test("a length damaged to end exactly at the end of the file, or in zeros, over a whole next record is corrupt, not torn")
+    func lengthEndingAtTheEndOverARecord() {
+        let sequenceOf = { (i: UInt64) in LogRecord(sequence: i, mutations: [.put(key: b("k\(i)"), value: b("value \(i)"))]) }
+        let a = LogRecordCodec.encode(sequenceOf(7)), b1 = LogRecordCodec.encode(sequenceOf(8)), c = LogRecordCodec.encode(sequenceOf(9))
+        /// Record 8 with its length field grown by `extra` bytes (the checksum no longer matches).
+        func grown(_ extra: Int) -> [UInt8] {
+            var record = b1
+            let length = Int(record[0]) | Int(record[1]) << 8 | Int(record[2]) << 16 | Int(record[3]) << 24
+            withUnsafeBytes(of: UInt32(length + extra).littleEndian) { for i in 0..<4 { record[i] = $0[i] } }
+            return record
+        }
+        // The span now ends exactly where record 9 ends: the end of the file.
+        let atEnd = Self.scan(a + grown(c.count) + c)
+        guard case .corrupt(let offset, let reason) = atEnd else { Issue.record("expected corrupt, got \(atEnd)"); return }
+        #expect(offset == a.count)
+        #expect(reason.contains("sequence 9") && reason.contains("damaged length"), "\(reason)")
+        // Or in zeros after it (space reserved ahead under always).
+        let zeros = [UInt8](repeating: 0, count: 64)
+        guard case .corrupt = Self.scan(a + grown(c.count + 10) + c + zeros) else { Issue.record("expected corrupt in zeros"); return }
+        // A record that fails its checksum at the end with nothing whole inside it stays torn.
+        var damaged = b1
+        damaged[damaged.count - 1] ^= 1
+        #expect(Self.scan(a + damaged) == .torn(validLength: a.count))
+        #expect(Self.scan(a + damaged + zeros) == .torn(validLength: a.count))
+    }
+
     @Test("a checksum-valid body that does not parse is corrupt (malformed)")
     func malformedBody() {
         func frame(_ body: [UInt8]) -> [UInt8] {

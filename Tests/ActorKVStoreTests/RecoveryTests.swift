@@ -197,6 +197,41 @@ struct RecoveryTests {
         }
     }
 
+    @Test("a snapshot claiming an impossible last sequence number is refused (a write would overflow it)")
+    func impossibleSnapshotSequence() async throws {
+        let dir = TempDir("rec")
+        defer { dir.remove() }
+        let nsDir = try Self.layout(dir, segments: [2: []], snapshot: (UInt64.max, [(b("a"), b("1"))]))
+        let before = try readFile(nsDir + "/snapshot.json")
+        try await withStore(dir.data) { store in
+            let error = try #require(await storeError { _ = try await store.namespace("n") })
+            #expect(error.code == .corrupt)
+            #expect(error.message.contains("impossible lastSequence"), "\(error)")
+        }
+        #expect(try readFile(nsDir + "/snapshot.json") == before)
+    }
+
+    @Test("log file names this build does not write (extra leading zeros, numbers past the limit) are not segments")
+    func foreignSegmentNames() async throws {
+        let dir = TempDir("rec")
+        defer { dir.remove() }
+        let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]], headers: true)
+        try writeFile(nsDir + "/0000002.log", b("not ours"))
+        try writeFile(nsDir + "/18446744073709551615.log", LogSegmentHeader.encoded)
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            #expect(await ns.get(b("a")) == b("1"))
+            try await ns.put(b("b"), b("2"))
+            try await ns.compact()  // the next segment is 000002.log, whatever else lies there
+            #expect(await ns.get(b("b")) == b("2"))
+        }
+        #expect(try readFile(nsDir + "/0000002.log") == b("not ours"))
+        #expect(try readFile(nsDir + "/18446744073709551615.log") == LogSegmentHeader.encoded)
+        try await withStore(dir.data) { store in
+            expectSameContents(await contents(try await store.namespace("n")), [b("a"): b("1"), b("b"): b("2")])
+        }
+    }
+
     // MARK: - The segment header
 
     @Test("every segment this build starts opens with its header: the first one and the one compaction starts")

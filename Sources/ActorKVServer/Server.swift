@@ -59,7 +59,10 @@ public final class Server: Sendable {
         }
         let unavailable = await store.openAll()
         if SignalHandling.received.load(ordering: .relaxed) != 0 {
-            await store.close()
+            let notDurable = await store.close()
+            guard notDurable.isEmpty else {
+                throw ShutdownError(description: "shut down during startup, but the logs of \(notDurable.joined(separator: ", ")) may not be on disk")
+            }
             log("shut down cleanly during startup (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
             return
         }
@@ -86,8 +89,17 @@ public final class Server: Sendable {
             unlink(config.socketPath)
         }
         SocketCalls.close(listener)
-        await store.close()
+        let notDurable = await store.close()
+        guard notDurable.isEmpty else {
+            throw ShutdownError(description: "shut down, but the logs of \(notDurable.count) namespace(s) may not be on disk (their fsync failed; see above): \(notDurable.joined(separator: ", "))")
+        }
         log("shut down cleanly (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
+    }
+
+    /// A shutdown that could not make every namespace's log durable: exit status 1.
+    public struct ShutdownError: Error, CustomStringConvertible {
+        /// What was not made durable.
+        public let description: String
     }
 
     private func checkSocketDirectory() throws {

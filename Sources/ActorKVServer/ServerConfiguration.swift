@@ -120,8 +120,9 @@ extension ServerConfiguration {
       --help                     print this text
       --version                  print the version
 
-    Signals: SIGTERM or SIGINT stop accepting, finish requests in flight, fsync every namespace,
-    remove the socket and exit 0.
+    Signals: SIGTERM or SIGINT stop accepting, finish requests in flight (requests read but not
+    started get -SHUTDOWN), fsync every namespace, remove the socket and exit 0 (1 if a final
+    fsync failed: the log names the namespaces).
 
     Environment: actorkvd re-executes itself once with GLIBC_TUNABLES=glibc.malloc.tcache_count=512
     added (faster allocation for its batches of requests); a tcache_count of your own is kept,

@@ -410,12 +410,21 @@ public actor Namespace {
         return s
     }
 
-    /// Waits for a running compaction, fsyncs the log and refuses further writes.
-    public func close() async {
+    /// Waits for a running compaction, fsyncs the log and refuses further writes. Returns why
+    /// the log may not be durable (the final fsync failed, or an earlier one did), nil if it is.
+    @discardableResult
+    public func close() async -> StoreError? {
         closed = true
         while let running = compactionTask { _ = try? await running.value }
         let syncer = self.syncer
-        _ = try? await BlockingIO.run { () throws(StoreError) in try syncer.syncNow() }
+        if let earlier = syncer.failure { return earlier }
+        do {
+            try await BlockingIO.run { () throws(StoreError) in try syncer.syncNow() }
+            return nil
+        } catch {
+            options.log("namespace \(name): the final fsync failed: \(error.message)")
+            return error
+        }
     }
 }
 

@@ -192,11 +192,19 @@ public actor Store {
     /// Closes every namespace (waiting for compactions, fsyncing logs), stops background work and
     /// releases the directory lock. A store that is never closed keeps the directory locked, and
     /// its namespaces fsync'd in the background, until it and every namespace from it are freed.
-    public func close() async {
+    ///
+    /// Returns the names of the namespaces whose logs may not be durable (a final fsync failed,
+    /// or an earlier one had), in name order; empty when every log is on stable storage.
+    @discardableResult
+    public func close() async -> [String] {
         isClosed = true
         keeper.stop()
         for task in opening.values { _ = try? await task.value }
-        for ns in openNamespaces.withLock({ Array($0.values) }) { await ns.close() }
+        var notDurable: [String] = []
+        for ns in openNamespaces.withLock({ Array($0.values) }) where await ns.close() != nil {
+            notDurable.append(ns.name)
+        }
         keeper.releaseLock()
+        return notDurable.sorted()
     }
 }

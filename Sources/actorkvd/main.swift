@@ -23,6 +23,9 @@ case .success(.run(let configuration)):
     let server = Server(configuration: configuration)
     do {
         try await server.run()
+    } catch let error as Server.ShutdownError {
+        ServerLog.line("\(error)")
+        exit(1)
     } catch {
         ServerLog.line("cannot start: \(error)")
         exit(1)

@@ -605,6 +605,21 @@ struct DurabilityTests {
         await store.close()
     }
 
+    @Test("close() says which namespaces' logs may not be durable: a failed final fsync is not swallowed")
+    func closeReportsFailedFinalFsync() async throws {
+        let dir = TempDir("closefsync")
+        defer { dir.remove() }
+        defer { FaultInjector.reset() }
+        let store = try await openStore(dir.data, testOptions(.everysec))
+        try await store.namespace("fine").put(b("k"), b("v"))
+        try await store.namespace("n").put(b("k"), b("v"))
+        FaultInjector.failSyscall(.fsync, pathContains: dir.data + "/n/0000", errno: EIO)
+        #expect(await store.close() == ["n"])
+        FaultInjector.reset()
+        let again = try await openStore(dir.data, testOptions(.everysec))
+        #expect(await again.close() == [])
+    }
+
     @Test("a namespace whose directory could not be created can be created later")
     func namespaceCreationRetried() async throws {
         let dir = TempDir("mkdir")

@@ -224,6 +224,35 @@ struct CLITests {
         }
     }
 
+    @Test("a non-blocking standard output (inherited from the parent) is waited on, not taken for an error")
+    func nonBlockingStandardOutput() async throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else { return }
+        try await withServer { server, kv in
+            try await kv.put("t", "big", [UInt8](repeating: 0x61, count: 1 << 20))
+            let cli = try builtBinary("actorkv", environment: "ACTORKV_CLI")
+            // A pipe whose write end is O_NONBLOCK, read slowly: the CLI meets EAGAIN many times.
+            let script = """
+            import fcntl, os, subprocess, sys, time
+            r, w = os.pipe()
+            fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+            p = subprocess.Popen([sys.argv[1], "--socket", sys.argv[2], "get", "t", "big"], stdout=w, stderr=subprocess.PIPE)
+            os.close(w)
+            total = 0
+            while True:
+                time.sleep(0.002)
+                chunk = os.read(r, 65536)
+                if not chunk: break
+                total += len(chunk)
+            err = p.stderr.read().decode()
+            print(p.wait(), total, repr(err))
+            """
+            let p = try ChildProcess("/usr/bin/python3", ["-c", script, cli, server.socketPath], stdout: .pipe)
+            let out = String(decoding: p.readOutputs().stdout, as: UTF8.self)
+            p.waitForExit()
+            #expect(out == "0 1048576 ''\n", "exit status, bytes read, standard error: \(out)")
+        }
+    }
+
     @Test("a refused connection (MAXCLIENTS, NOPERM) is exit 4 'cannot connect', every time")
     func refusedConnection() async throws {
         try await withServer(arguments: ["--max-clients", "1"]) { server, kv in

@@ -110,27 +110,26 @@ func errnoString() -> String { String(cString: strerror(errno)) }
 /// test of something that must not hang fails rather than hangs when it does.
 func finishing<T: Sendable>(within seconds: Double, unblock: () async throws -> Void,
                             _ body: @escaping @Sendable () async -> T) async rethrows -> (T, inTime: Bool) {
-    let finished = Flag(), started = Flag()
+    let started = Mutex<ContinuousClock.Instant?>(nil), finished = Mutex<ContinuousClock.Instant?>(nil)
     let task = Task {
-        started.value.store(true, ordering: .releasing)
+        started.withLock { $0 = .now }
         let result = await body()
-        finished.value.store(true, ordering: .releasing)
+        finished.withLock { $0 = .now }
         return result
     }
     // The time allowed counts from when the body starts: in a full test run, synchronous tests
-    // blocking the cooperative pool's few threads can delay that by seconds.
-    while !started.value.load(ordering: .acquiring) { try? await Task.sleep(for: .milliseconds(10)) }
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while !finished.value.load(ordering: .acquiring) && ContinuousClock.now < deadline {
+    // blocking the cooperative pool's few threads can delay that by seconds. For the same reason
+    // this watchdog may itself run late, so whether the body was in time is judged from the
+    // instants it recorded, not from when the watchdog noticed.
+    let allowed = Duration.milliseconds(Int(seconds * 1000))
+    while started.withLock({ $0 }) == nil { try? await Task.sleep(for: .milliseconds(10)) }
+    let deadline = started.withLock { $0! } + allowed
+    while finished.withLock({ $0 }) == nil && ContinuousClock.now < deadline {
         try? await Task.sleep(for: .milliseconds(10))
     }
-    let inTime = finished.value.load(ordering: .acquiring)
-    if !inTime { try await unblock() }
-    return (await task.value, inTime)
+    if finished.withLock({ $0 }) == nil { try await unblock() }
+    let result = await task.value
+    let inTime = finished.withLock { $0! } - started.withLock { $0! } <= allowed
+    return (result, inTime)
 }
 
-/// A flag shared between tasks.
-final class Flag: Sendable {
-    /// Whether it is set.
-    let value = Atomic<Bool>(false)
-}

@@ -86,6 +86,29 @@ struct TimeoutTests {
         #expect(reason.contains("cannot connect to \(fake.path)"), "\(reason)")
     }
 
+    @Test("concurrent calls to a server that accepts nobody fail together after about one timeout, not one after another")
+    func concurrentConnectTimeouts() async throws {
+        let fake = try FakeServer(backlog: 0, accepting: false)
+        defer { fake.stop() }
+        let filler = rawConnect(fake.path)  // takes the queue's only place
+        #expect(filler >= 0, "\(errnoString())")
+        defer { if filler >= 0 { close(filler) } }
+        let kv = ActorKVClient(socketPath: fake.path, timeout: .seconds(2))
+        // Eight calls that each waited out their own 2 s connect in turn would take 16 s.
+        let (errors, inTime) = await finishing(within: 10, unblock: { fake.stop() }) {
+            await withTaskGroup(of: ActorKVError?.self) { group in
+                for _ in 0..<8 { group.addTask { await expectActorKVError { try await kv.ping() } } }
+                var errors: [ActorKVError?] = []
+                for await error in group { errors.append(error) }
+                return errors
+            }
+        }
+        #expect(inTime, "the calls waited for their connects one after another")
+        for error in errors {
+            guard case .timedOut? = error else { Issue.record("expected timedOut, got \(String(describing: error))"); continue }
+        }
+    }
+
     @Test("a reply that keeps arriving, more slowly than the timeout in all, does not time out")
     func slowReplyIsNotATimeout() async throws {
         // One request, answered with a 12-byte bulk string sent a byte every 100 ms (1.2 s in all).

@@ -82,6 +82,12 @@ func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32 {
         let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
         if n > 0 { offset += n; continue }
         if n < 0 && errno == EINTR { continue }
+        if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+            // A non-blocking descriptor inherited from the parent: wait until the reader drains it.
+            var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&entry, 1, -1)
+            continue
+        }
         return n < 0 ? errno : EIO
     }
     return 0

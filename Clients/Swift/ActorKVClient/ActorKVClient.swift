@@ -42,6 +42,8 @@ public final class ActorKVClient: Sendable {
     public static let defaultTimeout: Duration = .seconds(10)
 
     private let current = Mutex<Connection?>(nil)
+    /// The last failed attempt to connect and when it ended (see ``connection()``).
+    private let lastConnectFailure = Mutex<(at: ContinuousClock.Instant, error: ActorKVError)?>(nil)
 
     /// A client of the server listening at `socketPath`. Nothing is connected until the first call.
     /// `timeout` bounds connecting and each wait for a reply (see ``timeout``); nil, zero or a
@@ -88,12 +90,28 @@ public final class ActorKVClient: Sendable {
     }
 
     /// The open connection, or a new one if there is none or it failed.
+    ///
+    /// One call at a time connects (the others wait for it). A call that waited while an attempt
+    /// failed gets that attempt's error rather than trying again itself, and after an attempt
+    /// that timed out (the server accepts nobody) calls fail at once with its error for one more
+    /// timeout: against such a server, N concurrent calls fail after about one timeout, not one
+    /// after another. A refused or missing socket is tried again by every call.
     private func connection() throws(ActorKVError) -> Connection {
-        try current.withLock { (connection: inout Connection?) throws(ActorKVError) -> Connection in
+        let arrived = ContinuousClock.now
+        return try current.withLock { (connection: inout Connection?) throws(ActorKVError) -> Connection in
             if let open = connection, open.isUsable { return open }
-            let fresh = try Connection.open(path: socketPath, timeout: timeout)
-            connection = fresh
-            return fresh
+            if let failure = lastConnectFailure.withLock({ $0 }) {
+                if failure.at > arrived { throw failure.error }
+                if case .timedOut = failure.error, let timeout, ContinuousClock.now < failure.at + timeout { throw failure.error }
+            }
+            do throws(ActorKVError) {
+                let fresh = try Connection.open(path: socketPath, timeout: timeout)
+                connection = fresh
+                return fresh
+            } catch {
+                lastConnectFailure.withLock { $0 = (ContinuousClock.now, error) }
+                throw error
+            }
         }
     }
 

@@ -15,14 +15,7 @@ struct TimeoutTests {
             // Several calls pipelined on the frozen server: every one times out. Without a timeout
             // they would wait until `finishing` resumes the server, then succeed.
             let (errors, inTime) = try await finishing(within: 30, unblock: { try await server.signal(SIGCONT) }) {
-                await withTaskGroup(of: ActorKVError?.self) { group in
-                    for _ in 0..<5 {
-                        group.addTask { await expectActorKVError { _ = try await kv.get("t", "k") } }
-                    }
-                    var errors: [ActorKVError?] = []
-                    for await error in group { errors.append(error) }
-                    return errors
-                }
+                await concurrently(5) { _ = try await kv.get("t", "k") }
             }
             #expect(inTime, "the calls waited for the stopped server instead of timing out")
             for error in errors {
@@ -68,11 +61,8 @@ struct TimeoutTests {
 
     @Test("a server that does not accept (its queue is full): connecting fails with timedOut")
     func connectTimeout() async throws {
-        let fake = try FakeServer(backlog: 0, accepting: false)
-        defer { fake.stop() }
-        let filler = rawConnect(fake.path)  // takes the queue's only place
-        #expect(filler >= 0, "\(errnoString())")
-        defer { if filler >= 0 { close(filler) } }
+        let (fake, filler) = try fullQueue()
+        defer { fake.stop(); close(filler) }
         let kv = ActorKVClient(socketPath: fake.path, timeout: .milliseconds(300))
         // Closing the listener ends a connect(2) that is still waiting (ECONNREFUSED).
         let (error, inTime) = await finishing(within: 30, unblock: { fake.stop() }) {
@@ -88,20 +78,12 @@ struct TimeoutTests {
 
     @Test("concurrent calls to a server that accepts nobody fail together after about one timeout, not one after another")
     func concurrentConnectTimeouts() async throws {
-        let fake = try FakeServer(backlog: 0, accepting: false)
-        defer { fake.stop() }
-        let filler = rawConnect(fake.path)  // takes the queue's only place
-        #expect(filler >= 0, "\(errnoString())")
-        defer { if filler >= 0 { close(filler) } }
+        let (fake, filler) = try fullQueue()
+        defer { fake.stop(); close(filler) }
         let kv = ActorKVClient(socketPath: fake.path, timeout: .seconds(2))
         // Eight calls that each waited out their own 2 s connect in turn would take 16 s.
         let (errors, inTime) = await finishing(within: 10, unblock: { fake.stop() }) {
-            await withTaskGroup(of: ActorKVError?.self) { group in
-                for _ in 0..<8 { group.addTask { await expectActorKVError { try await kv.ping() } } }
-                var errors: [ActorKVError?] = []
-                for await error in group { errors.append(error) }
-                return errors
-            }
+            await concurrently(8) { _ = try await kv.ping() }
         }
         #expect(inTime, "the calls waited for their connects one after another")
         for error in errors {
@@ -136,5 +118,27 @@ struct TimeoutTests {
         #expect(ActorKVClient(socketPath: "x", timeout: .zero).timeout == nil)
         #expect(ActorKVClient(socketPath: "x", timeout: .seconds(-1)).timeout == nil)
         #expect(secondsText(.milliseconds(1500)) == "1.5 s")
+    }
+}
+
+/// A fake server that accepts nobody, its queue of one taken by a plain connection (returned,
+/// for the caller to close): a connect(2) to it waits.
+private func fullQueue() throws -> (FakeServer, Int32) {
+    let fake = try FakeServer(backlog: 0, accepting: false)
+    let filler = rawConnect(fake.path)
+    guard filler >= 0 else {
+        fake.stop()
+        throw SetupError(description: "cannot fill the queue of \(fake.path): \(errnoString())")
+    }
+    return (fake, filler)
+}
+
+/// Runs `call` `count` times at once; the error each run threw (nil: it succeeded), in any order.
+private func concurrently(_ count: Int, _ call: @escaping @Sendable () async throws -> Void) async -> [ActorKVError?] {
+    await withTaskGroup(of: ActorKVError?.self) { group in
+        for _ in 0..<count { group.addTask { await expectActorKVError { try await call() } } }
+        var errors: [ActorKVError?] = []
+        for await error in group { errors.append(error) }
+        return errors
     }
 }

@@ -91,6 +91,33 @@ struct TimeoutTests {
         }
     }
 
+    @Test("calls waiting for a server that accepts nobody do not hold Swift's threads: other tasks run meanwhile")
+    func waitingConnectsLeaveThePoolFree() async throws {
+        let (fake, filler) = try fullQueue()
+        defer { fake.stop(); close(filler) }
+        let kv = ActorKVClient(socketPath: fake.path, timeout: .seconds(5))
+        // More waiting calls than the cooperative pool has threads: had each call blocked its
+        // thread while the connect waited, the other task could not run until a call failed.
+        let calls = ProcessInfo.processInfo.activeProcessorCount + 2
+        // Each task returns when it finished, and whether it was a call.
+        let finishes = await withTaskGroup(of: (isCall: Bool, at: ContinuousClock.Instant).self) { group in
+            for _ in 0..<calls {
+                group.addTask {
+                    _ = await expectActorKVError { try await kv.ping() }
+                    return (true, .now)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(200))
+                return (false, .now)
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let otherTask = finishes.first { !$0.isCall }!.at
+        let firstCall = finishes.filter(\.isCall).map(\.at).min()!
+        #expect(otherTask < firstCall, "a task had to wait until a waiting connect failed: the calls blocked the pool")
+    }
+
     @Test("a reply that keeps arriving, more slowly than the timeout in all, does not time out")
     func slowReplyIsNotATimeout() async throws {
         // One request, answered with a 12-byte bulk string sent a byte every 100 ms (1.2 s in all).

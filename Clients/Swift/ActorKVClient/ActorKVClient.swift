@@ -1,5 +1,4 @@
 import ActorKVProtocol
-import Synchronization
 
 /// A client of an `actorkvd` server on a Unix-domain socket.
 ///
@@ -9,7 +8,8 @@ import Synchronization
 /// in request order, are handed back to the callers first-in first-out.
 ///
 /// The connection is opened by the first call (a lazy `connect(2)`, which on a local socket
-/// completes at once). Its blocking socket I/O runs on two dedicated threads, never on Swift's
+/// completes at once unless the server's queue of connections to accept is full; then the
+/// connect waits on a thread of its own, and the calls await it). Its blocking socket I/O runs on two dedicated threads, never on Swift's
 /// cooperative pool: a reader thread that decodes replies and resumes the waiting tasks, and a
 /// writer thread that sends whatever the kernel's socket buffer could not take at once (a caller
 /// first tries a non-blocking send itself, so a lone request costs no thread hop). No lock is held
@@ -41,9 +41,8 @@ public final class ActorKVClient: Sendable {
     /// The default ``timeout``: 10 seconds, as in the Python client.
     public static let defaultTimeout: Duration = .seconds(10)
 
-    private let current = Mutex<Connection?>(nil)
-    /// The last failed attempt to connect and when it ended (see ``connection()``).
-    private let lastConnectFailure = Mutex<(at: ContinuousClock.Instant, error: ActorKVError)?>(nil)
+    /// Opens the connection and hands it to the calls (see ``Connector``).
+    private let connector: Connector
 
     /// A client of the server listening at `socketPath`. Nothing is connected until the first call.
     /// `timeout` bounds connecting and each wait for a reply (see ``timeout``); nil, zero or a
@@ -51,10 +50,11 @@ public final class ActorKVClient: Sendable {
     public init(socketPath: String = "./actorkv.sock", timeout: Duration? = ActorKVClient.defaultTimeout) {
         self.socketPath = socketPath
         self.timeout = timeout.flatMap { $0 > .zero ? $0 : nil }
+        connector = Connector(path: socketPath, timeout: self.timeout)
     }
 
     deinit {
-        current.withLock { $0?.shutdown(with: .closed) }
+        connector.current?.shutdown(with: .closed)
     }
 
     // MARK: Raw requests
@@ -70,7 +70,7 @@ public final class ActorKVClient: Sendable {
         // looked up and being used) is retried on a fresh connection, a bounded number of times.
         var attempts = 0
         while true {
-            let connection = try connection()
+            let connection = try await connector.connection()
             switch await connection.send(request) {
             case .reply(.error(let text)): throw ActorKVError.fromErrorReply(text)
             case .reply(let reply): return reply
@@ -89,35 +89,9 @@ public final class ActorKVClient: Sendable {
         try await send(arguments.map { Array($0.utf8) })
     }
 
-    /// The open connection, or a new one if there is none or it failed.
-    ///
-    /// One call at a time connects (the others wait for it). A call that waited while an attempt
-    /// failed gets that attempt's error rather than trying again itself, and after an attempt
-    /// that timed out (the server accepts nobody) calls fail at once with its error for one more
-    /// timeout: against such a server, N concurrent calls fail after about one timeout, not one
-    /// after another. A refused or missing socket is tried again by every call.
-    private func connection() throws(ActorKVError) -> Connection {
-        let arrived = ContinuousClock.now
-        return try current.withLock { (connection: inout Connection?) throws(ActorKVError) -> Connection in
-            if let open = connection, open.isUsable { return open }
-            if let failure = lastConnectFailure.withLock({ $0 }) {
-                if failure.at > arrived { throw failure.error }
-                if case .timedOut = failure.error, let timeout, ContinuousClock.now < failure.at + timeout { throw failure.error }
-            }
-            do throws(ActorKVError) {
-                let fresh = try Connection.open(path: socketPath, timeout: timeout)
-                connection = fresh
-                return fresh
-            } catch {
-                lastConnectFailure.withLock { $0 = (ContinuousClock.now, error) }
-                throw error
-            }
-        }
-    }
-
     /// The number of requests sent on the current connection whose replies have not arrived yet
     /// (for tests and diagnostics).
-    var pendingRequestCount: Int { current.withLock { $0?.pendingCount ?? 0 } }
+    var pendingRequestCount: Int { connector.current?.pendingCount ?? 0 }
 
     /// Closes the connection gracefully: sends `QUIT`, waits until the replies to every request
     /// sent before it have arrived, then closes the socket. Calls made after `close()` starts open
@@ -127,10 +101,7 @@ public final class ActorKVClient: Sendable {
     /// without a timeout waits at most ``defaultTimeout`` here; then the connection is dropped,
     /// failing the calls still waiting with ``ActorKVError/timedOut(_:)`` or ``ActorKVError/closed``.
     public func close() async {
-        guard let connection = current.withLock({ (connection: inout Connection?) -> Connection? in
-            defer { connection = nil }
-            return connection
-        }) else { return }
+        guard let connection = connector.take() else { return }
         var request: [UInt8] = []
         RequestEncoder.encode(["QUIT"], into: &request)
         // With a timeout, the connection's reader fails the QUIT when the server stops answering.

@@ -83,10 +83,14 @@ final class Connection: Sendable {
         _ = Glibc.close(fd)
     }
 
-    /// Connects to the Unix socket at `path` and starts the reader and writer threads. With a
-    /// `timeout`, waiting for the server to accept (when its queue of connections to accept is
-    /// full) ends after that long with ``ActorKVError/timedOut(_:)``, and so does waiting for a reply.
-    static func open(path: String, timeout: Duration?) throws(ActorKVError) -> Connection {
+    /// Connects to the Unix socket at `path` and starts the reader and writer threads.
+    ///
+    /// Without `waiting`, the connect is non-blocking: it returns nil if the server's queue of
+    /// connections to accept is full (the only case in which a connect to a Unix socket waits), so
+    /// the caller can wait off its own thread. With `waiting`, it blocks until the server accepts,
+    /// and with a `timeout` gives up after that long with ``ActorKVError/timedOut(_:)``. The
+    /// `timeout` also bounds each wait for a reply.
+    static func open(path: String, timeout: Duration?, waiting: Bool) throws(ActorKVError) -> Connection? {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let pathBytes = Array(path.utf8)
@@ -100,11 +104,12 @@ final class Connection: Sendable {
             raw.copyBytes(from: pathBytes)
             raw[pathBytes.count] = 0
         }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let flags = Int32(SOCK_CLOEXEC.rawValue) | (waiting ? 0 : Int32(SOCK_NONBLOCK.rawValue))
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | flags, 0)
         guard fd >= 0 else { throw .cannotConnect(path: path, errno: errno, reason: errnoText(errno)) }
         // A blocking connect(2) on a Unix socket waits while the listener's queue is full, for
-        // at most SO_SNDTIMEO, then fails with EAGAIN.
-        if let timeout { setTimeout(fd, SO_SNDTIMEO, timeout) }
+        // at most SO_SNDTIMEO, then fails with EAGAIN; a non-blocking one fails with EAGAIN at once.
+        if waiting, let timeout { setTimeout(fd, SO_SNDTIMEO, timeout) }
         var result: Int32
         repeat {
             result = withUnsafePointer(to: &address) {
@@ -116,12 +121,15 @@ final class Connection: Sendable {
         if result != 0 {
             let code = errno
             _ = Glibc.close(fd)
-            if let timeout, code == EAGAIN || code == EWOULDBLOCK {
+            let queueFull = code == EAGAIN || code == EWOULDBLOCK || code == EINPROGRESS
+            if !waiting && queueFull { return nil }
+            if let timeout, queueFull {
                 throw .timedOut("cannot connect to \(path): the server did not accept the connection within "
                                 + secondsText(timeout))
             }
             throw .cannotConnect(path: path, errno: code, reason: errnoText(code))
         }
+        if !waiting { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) }  // the threads block
         if let timeout {
             setTimeout(fd, SO_SNDTIMEO, nil)  // the writer's sends block; a timeout shuts them down
             setTimeout(fd, SO_RCVTIMEO, timeout)

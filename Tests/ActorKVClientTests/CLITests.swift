@@ -14,21 +14,24 @@ struct CLIResult {
 
 /// Runs the built `actorkv` with `arguments`, feeding `input` on standard input. A run that
 /// takes more than `killAfter` seconds is killed (its status is then SIGKILL's number, 9), so a
-/// CLI that hangs fails its test instead of hanging it.
+/// CLI that hangs fails its test instead of hanging it. The run is waited for on a thread of its
+/// own (`onOwnThread`), not on the cooperative pool.
 func runCLI(_ arguments: [String], socket: String?, input: [UInt8] = [],
             environment: [String: String] = [:], stdout: ChildProcess.Stream = .pipe,
-            killAfter: Double = 60) throws -> CLIResult {
-    var env = ProcessInfo.processInfo.environment
-    env["ACTORKV_SOCKET"] = nil
-    for (name, value) in environment { env[name] = value }
-    let process = try ChildProcess(try builtBinary("actorkv", environment: "ACTORKV_CLI"),
-                                   (socket.map { ["--socket", $0] } ?? []) + arguments,
-                                   environment: env, stdin: .pipe, stdout: stdout, stderr: .pipe)
-    DispatchQueue.global().asyncAfter(deadline: .now() + killAfter) { process.signal(SIGKILL) }
-    process.writeInput(input)
-    process.closeInput()
-    let (out, err) = process.readOutputs()
-    return CLIResult(status: process.status, stdout: out, stderr: String(decoding: err, as: UTF8.self))
+            killAfter: Double = 60) async throws -> CLIResult {
+    try await onOwnThread {
+        var env = ProcessInfo.processInfo.environment
+        env["ACTORKV_SOCKET"] = nil
+        for (name, value) in environment { env[name] = value }
+        let process = try ChildProcess(try builtBinary("actorkv", environment: "ACTORKV_CLI"),
+                                       (socket.map { ["--socket", $0] } ?? []) + arguments,
+                                       environment: env, stdin: .pipe, stdout: stdout, stderr: .pipe)
+        DispatchQueue.global().asyncAfter(deadline: .now() + killAfter) { process.signal(SIGKILL) }
+        process.writeInput(input)
+        process.closeInput()
+        let (out, err) = process.readOutputs()
+        return CLIResult(status: process.status, stdout: out, stderr: String(decoding: err, as: UTF8.self))
+    }
 }
 
 @Suite("actorkv command-line client")
@@ -37,60 +40,60 @@ struct CLITests {
     func commands() async throws {
         try await withServer { server, kv in
             let s = server.socketPath
-            var r = try runCLI(["put", "config", "theme", "dark"], socket: s)
+            var r = try await runCLI(["put", "config", "theme", "dark"], socket: s)
             #expect(r.status == 0 && r.stdout.isEmpty && r.stderr.isEmpty)
-            r = try runCLI(["get", "config", "theme"], socket: s)
+            r = try await runCLI(["get", "config", "theme"], socket: s)
             #expect(r.status == 0)
             #expect(r.stdout == Array("dark".utf8))  // exact bytes: no newline added
             #expect(try await kv.getString("config", "theme") == "dark")
 
             // Missing key: exit 1, nothing printed.
-            r = try runCLI(["get", "config", "missing"], socket: s)
+            r = try await runCLI(["get", "config", "missing"], socket: s)
             #expect(r.status == 1 && r.stdout.isEmpty)
 
             // The socket can come from $ACTORKV_SOCKET.
-            r = try runCLI(["get", "config", "theme"], socket: nil, environment: ["ACTORKV_SOCKET": s])
+            r = try await runCLI(["get", "config", "theme"], socket: nil, environment: ["ACTORKV_SOCKET": s])
             #expect(r.status == 0 && r.text == "dark")
 
             try await kv.put("config", "a", "1")
             try await kv.put("config", "b", "2")
-            r = try runCLI(["del", "config", "a", "b", "zz"], socket: s)
+            r = try await runCLI(["del", "config", "a", "b", "zz"], socket: s)
             #expect(r.status == 0 && r.text == "2\n")
-            r = try runCLI(["exists", "config", "theme"], socket: s)
+            r = try await runCLI(["exists", "config", "theme"], socket: s)
             #expect(r.status == 0 && r.text == "1\n")
-            r = try runCLI(["exists", "config", "theme", "a"], socket: s)
+            r = try await runCLI(["exists", "config", "theme", "a"], socket: s)
             #expect(r.status == 1 && r.text == "1\n")
-            r = try runCLI(["count", "config"], socket: s)
+            r = try await runCLI(["count", "config"], socket: s)
             #expect(r.status == 0 && r.text == "1\n")
 
-            r = try runCLI(["batch", "config", "put", "k1", "v1", "del", "theme", "DEL", "nope"], socket: s)
+            r = try await runCLI(["batch", "config", "put", "k1", "v1", "del", "theme", "DEL", "nope"], socket: s)
             #expect(r.status == 0 && r.text == "OK\n1\n0\n")
             #expect(try await kv.getString("config", "k1") == "v1")
 
-            r = try runCLI(["ping"], socket: s)
+            r = try await runCLI(["ping"], socket: s)
             #expect(r.status == 0 && r.text == "PONG\n")
-            r = try runCLI(["namespaces"], socket: s)
+            r = try await runCLI(["namespaces"], socket: s)
             #expect(r.status == 0 && r.text.split(separator: "\n").contains("config"))
-            r = try runCLI(["info"], socket: s)
+            r = try await runCLI(["info"], socket: s)
             #expect(r.status == 0 && r.text.contains("# Server"))
-            r = try runCLI(["compact", "config"], socket: s)
+            r = try await runCLI(["compact", "config"], socket: s)
             #expect(r.status == 0)
 
             // Server errors: exit 3, "CODE message" on stderr.
-            r = try runCLI(["get", "a/b", "k"], socket: s)
+            r = try await runCLI(["get", "a/b", "k"], socket: s)
             #expect(r.status == 3)
             #expect(r.stderr.hasPrefix("BADNS "))
-            r = try runCLI(["put", "config", "", "v"], socket: s)
+            r = try await runCLI(["put", "config", "", "v"], socket: s)
             #expect(r.status == 3 && r.stderr.hasPrefix("BADKEY "))
 
             // Usage errors: exit 2.
             for arguments in [[], ["frobnicate"], ["get", "config"], ["put", "ns", "k"], ["--bogus", "ping"],
                               ["batch", "ns", "put", "k"], ["batch", "ns", "swap", "a", "b"], ["get", "--json", "a", "b"]] {
-                r = try runCLI(arguments, socket: s)
+                r = try await runCLI(arguments, socket: s)
                 #expect(r.status == 2, "\(arguments): \(r.status) \(r.stderr)")
                 #expect(!r.stderr.isEmpty)
             }
-            r = try runCLI(["--help"], socket: nil)
+            r = try await runCLI(["--help"], socket: nil)
             #expect(r.status == 0 && r.text.contains("Exit status"))
         }
     }
@@ -100,22 +103,22 @@ struct CLITests {
         try await withServer { server, kv in
             let s = server.socketPath
             let binary: [UInt8] = [0x00, 0xFF, 0x0D, 0x0A, 0x41, 0x00, 0x0A] + Array((0...255).map { UInt8($0) })
-            var r = try runCLI(["put", "bin", "blob", "-"], socket: s, input: binary)
+            var r = try await runCLI(["put", "bin", "blob", "-"], socket: s, input: binary)
             #expect(r.status == 0)
             #expect(try await kv.get("bin", "blob") == binary)
-            r = try runCLI(["get", "bin", "blob"], socket: s)
+            r = try await runCLI(["get", "bin", "blob"], socket: s)
             #expect(r.status == 0 && r.stdout == binary)
 
             let large = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 * 7) }
-            r = try runCLI(["put", "bin", "large", "-"], socket: s, input: large)
+            r = try await runCLI(["put", "bin", "large", "-"], socket: s, input: large)
             #expect(r.status == 0)
-            r = try runCLI(["get", "bin", "large"], socket: s)
+            r = try await runCLI(["get", "bin", "large"], socket: s)
             #expect(r.stdout == large)
 
-            r = try runCLI(["put", "bin", "empty", "-"], socket: s, input: [])
+            r = try await runCLI(["put", "bin", "empty", "-"], socket: s, input: [])
             #expect(r.status == 0)
             #expect(try await kv.get("bin", "empty") == [])
-            r = try runCLI(["get", "bin", "empty"], socket: s)
+            r = try await runCLI(["get", "bin", "empty"], socket: s)
             #expect(r.status == 0 && r.stdout.isEmpty)
         }
     }
@@ -130,11 +133,11 @@ struct CLITests {
             try await kv.put("s", "zeta", "last")
             _ = try await kv.batch("s", (0..<1200).map { .put(String(format: "many:%04d", $0), "v\($0)") })
 
-            var r = try runCLI(["scan", "s", "user:"], socket: s)
+            var r = try await runCLI(["scan", "s", "user:"], socket: s)
             #expect(r.status == 0)
             #expect(r.stdout == Array("user:1\talice\nuser:2\ttab\\there\\nnew\\\\line\nuser:3\t".utf8) + [0xFF, 0x00, 0x0A])
 
-            r = try runCLI(["scan", "--json", "s", "user:"], socket: s)
+            r = try await runCLI(["scan", "--json", "s", "user:"], socket: s)
             #expect(r.status == 0)
             let json = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout)) as? [[String: String]])
             #expect(json.count == 3)
@@ -142,27 +145,27 @@ struct CLITests {
             #expect(json[1] == ["key": "user:2", "value": "tab\there\nnew\\line"])
             #expect(json[2] == ["key": "user:3", "value_base64": Data([0xFF, 0x00]).base64EncodedString()])
 
-            r = try runCLI(["scan", "s", "--json"], socket: s)
+            r = try await runCLI(["scan", "s", "--json"], socket: s)
             let everything = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout)) as? [[String: String]])
             #expect(everything.count == 1204)
             #expect(everything.last?["key"] == "zeta")
 
-            r = try runCLI(["scan", "s", "many:"], socket: s)
+            r = try await runCLI(["scan", "s", "many:"], socket: s)
             let lines = r.text.split(separator: "\n")
             #expect(lines.count == 1200)
             #expect(lines.first == "many:0000\tv0")
             #expect(lines.last == "many:1199\tv1199")
 
-            r = try runCLI(["scan", "--json", "empty"], socket: s)
+            r = try await runCLI(["scan", "--json", "empty"], socket: s)
             #expect(r.status == 0 && r.text == "[]\n")
         }
     }
 
     @Test("exit 4 when no server listens on the socket")
-    func cannotConnect() throws {
+    func cannotConnect() async throws {
         let path = "/tmp/akc-cli-none-\(getpid()).sock"
         for arguments in [["ping"], ["get", "ns", "k"], ["put", "ns", "k", "v"], ["scan", "ns"]] {
-            let r = try runCLI(arguments, socket: path)
+            let r = try await runCLI(arguments, socket: path)
             #expect(r.status == 4, "\(arguments)")
             #expect(r.stderr.contains("cannot connect to \(path)"))
             #expect(r.stdout.isEmpty)
@@ -177,22 +180,22 @@ struct CLITests {
             try await server.signal(SIGSTOP)
             for arguments in [["--timeout", "0.3", "get", "c", "theme"], ["-t", "0.3", "ping"],
                               ["--timeout=0.3", "scan", "c"], ["--timeout", "0.3", "put", "c", "k", "v"]] {
-                let r = try runCLI(arguments, socket: s, killAfter: 8)
+                let r = try await runCLI(arguments, socket: s, killAfter: 8)
                 #expect(r.status == 4, "\(arguments): \(r.status) \(r.stderr)")
                 #expect(r.stderr.contains("timed out: no reply from the server at \(s) within 0.3 s"), "\(r.stderr)")
                 #expect(r.stdout.isEmpty)
             }
             try await server.signal(SIGCONT)
-            var r = try runCLI(["--timeout", "0.3", "get", "c", "theme"], socket: s)
+            var r = try await runCLI(["--timeout", "0.3", "get", "c", "theme"], socket: s)
             #expect(r.status == 0 && r.text == "dark")
-            r = try runCLI(["--timeout", "0", "get", "c", "theme"], socket: s)  // 0: no timeout
+            r = try await runCLI(["--timeout", "0", "get", "c", "theme"], socket: s)  // 0: no timeout
             #expect(r.status == 0 && r.text == "dark")
             for arguments in [["--timeout", "x", "ping"], ["--timeout", "-1", "ping"], ["--timeout=", "ping"],
                               ["--timeout", "nan", "ping"], ["--timeout"]] {
-                r = try runCLI(arguments, socket: s)
+                r = try await runCLI(arguments, socket: s)
                 #expect(r.status == 2, "\(arguments): \(r.status) \(r.stderr)")
             }
-            r = try runCLI(["--help"], socket: nil)
+            r = try await runCLI(["--help"], socket: nil)
             #expect(r.text.contains("--timeout SECS"))
         }
     }
@@ -205,21 +208,24 @@ struct CLITests {
             try await kv.put("t", "small", "x")
             for arguments in [["get", "t", "big"], ["get", "t", "small"], ["scan", "t"], ["scan", "--json", "t"],
                               ["ping"], ["info"], ["count", "t"], ["--help"]] {
-                let r = try runCLI(arguments, socket: s, stdout: .file("/dev/full"))
+                let r = try await runCLI(arguments, socket: s, stdout: .file("/dev/full"))
                 #expect(r.status == 3, "\(arguments): \(r.status) \(r.stderr)")
                 #expect(r.stderr == "actorkv: cannot write standard output: No space left on device\n", "\(arguments)")
             }
             // Standard output closed: the socket must not take its place (a write to it fails).
             let cli = try builtBinary("actorkv", environment: "ACTORKV_CLI")
             for command in ["ping", "get t small", "scan t"] {
-                let shell = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" --socket \"$1\" \(command) >&-", cli, s],
-                                             stderr: .pipe)
-                let (_, err) = shell.readOutputs()
-                #expect(shell.status == 3, "\(command)")
+                let (status, err) = try await onOwnThread {
+                    let shell = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" --socket \"$1\" \(command) >&-", cli, s],
+                                                 stderr: .pipe)
+                    let err = shell.readOutputs().stderr
+                    return (shell.status, err)
+                }
+                #expect(status == 3, "\(command)")
                 #expect(String(decoding: err, as: UTF8.self) == "actorkv: cannot write standard output: Bad file descriptor\n")
             }
             // Nothing to print: nothing to fail.
-            let r = try runCLI(["put", "t", "k", "v"], socket: s, stdout: .file("/dev/full"))
+            let r = try await runCLI(["put", "t", "k", "v"], socket: s, stdout: .file("/dev/full"))
             #expect(r.status == 0 && r.stderr.isEmpty)
         }
     }
@@ -246,9 +252,12 @@ struct CLITests {
             err = p.stderr.read().decode()
             print(p.wait(), total, repr(err))
             """
-            let p = try ChildProcess("/usr/bin/python3", ["-c", script, cli, server.socketPath], stdout: .pipe)
-            let out = String(decoding: p.readOutputs().stdout, as: UTF8.self)
-            p.waitForExit()
+            let socket = server.socketPath
+            let out = try await onOwnThread {
+                let p = try ChildProcess("/usr/bin/python3", ["-c", script, cli, socket], stdout: .pipe)
+                defer { p.waitForExit() }
+                return String(decoding: p.readOutputs().stdout, as: UTF8.self)
+            }
             #expect(out == "0 1048576 ''\n", "exit status, bytes read, standard error: \(out)")
         }
     }
@@ -262,7 +271,7 @@ struct CLITests {
             }
             #expect(try await kv.ping() == "PONG")
             for arguments in Array(repeating: ["get", "c", "theme"], count: 8) + [["ping"], ["put", "c", "k", "v"]] {
-                let r = try runCLI(arguments, socket: server.socketPath)
+                let r = try await runCLI(arguments, socket: server.socketPath)
                 #expect(r.status == 4, "\(arguments): \(r.status) \(r.stderr)")
                 #expect(r.stderr.hasPrefix("actorkv: cannot connect to \(server.socketPath): the server refused the connection: MAXCLIENTS"),
                         "\(r.stderr)")
@@ -276,7 +285,7 @@ struct CLITests {
         }
         defer { fake.stop() }
         for arguments in Array(repeating: ["get", "c", "theme"], count: 8) + [["ping"], ["scan", "c"]] {
-            let r = try runCLI(arguments, socket: fake.path)
+            let r = try await runCLI(arguments, socket: fake.path)
             #expect(r.status == 4, "\(arguments): \(r.status) \(r.stderr)")
             #expect(r.stderr == "actorkv: cannot connect to \(fake.path): the server refused the connection: "
                         + "NOPERM uid 4242 is not allowed\n", "\(r.stderr)")

@@ -9,195 +9,215 @@ import Glibc
 /// Clients that misbehave: the server answers with errors, keeps memory bounded and keeps
 /// serving everyone else.
 @Suite struct HostileClientTests {
-    @Test func aThousandConcurrentConnectionsAreHeldAndServed() throws {
-        let server = try ServerProcess()
-        defer { server.stop() }
-        var connections: [RawConnection] = []
-        for _ in 0..<1000 { connections.append(try RawConnection(path: server.socketPath)) }
-        for (i, c) in connections.enumerated() { try c.send("PUT many k\(i) v\(i)\r\n") }
-        for c in connections { #expect(try c.reply() == .simple("OK")) }
-        #expect(try connections[999].command(["COUNT", "many"]) == .integer(1000))
-        #expect(try connections[0].command(["INFO"]).bulkText?.contains("connected_clients:1000") == true)
-    }
-
-    @Test func maxClientsRefusesTheExtraConnectionWithAnError() throws {
-        let server = try ServerProcess(arguments: ["--max-clients", "3"])
-        defer { server.stop() }
-        let held = try (0..<3).map { _ in try RawConnection(path: server.socketPath) }
-        for c in held { #expect(try c.command(["PING"]) == .simple("PONG")) }
-        let extra = try RawConnection(path: server.socketPath)
-        #expect(try extra.reply().errorCode == "MAXCLIENTS")
-        #expect(extra.isClosedByServer())
-        // A client that writes before it reads (as `printf … | nc -U -N` does), after the server
-        // has already refused it, can still send and then read the refusal: the server half-closes
-        // and drains instead of closing with unread input.
-        let eager = try RawConnection(path: server.socketPath)
-        usleep(200_000)
-        try eager.send("PING\r\n")
-        #expect(try eager.reply().errorCode == "MAXCLIENTS")
-        #expect(eager.isClosedByServer())
-        #expect(try held[0].command(["PING"]) == .simple("PONG"))
-    }
-
-    @Test func aHugeBulkHeaderIsRefusedBeforeAllocating() throws {
-        let server = try ServerProcess()
-        defer { server.stop() }
-        let before = server.residentKiB()
-        let c = try RawConnection(path: server.socketPath)
-        try c.send("*3\r\n$3\r\nPUT\r\n$1\r\na\r\n$9999999999\r\n")
-        #expect(try c.reply().errorCode == "PROTO")
-        #expect(c.isClosedByServer())
-        #expect(server.residentKiB() - before < 16 * 1024)
-        #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"))
-    }
-
-    @Test func anEndlessInlineLineIsCutOffAtTheLimit() throws {
-        let server = try ServerProcess()
-        defer { server.stop() }
-        let c = try RawConnection(path: server.socketPath)
-        let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 16 * 1024)
-        var refused = false
-        for _ in 0..<64 {
-            do { try c.send(chunk) } catch { refused = true; break }
+    @Test func aThousandConcurrentConnectionsAreHeldAndServed() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            var connections: [RawConnection] = []
+            for _ in 0..<1000 { connections.append(try RawConnection(path: server.socketPath)) }
+            for (i, c) in connections.enumerated() { try c.send("PUT many k\(i) v\(i)\r\n") }
+            for c in connections { #expect(try c.reply() == .simple("OK")) }
+            #expect(try connections[999].command(["COUNT", "many"]) == .integer(1000))
+            #expect(try connections[0].command(["INFO"]).bulkText?.contains("connected_clients:1000") == true)
         }
-        _ = refused
-        #expect(try c.reply().errorCode == "PROTO")
-        #expect(c.isClosedByServer())
     }
 
-    @Test func aClientTricklingOneByteAtATimeIsServedAndOthersAreNotDelayed() throws {
-        let server = try ServerProcess()
-        defer { server.stop() }
-        let slow = try RawConnection(path: server.socketPath)
-        let fast = try RawConnection(path: server.socketPath)
-        var request: [UInt8] = []
-        RequestEncoder.encode(["PUT", "trickle", "key", "value"], into: &request)
-        for (i, byte) in request.enumerated() {
-            try slow.send([byte])
-            if i % 8 == 0 { #expect(try fast.command(["PING"]) == .simple("PONG")) }
+    @Test func maxClientsRefusesTheExtraConnectionWithAnError() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess(arguments: ["--max-clients", "3"])
+            defer { server.stop() }
+            let held = try (0..<3).map { _ in try RawConnection(path: server.socketPath) }
+            for c in held { #expect(try c.command(["PING"]) == .simple("PONG")) }
+            let extra = try RawConnection(path: server.socketPath)
+            #expect(try extra.reply().errorCode == "MAXCLIENTS")
+            #expect(extra.isClosedByServer())
+            // A client that writes before it reads (as `printf … | nc -U -N` does), after the server
+            // has already refused it, can still send and then read the refusal: the server half-closes
+            // and drains instead of closing with unread input.
+            let eager = try RawConnection(path: server.socketPath)
+            usleep(200_000)
+            try eager.send("PING\r\n")
+            #expect(try eager.reply().errorCode == "MAXCLIENTS")
+            #expect(eager.isClosedByServer())
+            #expect(try held[0].command(["PING"]) == .simple("PONG"))
         }
-        #expect(try slow.reply() == .simple("OK"))
     }
 
-    @Test func aConnectionDroppedMidCommandAppliesNothing() throws {
-        let server = try ServerProcess()
-        defer { server.stop() }
-        do {
+    @Test func aHugeBulkHeaderIsRefusedBeforeAllocating() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            let before = server.residentKiB()
             let c = try RawConnection(path: server.socketPath)
-            try c.send("*4\r\n$3\r\nPUT\r\n$4\r\ndrop\r\n$1\r\nk\r\n$10\r\nhalf")
+            try c.send("*3\r\n$3\r\nPUT\r\n$1\r\na\r\n$9999999999\r\n")
+            #expect(try c.reply().errorCode == "PROTO")
+            #expect(c.isClosedByServer())
+            #expect(server.residentKiB() - before < 16 * 1024)
+            #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"))
         }
-        do {
+    }
+
+    @Test func anEndlessInlineLineIsCutOffAtTheLimit() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
             let c = try RawConnection(path: server.socketPath)
-            try c.send("BATCH drop PUT a 1 PUT b")
-        }
-        usleep(200_000)
-        let check = try RawConnection(path: server.socketPath)
-        #expect(try check.command(["GET", "drop", "k"]) == .null)
-        #expect(try check.command(["COUNT", "drop"]) == .integer(0))
-    }
-
-    @Test func clientsThatNeverReadGetBackpressureNotUnboundedBuffers() throws {
-        let server = try ServerProcess()
-        defer { server.stop() }
-        let setup = try RawConnection(path: server.socketPath)
-        let big = String(repeating: "x", count: 256 * 1024)
-        #expect(try setup.command(["PUT", "bp", "big", big]) == .simple("OK"))
-        let before = server.residentKiB()
-        // Five clients each ask for 2000 copies of a 256 KiB value (about 500 MiB each) and never read.
-        var request: [UInt8] = []
-        for _ in 0..<2000 { RequestEncoder.encode(["GET", "bp", "big"], into: &request) }
-        var hogs: [RawConnection] = []
-        for _ in 0..<5 {
-            let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
-            _ = try? hog.send(request)
-            hogs.append(hog)
-        }
-        usleep(500_000)
-        let grown = server.residentKiB() - before
-        #expect(grown < 64 * 1024, "server grew by \(grown) KiB while clients did not read")
-        #expect(try setup.command(["PING"]) == .simple("PONG"))
-        #expect(try setup.command(["GET", "bp", "big"]) == .bulk(big))
-    }
-
-    @Test func aLargeValueIsNotCopiedWholeForClientsThatDoNotRead() throws {
-        let server = try ServerProcess()
-        defer { server.stop() }
-        let setup = try RawConnection(path: server.socketPath)
-        let big = [UInt8](repeating: 0x61, count: 8 * 1024 * 1024)
-        var put: [UInt8] = []
-        RequestEncoder.encode([Array("PUT".utf8), Array("lv".utf8), Array("k".utf8), big], into: &put)
-        try setup.send(put)
-        #expect(try setup.reply() == .simple("OK"))
-        let before = server.residentKiB()
-        // Twenty clients each ask for the 8 MiB value once and never read: 160 MiB if each reply
-        // were copied whole into its connection's output, about 1 MiB each when it goes out in pieces.
-        var hogs: [RawConnection] = []
-        for _ in 0..<20 {
-            let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
-            try hog.send("GET lv k\r\n")
-            hogs.append(hog)
-        }
-        usleep(1_000_000)
-        let grown = server.residentKiB() - before
-        #expect(grown < 64 * 1024, "server grew by \(grown) KiB while clients did not read")
-        #expect(try setup.command(["PING"]) == .simple("PONG"))
-        let reader = try RawConnection(path: server.socketPath)
-        #expect(try reader.command(["GET", "lv", "k"]) == .bulk(big), "a reader still gets the whole value")
-    }
-
-    @Test func pipelinedLargeScansFromClientsThatNeverReadStayBounded() throws {
-        let server = try ServerProcess()
-        defer { server.stop() }
-        let setup = try RawConnection(path: server.socketPath)
-        let value = String(repeating: "v", count: 100)
-        for batch in 0..<20 {
-            var arguments = ["BATCH", "sc"]
-            for i in 0..<1000 { arguments += ["PUT", "key\(batch * 1000 + i)", value] }
-            guard case .array(let replies) = try setup.command(arguments), replies.count == 1000 else {
-                Issue.record("BATCH \(batch) did not answer 1000 replies"); return
+            let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 16 * 1024)
+            var refused = false
+            for _ in 0..<64 {
+                do { try c.send(chunk) } catch { refused = true; break }
             }
+            _ = refused
+            #expect(try c.reply().errorCode == "PROTO")
+            #expect(c.isClosedByServer())
         }
-        let before = server.residentKiB()
-        // Three clients each pipeline 200 SCANs of 20,000 entries (about 500 MB of replies each)
-        // in one write of under 5 KB, and never read.
-        let request = Array(String(repeating: "SCAN sc 0 COUNT 20000\r\n", count: 200).utf8)
-        var hogs: [RawConnection] = []
-        for _ in 0..<3 {
-            let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
-            try hog.send(request)
-            hogs.append(hog)
-        }
-        usleep(1_000_000)
-        let grown = server.residentKiB() - before
-        #expect(grown < 32 * 1024, "server grew by \(grown) KiB while clients did not read")
-        #expect(try setup.command(["PING"]) == .simple("PONG"))
-        #expect(try setup.command(["COUNT", "sc"]) == .integer(20000))
     }
 
-    @Test func allowListRejectsOtherUsersWithNoPerm() throws {
-        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
-              FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") || FileManager.default.isExecutableFile(atPath: "/bin/nc") else {
-            return
+    @Test func aClientTricklingOneByteAtATimeIsServedAndOthersAreNotDelayed() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            let slow = try RawConnection(path: server.socketPath)
+            let fast = try RawConnection(path: server.socketPath)
+            var request: [UInt8] = []
+            RequestEncoder.encode(["PUT", "trickle", "key", "value"], into: &request)
+            for (i, byte) in request.enumerated() {
+                try slow.send([byte])
+                if i % 8 == 0 { #expect(try fast.command(["PING"]) == .simple("PONG")) }
+            }
+            #expect(try slow.reply() == .simple("OK"))
         }
-        let dir = TemporaryDirectory()
-        chmod(dir.path, 0o755)
-        let server = try ServerProcess(directory: dir, arguments: ["--socket-mode", "666", "--allow-uid", "4242", "--allow-gid", "4343"])
-        defer { server.stop() }
-        func connectAs(_ uid: String, groups: String? = nil) throws -> String {
-            let groupArguments = groups.map { ["--groups", $0] } ?? ["--clear-groups"]
-            let p = try ChildProcess("/usr/bin/setpriv", ["--reuid", uid, "--regid", uid] + groupArguments + ["/bin/sh", "-c",
-                                                          "printf 'PING\\r\\n' | timeout 30 nc -U -N \(server.socketPath)"],
-                                     stdout: .pipe)
-            let data = p.readOutputs().stdout
-            p.waitForExit()
-            return String(decoding: data, as: UTF8.self)
+    }
+
+    @Test func aConnectionDroppedMidCommandAppliesNothing() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            do {
+                let c = try RawConnection(path: server.socketPath)
+                try c.send("*4\r\n$3\r\nPUT\r\n$4\r\ndrop\r\n$1\r\nk\r\n$10\r\nhalf")
+            }
+            do {
+                let c = try RawConnection(path: server.socketPath)
+                try c.send("BATCH drop PUT a 1 PUT b")
+            }
+            usleep(200_000)
+            let check = try RawConnection(path: server.socketPath)
+            #expect(try check.command(["GET", "drop", "k"]) == .null)
+            #expect(try check.command(["COUNT", "drop"]) == .integer(0))
         }
-        #expect(try connectAs("65534").hasPrefix("-NOPERM"))
-        #expect(try connectAs("4242").hasPrefix("+PONG"))
-        #expect(try connectAs("4343").hasPrefix("+PONG"), "primary group allowed")
-        #expect(try connectAs("65534", groups: "100,4343").hasPrefix("+PONG"), "supplementary group allowed")
-        #expect(try connectAs("65534", groups: "100,4344").hasPrefix("-NOPERM"), "other groups refused")
-        #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"), "own uid is always allowed")
+    }
+
+    @Test func clientsThatNeverReadGetBackpressureNotUnboundedBuffers() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            let setup = try RawConnection(path: server.socketPath)
+            let big = String(repeating: "x", count: 256 * 1024)
+            #expect(try setup.command(["PUT", "bp", "big", big]) == .simple("OK"))
+            let before = server.residentKiB()
+            // Five clients each ask for 2000 copies of a 256 KiB value (about 500 MiB each) and never read.
+            var request: [UInt8] = []
+            for _ in 0..<2000 { RequestEncoder.encode(["GET", "bp", "big"], into: &request) }
+            var hogs: [RawConnection] = []
+            for _ in 0..<5 {
+                let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
+                _ = try? hog.send(request)
+                hogs.append(hog)
+            }
+            usleep(500_000)
+            let grown = server.residentKiB() - before
+            #expect(grown < 64 * 1024, "server grew by \(grown) KiB while clients did not read")
+            #expect(try setup.command(["PING"]) == .simple("PONG"))
+            #expect(try setup.command(["GET", "bp", "big"]) == .bulk(big))
+        }
+    }
+
+    @Test func aLargeValueIsNotCopiedWholeForClientsThatDoNotRead() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            let setup = try RawConnection(path: server.socketPath)
+            let big = [UInt8](repeating: 0x61, count: 8 * 1024 * 1024)
+            var put: [UInt8] = []
+            RequestEncoder.encode([Array("PUT".utf8), Array("lv".utf8), Array("k".utf8), big], into: &put)
+            try setup.send(put)
+            #expect(try setup.reply() == .simple("OK"))
+            let before = server.residentKiB()
+            // Twenty clients each ask for the 8 MiB value once and never read: 160 MiB if each reply
+            // were copied whole into its connection's output, about 1 MiB each when it goes out in pieces.
+            var hogs: [RawConnection] = []
+            for _ in 0..<20 {
+                let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
+                try hog.send("GET lv k\r\n")
+                hogs.append(hog)
+            }
+            usleep(1_000_000)
+            let grown = server.residentKiB() - before
+            #expect(grown < 64 * 1024, "server grew by \(grown) KiB while clients did not read")
+            #expect(try setup.command(["PING"]) == .simple("PONG"))
+            let reader = try RawConnection(path: server.socketPath)
+            #expect(try reader.command(["GET", "lv", "k"]) == .bulk(big), "a reader still gets the whole value")
+        }
+    }
+
+    @Test func pipelinedLargeScansFromClientsThatNeverReadStayBounded() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            let setup = try RawConnection(path: server.socketPath)
+            let value = String(repeating: "v", count: 100)
+            for batch in 0..<20 {
+                var arguments = ["BATCH", "sc"]
+                for i in 0..<1000 { arguments += ["PUT", "key\(batch * 1000 + i)", value] }
+                guard case .array(let replies) = try setup.command(arguments), replies.count == 1000 else {
+                    Issue.record("BATCH \(batch) did not answer 1000 replies"); return
+                }
+            }
+            let before = server.residentKiB()
+            // Three clients each pipeline 200 SCANs of 20,000 entries (about 500 MB of replies each)
+            // in one write of under 5 KB, and never read.
+            let request = Array(String(repeating: "SCAN sc 0 COUNT 20000\r\n", count: 200).utf8)
+            var hogs: [RawConnection] = []
+            for _ in 0..<3 {
+                let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
+                try hog.send(request)
+                hogs.append(hog)
+            }
+            usleep(1_000_000)
+            let grown = server.residentKiB() - before
+            #expect(grown < 32 * 1024, "server grew by \(grown) KiB while clients did not read")
+            #expect(try setup.command(["PING"]) == .simple("PONG"))
+            #expect(try setup.command(["COUNT", "sc"]) == .integer(20000))
+        }
+    }
+
+    @Test func allowListRejectsOtherUsersWithNoPerm() async throws {
+        try await onOwnThread {
+            guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+                  FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") || FileManager.default.isExecutableFile(atPath: "/bin/nc") else {
+                return
+            }
+            let dir = TemporaryDirectory()
+            chmod(dir.path, 0o755)
+            let server = try ServerProcess(directory: dir, arguments: ["--socket-mode", "666", "--allow-uid", "4242", "--allow-gid", "4343"])
+            defer { server.stop() }
+            func connectAs(_ uid: String, groups: String? = nil) throws -> String {
+                let groupArguments = groups.map { ["--groups", $0] } ?? ["--clear-groups"]
+                let p = try ChildProcess("/usr/bin/setpriv", ["--reuid", uid, "--regid", uid] + groupArguments + ["/bin/sh", "-c",
+                                                              "printf 'PING\\r\\n' | timeout 30 nc -U -N \(server.socketPath)"],
+                                         stdout: .pipe)
+                let data = p.readOutputs().stdout
+                p.waitForExit()
+                return String(decoding: data, as: UTF8.self)
+            }
+            #expect(try connectAs("65534").hasPrefix("-NOPERM"))
+            #expect(try connectAs("4242").hasPrefix("+PONG"))
+            #expect(try connectAs("4343").hasPrefix("+PONG"), "primary group allowed")
+            #expect(try connectAs("65534", groups: "100,4343").hasPrefix("+PONG"), "supplementary group allowed")
+            #expect(try connectAs("65534", groups: "100,4344").hasPrefix("-NOPERM"), "other groups refused")
+            #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"), "own uid is always allowed")
+        }
     }
 }
 

@@ -1,4 +1,5 @@
 import ActorKVServer
+import ActorKVTestSupport
 import Foundation
 import Testing
 
@@ -31,23 +32,25 @@ struct MallocTuningTests {
     }
 
     @Test("actorkvd runs with the larger tcache, keeps its pid, and respects the operator's choice")
-    func serverRunsTuned() throws {
-        var base = ProcessInfo.processInfo.environment
-        base["GLIBC_TUNABLES"] = nil
-        base["ACTORKV_MALLOC_TUNING"] = nil
-        let cases: [(env: [String: String], expected: String?)] = [
-            ([:], "glibc.malloc.tcache_count=\(MallocTuning.tcacheCount)"),
-            (["GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"], "glibc.malloc.tcache_count=7"),
-            (["ACTORKV_MALLOC_TUNING": "off"], nil),
-        ]
-        for (extra, expected) in cases {
-            // ServerProcess waits for PING on the spawned pid's socket: the re-executed image
-            // answers under the same pid.
-            let server = try ServerProcess(environment: base.merging(extra) { $1 })
-            #expect(try Self.tunables(of: server) == expected, "\(extra)")
-            // The name ps, pgrep and pkill see: the binary's, not "exe" (/proc/self/exe's).
-            #expect(try Self.processName(of: server.pid) == "actorkvd", "\(extra)")
-            #expect(server.stop() == 0)
+    func serverRunsTuned() async throws {
+        try await onOwnThread {
+            var base = ProcessInfo.processInfo.environment
+            base["GLIBC_TUNABLES"] = nil
+            base["ACTORKV_MALLOC_TUNING"] = nil
+            let cases: [(env: [String: String], expected: String?)] = [
+                ([:], "glibc.malloc.tcache_count=\(MallocTuning.tcacheCount)"),
+                (["GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"], "glibc.malloc.tcache_count=7"),
+                (["ACTORKV_MALLOC_TUNING": "off"], nil),
+            ]
+            for (extra, expected) in cases {
+                // ServerProcess waits for PING on the spawned pid's socket: the re-executed image
+                // answers under the same pid.
+                let server = try ServerProcess(environment: base.merging(extra) { $1 })
+                #expect(try Self.tunables(of: server) == expected, "\(extra)")
+                // The name ps, pgrep and pkill see: the binary's, not "exe" (/proc/self/exe's).
+                #expect(try Self.processName(of: server.pid) == "actorkvd", "\(extra)")
+                #expect(server.stop() == 0)
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import ActorKVTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -13,14 +14,18 @@ import Glibc
 @Suite(.serialized) struct ServerCrashLoopTests {
     static var cycles: Int { Int(ProcessInfo.processInfo.environment["ACTORKV_CRASH_CYCLES"] ?? "") ?? 30 }
 
-    @Test func killNineLoopUnderFsyncAlwaysLosesNothingAcknowledged() throws {
-        try crashLoop(policy: "always", cycles: Self.cycles)
+    @Test func killNineLoopUnderFsyncAlwaysLosesNothingAcknowledged() async throws {
+        try await onOwnThread {
+            try crashLoop(policy: "always", cycles: Self.cycles)
+        }
     }
 
-    @Test func killNineLoopUnderEverysecLosesNothingAcknowledgedEither() throws {
-        // kill -9 does not lose the page cache: under everysec a write is handed to the kernel before
-        // it is acknowledged, so only power loss can take the last second.
-        try crashLoop(policy: "everysec", cycles: max(5, Self.cycles / 5))
+    @Test func killNineLoopUnderEverysecLosesNothingAcknowledgedEither() async throws {
+        try await onOwnThread {
+            // kill -9 does not lose the page cache: under everysec a write is handed to the kernel before
+            // it is acknowledged, so only power loss can take the last second.
+            try crashLoop(policy: "everysec", cycles: max(5, Self.cycles / 5))
+        }
     }
 
     func crashLoop(policy: String, cycles: Int) throws {

@@ -2,7 +2,8 @@ import ActorKVProtocol
 
 /// One client connection's state. Owned by the event loop thread; never shared.
 ///
-/// Bytes flow: socket → `decoder` → `pending` requests → (one task at a time) the processor →
+/// Bytes flow: socket → `decoder` → `pending` commands (each request parsed once, as it is
+/// decoded) → (one task at a time) the processor →
 /// `replies` → encoded into `output` a piece at a time as the socket drains (a large reply is
 /// never copied into `output` whole). Only one batch of requests is in
 /// flight per connection, so pipelined commands run and reply in order. Reading goes on while the
@@ -11,10 +12,14 @@ import ActorKVProtocol
 final class Connection {
     let id: UInt64
     let fd: Int32
+    /// What the connection is beyond its bytes; ended exactly once when the connection closes.
+    let session: ClientSession
+    /// Why the connection will close once everything queued is sent (see ``closeAfterFlush``).
+    var endReason: SessionEnd?
     /// Encoded, unsent reply bytes beyond which no more requests are taken.
     let outputLimit: Int
     var decoder: RequestDecoder
-    var pending: [Request] = []
+    var pending: [Command] = []
     /// Replies not yet encoded into `output`, a large one perhaps partly.
     var replies = ReplyStream()
     var output: [UInt8] = []
@@ -29,8 +34,9 @@ final class Connection {
     /// A framing error to send after the replies to the requests before it.
     var protocolError: Reply?
 
-    init(id: UInt64, fd: Int32, limits: ProtocolLimits, outputLimit: Int) {
-        self.id = id
+    init(session: ClientSession, fd: Int32, limits: ProtocolLimits, outputLimit: Int) {
+        self.id = session.id
+        self.session = session
         self.fd = fd
         self.outputLimit = outputLimit
         decoder = RequestDecoder(limits: limits)
@@ -47,6 +53,12 @@ final class Connection {
 
     /// Whether nothing is left to do before closing.
     var isIdle: Bool { !inFlight && pending.isEmpty && !hasUnsentOutput }
+
+    /// Sends what is queued, then closes, for `reason` (an earlier reason stands).
+    func close(afterFlushFor reason: SessionEnd) {
+        closeAfterFlush = true
+        if endReason == nil { endReason = reason }
+    }
 
     /// Queues replies to be sent in order.
     func enqueue(_ new: consuming [Reply]) {

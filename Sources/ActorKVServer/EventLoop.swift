@@ -33,6 +33,9 @@ final class EventLoop: @unchecked Sendable {
     private var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
     private let completions = Mutex<[CommandProcessor.Done]>([])
     private var outgoing: [CommandProcessor.Work] = []
+    /// Sessions whose connection closed while a command of theirs was still running: ended when
+    /// its replies come back (or when the loop stops), so the hook runs after their last command.
+    private var endedInFlight: [UInt64: (session: ClientSession, reason: SessionEnd)] = [:]
     /// Runs the namespace actors' work on this thread (nil with `--execution pool`).
     private let executor: LoopExecutor?
     private let stopRequested = Atomic<Bool>(false)
@@ -48,7 +51,7 @@ final class EventLoop: @unchecked Sendable {
     private static let wakeToken: UInt64 = 2
     private static let outputChunk = 64 * 1024
     private static let readsPerTurn = 16
-    /// Reply entries (``Command/replyWeight(of:)``) one connection may have in flight.
+    /// Reply entries (``Command/replyWeight``) one connection may have in flight.
     private static let replyBudget = 10_000
     private static let lingerSeconds = 2.0
     private static let maxLingering = 1024
@@ -115,7 +118,9 @@ final class EventLoop: @unchecked Sendable {
                 break
             }
         }
-        for connection in connections.values { closeConnection(connection) }
+        for connection in connections.values { closeConnection(connection, reason: .shutdown) }
+        for (_, ended) in endedInFlight { processor.endSession(ended.session, reason: ended.reason) }
+        endedInFlight.removeAll()
         executor?.detach()
         expireLingering(force: true)
         SocketCalls.close(epollFD)
@@ -141,7 +146,7 @@ final class EventLoop: @unchecked Sendable {
         _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_DEL, listener, 0, 0)
         log("shutting down: no longer accepting; finishing the requests in flight on \(connections.values.filter(\.inFlight).count) connections, answering requests read but not started with -SHUTDOWN")
         for connection in connections.values {
-            connection.closeAfterFlush = true
+            connection.close(afterFlushFor: .shutdown)
             pump(connection)
         }
     }
@@ -212,7 +217,8 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func admit(_ fd: Int32) {
-        if let refusal = refusal(for: fd) {
+        let peer = SocketCalls.peerCredentials(fd).map { PeerCredentials(uid: $0.uid, gid: $0.gid, pid: $0.pid) }
+        if let refusal = refusal(for: fd, peer: peer) {
             statistics.rejectedConnections.add(1, ordering: .relaxed)
             refusal.encoded.withUnsafeBytes { _ = try? SocketCalls.send(fd, $0) }
             linger(fd, id: nextID)
@@ -221,7 +227,8 @@ final class EventLoop: @unchecked Sendable {
         }
         let id = nextID
         nextID += 1
-        let connection = Connection(id: id, fd: fd, limits: configuration.protocolLimits, outputLimit: configuration.maxOutputBytes)
+        let connection = Connection(session: ClientSession(id: id, peer: peer), fd: fd, limits: configuration.protocolLimits,
+                                    outputLimit: configuration.maxOutputBytes)
         let events = ACTORKV_EPOLLIN | ACTORKV_EPOLLOUT | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
         guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, id) == 0 else {
             SocketCalls.close(fd)
@@ -233,10 +240,10 @@ final class EventLoop: @unchecked Sendable {
         pump(connection)
     }
 
-    private func refusal(for fd: Int32) -> Reply? {
+    private func refusal(for fd: Int32, peer: PeerCredentials?) -> Reply? {
         if connections.count >= configuration.maxClients { return ErrorMapping.maxClients }
         guard configuration.restrictsPeers else { return nil }
-        guard let peer = SocketCalls.peerCredentials(fd) else { return .error("NOPERM cannot read peer credentials") }
+        guard let peer else { return .error("NOPERM cannot read peer credentials") }
         let allowed = configuration.allows(uid: peer.uid, gid: peer.gid) { SocketCalls.peerGroups(fd) ?? [] }
         return allowed ? nil : ErrorMapping.notPermitted(uid: peer.uid, gid: peer.gid)
     }
@@ -263,13 +270,13 @@ final class EventLoop: @unchecked Sendable {
         if c.isIdle, let error = c.protocolError {
             c.protocolError = nil
             c.enqueue([error])
-            c.closeAfterFlush = true
+            c.close(afterFlushFor: .protocolError)
             guard flush(c) else { return }
         }
         if c.isIdle && c.peerClosed {
-            closeConnection(c)
+            closeConnection(c, reason: c.endReason ?? .peerClosed)
         } else if c.isIdle && c.closeAfterFlush {
-            closeConnection(c, lingering: true)
+            closeConnection(c, reason: c.endReason ?? .quit, lingering: true)
         }
     }
 
@@ -286,14 +293,14 @@ final class EventLoop: @unchecked Sendable {
         do {
             result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in try SocketCalls.read(c.fd, into: raw) }
         } catch {
-            closeConnection(c)
+            closeConnection(c, reason: .socketError)
             return false
         }
         guard let n = result else { c.readable = false; return true }
         if n == 0 { c.peerClosed = true; return true }
         readBuffer.withUnsafeBytes { c.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         do {
-            while let request = try c.decoder.nextRequest() { c.pending.append(request) }
+            while let request = try c.decoder.nextRequest() { c.pending.append(Command(parsing: request)) }
         } catch {
             statistics.protocolErrors.add(1, ordering: .relaxed)
             c.protocolError = ErrorMapping.reply(for: error)
@@ -301,7 +308,7 @@ final class EventLoop: @unchecked Sendable {
         return true
     }
 
-    /// Queues a connection's decoded requests; all queued this turn start together in
+    /// Queues a connection's parsed commands; all queued this turn start together in
     /// ``startOutgoing()``. At most ``replyBudget`` reply entries' worth at a time (and always at
     /// least one request): the rest wait until these replies are sent, under the same backpressure
     /// as requests not yet read, so a few bytes of pipelined SCANs cannot build gigabytes of replies.
@@ -309,21 +316,21 @@ final class EventLoop: @unchecked Sendable {
         var taken = c.pending.count
         if taken > 1 {
             var weight = 0
-            for (index, request) in c.pending.enumerated() {
-                weight += Command.replyWeight(of: request)
+            for (index, command) in c.pending.enumerated() {
+                weight += command.replyWeight
                 if weight > Self.replyBudget && index > 0 { taken = index; break }
             }
         }
-        let requests: [Request]
+        let commands: [Command]
         if taken == c.pending.count {
-            requests = c.pending
+            commands = c.pending
             c.pending = []
         } else {
-            requests = Array(c.pending[..<taken])
+            commands = Array(c.pending[..<taken])
             c.pending.removeFirst(taken)
         }
-        outgoing.append(CommandProcessor.Work(connection: c.id, requests: requests))
-        statistics.commandsProcessed.add(requests.count, ordering: .relaxed)
+        outgoing.append(CommandProcessor.Work(session: c.session, commands: commands))
+        statistics.commandsProcessed.add(commands.count, ordering: .relaxed)
         c.inFlight = true
     }
 
@@ -368,7 +375,12 @@ final class EventLoop: @unchecked Sendable {
             return taken
         }
         for index in done.indices {
-            guard let c = connections[done[index].connection] else { continue }
+            guard let c = connections[done[index].connection] else {
+                if let ended = endedInFlight.removeValue(forKey: done[index].connection) {
+                    processor.endSession(ended.session, reason: ended.reason)
+                }
+                continue
+            }
             c.inFlight = false
             // Moved, not copied: the connection must own its replies alone, or clearing each
             // one as it is encoded would copy the whole array first.
@@ -379,7 +391,7 @@ final class EventLoop: @unchecked Sendable {
                 // Nothing read after QUIT is run or answered, a framing error included.
                 c.pending.removeAll()
                 c.protocolError = nil
-                c.closeAfterFlush = true
+                c.close(afterFlushFor: .quit)
             }
             pump(c)
         }
@@ -396,7 +408,7 @@ final class EventLoop: @unchecked Sendable {
                     try SocketCalls.send(c.fd, UnsafeRawBufferPointer(rebasing: raw[c.outputHead...]))
                 }
             } catch {
-                closeConnection(c)
+                closeConnection(c, reason: .socketError)
                 return false
             }
             if sent == 0 {
@@ -415,10 +427,16 @@ final class EventLoop: @unchecked Sendable {
         for id in ids { if let c = connections[id] { pump(c) } }
     }
 
-    /// Forgets a connection and closes its socket, or with `lingering`, hands it to ``linger(_:id:)``.
-    private func closeConnection(_ c: Connection, lingering: Bool = false) {
+    /// Forgets a connection and closes its socket, or with `lingering`, hands it to ``linger(_:id:)``,
+    /// and ends its session (once its command in flight, if any, has finished).
+    private func closeConnection(_ c: Connection, reason: SessionEnd, lingering: Bool = false) {
         guard connections.removeValue(forKey: c.id) != nil else { return }
         statistics.connectedClients.subtract(1, ordering: .relaxed)
+        if c.inFlight {
+            endedInFlight[c.id] = (c.session, reason)
+        } else {
+            processor.endSession(c.session, reason: reason)
+        }
         if lingering {
             _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_DEL, c.fd, 0, 0)
             linger(c.fd, id: c.id)

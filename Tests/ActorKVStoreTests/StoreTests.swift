@@ -169,7 +169,7 @@ struct StoreTests {
             #expect(run.outcomes[2] == .value(b("v1")))
             guard case .failure(let e) = run.outcomes[3] else { Issue.record("empty key accepted"); return }
             #expect(e.code == .invalidKey)
-            #expect(run.outcomes[4] == .batch([nil, true, false]))
+            #expect(run.outcomes[4] == .batch([.stored, .integer(1), .integer(0)]))
             #expect(run.outcomes[5] == .value(nil))
             #expect(run.outcomes[6] == .integer(1))
             #expect(run.outcomes[7] == .integer(1))
@@ -238,7 +238,7 @@ struct StoreTests {
             #expect(error?.code == .valueTooLarge)
             #expect(await ns.count() == 1)
             #expect(logLength(log) == size)
-            let run = await ns.execute([.batch(batch), .put(key: b("small"), value: b("2"))])
+            let run = await ns.execute([.batch(batch.map(BatchStep.init)), .put(key: b("small"), value: b("2"))])
             guard case .failure = run.outcomes[0] else { Issue.record("oversized batch accepted"); return }
             #expect(run.outcomes[1] == .stored)
         }

@@ -94,8 +94,39 @@ public actor Namespace {
     /// the delete removed a key.
     @discardableResult
     public func apply(_ mutations: [Mutation]) async throws -> [Bool?] {
-        guard case .batch(let results) = try await single(.batch(mutations)) else { return [] }
+        guard case .batch(let results) = try await single(.batch(mutations.map(BatchStep.init))) else { return [] }
+        return results.map { result -> Bool? in
+            if case .integer(let existed) = result { return existed == 1 }
+            return nil
+        }
+    }
+
+    /// Applies the steps all-or-nothing as one log record, each seeing the ones before it, and
+    /// returns one outcome per step (see ``Outcome/batch(_:)``). Throws the first refusal (an
+    /// update that refused, an invalid key or value), having applied nothing.
+    @discardableResult
+    public func apply(steps: [BatchStep]) async throws -> [Outcome] {
+        guard case .batch(let results) = try await single(.batch(steps)) else { return [] }
         return results
+    }
+
+    /// Reads `key`'s value, computes its new state with `transform` and writes it, with nothing
+    /// in between (the namespace's actor runs it whole); returns the value afterwards. `transform`
+    /// gets nil for an absent key and returns the value to store, or nil to delete the key.
+    /// Durable per the store's policy when it returns. Throws what `transform` throws, having
+    /// written nothing.
+    @discardableResult
+    public func update(_ key: [UInt8], _ transform: @escaping @Sendable (_ current: [UInt8]?) throws(StoreError) -> [UInt8]?) async throws -> [UInt8]? {
+        let update = Update { current in
+            do throws(StoreError) {
+                guard let value = try transform(current) else { return .delete }
+                return .set(value)
+            } catch {
+                return .refuse(error)
+            }
+        }
+        guard case .value(let value) = try await single(.update(key: key, update)) else { return nil }
+        return value
     }
 
     @discardableResult
@@ -109,91 +140,50 @@ public actor Namespace {
     /// Runs operations in order, with all their log records written in one write call, and returns
     /// their outcomes. The writes among them are acknowledged only after `durability` is awaited.
     ///
-    /// A write whose record could not be written fails with an `io` error and is not applied;
-    /// reads see the effect of every successful write before them.
+    /// Each write is validated, resolved against the state the writes before it in the run leave,
+    /// and encoded (``WritePlanner``); the records are written; then the operations are performed
+    /// in order. A write whose record could not be written fails with an `io` error and is not
+    /// applied; reads see the effect of every successful write before them.
     public func execute(_ operations: [Operation]) -> Execution {
-        var outcomes = [Outcome?](repeating: nil, count: operations.count)
-        var buffer: [UInt8] = []
-        var sequence = lastSequence
-        var written: [Int] = []
-        let blocker = writeBlocker()
-        var durable: UInt64?  // read from the syncer once, and only if something is written
-
-        /// Encodes the record of operation `index` (`bodyLength` bytes of body, written by
-        /// `encode` given its sequence number and durable claim) into `buffer`, or sets its
-        /// outcome to why it cannot be written.
-        func record(of index: Int, bodyLength: Int, _ encode: (UInt64, UInt64, inout [UInt8]) -> Void) {
-            if let problem = blocker {
-                outcomes[index] = .failure(problem)
-                return
-            }
-            // Recovery refuses a record longer than this as corrupt: never write one.
-            if bodyLength > LogRecordCodec.maximumBodyLength {
-                outcomes[index] = .failure(StoreError(.valueTooLarge, "the write is \(bodyLength) bytes; one write holds at most \(LogRecordCodec.maximumBodyLength)"))
-                return
-            }
-            sequence += 1
-            let claim = durable ?? syncer.durableSequence
-            durable = claim
-            // Sized for the first record (often the only one) rather than grown to it by doubling.
-            if buffer.isEmpty { buffer.reserveCapacity(LogRecordCodec.headerLength + bodyLength) }
-            encode(sequence, claim, &buffer)
-            written.append(index)
-        }
-
-        /// ``record(of:bodyLength:_:)`` for a record of `mutations` (none: no record at all).
-        func record<C: Collection<Mutation>>(_ mutations: C, of index: Int) {
-            // A delete of no keys changes nothing: no record, no sequence number.
-            guard !mutations.isEmpty else { return }
-            record(of: index, bodyLength: LogRecordCodec.bodyLength(of: mutations)) { sequence, claim, buffer in
-                LogRecordCodec.encode(sequence: sequence, mutations: mutations, durableThrough: claim, into: &buffer)
-            }
-        }
-
-        for (index, operation) in operations.enumerated() {
-            if let problem = options.limits.problem(with: operation) {
-                outcomes[index] = .failure(problem)
-                continue
-            }
-            switch operation {
-            case .put(let key, let value):
-                record(of: index, bodyLength: LogRecordCodec.putBodyLength(key: key, value: value)) { sequence, claim, buffer in
-                    LogRecordCodec.encodePut(sequence: sequence, key: key, value: value, durableThrough: claim, into: &buffer)
-                }
-            case .delete(let keys): record(keys.lazy.map { .delete(key: $0) }, of: index)
-            case .batch(let mutations): record(mutations, of: index)
-            case .get, .exists, .count, .scan: continue
-            }
-        }
-        if !written.isEmpty {
+        var planner = WritePlanner(count: operations.count, lastSequence: lastSequence, limits: options.limits,
+                                   blocker: writeBlocker(), syncer: syncer)
+        planner.plan(operations, in: data.map)
+        if planner.hasRecords {
             do {
-                try appendToLog(buffer)
-                lastSequence = sequence
-                syncer.noteWritten(sequence)
+                try appendToLog(planner.buffer)
+                lastSequence = planner.sequence
+                syncer.noteWritten(planner.sequence)
             } catch {
-                for index in written { outcomes[index] = .failure(error) }
-                written.removeAll()
+                planner.failWrites(error)
             }
         }
-        performPending(operations, &outcomes)
-        if !written.isEmpty { afterWrite() }
-        let wait = written.isEmpty || options.durability != .always
-            ? Durability.immediate : Durability(syncer: syncer, sequence: sequence)
+        var outcomes = planner.outcomes
+        performPending(operations, planner.resolved, &outcomes)
+        if planner.hasRecords { afterWrite() }
+        let wait = !planner.hasRecords || options.durability != .always
+            ? Durability.immediate : Durability(syncer: syncer, sequence: planner.sequence)
         return Execution(outcomes: outcomes.map { $0! }, durability: wait)
     }
 
-    /// Performs, in order, the operations that have no outcome yet. Two or more GETs in a row
-    /// (with nothing between them but operations already decided) look their keys up together
-    /// through `OrderedMap.values(forKeys:_:)`, which overlaps their cache misses; no write
-    /// comes between them, so they see what they would one at a time.
+    /// Performs, in order, the operations that have no outcome yet: applies the writes (those
+    /// `resolved` while planning with the mutations and outcome found then) and reads.
+    /// Two or more GETs in a row (with nothing between them but operations already decided) look
+    /// their keys up together through `OrderedMap.values(forKeys:_:)`, which overlaps their cache
+    /// misses; no write comes between them, so they see what they would one at a time.
     ///
     /// Likewise, before a PUT that is followed by more, the next few PUTs' keys are walked
     /// together (`OrderedMap.prefetch(forKeys:)`) so that their cache misses overlap before the
     /// writes themselves run one at a time.
-    private func performPending(_ operations: [Operation], _ outcomes: inout [Outcome?]) {
+    private func performPending(_ operations: [Operation], _ resolved: [Int: WritePlanner.Resolved], _ outcomes: inout [Outcome?]) {
         var gets: [Int] = []
         var prefetchedThrough = -1
         for (index, operation) in operations.enumerated() where outcomes[index] == nil {
+            if !resolved.isEmpty, let write = resolved[index] {
+                lookUp(&gets, operations, &outcomes)
+                for mutation in write.mutations { data.apply(mutation) }
+                outcomes[index] = write.outcome
+                continue
+            }
             if case .put = operation, index > prefetchedThrough, index + 1 < operations.count {
                 prefetchedThrough = prefetchPuts(from: index, operations, outcomes)
             }
@@ -252,12 +242,15 @@ public actor Namespace {
             return .stored
         case .delete(let keys):
             return .integer(keys.reduce(0) { $0 + (data.apply(.delete(key: $1)) ? 1 : 0) })
-        case .batch(let mutations):
-            return .batch(mutations.map { m -> Bool? in
-                let removed = data.apply(m)
-                if case .put = m { return nil }
-                return removed
+        case .batch(let steps):
+            return .batch(steps.map { step -> Outcome in
+                let mutation = step.plainMutation!
+                let removed = data.apply(mutation)
+                if case .put = mutation { return .stored }
+                return .integer(removed ? 1 : 0)
             })
+        case .update:
+            preconditionFailure("Namespace: an update is resolved while planning, never performed unresolved")
         }
     }
 

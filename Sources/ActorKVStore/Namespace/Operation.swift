@@ -9,8 +9,12 @@ public enum Operation: Sendable {
     case put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>)
     /// Remove keys; the outcome counts those that existed.
     case delete([[UInt8]])
-    /// Apply puts and deletes all-or-nothing as one log record.
-    case batch([Mutation])
+    /// Apply the steps all-or-nothing as one log record; each step sees the steps before it.
+    case batch([BatchStep])
+    /// Set, delete or keep a key according to what ``Update`` computes from its current value,
+    /// as the writes before it in the same run (and the same batch) left it. The outcome is the
+    /// key's value afterwards.
+    case update(key: [UInt8], Update)
     /// The number of keys.
     case count
     /// One page of keys and values in key order.
@@ -25,10 +29,95 @@ public enum Operation: Sendable {
     /// Whether the operation changes data (and so is logged and waits for durability).
     public var isWrite: Bool {
         switch self {
-        case .put, .delete, .batch: return true
+        case .put, .delete, .batch, .update: return true
         case .get, .exists, .count, .scan: return false
         }
     }
+
+    /// Whether the operation reads the state that the writes before it leave, and so needs the
+    /// planner to resolve it before its record can be encoded.
+    var readsBeforeWriting: Bool {
+        switch self {
+        case .update: return true
+        case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
+        case .get, .exists, .put, .delete, .count, .scan: return false
+        }
+    }
+
+    /// Whether the operation may bring a namespace that does not exist into existence: a PUT, a
+    /// batch with a PUT, or an update (which may compute a value). Deletes and reads never do.
+    var mayCreateNamespace: Bool {
+        switch self {
+        case .put, .update: return true
+        case .batch(let steps): return steps.contains { if case .delete = $0 { return false }; return true }
+        case .get, .exists, .delete, .count, .scan: return false
+        }
+    }
+}
+
+/// One step of a ``Operation/batch(_:)``.
+public enum BatchStep: Sendable {
+    /// Set a key.
+    case put(key: [UInt8], value: [UInt8])
+    /// Remove a key; its outcome says whether it existed at that point of the run.
+    case delete(key: [UInt8])
+    /// Set, delete or keep a key according to what ``Update`` computes from its value at that
+    /// point of the run; its outcome is the key's value afterwards.
+    case update(key: [UInt8], Update)
+
+    /// The step that applies `mutation`.
+    public init(_ mutation: Mutation) {
+        switch mutation {
+        case .put(let key, let value): self = .put(key: key, value: value)
+        case .delete(let key): self = .delete(key: key)
+        }
+    }
+
+    /// The key the step writes.
+    public var key: [UInt8] {
+        switch self {
+        case .put(let key, _), .delete(let key), .update(let key, _): return key
+        }
+    }
+
+    /// The mutation of a step that needs no resolving (a put or a delete); nil for an update.
+    var plainMutation: Mutation? {
+        switch self {
+        case .put(let key, let value): return .put(key: key, value: value)
+        case .delete(let key): return .delete(key: key)
+        case .update: return nil
+        }
+    }
+
+    var readsBeforeWriting: Bool {
+        if case .update = self { return true }
+        return false
+    }
+}
+
+/// A read-modify-write: computes a key's new state from its current value (nil: absent). It runs
+/// on the namespace's actor, so nothing can write the key between the read and the write; it must
+/// be quick and must not block.
+public struct Update: Sendable {
+    /// The computation, given the current value.
+    public let compute: @Sendable (_ current: [UInt8]?) -> UpdateResult
+
+    /// An update that runs `compute`.
+    public init(_ compute: @escaping @Sendable (_ current: [UInt8]?) -> UpdateResult) {
+        self.compute = compute
+    }
+}
+
+/// What an ``Update`` decided.
+public enum UpdateResult: Sendable, Equatable {
+    /// Store this value.
+    case set([UInt8])
+    /// Remove the key.
+    case delete
+    /// Leave the key as it is: nothing is written or logged.
+    case keep
+    /// Refuse the update with this error: nothing is written (in a batch, no step is).
+    case refuse(StoreError)
 }
 
 /// The result of one ``Operation``.
@@ -39,8 +128,9 @@ public enum Outcome: Sendable, Equatable {
     case stored
     /// A count (deleted, existing or total keys).
     case integer(Int)
-    /// A batch succeeded: per mutation, nil for a put, else whether the delete removed a key.
-    case batch([Bool?])
+    /// A batch succeeded: one outcome per step (``stored`` for a put, ``integer(_:)`` 1 or 0 for
+    /// a delete, whether the key existed; ``value(_:)`` for an update, the key's value afterwards).
+    case batch([Outcome])
     /// A scan page.
     case page(ScanPage)
     /// The operation failed and changed nothing.
@@ -53,6 +143,24 @@ public struct Execution: Sendable {
     public var outcomes: [Outcome]
     /// Wait on this before replying to any write in the run.
     public var durability: Durability
+
+    /// The outcomes of `operations` (the ones this ran) once their writes are as durable as the
+    /// policy promises. If that fails (an fsync failed), every write that had succeeded gets the
+    /// error instead: it was applied in memory, but whether it survives a restart is unknown.
+    public func settled(_ operations: [Operation]) async -> [Outcome] {
+        do {
+            try await durability.wait()
+            return outcomes
+        } catch {
+            let failure = error as? StoreError ?? StoreError(.io, "\(error)")
+            var outcomes = outcomes
+            for i in outcomes.indices where operations[i].isWrite {
+                if case .failure = outcomes[i] { continue }
+                outcomes[i] = .failure(failure)
+            }
+            return outcomes
+        }
+    }
 }
 
 /// Counters and facts about one namespace, for INFO.

@@ -93,6 +93,43 @@ public actor Store {
         openNamespaces.withLock { $0[name] }
     }
 
+    /// Runs `operations` in order on the namespace `name` (see ``Namespace/execute(_:)``).
+    ///
+    /// A namespace that does not exist is created only by an operation that may write something
+    /// valid: a PUT, a batch that puts or updates, an update. Otherwise the operations see it
+    /// empty (reads find nothing, deletes remove nothing) and it is not created. If the namespace
+    /// cannot be opened (its files are corrupt, the store is closed), every operation fails with
+    /// that error.
+    public nonisolated func execute(_ operations: [Operation], inNamespace name: String) async -> Execution {
+        let namespace: Namespace?
+        do {
+            if let open = openNamespace(name) {
+                namespace = open
+            } else {
+                let create = operations.contains { $0.mayCreateNamespace && options.limits.problem(with: $0) == nil }
+                namespace = create ? try await self.namespace(name) : try await existingNamespace(name)
+            }
+        } catch {
+            return Execution(outcomes: operations.map { _ in .failure(error) }, durability: .immediate)
+        }
+        guard let namespace else {
+            return Execution(outcomes: operations.map(outcomeInMissingNamespace), durability: .immediate)
+        }
+        return await namespace.execute(operations)
+    }
+
+    /// What an operation yields in a namespace that does not exist (and that it does not create).
+    private nonisolated func outcomeInMissingNamespace(_ operation: Operation) -> Outcome {
+        if let problem = options.limits.problem(with: operation) { return .failure(problem) }
+        switch operation {
+        case .get: return .value(nil)
+        case .exists, .count, .delete: return .integer(0)
+        case .scan: return .page(ScanPage(entries: [], next: .start))
+        case .batch(let steps): return .batch(steps.map { _ in .integer(0) })  // deletes only: none existed
+        case .put, .update: preconditionFailure("Store: a valid write creates its namespace")
+        }
+    }
+
     /// The names of all namespaces in the directory, sorted.
     public func namespaceNames() -> [String] { onDisk.sorted() }
 

@@ -57,17 +57,21 @@ extension StoreLimits {
         case .exists(let keys), .delete(let keys): return keys.lazy.compactMap(keyProblem).first
         case .count, .scan: return nil
         case .put(let key, let value): return keyProblem(key) ?? valueProblem(value)
-        case .batch(let mutations):
-            if mutations.isEmpty { return StoreError(.invalidArgument, "a batch needs at least one operation") }
-            for mutation in mutations {
-                switch mutation {
+        case .update(let key, _): return keyProblem(key)
+        case .batch(let steps):
+            if steps.isEmpty { return StoreError(.invalidArgument, "a batch needs at least one operation") }
+            for step in steps {
+                switch step {
                 case .put(let key, let value): if let p = keyProblem(key) ?? valueProblem(value) { return p }
-                case .delete(let key): if let p = keyProblem(key) { return p }
+                case .delete(let key), .update(let key, _): if let p = keyProblem(key) { return p }
                 }
             }
             return nil
         }
     }
+
+    /// Why a value an ``Update`` computed is invalid under these limits, or nil.
+    func problem(withComputedValue value: [UInt8]) -> StoreError? { valueProblem(value) }
 
     private func keyProblem<Key: BorrowedBytes>(_ key: Key) -> StoreError? {
         guard key.count == 0 || key.count > maxKeyBytes else { return nil }

@@ -1,0 +1,80 @@
+import ActorKVProtocol
+import ActorKVStore
+
+/// A request parsed against the ``CommandTable``, ready to run. Parsing is pure; each request is
+/// parsed once, when the event loop hands it over.
+public enum Command: Sendable {
+    /// A data command: its operation runs in its namespace's run, merged with the data commands
+    /// next to it on the same namespace (one actor hop, one log write), and its reply is made
+    /// from the operation's outcome.
+    case data(namespace: String, Operation)
+    /// Any other command: runs on its own, given what it needs.
+    case local(LocalCommand)
+    /// A request refused before running (unknown command, wrong arguments): its reply.
+    case refused(CommandError)
+
+    /// Parses the arguments of one request (`arguments[0]` is the command name, any case).
+    public static func parse(_ arguments: [[UInt8]]) throws(CommandError) -> Command {
+        try parse(Request(arguments))
+    }
+
+    /// Parses one decoded request (its first argument is the command name, any case).
+    public static func parse(_ request: Request) throws(CommandError) -> Command {
+        guard !request.isEmpty else { throw CommandError(.syntax, "empty command") }
+        let first = request[0]
+        guard let spec = CommandTable.lookup(first) else {
+            throw CommandError(.unknownCommand, "unknown command '\(printable(first))'")
+        }
+        guard spec.accepts(argumentCount: request.count - 1) else {
+            throw CommandError(.arity, "wrong number of arguments for '\(spec.name)' (usage: \(spec.usage))")
+        }
+        return try spec.parse(CommandArguments(request))
+    }
+
+    /// Parses one decoded request; a refusal becomes ``refused(_:)``.
+    public init(parsing request: Request) {
+        do { self = try Self.parse(request) } catch { self = .refused(error) }
+    }
+
+    /// About how many reply entries (keys and values) this can produce: a SCAN's COUNT, 1 for
+    /// anything else, whose reply is no larger than what the request itself carries or one
+    /// stored value (held by reference until it is sent). The event loop bounds by this what one
+    /// connection has in flight, since a short SCAN request can ask for 100,000 entries.
+    var replyWeight: Int {
+        guard case .data(_, .scan(_, _, let limit)) = self else { return 1 }
+        return limit
+    }
+
+    static func namespace(_ bytes: ArraySlice<UInt8>) throws(CommandError) -> String {
+        do { return try NamespaceName.validate(bytes) } catch { throw CommandError(store: error) }
+    }
+
+    /// Shows bytes in an error message: printable ASCII as is, anything else as `\xHH`, cut at 64.
+    static func printable(_ bytes: ArraySlice<UInt8>) -> String {
+        var out = ""
+        for b in bytes.prefix(64) {
+            if b >= 0x20 && b < 0x7F && b != UInt8(ascii: "'") { out.append(Character(Unicode.Scalar(b))) } else {
+                out += "\\x" + (b < 16 ? "0" : "") + String(b, radix: 16)
+            }
+        }
+        return bytes.count > 64 ? out + "..." : out
+    }
+}
+
+/// A command that runs on its own rather than in a namespace's run: what it does, given the
+/// ``CommandContext``, returning its reply.
+public struct LocalCommand: Sendable {
+    let run: @Sendable (CommandContext) async -> Reply
+
+    init(_ run: @escaping @Sendable (CommandContext) async -> Reply) { self.run = run }
+}
+
+/// What a ``LocalCommand`` may use: the store, the connection's session, and the server's facts.
+struct CommandContext: Sendable {
+    /// The store.
+    let store: Store
+    /// The connection the command came on.
+    let session: ClientSession
+    /// Renders the INFO text.
+    let info: @Sendable () async -> [UInt8]
+}

@@ -1,0 +1,104 @@
+import ActorKVProtocol
+
+/// What a command is and needs, declared once per command: the one place that knows its name,
+/// shape, flags and how to parse it into something that runs (a ``Command``).
+///
+/// The specs live by concern in this folder (``KeyValueCommands``, ``ServerCommands``) and are
+/// gathered in ``CommandTable``. A new data command is one spec here plus, if the engine lacks
+/// it, one ``ActorKVStore/Operation`` (its validation and its resolving in the store's write
+/// planner); its reply comes from the operation's outcome.
+struct CommandSpec: Sendable {
+    /// The name, upper case ASCII; matched in any ASCII letter case.
+    let name: String
+    /// The usage line shown in arity errors, e.g. `GET ns key`.
+    let usage: String
+    /// How many arguments it takes after its name.
+    let arity: Arity
+    /// What it does and where it may run.
+    let flags: CommandFlags
+    /// Parses the arguments after the name into what runs. Pure: touches no state.
+    let parse: @Sendable (CommandArguments) throws(CommandError) -> Command
+
+    /// Whether `count` arguments (after the name) fit ``arity``.
+    func accepts(argumentCount count: Int) -> Bool {
+        count >= arity.minimum && (arity.maximum.map { count <= $0 } ?? true)
+            && (arity.step <= 1 || (count - arity.minimum) % arity.step == 0)
+    }
+}
+
+/// How many arguments a command takes after its name.
+struct Arity: Sendable, Equatable {
+    /// At least this many.
+    let minimum: Int
+    /// At most this many (nil: no limit).
+    let maximum: Int?
+    /// Beyond the minimum, in groups of this many (SCAN's options come in pairs).
+    var step = 1
+
+    /// Exactly `count` arguments.
+    static func exactly(_ count: Int) -> Arity { Arity(minimum: count, maximum: count) }
+    /// `count` or more arguments.
+    static func atLeast(_ count: Int) -> Arity { Arity(minimum: count, maximum: nil) }
+    /// From `minimum` to `maximum` arguments.
+    static func between(_ minimum: Int, _ maximum: Int, step: Int = 1) -> Arity {
+        Arity(minimum: minimum, maximum: maximum, step: step)
+    }
+}
+
+/// What a command does and where it may run, as Redis's command table flags say it. Later
+/// features consult them (a MULTI queue refuses `notInMulti`, a connection that follows a change
+/// feed accepts only `allowedWhileFollowing`, namespace rights check `readOnly`/`write`/`admin`);
+/// a test checks that they agree with what each command does.
+struct CommandFlags: OptionSet, Sendable {
+    let rawValue: UInt16
+
+    /// Its first argument is a namespace name.
+    static let namespaced = CommandFlags(rawValue: 1 << 0)
+    /// Reads a namespace's data and changes nothing.
+    static let readOnly = CommandFlags(rawValue: 1 << 1)
+    /// Changes a namespace's data: logged, and acknowledged once durable.
+    static let write = CommandFlags(rawValue: 1 << 2)
+    /// Administers a namespace or the server (COMPACT).
+    static let admin = CommandFlags(rawValue: 1 << 3)
+    /// Reads or changes the connection's own state (``ClientSession``).
+    static let session = CommandFlags(rawValue: 1 << 4)
+    /// Accepted while the connection follows a change feed (PING, QUIT).
+    static let allowedWhileFollowing = CommandFlags(rawValue: 1 << 5)
+    /// Refused inside a MULTI transaction.
+    static let notInMulti = CommandFlags(rawValue: 1 << 6)
+}
+
+/// Every command, gathered from the files of this folder, and the lookup by name.
+enum CommandTable {
+    /// Every command's spec. The data commands come first: a lookup compares names in order.
+    static let all: [CommandSpec] = KeyValueCommands.specs + ServerCommands.specs
+
+    // Names as bytes beside the specs, so that a lookup compares bytes without copying entries.
+    private static let nameBytes: [[UInt8]] = all.map { Array($0.name.utf8) }
+
+    /// The spec of the command named `name`, compared ASCII case-insensitively.
+    static func lookup(_ name: ArraySlice<UInt8>) -> CommandSpec? {
+        name.withUnsafeBufferPointer { given in
+            for index in nameBytes.indices where matches(given, nameBytes[index]) { return all[index] }
+            return nil
+        }
+    }
+
+    /// Whether `given` is the upper-case ASCII word `upper` in any ASCII letter case (no
+    /// Unicode folding: `ﬁ` or `ı` never match `FI` or `I`).
+    static func matches(_ given: ArraySlice<UInt8>, _ upper: [UInt8]) -> Bool {
+        given.withUnsafeBufferPointer { matches($0, upper) }
+    }
+
+    private static func matches(_ given: UnsafeBufferPointer<UInt8>, _ upper: [UInt8]) -> Bool {
+        guard given.count == upper.count else { return false }
+        return upper.withUnsafeBufferPointer { expected in
+            for i in 0..<given.count {
+                let byte = given[i]
+                // Letters only: `& 0xDF` upper-cases a-z and would also fold some non-letters.
+                guard byte | 0x20 >= 0x61, byte | 0x20 <= 0x7A, byte & 0xDF == expected[i] else { return false }
+            }
+            return true
+        }
+    }
+}

@@ -36,6 +36,8 @@ final class EventLoop: @unchecked Sendable {
     /// Sessions whose connection closed while a command of theirs was still running: ended when
     /// its replies come back (or when the loop stops), so the hook runs after their last command.
     private var endedInFlight: [UInt64: (session: ClientSession, reason: SessionEnd)] = [:]
+    /// How many sessions were ended only once their command in flight finished (for tests).
+    let sessionsEndedAfterFlight = Atomic<Int>(0)
     /// Runs the namespace actors' work on this thread (nil with `--execution pool`).
     private let executor: LoopExecutor?
     private let stopRequested = Atomic<Bool>(false)
@@ -378,6 +380,7 @@ final class EventLoop: @unchecked Sendable {
             guard let c = connections[done[index].connection] else {
                 if let ended = endedInFlight.removeValue(forKey: done[index].connection) {
                     processor.endSession(ended.session, reason: ended.reason)
+                    sessionsEndedAfterFlight.add(1, ordering: .relaxed)
                 }
                 continue
             }

@@ -37,7 +37,7 @@ let package = Package(
                           path: "Benchmarks/Sources/actorkv-bench", swiftSettings: strict),
         .target(name: "ActorKVClient", dependencies: ["ActorKVProtocol"], path: "Clients/Swift/ActorKVClient",
                 swiftSettings: strict),
-        .executableTarget(name: "actorkv", dependencies: ["ActorKVClient"], path: "Clients/CLI/actorkv",
+        .executableTarget(name: "actorkv", dependencies: ["ActorKVClient", "ActorKVProtocol"], path: "Clients/CLI/actorkv",
                           swiftSettings: strict),
         // Tests' own child-process runner (posix_spawn + waitpid), shared by the test targets below.
         .target(name: "CActorKVTestSys", path: "Tests/CActorKVTestSys"),

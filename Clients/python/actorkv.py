@@ -40,6 +40,7 @@ __all__ = [
     "ActorKVError",
     "ActorKVTimeoutError",
     "Client",
+    "ERROR_CODES",
     "NOT_READY",
     "Pipeline",
     "ProtocolError",
@@ -57,7 +58,14 @@ DEFAULT_SOCKET = "./actorkv.sock"
 #: The first bytes of the five RESP2 reply types: + - : $ *
 _REPLY_TYPES = frozenset(b"+-:$*")
 
-#: Error codes after which the server closes the connection.
+#: Every error code the server sends (the first word of ``-CODE message``, the ``code`` of a
+#: :class:`ServerError`); protocol.md's error table says when each is sent. The same codes in
+#: the same order as the server's ``WireErrorCode.allCases`` (a Swift test checks).
+ERROR_CODES = ("ERR", "BADNS", "BADKEY", "TOOBIG", "BADCURSOR", "CORRUPT", "IOERR", "SHUTDOWN",
+               "PROTO", "MAXCLIENTS", "NOPERM")
+
+#: The codes of :data:`ERROR_CODES` after which the server closes the connection (a Swift test
+#: checks them against ``WireErrorCode.closesConnection``).
 _FATAL_CODES = frozenset({"PROTO", "MAXCLIENTS", "NOPERM"})
 
 #: poll(2) where there is one (no limit on descriptor numbers); select(2) otherwise.
@@ -77,9 +85,10 @@ class ServerError(ActorKVError):
     """The server replied with an error, ``-CODE message``.
 
     Attributes:
-        code: the first word of the error line, e.g. ``"ERR"``, ``"BADNS"``, ``"BADKEY"``,
-            ``"TOOBIG"``, ``"BADCURSOR"``, ``"CORRUPT"``, ``"IOERR"``, ``"SHUTDOWN"``,
-            ``"PROTO"``, ``"MAXCLIENTS"`` or ``"NOPERM"``.
+        code: the first word of the error line, one of :data:`ERROR_CODES`: ``"ERR"``,
+            ``"BADNS"``, ``"BADKEY"``, ``"TOOBIG"``, ``"BADCURSOR"``, ``"CORRUPT"``,
+            ``"IOERR"``, ``"SHUTDOWN"``, ``"PROTO"``, ``"MAXCLIENTS"`` or ``"NOPERM"`` (a
+            newer server's code not in that list is kept as sent).
         message: the rest of the line (may be empty).
     """
 

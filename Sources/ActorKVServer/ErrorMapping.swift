@@ -1,24 +1,25 @@
 import ActorKVProtocol
 import ActorKVStore
 
-/// The one place where failures become wire errors (`-CODE message`). protocol.md lists the codes.
+/// The one place where failures become wire errors (`-CODE message`). Every reply here is built
+/// from a ``WireErrorCode``; protocol.md's error table documents the codes.
 public enum ErrorMapping {
     /// The reply for an engine error.
     public static func reply(for error: StoreError) -> Reply {
-        .error(code(for: error.code) + " " + error.message)
+        .error(wireCode(for: error.code), error.message)
     }
 
     /// The reply for a refused command.
     public static func reply(for error: CommandError) -> Reply {
         switch error.kind {
-        case .unknownCommand, .arity, .syntax: return .error("ERR " + error.message)
-        case .store(let code): return .error(self.code(for: code) + " " + error.message)
+        case .unknownCommand, .arity, .syntax: return .error(.err, error.message)
+        case .store(let code): return .error(wireCode(for: code), error.message)
         }
     }
 
     /// The reply for a framing error; the connection is closed after it.
     public static func reply(for error: ProtocolError) -> Reply {
-        .error("PROTO " + error.message)
+        .error(.proto, error.message)
     }
 
     /// The reply for any other error.
@@ -26,34 +27,42 @@ public enum ErrorMapping {
         if let e = error as? StoreError { return reply(for: e) }
         if let e = error as? CommandError { return reply(for: e) }
         if let e = error as? ProtocolError { return reply(for: e) }
-        return .error("ERR \(error)")
+        return .error(.err, "\(error)")
     }
 
-    /// The sent to a connection refused because the server is full.
-    public static let maxClients = Reply.error("MAXCLIENTS max number of clients reached")
+    /// The reply sent to a connection refused because the server is full.
+    public static let maxClients = Reply.error(.maxClients, "max number of clients reached")
 
     /// The reply to a request read but not started when the server began shutting down.
-    public static let shuttingDown = Reply.error("SHUTDOWN the server is shutting down; this request was not run")
+    public static let shuttingDown = Reply.error(.shutdown, "the server is shutting down; this request was not run")
 
     /// The reply to a connection accepted while the server has no file descriptors to spare.
-    public static let outOfDescriptors = Reply.error("MAXCLIENTS the server is out of file descriptors (open files limit); try again later")
+    public static let outOfDescriptors = Reply.error(.maxClients, "the server is out of file descriptors (open files limit); try again later")
 
     /// The reply sent to a peer whose uid/gid is not allowed.
     public static func notPermitted(uid: UInt32, gid: UInt32) -> Reply {
-        .error("NOPERM connections from uid \(uid) gid \(gid) are not allowed")
+        .error(.noPerm, "connections from uid \(uid) gid \(gid) are not allowed")
     }
 
-    /// The wire code of each engine error code.
-    public static func code(for code: StoreError.Code) -> String {
+    /// The wire code of each engine error code. A switch with no default: an engine code added
+    /// to ``StoreError/Code`` does not compile until it is given its wire code here.
+    public static func wireCode(for code: StoreError.Code) -> WireErrorCode {
         switch code {
-        case .invalidNamespace: return "BADNS"
-        case .invalidKey: return "BADKEY"
-        case .valueTooLarge: return "TOOBIG"
-        case .invalidCursor: return "BADCURSOR"
-        case .corrupt: return "CORRUPT"
-        case .io, .durabilityLost: return "IOERR"
-        case .closed: return "SHUTDOWN"
-        default: return "ERR"
+        case .invalidNamespace: return .badNS
+        case .invalidKey: return .badKey
+        case .valueTooLarge: return .tooBig
+        case .invalidCursor: return .badCursor
+        case .corrupt: return .corrupt
+        case .io, .durabilityLost: return .ioErr
+        case .closed: return .shutdown
+        // A namespace directory refused as unsafe, or a malformed request the command parser
+        // let through; `locked` is raised only when the server opens its data directory at start.
+        case .unsafeDirectory, .invalidArgument, .locked: return .err
         }
+    }
+
+    /// The wire code word of each engine error code, e.g. "BADNS" (``wireCode(for:)``'s raw value).
+    public static func code(for code: StoreError.Code) -> String {
+        wireCode(for: code).rawValue
     }
 }

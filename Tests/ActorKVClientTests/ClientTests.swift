@@ -1,4 +1,5 @@
 @testable import ActorKVClient
+import ActorKVProtocol
 import Foundation
 import Glibc
 import Testing
@@ -149,9 +150,26 @@ struct ClientTests {
             #expect(unknown?.serverCode == "ERR")
             #expect(unknown?.description.hasPrefix("ERR unknown command") == true)
 
+            // The same codes, typed.
+            #expect(badNamespace?.wireCode == .badNS)
+            #expect(badKey?.wireCode == .badKey)
+            #expect(badCursor?.wireCode == .badCursor)
+            #expect(unknown?.wireCode == .err)
+
             let pong = try await kv.ping()
             #expect(pong == "PONG")
         }
+    }
+
+    @Test("wireCode types the code of a server error or refusal; nil for an unknown code or another error")
+    func wireCodeOfErrors() {
+        #expect(ActorKVError.fromErrorReply("TOOBIG value too large").wireCode == .tooBig)
+        #expect(ActorKVError.refused(path: "p", code: "NOPERM", message: "").wireCode == .noPerm)
+        let newer = ActorKVError.fromErrorReply("NEWCODE from a newer server")
+        #expect(newer.wireCode == nil)
+        #expect(newer.serverCode == "NEWCODE")
+        #expect(ActorKVError.timedOut("slow").wireCode == nil)
+        #expect(ActorKVError.refusalCodes == ["MAXCLIENTS", "NOPERM"])
     }
 
     @Test("200 concurrent calls on one client each get their own reply (pipelining)")

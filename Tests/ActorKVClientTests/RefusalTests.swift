@@ -125,6 +125,7 @@ struct RefusalTests {
                     continue
                 }
                 #expect(path == server.socketPath && code == "MAXCLIENTS")
+                #expect(error?.wireCode == .maxClients)
                 #expect(error?.isConnectionError == true)
                 #expect(error?.description.contains("cannot connect to \(server.socketPath): the server refused") == true)
             }

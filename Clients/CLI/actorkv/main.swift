@@ -6,6 +6,7 @@
 // Arguments are taken as raw bytes (not re-encoded), and `get` writes the value's exact bytes,
 // so binary keys and values survive. See `usage` below for every command and exit code.
 import ActorKVClient
+import ActorKVProtocol
 import Foundation
 import Glibc
 
@@ -350,7 +351,7 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
         throw error
     } catch let error as ActorKVError {
         switch error {
-        case .server(let code, let message) where code == "MAXCLIENTS" || code == "NOPERM":
+        case .server(let code, let message) where error.wireCode?.refusesConnection == true:
             // A refusal on accept is "cannot connect" (the client reports it as .refused; this
             // keeps exit 4 should one ever come back as a reply).
             throw Failure(code: Exit.connection, message: "actorkv: cannot connect to \(socketPath): "

@@ -1,3 +1,5 @@
+import ActorKVProtocol
+
 /// Every failure an ``ActorKVClient`` or ``RemoteRepository`` call can report.
 ///
 /// The cases fall into three groups, each with a convenience test:
@@ -8,9 +10,12 @@
 /// - the bytes were not what was expected (``protocolViolation(_:)``, ``decodingFailed(namespace:key:reason:)``,
 ///   ``encodingFailed(_:)``).
 public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The server answered `-CODE message`. `code` is one of `ERR`, `BADNS`, `BADKEY`, `TOOBIG`,
-    /// `BADCURSOR`, `CORRUPT`, `IOERR`, `SHUTDOWN`, `PROTO` (see protocol.md). The server's refusal
-    /// of a connection (`MAXCLIENTS`, `NOPERM`) is ``refused(path:code:message:)`` instead.
+    /// The server answered `-CODE message`. `code` is the raw value of a `WireErrorCode` (the
+    /// list protocol.md documents): `ERR`, `BADNS`, `BADKEY`, `TOOBIG`, `BADCURSOR`, `CORRUPT`,
+    /// `IOERR`, `SHUTDOWN` or `PROTO`, typed as ``wireCode``; it stays a string so that a code
+    /// a newer server sends still arrives. The server's refusal of a connection (the codes whose
+    /// `WireErrorCode/refusesConnection` is true: `MAXCLIENTS`, `NOPERM`) is
+    /// ``refused(path:code:message:)`` instead.
     case server(code: String, message: String)
     /// The socket at `path` could not be connected to; `errno` is the `connect(2)` (or `socket(2)`)
     /// error number and `reason` its text, e.g. "No such file or directory" when no server runs there.
@@ -49,13 +54,24 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The codes of the error replies with which a server refuses a connection on accepting it.
-    static let refusalCodes: Set<String> = ["MAXCLIENTS", "NOPERM"]
+    /// The codes of the error replies with which a server refuses a connection on accepting it
+    /// (`MAXCLIENTS`, `NOPERM`: the `WireErrorCode`s whose `refusesConnection` is true).
+    static let refusalCodes: Set<String> = Set(WireErrorCode.allCases.filter(\.refusesConnection).map(\.rawValue))
 
     /// The server's error code (`BADNS`, `TOOBIG`, …) for ``server(code:message:)``, else nil.
     public var serverCode: String? {
         if case .server(let code, _) = self { return code }
         return nil
+    }
+
+    /// The server's error code, typed, for ``server(code:message:)`` and
+    /// ``refused(path:code:message:)``; nil for any other case, and for a code this client does
+    /// not know (a newer server's; ``serverCode`` still has its text).
+    public var wireCode: WireErrorCode? {
+        switch self {
+        case .server(let code, _), .refused(_, let code, _): return WireErrorCode(rawValue: code)
+        default: return nil
+        }
     }
 
     /// A one-line explanation, e.g. `BADNS namespace name is empty` or

@@ -1,0 +1,67 @@
+/// The code word that starts every error reply, `-CODE message\r\n`: the one list of them, shared
+/// by the server (which sends them), the Swift client and the CLI (which read them).
+///
+/// The raw value is the word on the wire. protocol.md's "Errors" table documents each code, and
+/// the Python client's `ERROR_CODES` lists the same words; tests check both against ``allCases``.
+public enum WireErrorCode: String, CaseIterable, Sendable {
+    /// `ERR`: unknown command, wrong number of arguments (the message gives the usage), bad option
+    /// or BATCH op; a namespace whose directory the server refuses to use (a symbolic link or not
+    /// a directory, or another user's or writable by others; the message says which).
+    case err = "ERR"
+    /// `BADNS`: namespace name outside the allowed set.
+    case badNS = "BADNS"
+    /// `BADKEY`: empty key, or longer than 65,536 bytes.
+    case badKey = "BADKEY"
+    /// `TOOBIG`: value longer than `--max-value-bytes`.
+    case tooBig = "TOOBIG"
+    /// `BADCURSOR`: a SCAN cursor the server did not produce.
+    case badCursor = "BADCURSOR"
+    /// `CORRUPT`: the namespace's files cannot be read as written; the message names the file and
+    /// byte offset. The namespace accepts nothing until repaired; the files are never modified.
+    case corrupt = "CORRUPT"
+    /// `IOERR`: a read, write or fsync failed (disk full, device error). A write whose log append
+    /// failed was not applied. A write whose fsync failed (under `always`) was applied in memory
+    /// but not acknowledged: whether it survives a restart is unknown. After a failed fsync the
+    /// namespace refuses writes until the server restarts.
+    case ioErr = "IOERR"
+    /// `SHUTDOWN`: the server is shutting down: the answer to each request it had read but not
+    /// started when SIGTERM/SIGINT came (that request was not run), and to any that reaches a
+    /// store already closed.
+    case shutdown = "SHUTDOWN"
+    /// `PROTO`: framing error (a bad `*` or `$` header, a missing `\r\n` after a bulk, unbalanced
+    /// quotes, a limit exceeded), sent after the replies to the requests before it; then the
+    /// server closes the connection.
+    case proto = "PROTO"
+    /// `MAXCLIENTS`: sent on accept when `--max-clients` connections are open, or when the server
+    /// is out of file descriptors; then the server closes the connection.
+    case maxClients = "MAXCLIENTS"
+    /// `NOPERM`: sent on accept to a peer outside `--allow-uid`/`--allow-gid`; then the server
+    /// closes the connection.
+    case noPerm = "NOPERM"
+
+    /// True for the codes the server sends instead of serving a connection it has just accepted
+    /// (`MAXCLIENTS`, `NOPERM`): no request on that connection was run. A client reports these as
+    /// a refused connection rather than as the answer to a request.
+    public var refusesConnection: Bool {
+        switch self {
+        case .maxClients, .noPerm: return true
+        case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown, .proto: return false
+        }
+    }
+
+    /// True for the codes after which the server closes the connection (`PROTO`, `MAXCLIENTS`,
+    /// `NOPERM`); after any other the connection stays usable.
+    public var closesConnection: Bool {
+        switch self {
+        case .proto, .maxClients, .noPerm: return true
+        case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown: return false
+        }
+    }
+}
+
+extension Reply {
+    /// The error reply `-CODE message` (just `-CODE` when `message` is empty).
+    public static func error(_ code: WireErrorCode, _ message: String) -> Reply {
+        .error(message.isEmpty ? code.rawValue : code.rawValue + " " + message)
+    }
+}

@@ -245,7 +245,7 @@ final class EventLoop: @unchecked Sendable {
     private func refusal(for fd: Int32, peer: PeerCredentials?) -> Reply? {
         if connections.count >= configuration.maxClients { return ErrorMapping.maxClients }
         guard configuration.restrictsPeers else { return nil }
-        guard let peer else { return .error("NOPERM cannot read peer credentials") }
+        guard let peer else { return .error(.noPerm, "cannot read peer credentials") }
         let allowed = configuration.allows(uid: peer.uid, gid: peer.gid) { SocketCalls.peerGroups(fd) ?? [] }
         return allowed ? nil : ErrorMapping.notPermitted(uid: peer.uid, gid: peer.gid)
     }

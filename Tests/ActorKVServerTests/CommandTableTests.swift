@@ -1,0 +1,106 @@
+@testable import ActorKVServer
+import ActorKVProtocol
+import ActorKVStore
+import Foundation
+import Testing
+
+/// The command table against protocol.md, and each command's flags against what it does.
+@Suite("Command table: protocol.md lists exactly its commands; flags agree with what commands do")
+struct CommandTableTests {
+    /// One well-formed request per command, to parse. A command added to the table without one
+    /// here fails ``everyCommandHasASample()``: its flags must be checked too.
+    static let samples: [String: [String]] = [
+        "GET": ["GET", "ns", "k"], "PUT": ["PUT", "ns", "k", "v"], "DEL": ["DEL", "ns", "k", "j"],
+        "EXISTS": ["EXISTS", "ns", "k"], "COUNT": ["COUNT", "ns"], "SCAN": ["SCAN", "ns", "0", "COUNT", "5"],
+        "BATCH": ["BATCH", "ns", "PUT", "k", "v", "DEL", "j"], "PING": ["PING"], "ECHO": ["ECHO", "x"],
+        "QUIT": ["QUIT"], "CLIENT": ["CLIENT", "ID"], "INFO": ["INFO"], "NAMESPACES": ["NAMESPACES"],
+        "COMPACT": ["COMPACT", "ns"], "COMMAND": ["COMMAND", "DOCS"], "CONFIG": ["CONFIG", "GET", "save"],
+    ]
+
+    /// The command names in protocol.md's "## Commands" table: the first word of each
+    /// backticked request in the first column (`COMMAND …`, `CONFIG …` are two).
+    static func documentedCommands() throws -> Set<String> {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("protocol.md"), encoding: .utf8)
+        let section = try #require(text.components(separatedBy: "\n## Commands\n").dropFirst().first)
+            .components(separatedBy: "\n#").first!
+        var names: Set<String> = []
+        for line in section.split(separator: "\n") where line.hasPrefix("| `") {
+            let firstColumn = line.dropFirst(2).prefix { $0 != "|" }
+            for request in firstColumn.split(separator: "`", omittingEmptySubsequences: false).enumerated() where request.offset % 2 == 1 {
+                names.insert(String(request.element.split(separator: " ").first!))
+            }
+        }
+        return names
+    }
+
+    @Test("protocol.md's command table names exactly the commands in the table")
+    func documentationMatchesTheTable() throws {
+        let documented = try Self.documentedCommands()
+        let table = Set(CommandTable.all.map(\.name))
+        #expect(documented == table, "only documented: \(documented.subtracting(table)); only in the table: \(table.subtracting(documented))")
+        #expect(table.count == CommandTable.all.count, "a name is declared twice")
+    }
+
+    @Test("every command has a sample request here, and it parses")
+    func everyCommandHasASample() throws {
+        for spec in CommandTable.all {
+            let sample = try #require(Self.samples[spec.name], "no sample request for \(spec.name)")
+            let command = Command(parsing: Request(sample.map { Array($0.utf8) }))
+            if case .refused(let error) = command { Issue.record("\(spec.name): \(error.message)") }
+            // Found in any letter case.
+            #expect(CommandTable.lookup(Array(spec.name.lowercased().utf8)[...])?.name == spec.name)
+        }
+    }
+
+    @Test("flags agree with what each command does: data commands read or write as their flag says")
+    func flagsAgreeWithBehaviour() throws {
+        for spec in CommandTable.all {
+            let sample = try #require(Self.samples[spec.name])
+            let command = Command(parsing: Request(sample.map { Array($0.utf8) }))
+            let access = spec.flags.intersection([.readOnly, .write, .admin])
+            if spec.flags.contains(.namespaced) {
+                #expect([.readOnly, .write, .admin].contains(access), "\(spec.name): a namespaced command reads, writes or administers: \(access)")
+            }
+            #expect(!(spec.flags.contains(.readOnly) && spec.flags.contains(.write)), "\(spec.name)")
+            switch command {
+            case .data(let namespace, let operation):
+                #expect(spec.flags.contains(.namespaced) && namespace == "ns", "\(spec.name)")
+                #expect(operation.isWrite == spec.flags.contains(.write), "\(spec.name): isWrite \(operation.isWrite)")
+                #expect(operation.isWrite != spec.flags.contains(.readOnly), "\(spec.name)")
+            case .local:
+                #expect(!spec.flags.contains(.write), "\(spec.name): a write must run in its namespace's run")
+            case .refused(let error):
+                Issue.record("\(spec.name): \(error.message)")
+            }
+        }
+        #expect(CommandTable.lookup(Array("QUIT".utf8)[...])?.flags.contains(.session) == true)
+        #expect(CommandTable.lookup(Array("PING".utf8)[...])?.flags.contains(.allowedWhileFollowing) == true)
+    }
+
+    @Test("CLIENT ID, SETNAME and GETNAME answer as protocol.md says; bad names and subcommands are refused")
+    func clientCommands() async throws {
+        let directory = TemporaryDirectory()
+        let store = try Store(directory: directory.path + "/data")
+        let processor = CommandProcessor(store: store) { [] }
+        let session = ClientSession(id: 17, peer: nil)
+        let request = { (words: [String]) in Command(parsing: Request(words.map { Array($0.utf8) })) }
+        let replies = await processor.process([
+            request(["CLIENT", "GETNAME"]), request(["CLIENT", "SETNAME", "backup-job"]), request(["client", "getname"]),
+            request(["CLIENT", "ID"]), request(["CLIENT", "SETNAME", "two words"]), request(["CLIENT", "SETNAME", "tab\there"]),
+            request(["CLIENT", "KILL", "x"]), request(["CLIENT", "ID", "extra"]), request(["CLIENT", "SETNAME", ""]),
+            request(["CLIENT", "GETNAME"]), request(["CLIENT"]),
+        ], session: session)
+        #expect(replies[0] == .null)
+        #expect(replies[1] == .simple("OK"))
+        #expect(replies[2] == .bulk(Array("backup-job".utf8)))
+        #expect(replies[3] == .integer(17))
+        #expect(replies[4] == .error("ERR Client names cannot contain spaces, newlines or special characters."))
+        #expect(replies[5] == replies[4])
+        #expect(replies[6].errorCode == "ERR" && replies[7].errorCode == "ERR" && replies[10].errorCode == "ERR")
+        #expect(replies[8] == .simple("OK"))
+        #expect(replies[9] == .null)
+        #expect(session.name == nil)
+        await store.close()
+    }
+}

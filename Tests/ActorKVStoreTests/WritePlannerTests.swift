@@ -105,6 +105,30 @@ struct WritePlannerTests {
         }
     }
 
+    @Test("concurrent read-modify-writes with Namespace.update lose nothing (the README's counter)")
+    func concurrentUpdatesAddUp() async throws {
+        let dir = TempDir("plan-counter")
+        defer { dir.remove() }
+        try await withStore(dir.data) { store in
+            let counters = try await store.namespace("counters")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<200 {
+                    group.addTask {
+                        try await counters.update(Array("visits".utf8)) { old in
+                            Array(String((old.flatMap { Int(String(decoding: $0, as: UTF8.self)) } ?? 0) + 1).utf8)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(await counters.get(b("visits")) == b("200"))
+        }
+        try await withStore(dir.data) { store in
+            let counters = try await store.namespace("counters")
+            #expect(await counters.get(b("visits")) == b("200"))
+        }
+    }
+
     @Test("random runs of puts, deletes, batches and updates equal a model applied one at a time, and reopen the same")
     func modelRuns() async throws {
         let dir = TempDir("plan-model")

@@ -73,13 +73,45 @@ public struct CommandProcessor: Sendable {
     public struct Work: Sendable {
         /// The connection's session.
         public let session: ClientSession
-        /// Its commands, in order.
-        public let commands: [Command]
+        /// The commands, in order, unless they are all data commands on one namespace.
+        let commands: [Command]
+        /// When every command is a data command on one namespace: the namespace and the
+        /// operations, in order (and ``commands`` is empty). Such work is merged with other
+        /// connections' work on that namespace.
+        let merge: (namespace: String, operations: [Operation])?
 
-        /// Creates a unit of work.
-        public init(session: ClientSession, commands: [Command]) {
+        /// A unit of work of `commands`, in order.
+        public init(session: ClientSession, commands: consuming [Command]) {
             self.session = session
-            self.commands = commands
+            guard let namespace = Self.singleNamespace(of: commands) else {
+                self.commands = commands
+                merge = nil
+                return
+            }
+            // Moved out of the commands one by one (from the back, each into its place), not
+            // copied: a copy would retain each request's bytes once more, per request.
+            let count = commands.count
+            let operations = [Operation](unsafeUninitializedCapacity: count) { buffer, initialized in
+                var index = count
+                while let command = commands.popLast() {
+                    guard case .data(_, let operation) = consume command else { preconditionFailure("Work: not a data command") }
+                    index -= 1
+                    (buffer.baseAddress! + index).initialize(to: operation)
+                }
+                initialized = count
+            }
+            self.commands = []
+            merge = (namespace, operations)
+        }
+
+        /// The namespace when every command is a data command on it.
+        static func singleNamespace(of commands: borrowing [Command]) -> String? {
+            var namespace: String?
+            for index in commands.indices {
+                guard case .data(let ns, _) = commands[index], namespace == nil || namespace == ns else { return nil }
+                namespace = ns
+            }
+            return namespace
         }
     }
 
@@ -106,7 +138,7 @@ public struct CommandProcessor: Sendable {
         var merged: [String: [(work: Work, operations: [Operation])]] = [:]
         var order: [String] = []
         for work in batch {
-            guard let (namespace, operations) = Self.singleNamespace(work.commands) else {
+            guard let (namespace, operations) = work.merge else {
                 Task(executorPreference: executor) {
                     let replies = await process(work.commands, session: work.session)
                     deliver([Done(connection: work.session.id, replies: replies, quit: work.session.closeRequested)])
@@ -133,20 +165,6 @@ public struct CommandProcessor: Sendable {
             Task(executorPreference: executor) { deliver(done(await execution.settled(operations))) }
         }
         if !ready.isEmpty { deliver(ready) }
-    }
-
-    /// The namespace and operations when every command is a data command on one namespace.
-    static func singleNamespace(_ commands: [Command]) -> (String, [Operation])? {
-        var namespace: String?
-        var operations: [Operation] = []
-        operations.reserveCapacity(commands.count)
-        for command in commands {
-            guard case .data(let ns, let operation) = command, namespace == nil || namespace == ns else { return nil }
-            namespace = ns
-            operations.append(operation)
-        }
-        guard let namespace else { return nil }
-        return (namespace, operations)
     }
 
     private struct Group {

@@ -157,7 +157,7 @@ public actor Namespace {
                 planner.failWrites(error)
             }
         }
-        var outcomes = planner.outcomes
+        var outcomes = planner.takeOutcomes()
         performPending(operations, planner.resolved, &outcomes)
         if planner.hasRecords { afterWrite() }
         let wait = !planner.hasRecords || options.durability != .always

@@ -49,6 +49,13 @@ struct WritePlanner {
     /// Whether any record was encoded.
     var hasRecords: Bool { !written.isEmpty }
 
+    /// The outcomes, moved out (the planner keeps none): mutating them then copies nothing.
+    mutating func takeOutcomes() -> [Outcome?] {
+        var taken: [Outcome?] = []
+        swap(&taken, &outcomes)
+        return taken
+    }
+
     /// Plans every operation, in order, against `map` as the namespace holds it before the run.
     mutating func plan(_ operations: [Operation], in map: OrderedMap) {
         for index in operations.indices { plan(operations[index], at: index, of: operations, in: map) }

@@ -1,6 +1,7 @@
 import ActorKVProtocol
-import ActorKVServer
+@testable import ActorKVServer
 import ActorKVStore
+import Synchronization
 import Testing
 
 /// Commands run through the processor against a real store in a temp directory; no sockets.
@@ -153,6 +154,33 @@ import Testing
             #expect(await run(p, ["BATCH config PUT k1 v1 JUMP k2"])
                     == [.error("ERR BATCH op 2: unknown op 'JUMP' (expected PUT or DEL); nothing was applied")])
             #expect(await run(p, ["DEL config theme missing"]) == [.integer(1)])
+        }
+    }
+
+    /// Connections' pipelines on one namespace are merged into one run: a write that reads state,
+    /// in one connection's work, sees the writes before it from another connection's, although
+    /// none is applied until the run's records are written.
+    @Test func aMergedPipelineSeesTheEarlierWritesOfItsRun() async throws {
+        try await withProcessor { p in
+            _ = await run(p, ["PUT m counter 1"])
+            let append = { (suffix: String) in
+                Operation.update(key: Array("counter".utf8), Update { .set(($0 ?? []) + Array(suffix.utf8)) })
+            }
+            let first = CommandProcessor.Work(session: ClientSession(id: 1, peer: nil), commands: [
+                .data(namespace: "m", .put(key: Array("counter".utf8), value: Array("a".utf8))),
+                .data(namespace: "m", append("b")),
+            ])
+            let second = CommandProcessor.Work(session: ClientSession(id: 2, peer: nil), commands: [
+                .data(namespace: "m", append("c")),
+                .data(namespace: "m", .batch([.update(key: Array("counter".utf8), Update { .set(($0 ?? []) + Array("d".utf8)) }),
+                                               .put(key: Array("other".utf8), value: Array("x".utf8))])),
+            ])
+            #expect(first.merge != nil && second.merge != nil, "both are merged with each other")
+            let done = Mutex<[CommandProcessor.Done]>([])
+            await p.process(batch: [first, second]) { delivered in done.withLock { $0 += delivered } }
+            let replies = done.withLock { $0 }.sorted { $0.connection < $1.connection }.map(\.replies)
+            #expect(replies == [[.simple("OK"), .bulk("ab")], [.bulk("abc"), .array([.bulk("abcd"), .simple("OK")])]])
+            #expect(await run(p, ["GET m counter"]) == [.bulk("abcd")])
         }
     }
 

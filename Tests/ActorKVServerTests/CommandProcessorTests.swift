@@ -1,6 +1,7 @@
 import ActorKVProtocol
 import ActorKVServer
 import ActorKVStore
+import ActorKVTestSupport
 import Testing
 
 /// Commands run through the processor against a real store in a temp directory; no sockets.

@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Foundation
 import Testing
 
@@ -30,7 +31,7 @@ struct DurabilityTests {
 
     @Test("reopen after compaction: snapshot plus replay of later writes")
     func compactAndReopen() async throws {
-        let dir = TempDir("compact")
+        let dir = TemporaryDirectory("compact")
         defer { dir.remove() }
         let nsDir = dir.data + "/c"
         var model: [[UInt8]: [UInt8]] = [:]
@@ -86,7 +87,7 @@ struct DurabilityTests {
 
     @Test("compactions running while writers write lose nothing")
     func compactionDuringWrites() async throws {
-        let dir = TempDir("compactw")
+        let dir = TemporaryDirectory("compactw")
         defer { dir.remove() }
         // Small thresholds: writes trigger compactions by themselves too.
         var options = testOptions()
@@ -131,7 +132,7 @@ struct DurabilityTests {
     @Test("a damaged middle log record: the namespace refuses to open, names file and offset, and the file is untouched",
           arguments: ["body", "length past the end"])
     func corruptLogRecord(damage: String) async throws {
-        let dir = TempDir("corruptlog")
+        let dir = TemporaryDirectory("corruptlog")
         defer { dir.remove() }
         let log = dir.data + "/bad/000001.log"
         var goodModel: [[UInt8]: [UInt8]] = [:]
@@ -184,7 +185,7 @@ struct DurabilityTests {
     @Test("a damaged snapshot: the namespace refuses to open and the snapshot and log stay unchanged",
           arguments: SnapshotDamage.allCases)
     func corruptSnapshot(damage: SnapshotDamage) async throws {
-        let dir = TempDir("corruptsnap")
+        let dir = TemporaryDirectory("corruptsnap")
         defer { dir.remove() }
         let nsDir = dir.data + "/s"
         let snapshot = nsDir + "/snapshot.json"
@@ -245,7 +246,7 @@ struct DurabilityTests {
     @Test("a torn tail on the last segment is cut; data before it is intact",
           arguments: ["half record", "zero fill", "unfilled blocks"], [LogReservation.off, .standard(for: .always)])
     func tornTail(kind: String, reservation: LogReservation) async throws {
-        let dir = TempDir("torn")
+        let dir = TemporaryDirectory("torn")
         defer { dir.remove() }
         let log = dir.data + "/t/000001.log"
         var model: [[UInt8]: [UInt8]] = [:]
@@ -298,7 +299,7 @@ struct DurabilityTests {
 
     @Test("under always, zeros are reserved ahead of the log; a reopen keeps them and writes after the last record")
     func reservedSpaceSurvivesReopen() async throws {
-        let dir = TempDir("reserved")
+        let dir = TemporaryDirectory("reserved")
         defer { dir.remove() }
         let log = dir.data + "/r/000001.log"
         var model: [[UInt8]: [UInt8]] = [:]
@@ -328,7 +329,7 @@ struct DurabilityTests {
 
     @Test("a torn tail in a segment that is not the last is corruption")
     func tornOlderSegment() async throws {
-        let dir = TempDir("tornold")
+        let dir = TemporaryDirectory("tornold")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         let nsDir = dir.data + "/o"
@@ -360,7 +361,7 @@ struct DurabilityTests {
 
     @Test("ENOSPC while reserving log space: the put still succeeds (appended), the error is counted, space is reserved later")
     func noSpaceWhileReserving() async throws {
-        let dir = TempDir("enospc-reserve")
+        let dir = TemporaryDirectory("enospc-reserve")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         let log = dir.data + "/r/000001.log"
@@ -382,7 +383,7 @@ struct DurabilityTests {
 
     @Test("ENOSPC on a log append: the put fails with io, is not applied, and the next put works")
     func noSpaceOnAppend() async throws {
-        let dir = TempDir("enospc")
+        let dir = TemporaryDirectory("enospc")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         let log = dir.data + "/e/000001.log"
@@ -426,7 +427,7 @@ struct DurabilityTests {
 
     @Test("an append that fails and cannot be cut back stops every later write until reopened")
     func appendAndTruncateFail() async throws {
-        let dir = TempDir("trunc")
+        let dir = TemporaryDirectory("trunc")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         let log = dir.data + "/t/000001.log"
@@ -452,7 +453,7 @@ struct DurabilityTests {
 
     @Test("EIO on fsync under always: the waiting put gets durabilityLost and later writes are refused")
     func fsyncFailure() async throws {
-        let dir = TempDir("eio")
+        let dir = TemporaryDirectory("eio")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         let log = dir.data + "/f/000001.log"
@@ -511,7 +512,7 @@ struct DurabilityTests {
     @Test("a failure while compacting: compact() throws, the old snapshot and the log stay, reopen has everything",
           arguments: SnapshotFault.allCases)
     func compactionFailure(fault: SnapshotFault) async throws {
-        let dir = TempDir("snapfail")
+        let dir = TemporaryDirectory("snapfail")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         let nsDir = dir.data + "/n"
@@ -593,7 +594,7 @@ struct DurabilityTests {
 
     @Test("a data directory the store creates is made durable: its parent is fsync'd, and a failure says so")
     func dataDirectoryCreationIsDurable() async throws {
-        let dir = TempDir("mkdata")
+        let dir = TemporaryDirectory("mkdata")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         FaultInjector.failSyscall(.fsync, pathContains: dir.path, errno: EIO)
@@ -607,7 +608,7 @@ struct DurabilityTests {
 
     @Test("close() says which namespaces' logs may not be durable: a failed final fsync is not swallowed")
     func closeReportsFailedFinalFsync() async throws {
-        let dir = TempDir("closefsync")
+        let dir = TemporaryDirectory("closefsync")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         let store = try await openStore(dir.data, testOptions(.everysec))
@@ -622,7 +623,7 @@ struct DurabilityTests {
 
     @Test("a namespace whose directory could not be created can be created later")
     func namespaceCreationRetried() async throws {
-        let dir = TempDir("mkdir")
+        let dir = TemporaryDirectory("mkdir")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         try await withStore(dir.data) { store in
@@ -642,7 +643,7 @@ struct DurabilityTests {
     @Test("an I/O error while opening is not corruption: the namespace opens once the error is gone",
           arguments: ["log", "snapshot"])
     func transientOpenError(file: String) async throws {
-        let dir = TempDir("readerr")
+        let dir = TemporaryDirectory("readerr")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         let log = dir.data + (file == "log" ? "/r/000001.log" : "/r/snapshot.json")
@@ -675,7 +676,7 @@ struct DurabilityTests {
 
     @Test("EIO on the background fsync under everysec: later writes are refused")
     func everysecFsyncFailure() async throws {
-        let dir = TempDir("everysec")
+        let dir = TemporaryDirectory("everysec")
         defer { dir.remove() }
         defer { FaultInjector.reset() }
         let log = dir.data + "/e/000001.log"
@@ -692,7 +693,7 @@ struct DurabilityTests {
 
     @Test("the periodic compaction snapshots a namespace that changed, and reopening gives the same data")
     func periodicCompaction() async throws {
-        let dir = TempDir("periodic")
+        let dir = TemporaryDirectory("periodic")
         defer { dir.remove() }
         var options = testOptions(.everysec)
         options.compaction = CompactionPolicy(interval: 1)
@@ -717,7 +718,7 @@ struct DurabilityTests {
 
     @Test("group commit: 50 concurrent puts under always all succeed and all survive reopen")
     func groupCommit() async throws {
-        let dir = TempDir("group")
+        let dir = TemporaryDirectory("group")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("g")

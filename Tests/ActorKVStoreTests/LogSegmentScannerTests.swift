@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import ActorKVStore
+import ActorKVTestSupport
 
 /// The windowed scan of a segment file must reach exactly the verdict, records and torn-byte
 /// count of one scan over the whole file, whatever the window size.
@@ -76,7 +77,7 @@ struct LogSegmentScannerTests {
     @Test("any window size gives the whole-file verdict, records and torn bytes",
           arguments: [1, 7, 64, 100, 511, 512, 513, 1000, 4096, 1 << 20])
     func windowsAgreeWithWholeScan(window: Int) throws {
-        let dir = TempDir("segscan")
+        let dir = TemporaryDirectory("segscan")
         defer { dir.remove() }
         for (name, bytes) in Self.cases() {
             let path = dir.path + "/segment.log"
@@ -137,7 +138,7 @@ struct LogSegmentScannerTests {
 
     @Test("an error thrown for a record stops the scan and is rethrown")
     func bodyErrorStops() throws {
-        let dir = TempDir("segscan-err")
+        let dir = TemporaryDirectory("segscan-err")
         defer { dir.remove() }
         let path = dir.path + "/segment.log"
         try Data(Self.log(count: 30)).write(to: URL(fileURLWithPath: path))

@@ -85,7 +85,7 @@ struct LogSegmentScannerTests {
             let expected = Self.reference(bytes)
             var order: [UInt64] = []
             var offsets: [UInt64: Int] = [:]
-            let got = try LogSegmentScanner.scan(path, after: nil, window: window) { record, offset in
+            let got = try LogSegmentScanner.scan(path, after: nil, window: window, system: .plain) { record, offset in
                 order.append(record.sequence)
                 offsets[record.sequence] = offset
             }
@@ -144,7 +144,7 @@ struct LogSegmentScannerTests {
         try Data(Self.log(count: 30)).write(to: URL(fileURLWithPath: path))
         var seen = 0
         #expect(throws: StoreError.self) {
-            _ = try LogSegmentScanner.scan(path, after: nil, window: 100) { (record, _) throws(StoreError) in
+            _ = try LogSegmentScanner.scan(path, after: nil, window: 100, system: .plain) { (record, _) throws(StoreError) in
                 seen += 1
                 if record.sequence == 12 { throw StoreError(.corrupt, "stop") }
             }

@@ -37,7 +37,7 @@ struct SnapshotWindowTests {
             let original = Self.map(count: count)
             let document = SnapshotCodec.encode(original, header: SnapshotCodecTests.header)
             let path = try Self.write(document, in: dir)
-            let window = try FileWindow(path: path, capacity: capacity)
+            let window = try FileWindow(path: path, capacity: capacity, system: .plain)
             guard case .decoded(let header, let decoded) = try SnapshotCodec.decode(window: window, reserve: reserve) else {
                 Issue.record("\(count) entries, window \(capacity)/\(reserve): fell back to the whole file"); continue
             }
@@ -55,7 +55,7 @@ struct SnapshotWindowTests {
         let dir = TemporaryDirectory("snapwin-long")
         defer { dir.remove() }
         let path = try Self.write(SnapshotCodec.encode(Self.map(count: 400), header: SnapshotCodecTests.header), in: dir)
-        let outcome = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 1024), reserve: 512)
+        let outcome = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 1024, system: .plain), reserve: 512)
         guard case .needsWholeFile = outcome else { Issue.record("a 1.5 KB entry decoded through a 512-byte reserve"); return }
     }
 
@@ -67,7 +67,7 @@ struct SnapshotWindowTests {
         let padded = document + [UInt8](repeating: 0x20, count: 20_000) + b("x")
         #expect(SnapshotCodecTests.failure(padded)?.reason == "data after the end of the document")
         let path = try Self.write(padded, in: dir)
-        let outcome = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 8192), reserve: 4096)
+        let outcome = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 8192, system: .plain), reserve: 4096)
         guard case .needsWholeFile = outcome else { Issue.record("trailing data accepted"); return }
     }
 
@@ -82,7 +82,7 @@ struct SnapshotWindowTests {
             damaged[position] ^= 0x04
             let path = try Self.write(damaged, in: dir)
             let whole = Result { () throws(SnapshotCodec.Failure) in try SnapshotCodec.decode(damaged) }
-            let windowed = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 4096), reserve: 2048)
+            let windowed = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 4096, system: .plain), reserve: 2048)
             switch (windowed, whole) {
             case (.needsWholeFile, _):
                 fellBack += 1

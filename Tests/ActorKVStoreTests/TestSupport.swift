@@ -13,11 +13,11 @@ import Musl
 // reads. Temporary directories, the seeded generator and TestFailure come from ActorKVTestSupport.
 
 /// Options for tests: no periodic or size-triggered compaction, so a test compacts only when it
-/// says so (other suites arm compaction failpoints).
+/// says so; `faults` is the store's own fault injector, if the test arms one.
 func testOptions(_ durability: DurabilityPolicy = .always, limits: StoreLimits = StoreLimits(),
-                 allowShared: Bool = false) -> StoreOptions {
+                 allowShared: Bool = false, faults: FaultInjector? = nil) -> StoreOptions {
     StoreOptions(durability: durability, compaction: CompactionPolicy(interval: 0), limits: limits,
-                 allowSharedDirectory: allowShared)
+                 allowSharedDirectory: allowShared, faults: faults)
 }
 
 /// Opens a store, runs `body`, closes it. The store is released when this returns, which frees

@@ -12,7 +12,7 @@ import Musl
 /// Crash tests with real child processes: `actorkv-stress` is killed with SIGKILL at random
 /// moments, or stops itself with _exit(86) at a compaction failpoint, and the directory is then
 /// reopened in this process and compared with what the child acknowledged.
-@Suite("Crash tests (child processes)")
+@Suite("Crash tests (child processes)", .tags(.slow), .skippedWhenQuick)
 struct CrashTests {
     // MARK: - The child
 

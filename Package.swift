@@ -39,12 +39,14 @@ let package = Package(
                 swiftSettings: strict),
         .executableTarget(name: "actorkv", dependencies: ["ActorKVClient", "ActorKVProtocol"], path: "Clients/CLI/actorkv",
                           swiftSettings: strict),
-        // Tests' own child-process runner (posix_spawn + waitpid), shared by the test targets below.
+        // Tests' own child-process runner (posix_spawn + waitpid), shared by the test targets below
+        // with the other fixtures: temporary directories, an actorkvd server process, the built
+        // binaries, a seeded random generator, threads of their own for blocking test bodies.
         .target(name: "CActorKVTestSys", path: "Tests/CActorKVTestSys"),
         .target(name: "ActorKVTestSupport", dependencies: ["CActorKVTestSys"], path: "Tests/ActorKVTestSupport",
                 swiftSettings: strict),
         .testTarget(name: "ActorKVStoreTests", dependencies: ["ActorKVStore", "ActorKVTestSupport"], swiftSettings: strict),
-        .testTarget(name: "ActorKVProtocolTests", dependencies: ["ActorKVProtocol"], swiftSettings: strict),
+        .testTarget(name: "ActorKVProtocolTests", dependencies: ["ActorKVProtocol", "ActorKVTestSupport"], swiftSettings: strict),
         .testTarget(name: "ActorKVServerTests", dependencies: ["ActorKVServer", "ActorKVProtocol", "ActorKVTestSupport"],
                     swiftSettings: strict),
         .testTarget(name: "ActorKVClientTests", dependencies: ["ActorKVClient", "ActorKVTestSupport"], swiftSettings: strict),

@@ -12,7 +12,7 @@
 //               the zero-filled reservation ahead of records.
 // - Snapshot/   the JSON snapshot: its codec (whole-file and windowed), the atomic writer.
 // - OrderedMap/ the in-memory B+tree of keys and values, its group lookups and prefetch hints.
-// - System/     the one seam for file syscalls (`SystemCalls`), `Errno`, the fault injector
+// - System/     the one seam for file syscalls (`SystemCalls`), `Errno`, the per-store fault injector
 //               that tests arm through it, blocking I/O off the cooperative pool, file windows.
 // - Encoding/   CRC-32C, Base64, UTF-8 validation, byte helpers: pure functions.
 //

@@ -191,7 +191,8 @@ func compactCrash(_ o: [String: String]) async {
     let ackPath = o["ack-file"] ?? "/dev/null"
     let count = Int(o["count"] ?? "100") ?? 100
     var id = UInt64(o["first-id"] ?? "1") ?? 1
-    let options = StoreOptions(durability: .always, compaction: CompactionPolicy(interval: 0))
+    let faults = FaultInjector()
+    let options = StoreOptions(durability: .always, compaction: CompactionPolicy(interval: 0), faults: faults)
     let store = await openStore(dir, options)
     let ns: Namespace
     do { ns = try await store.namespace("crash") } catch { fail("opening namespace: \(error)") }
@@ -210,7 +211,7 @@ func compactCrash(_ o: [String: String]) async {
                 + [.delete(key: bytes("c3"))])
     id += 1
     if let name = o["failpoint"], getenv("ACTORKV_FAILPOINT") == nil {
-        FaultInjector.arm(failpoint: name, .exit(86))
+        faults.arm(failpoint: name, .exit(86))
     }
     do { try await ns.compact() } catch { fail("compact failed: \(error)") }
     print("compacted")

@@ -1,5 +1,6 @@
 @testable import ActorKVClient
 import ActorKVProtocol
+import ActorKVTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -7,16 +8,7 @@ import Testing
 /// Expects `body` to throw an ``ActorKVError`` and returns it.
 func expectActorKVError(_ body: () async throws -> Void,
                         sourceLocation: SourceLocation = #_sourceLocation) async -> ActorKVError? {
-    do {
-        try await body()
-        Issue.record("expected an ActorKVError, but the call succeeded", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as ActorKVError {
-        return error
-    } catch {
-        Issue.record("expected an ActorKVError, got \(error)", sourceLocation: sourceLocation)
-        return nil
-    }
+    await expectError(ActorKVError.self, body, sourceLocation: sourceLocation)
 }
 
 @Suite("ActorKVClient against a real actorkvd")
@@ -258,7 +250,7 @@ struct ClientTests {
             let next = await expectActorKVError { _ = try await kv.get("durable", "k") }
             #expect(next?.isConnectionError == true, "got \(String(describing: next))")
 
-            try await server.start()
+            try await server.restart()
             #expect(try await kv.getString("durable", "k") == "before the crash")
             try await kv.put("durable", "after", "restart")
             #expect(try await kv.count("durable") == 2)

@@ -1,3 +1,4 @@
+import ActorKVTestSupport
 import Foundation
 import Glibc
 import Synchronization
@@ -9,7 +10,7 @@ import Synchronization
 final class FakeServer: Sendable {
     /// The socket's path, in a private temporary directory.
     let path: String
-    private let directory: String
+    private let directory: TemporaryDirectory
     private let listener: Int32
     private let stopping = Atomic<Bool>(false)
     private let kept = Mutex<[Int32]>([])
@@ -17,21 +18,18 @@ final class FakeServer: Sendable {
     private let accepting: Bool
 
     init(backlog: Int32 = 16, accepting: Bool = true, handle: @escaping @Sendable (Int32) -> Bool = { _ in true }) throws {
-        var template = Array("/tmp/akf.XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw SetupError(description: "mkdtemp: \(errnoString())") }
-        directory = String(cString: made)
-        path = directory + "/s"
+        directory = TemporaryDirectory("akf")
+        path = directory.path + "/s"
         listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         self.accepting = accepting
-        var address = unixAddress(path)
+        var address = unixSocketAddress(path)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard listener >= 0, bound == 0, listen(listener, backlog) == 0 else {
             let message = "cannot listen on \(path): \(errnoString())"
             if listener >= 0 { close(listener) }
-            try? FileManager.default.removeItem(atPath: directory)
-            throw SetupError(description: message)
+            throw TestFailure(message)
         }
         guard accepting else { return }
         let thread = Thread { [self] in
@@ -58,34 +56,8 @@ final class FakeServer: Sendable {
         if accepting { acceptorDone.wait() }
         for fd in kept.withLock({ fds in defer { fds = [] }; return fds }) { close(fd) }
         close(listener)
-        try? FileManager.default.removeItem(atPath: directory)
+        directory.remove()
     }
-}
-
-/// A `sockaddr_un` for `path` (short enough: the tests' paths are).
-func unixAddress(_ path: String) -> sockaddr_un {
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    let bytes = Array(path.utf8)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        raw.copyBytes(from: bytes)
-        raw[bytes.count] = 0
-    }
-    return address
-}
-
-/// Connects a plain socket to `path` (no client, no threads); returns the descriptor or -1.
-func rawConnect(_ path: String) -> Int32 {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    var address = unixAddress(path)
-    let rc = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-    if rc != 0 {
-        close(fd)
-        return -1
-    }
-    return fd
 }
 
 /// Writes all of `bytes` to `fd` (a test's end of a socket); false if a write failed.

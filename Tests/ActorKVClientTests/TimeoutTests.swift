@@ -1,4 +1,5 @@
 @testable import ActorKVClient
+import ActorKVTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -152,10 +153,10 @@ struct TimeoutTests {
 /// for the caller to close): a connect(2) to it waits.
 private func fullQueue() throws -> (FakeServer, Int32) {
     let fake = try FakeServer(backlog: 0, accepting: false)
-    let filler = rawConnect(fake.path)
+    let filler = connectUnixSocket(fake.path)
     guard filler >= 0 else {
         fake.stop()
-        throw SetupError(description: "cannot fill the queue of \(fake.path): \(errnoString())")
+        throw TestFailure("cannot fill the queue of \(fake.path): \(errnoString())")
     }
     return (fake, filler)
 }

@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import ActorKVTestSupport
 
 /// Random replies whose encoding decodes back to themselves.
 enum ReplyGenerator {

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ActorKVProtocol
+import ActorKVTestSupport
 import Testing
 
 /// RESP2 multibulk requests: binary safety, skipped empty requests, each bad header, the limits.

@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import ActorKVTestSupport
 import Testing
 
 /// ReplyStream: incremental encoding gives the same bytes as `Reply.encode`, in bounded pieces,

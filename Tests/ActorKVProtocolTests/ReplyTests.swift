@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import ActorKVTestSupport
 import Testing
 
 /// Reply encoding, ReplyDecoder tables, and random round trips in every chunking.

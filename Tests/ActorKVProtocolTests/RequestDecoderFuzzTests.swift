@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import ActorKVTestSupport
 import Testing
 
 /// Randomized tests of RequestDecoder: random and mutated input in random splits must never

@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import ActorKVTestSupport
 import Testing
 
 /// RequestEncoder output, and its round trip through RequestDecoder.

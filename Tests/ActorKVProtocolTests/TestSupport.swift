@@ -1,22 +1,6 @@
 import ActorKVProtocol
+import ActorKVTestSupport
 import Foundation
-
-/// A small, fast, seedable generator (SplitMix64), so a failing random test can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var mixed = state
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return mixed ^ (mixed >> 31)
-    }
-}
 
 /// Settings read from the environment.
 enum TestEnvironment {

@@ -1,6 +1,7 @@
 import ActorKVProtocol
 @testable import ActorKVServer
 import ActorKVStore
+import ActorKVTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 @testable import ActorKVServer
 import ActorKVProtocol
 import ActorKVStore
+import ActorKVTestSupport
 import Foundation
 import Testing
 

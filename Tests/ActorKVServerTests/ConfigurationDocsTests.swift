@@ -1,4 +1,5 @@
 import ActorKVServer
+import ActorKVTestSupport
 import Foundation
 import Testing
 

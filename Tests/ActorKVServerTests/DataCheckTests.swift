@@ -1,5 +1,6 @@
 import ActorKVServer
 import ActorKVStore
+import ActorKVTestSupport
 import Foundation
 import Testing
 

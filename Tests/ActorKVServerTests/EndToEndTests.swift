@@ -128,9 +128,9 @@ import Glibc
             let dir = TemporaryDirectory()
             let server = try ServerProcess(directory: dir)
             defer { server.stop() }
-            let rival = try ChildProcess(BuiltProducts.actorkvd, ["--socket", server.socketPath, "--data-dir", dir.path + "/other"])
+            let rival = try ChildProcess(try ServerProcess.executable(), ["--socket", server.socketPath, "--data-dir", dir.path + "/other"])
             #expect(rival.waitForExit() == .exited(1))
-            let sameData = try ChildProcess(BuiltProducts.actorkvd, ["--socket", dir.path + "/other.sock", "--data-dir", server.dataPath])
+            let sameData = try ChildProcess(try ServerProcess.executable(), ["--socket", dir.path + "/other.sock", "--data-dir", server.dataPath])
             #expect(sameData.waitForExit() == .exited(1))
             #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"))
         }
@@ -151,7 +151,7 @@ import Glibc
     @Test func usageErrorsExitTwoAndHelpExitsZero() async throws {
         try await onOwnThread { () throws in
             func run(_ args: [String]) throws -> Int32 {
-                try ChildProcess(BuiltProducts.actorkvd, args).status
+                try ChildProcess(try ServerProcess.executable(), args).status
             }
             #expect(try run(["--help"]) == 0)
             #expect(try run(["--bogus"]) == 2)
@@ -190,7 +190,7 @@ import Glibc
         try await onOwnThread {
             let dir = TemporaryDirectory()
             _ = FileManager.default.createFile(atPath: dir.path + "/plain-file", contents: Data("x".utf8))
-            let p = try ChildProcess(BuiltProducts.actorkvd, ["--socket", dir.path + "/plain-file", "--data-dir", dir.path + "/data"],
+            let p = try ChildProcess(try ServerProcess.executable(), ["--socket", dir.path + "/plain-file", "--data-dir", dir.path + "/data"],
                                      stderr: .pipe)
             let message = String(decoding: p.readOutputs().stderr, as: UTF8.self)
             #expect(p.waitForExit() == .exited(1))

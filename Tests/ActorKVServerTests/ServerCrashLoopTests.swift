@@ -11,7 +11,7 @@ import Glibc
 /// acknowledged write, no acknowledged delete, and no half-applied batch.
 ///
 /// Cycles: $ACTORKV_CRASH_CYCLES (default 30; the soak mode runs 500).
-@Suite(.serialized) struct ServerCrashLoopTests {
+@Suite(.serialized, .tags(.slow), .skippedWhenQuick) struct ServerCrashLoopTests {
     static var cycles: Int { Int(ProcessInfo.processInfo.environment["ACTORKV_CRASH_CYCLES"] ?? "") ?? 30 }
 
     @Test func killNineLoopUnderFsyncAlwaysLosesNothingAcknowledged() async throws {

@@ -5,94 +5,6 @@ import Foundation
 import Glibc
 #endif
 
-/// A temporary directory removed when the value is deinitialised. Short paths (under /tmp) so
-/// socket paths stay under the 107-byte limit.
-final class TemporaryDirectory: @unchecked Sendable {
-    let path: String
-
-    init() {
-        var template = Array("/tmp/akv-XXXXXX".utf8CString)
-        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
-
-/// Where the built executables are: next to the test bundle, or $ACTORKVD.
-enum BuiltProducts {
-    static var directory: String {
-        var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        for _ in 0..<6 {
-            url.deleteLastPathComponent()
-            if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("actorkvd").path) { return url.path }
-        }
-        let fallback = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(".build/debug").path
-        return fallback
-    }
-
-    static var actorkvd: String {
-        if let env = ProcessInfo.processInfo.environment["ACTORKVD"] { return env }
-        return directory + "/actorkvd"
-    }
-}
-
-/// A real `actorkvd` child process in a temp directory.
-final class ServerProcess: @unchecked Sendable {
-    let directory: TemporaryDirectory
-    let socketPath: String
-    let dataPath: String
-    let process: ChildProcess
-    let stderrPath: String
-
-    /// Starts the server with extra flags and waits until it answers PING.
-    /// `environment` nil means this process's environment.
-    init(directory: TemporaryDirectory = TemporaryDirectory(), arguments: [String] = [], environment: [String: String]? = nil) throws {
-        self.directory = directory
-        socketPath = directory.path + "/s.sock"
-        dataPath = directory.path + "/data"
-        stderrPath = directory.path + "/stderr-\(UInt32.random(in: 0...UInt32.max)).log"
-        process = try ChildProcess(BuiltProducts.actorkvd, ["--socket", socketPath, "--data-dir", dataPath] + arguments,
-                                   environment: environment, stderr: .file(stderrPath))
-        try waitUntilReady()
-    }
-
-    private func waitUntilReady() throws {
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
-            if let c = try? RawConnection(path: socketPath), (try? c.command(["PING"])) == .simple("PONG") { return }
-            if !process.isRunning { throw TestFailure("actorkvd exited early: \(log)") }
-            usleep(20_000)
-        }
-        throw TestFailure("actorkvd did not answer PING within 30 s: \(log)")
-    }
-
-    var log: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
-    var pid: Int32 { process.pid }
-
-    /// Sends `signal` and waits for the exit; returns the exit status (or the signal for kills).
-    @discardableResult
-    func stop(signal: Int32 = SIGTERM) -> Int32 {
-        process.signal(signal)
-        return process.status
-    }
-
-    /// Resident memory of the server in KiB (VmRSS).
-    func residentKiB() -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return -1 }
-        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-            return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
-        }
-        return -1
-    }
-
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
 /// A blocking Unix-socket connection with a receive timeout, speaking raw bytes and RESP replies.
 final class RawConnection {
     let fd: Int32
@@ -109,23 +21,8 @@ final class RawConnection {
     }
 
     private static func connect(_ path: String) throws -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            let bytes = Array(path.utf8)
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else {
-            let code = errno
-            close(fd)
-            throw TestFailure("connect \(path): \(String(cString: strerror(code)))")
-        }
+        let fd = connectUnixSocket(path)
+        guard fd >= 0 else { throw TestFailure("connect \(path): \(String(cString: strerror(errno)))") }
         return fd
     }
 

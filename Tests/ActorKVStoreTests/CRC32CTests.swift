@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Testing
 
 @Suite("CRC-32C")
@@ -31,7 +32,7 @@ struct CRC32CTests {
 
     @Test("the CPU instruction and slicing-by-8 both equal the bitwise reference for every length 0…80 and every alignment")
     func bothImplementationsMatchReference() {
-        var rng = SeededRNG(seed: 7)
+        var rng = SeededGenerator(seed: 7)
         let data = rng.bytes(100)
         data.withUnsafeBytes { raw in
             for start in 0..<8 {
@@ -56,7 +57,7 @@ struct CRC32CTests {
 
     @Test("long inputs equal the reference, and checksums continue across any split")
     func longInputsAndContinuation() {
-        var rng = SeededRNG(seed: 42)
+        var rng = SeededGenerator(seed: 42)
         for length in [1000, 4093, 65_537] {
             let data = rng.bytes(length)
             #expect(CRC32C.checksum(data) == Self.reference(data), "length \(length)")
@@ -72,7 +73,7 @@ struct CRC32CTests {
 
     @Test("every single-bit change of a 64-byte input changes the checksum")
     func detectsSingleBitFlips() {
-        var rng = SeededRNG(seed: 3)
+        var rng = SeededGenerator(seed: 3)
         let data = rng.bytes(64)
         let original = CRC32C.checksum(data)
         for i in 0..<data.count {

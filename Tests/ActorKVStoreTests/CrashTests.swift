@@ -12,33 +12,13 @@ import Musl
 /// Crash tests with real child processes: `actorkv-stress` is killed with SIGKILL at random
 /// moments, or stops itself with _exit(86) at a compaction failpoint, and the directory is then
 /// reopened in this process and compared with what the child acknowledged.
-@Suite("Crash tests (child processes)")
+@Suite("Crash tests (child processes)", .tags(.slow), .skippedWhenQuick)
 struct CrashTests {
     // MARK: - The child
 
-    /// The actorkv-stress executable, which SwiftPM builds next to the test bundle.
+    /// The actorkv-stress executable, which SwiftPM builds next to the test bundle (or $ACTORKV_STRESS).
     static func stressExecutable() throws -> String {
-        let fm = FileManager.default
-        var candidates: [String] = []
-        if let explicit = ProcessInfo.processInfo.environment["ACTORKV_STRESS"] { candidates.append(explicit) }
-        let argv0 = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        candidates.append(argv0.deletingLastPathComponent().appendingPathComponent("actorkv-stress").path)
-        if let executable = Bundle.main.executableURL?.resolvingSymlinksInPath() {
-            candidates.append(executable.deletingLastPathComponent().appendingPathComponent("actorkv-stress").path)
-        }
-        // An .xctest bundle directory (macOS) sits in the products directory too.
-        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("actorkv-stress").path)
-        var directory = URL(fileURLWithPath: fm.currentDirectoryPath)
-        for _ in 0..<4 {
-            candidates.append(directory.appendingPathComponent(".build/debug/actorkv-stress").path)
-            directory.deleteLastPathComponent()
-        }
-        if let found = candidates.first(where: { fm.isExecutableFile(atPath: $0) }) { return found }
-        throw TestFailure("""
-            actorkv-stress was not found next to the test bundle. Build it first (`swift build`, or \
-            `swift build --product actorkv-stress`) or set ACTORKV_STRESS to its path. Looked at: \
-            \(candidates.joined(separator: ", "))
-            """)
+        try builtBinary("actorkv-stress", environment: "ACTORKV_STRESS")
     }
 
     /// A running actorkv-stress.
@@ -185,7 +165,7 @@ struct CrashTests {
     @Test("kill -9 at random moments: acknowledged writes survive, unacknowledged ones are all-or-nothing")
     func killNineCycles() async throws {
         _ = try Self.stressExecutable()
-        let dir = TempDir("kill")
+        let dir = TemporaryDirectory("kill")
         defer { dir.remove() }
         let ackPath = dir.path + "/acks"
         _ = FileManager.default.createFile(atPath: ackPath, contents: nil)  // a child may die before it opens it
@@ -230,7 +210,7 @@ struct CrashTests {
     @Test("a crash at each compaction step: reopening gives exactly the acknowledged data", arguments: failpoints)
     func compactionCrash(failpoint: String) async throws {
         _ = try Self.stressExecutable()
-        let dir = TempDir("fp")
+        let dir = TemporaryDirectory("fp")
         defer { dir.remove() }
         let ackPath = dir.path + "/acks"
         let nsDir = dir.data + "/crash"

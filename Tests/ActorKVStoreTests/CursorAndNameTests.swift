@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Testing
 
 @Suite("Scan cursors, namespace names, UTF-8 and base64 helpers")
@@ -43,7 +44,7 @@ struct CursorAndNameTests {
 
     @Test("UTF-8 validation agrees with the standard library on random and edge inputs")
     func utf8Validator() {
-        var rng = SeededRNG(seed: 5)
+        var rng = SeededGenerator(seed: 5)
         var inputs: [[UInt8]] = [[], [0xC2, 0x80], [0xC1, 0xBF], [0xE0, 0x9F, 0x80], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80],
                                  [0xF0, 0x90, 0x80, 0x80], [0xEF, 0xBF, 0xBF], [0xE2, 0x82], [0x80], [0xF5, 0x80, 0x80, 0x80]]
         for _ in 0..<3000 {
@@ -69,7 +70,7 @@ struct CursorAndNameTests {
             #expect(out == b(encoded))
             #expect(Base64.decode(b(encoded)) == b(plain))
         }
-        var rng = SeededRNG(seed: 9)
+        var rng = SeededGenerator(seed: 9)
         for n in 0..<50 {
             let data = rng.bytes(n)
             var out: [UInt8] = []

@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Foundation
 import Testing
 
@@ -10,13 +11,10 @@ import Musl
 
 /// Compaction, corruption refusal, torn tails, fault injection and group commit.
 ///
-/// Serialized: FaultInjector is process-wide. Syscall faults are scoped to each test's own temporary
-/// directory; failpoints are global by name, which is why every in-process compaction of the test
-/// target lives in this suite.
-@Suite("Durability, corruption and fault injection", .serialized)
+/// Each test that injects faults gives its store a ``FaultInjector`` of its own, so the tests can
+/// run in parallel with each other and with every other suite.
+@Suite("Durability, corruption and fault injection")
 struct DurabilityTests {
-    init() { FaultInjector.reset() }
-
     /// Writes `count` keys `prefix<i>` = `value-<i>` and returns the model.
     static func fill(_ ns: Namespace, _ prefix: String, _ count: Int, into model: inout [[UInt8]: [UInt8]]) async throws {
         for i in 0..<count {
@@ -30,7 +28,7 @@ struct DurabilityTests {
 
     @Test("reopen after compaction: snapshot plus replay of later writes")
     func compactAndReopen() async throws {
-        let dir = TempDir("compact")
+        let dir = TemporaryDirectory("compact")
         defer { dir.remove() }
         let nsDir = dir.data + "/c"
         var model: [[UInt8]: [UInt8]] = [:]
@@ -86,7 +84,7 @@ struct DurabilityTests {
 
     @Test("compactions running while writers write lose nothing")
     func compactionDuringWrites() async throws {
-        let dir = TempDir("compactw")
+        let dir = TemporaryDirectory("compactw")
         defer { dir.remove() }
         // Small thresholds: writes trigger compactions by themselves too.
         var options = testOptions()
@@ -131,7 +129,7 @@ struct DurabilityTests {
     @Test("a damaged middle log record: the namespace refuses to open, names file and offset, and the file is untouched",
           arguments: ["body", "length past the end"])
     func corruptLogRecord(damage: String) async throws {
-        let dir = TempDir("corruptlog")
+        let dir = TemporaryDirectory("corruptlog")
         defer { dir.remove() }
         let log = dir.data + "/bad/000001.log"
         var goodModel: [[UInt8]: [UInt8]] = [:]
@@ -184,7 +182,7 @@ struct DurabilityTests {
     @Test("a damaged snapshot: the namespace refuses to open and the snapshot and log stay unchanged",
           arguments: SnapshotDamage.allCases)
     func corruptSnapshot(damage: SnapshotDamage) async throws {
-        let dir = TempDir("corruptsnap")
+        let dir = TemporaryDirectory("corruptsnap")
         defer { dir.remove() }
         let nsDir = dir.data + "/s"
         let snapshot = nsDir + "/snapshot.json"
@@ -245,7 +243,7 @@ struct DurabilityTests {
     @Test("a torn tail on the last segment is cut; data before it is intact",
           arguments: ["half record", "zero fill", "unfilled blocks"], [LogReservation.off, .standard(for: .always)])
     func tornTail(kind: String, reservation: LogReservation) async throws {
-        let dir = TempDir("torn")
+        let dir = TemporaryDirectory("torn")
         defer { dir.remove() }
         let log = dir.data + "/t/000001.log"
         var model: [[UInt8]: [UInt8]] = [:]
@@ -298,7 +296,7 @@ struct DurabilityTests {
 
     @Test("under always, zeros are reserved ahead of the log; a reopen keeps them and writes after the last record")
     func reservedSpaceSurvivesReopen() async throws {
-        let dir = TempDir("reserved")
+        let dir = TemporaryDirectory("reserved")
         defer { dir.remove() }
         let log = dir.data + "/r/000001.log"
         var model: [[UInt8]: [UInt8]] = [:]
@@ -328,18 +326,18 @@ struct DurabilityTests {
 
     @Test("a torn tail in a segment that is not the last is corruption")
     func tornOlderSegment() async throws {
-        let dir = TempDir("tornold")
+        let dir = TemporaryDirectory("tornold")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
+        let faults = FaultInjector()
         let nsDir = dir.data + "/o"
-        try await withStore(dir.data) { store in
+        try await withStore(dir.data, testOptions(faults: faults)) { store in
             var model: [[UInt8]: [UInt8]] = [:]
             let ns = try await store.namespace("o")
             try await Self.fill(ns, "k", 3, into: &model)
             // A compaction that stops right after rotating leaves two segments.
-            FaultInjector.arm(failpoint: "compaction.afterRotate", .fail)
+            faults.arm(failpoint: "compaction.afterRotate", .fail)
             #expect(await storeError { try await ns.compact() }?.code == .io)
-            FaultInjector.reset()
+            faults.reset()
             try await ns.put(b("in-second"), b("x"))
         }
         let segments = segmentFiles(nsDir)
@@ -360,14 +358,14 @@ struct DurabilityTests {
 
     @Test("ENOSPC while reserving log space: the put still succeeds (appended), the error is counted, space is reserved later")
     func noSpaceWhileReserving() async throws {
-        let dir = TempDir("enospc-reserve")
+        let dir = TemporaryDirectory("enospc-reserve")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
+        let faults = FaultInjector()
         let log = dir.data + "/r/000001.log"
-        try await withStore(dir.data) { store in
+        try await withStore(dir.data, testOptions(faults: faults)) { store in
             let ns = try await store.namespace("r")
             // The first put reserves a chunk before it writes its record: fail that one write.
-            FaultInjector.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
+            faults.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
             try await ns.put(b("k"), b("v1"))
             #expect(await ns.currentStatistics().ioErrors == 1)
             #expect(fileSize(log) == logLength(log), "nothing reserved")
@@ -382,19 +380,19 @@ struct DurabilityTests {
 
     @Test("ENOSPC on a log append: the put fails with io, is not applied, and the next put works")
     func noSpaceOnAppend() async throws {
-        let dir = TempDir("enospc")
+        let dir = TemporaryDirectory("enospc")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
+        let faults = FaultInjector()
         let log = dir.data + "/e/000001.log"
         // Appends only: with zeros reserved ahead, the first write a fault hits may be the
         // reservation's (see the next test).
-        var options = testOptions()
+        var options = testOptions(faults: faults)
         options.reservation = .off
         try await withStore(dir.data, options) { store in
             let ns = try await store.namespace("e")
             try await ns.put(b("k"), b("old"))
             let size = logLength(log)
-            FaultInjector.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
+            faults.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
             let error = try #require(await storeError { try await ns.put(b("k"), b("new")) })
             #expect(error.code == .io)
             #expect(error.message.contains(String(cString: strerror(ENOSPC))), "\(error.message)")
@@ -403,7 +401,7 @@ struct DurabilityTests {
             #expect(await ns.count() == 1)
             #expect(logLength(log) == size)
             // A pipeline with the fault armed again: the write fails, the reads around it work.
-            FaultInjector.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
+            faults.failSyscall(.write, pathContains: log, errno: ENOSPC, count: 1)
             let run = await ns.execute([.get(b("k")), .put(key: b("k2"), value: b("v")), .get(b("k2")), .count])
             try await run.durability.wait()
             #expect(run.outcomes[0] == .value(b("old")))
@@ -426,17 +424,17 @@ struct DurabilityTests {
 
     @Test("an append that fails and cannot be cut back stops every later write until reopened")
     func appendAndTruncateFail() async throws {
-        let dir = TempDir("trunc")
+        let dir = TemporaryDirectory("trunc")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
+        let faults = FaultInjector()
         let log = dir.data + "/t/000001.log"
-        try await withStore(dir.data) { store in
+        try await withStore(dir.data, testOptions(faults: faults)) { store in
             let ns = try await store.namespace("t")
             try await ns.put(b("a"), b("1"))
-            FaultInjector.failSyscall(.write, pathContains: log, errno: EIO)
-            FaultInjector.failSyscall(.truncate, pathContains: log, errno: EIO)
+            faults.failSyscall(.write, pathContains: log, errno: EIO)
+            faults.failSyscall(.truncate, pathContains: log, errno: EIO)
             #expect(await storeError { try await ns.put(b("a"), b("2")) }?.code == .io)
-            FaultInjector.reset()
+            faults.reset()
             let refused = await storeError { try await ns.put(b("b"), b("1")) }
             #expect(refused?.code == .durabilityLost)
             #expect(refused?.message.contains(log) == true)
@@ -452,14 +450,14 @@ struct DurabilityTests {
 
     @Test("EIO on fsync under always: the waiting put gets durabilityLost and later writes are refused")
     func fsyncFailure() async throws {
-        let dir = TempDir("eio")
+        let dir = TemporaryDirectory("eio")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
+        let faults = FaultInjector()
         let log = dir.data + "/f/000001.log"
-        try await withStore(dir.data) { store in
+        try await withStore(dir.data, testOptions(faults: faults)) { store in
             let ns = try await store.namespace("f")
             try await ns.put(b("a"), b("1"))
-            FaultInjector.failSyscall(.fsync, pathContains: log, errno: EIO, count: 1)
+            faults.failSyscall(.fsync, pathContains: log, errno: EIO, count: 1)
             let error = try #require(await storeError { try await ns.put(b("a"), b("2")) })
             #expect(error.code == .durabilityLost)
             #expect(error.message.contains(log))
@@ -511,13 +509,13 @@ struct DurabilityTests {
     @Test("a failure while compacting: compact() throws, the old snapshot and the log stay, reopen has everything",
           arguments: SnapshotFault.allCases)
     func compactionFailure(fault: SnapshotFault) async throws {
-        let dir = TempDir("snapfail")
+        let dir = TemporaryDirectory("snapfail")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
+        let faults = FaultInjector()
         let nsDir = dir.data + "/n"
         var model: [[UInt8]: [UInt8]] = [:]
         var oldSnapshot: [UInt8] = []
-        try await withStore(dir.data) { store in
+        try await withStore(dir.data, testOptions(faults: faults)) { store in
             let ns = try await store.namespace("n")
             try await Self.fill(ns, "first", 30, into: &model)
             try await ns.compact()
@@ -529,16 +527,16 @@ struct DurabilityTests {
             let logsBefore = try segmentFiles(nsDir).map { try readFile($0) }
 
             if let name = fault.failpoint {
-                FaultInjector.arm(failpoint: name, .fail)
+                faults.arm(failpoint: name, .fail)
             } else {
                 switch fault {
-                case .writeOfTemporary: FaultInjector.failSyscall(.write, pathContains: nsDir + "/snapshot.json.tmp", errno: ENOSPC)
-                case .fsyncOfTemporary: FaultInjector.failSyscall(.fsync, pathContains: nsDir + "/snapshot.json.tmp", errno: EIO)
-                case .openOfTemporary: FaultInjector.failSyscall(.open, pathContains: nsDir + "/snapshot.json.tmp", errno: EMFILE)
-                case .rename: FaultInjector.failSyscall(.rename, pathContains: nsDir + "/snapshot.json", errno: EIO)
-                case .createNextSegment: FaultInjector.failSyscall(.open, pathContains: nsDir + "/000003.log", errno: ENOSPC)
-                case .headerOfNextSegment: FaultInjector.failSyscall(.write, pathContains: nsDir + "/000003.log", errno: ENOSPC)
-                case .presyncOfLog: FaultInjector.failSyscall(.fsync, pathContains: nsDir + "/000002.log", errno: EIO)
+                case .writeOfTemporary: faults.failSyscall(.write, pathContains: nsDir + "/snapshot.json.tmp", errno: ENOSPC)
+                case .fsyncOfTemporary: faults.failSyscall(.fsync, pathContains: nsDir + "/snapshot.json.tmp", errno: EIO)
+                case .openOfTemporary: faults.failSyscall(.open, pathContains: nsDir + "/snapshot.json.tmp", errno: EMFILE)
+                case .rename: faults.failSyscall(.rename, pathContains: nsDir + "/snapshot.json", errno: EIO)
+                case .createNextSegment: faults.failSyscall(.open, pathContains: nsDir + "/000003.log", errno: ENOSPC)
+                case .headerOfNextSegment: faults.failSyscall(.write, pathContains: nsDir + "/000003.log", errno: ENOSPC)
+                case .presyncOfLog: faults.failSyscall(.fsync, pathContains: nsDir + "/000002.log", errno: EIO)
                 default: Issue.record("unhandled \(fault)")
                 }
             }
@@ -546,8 +544,8 @@ struct DurabilityTests {
             // A failed fsync of the log itself means durability is lost (the page cache cannot be
             // trusted any more); any other step failing is a plain I/O error.
             #expect(error.code == (fault == .presyncOfLog ? .durabilityLost : .io), "\(error)")
-            if let name = fault.failpoint { #expect(FaultInjector.hits(name) == 1) }
-            FaultInjector.reset()
+            if let name = fault.failpoint { #expect(faults.hits(name) == 1) }
+            faults.reset()
 
             #expect(!fileExists(nsDir + "/snapshot.json.tmp"), "the temporary snapshot is removed")
             if !fault.replacedSnapshot {
@@ -593,42 +591,42 @@ struct DurabilityTests {
 
     @Test("a data directory the store creates is made durable: its parent is fsync'd, and a failure says so")
     func dataDirectoryCreationIsDurable() async throws {
-        let dir = TempDir("mkdata")
+        let dir = TemporaryDirectory("mkdata")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
-        FaultInjector.failSyscall(.fsync, pathContains: dir.path, errno: EIO)
-        let error = #expect(throws: StoreError.self) { _ = try Store(directory: dir.data + "/inner") }
+        let faults = FaultInjector()
+        faults.failSyscall(.fsync, pathContains: dir.path, errno: EIO)
+        let error = #expect(throws: StoreError.self) { _ = try Store(directory: dir.data + "/inner", options: StoreOptions(faults: faults)) }
         #expect(error?.code == .io)
         #expect(error?.message.contains("creating directory") == true, "\(String(describing: error))")
-        FaultInjector.reset()
+        faults.reset()
         let store = try Store(directory: dir.data + "/inner")
         await store.close()
     }
 
     @Test("close() says which namespaces' logs may not be durable: a failed final fsync is not swallowed")
     func closeReportsFailedFinalFsync() async throws {
-        let dir = TempDir("closefsync")
+        let dir = TemporaryDirectory("closefsync")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
-        let store = try await openStore(dir.data, testOptions(.everysec))
+        let faults = FaultInjector()
+        let store = try await openStore(dir.data, testOptions(.everysec, faults: faults))
         try await store.namespace("fine").put(b("k"), b("v"))
         try await store.namespace("n").put(b("k"), b("v"))
-        FaultInjector.failSyscall(.fsync, pathContains: dir.data + "/n/0000", errno: EIO)
+        faults.failSyscall(.fsync, pathContains: dir.data + "/n/0000", errno: EIO)
         #expect(await store.close() == ["n"])
-        FaultInjector.reset()
+        faults.reset()
         let again = try await openStore(dir.data, testOptions(.everysec))
         #expect(await again.close() == [])
     }
 
     @Test("a namespace whose directory could not be created can be created later")
     func namespaceCreationRetried() async throws {
-        let dir = TempDir("mkdir")
+        let dir = TemporaryDirectory("mkdir")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
-        try await withStore(dir.data) { store in
-            FaultInjector.failSyscall(.mkdir, pathContains: dir.data + "/fresh", errno: EACCES)
+        let faults = FaultInjector()
+        try await withStore(dir.data, testOptions(faults: faults)) { store in
+            faults.failSyscall(.mkdir, pathContains: dir.data + "/fresh", errno: EACCES)
             #expect(await storeError { _ = try await store.namespace("fresh") }?.code == .io)
-            FaultInjector.reset()
+            faults.reset()
             let ns = try await store.namespace("fresh")
             try await ns.put(b("k"), b("v"))
             #expect(await store.namespaceNames() == ["fresh"])
@@ -642,9 +640,9 @@ struct DurabilityTests {
     @Test("an I/O error while opening is not corruption: the namespace opens once the error is gone",
           arguments: ["log", "snapshot"])
     func transientOpenError(file: String) async throws {
-        let dir = TempDir("readerr")
+        let dir = TemporaryDirectory("readerr")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
+        let faults = FaultInjector()
         let log = dir.data + (file == "log" ? "/r/000001.log" : "/r/snapshot.json")
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("r")
@@ -652,12 +650,12 @@ struct DurabilityTests {
             if file == "snapshot" { try await ns.compact() }
         }
         let before = try readFile(log)
-        try await withStore(dir.data) { store in
-            FaultInjector.failSyscall(.read, pathContains: log, errno: EIO)
+        try await withStore(dir.data, testOptions(faults: faults)) { store in
+            faults.failSyscall(.read, pathContains: log, errno: EIO)
             let error = try #require(await storeError { _ = try await store.namespace("r") })
             #expect(error.code == .io)
             #expect(await store.unavailability(of: "r") == nil)
-            FaultInjector.reset()
+            faults.reset()
             let opened = try await store.namespace("r")
             #expect(await opened.get(b("k")) == b("v"))
         }
@@ -675,13 +673,13 @@ struct DurabilityTests {
 
     @Test("EIO on the background fsync under everysec: later writes are refused")
     func everysecFsyncFailure() async throws {
-        let dir = TempDir("everysec")
+        let dir = TemporaryDirectory("everysec")
         defer { dir.remove() }
-        defer { FaultInjector.reset() }
+        let faults = FaultInjector()
         let log = dir.data + "/e/000001.log"
-        try await withStore(dir.data, testOptions(.everysec)) { store in
+        try await withStore(dir.data, testOptions(.everysec, faults: faults)) { store in
             let ns = try await store.namespace("e")
-            FaultInjector.failSyscall(.fsync, pathContains: log, errno: EIO, count: 1)
+            faults.failSyscall(.fsync, pathContains: log, errno: EIO, count: 1)
             try await ns.put(b("a"), b("1"))  // returns before any fsync
             let failed = try await Self.eventually { await ns.currentStatistics().failure != nil }
             #expect(failed, "the once-a-second fsync ran and failed")
@@ -692,7 +690,7 @@ struct DurabilityTests {
 
     @Test("the periodic compaction snapshots a namespace that changed, and reopening gives the same data")
     func periodicCompaction() async throws {
-        let dir = TempDir("periodic")
+        let dir = TemporaryDirectory("periodic")
         defer { dir.remove() }
         var options = testOptions(.everysec)
         options.compaction = CompactionPolicy(interval: 1)
@@ -717,7 +715,7 @@ struct DurabilityTests {
 
     @Test("group commit: 50 concurrent puts under always all succeed and all survive reopen")
     func groupCommit() async throws {
-        let dir = TempDir("group")
+        let dir = TemporaryDirectory("group")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("g")

@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Foundation
 import Testing
 
@@ -11,7 +12,7 @@ import Glibc
 @Suite("Filesystem safety: symbolic links, ownership, a check that writes nothing")
 struct FilesystemSafetyTests {
     /// A file outside the data directory that a symbolic link will point at, with known bytes.
-    private func victim(in dir: TempDir, _ name: String = "victim") throws -> (path: String, bytes: [UInt8]) {
+    private func victim(in dir: TemporaryDirectory, _ name: String = "victim") throws -> (path: String, bytes: [UInt8]) {
         let path = dir.path + "/" + name
         let bytes = b("IMPORTANT, not ActorKV's")
         try writeFile(path, bytes)
@@ -20,7 +21,7 @@ struct FilesystemSafetyTests {
 
     @Test("a .lock that is a symbolic link is refused, and the file it points at is untouched")
     func lockSymlink() async throws {
-        let dir = TempDir("fs")
+        let dir = TemporaryDirectory("fs")
         defer { dir.remove() }
         let target = try victim(in: dir)
         mkdir(dir.data, 0o700)
@@ -36,7 +37,7 @@ struct FilesystemSafetyTests {
 
     @Test("a namespace directory that is a symbolic link is refused; nothing is written where it points")
     func namespaceSymlink() async throws {
-        let dir = TempDir("fs")
+        let dir = TemporaryDirectory("fs")
         defer { dir.remove() }
         let elsewhere = dir.path + "/elsewhere"
         mkdir(elsewhere, 0o700)
@@ -56,7 +57,7 @@ struct FilesystemSafetyTests {
 
     @Test("a snapshot.json.tmp planted as a symbolic link fails the compaction without writing through it")
     func temporarySnapshotSymlink() async throws {
-        let dir = TempDir("fs")
+        let dir = TemporaryDirectory("fs")
         defer { dir.remove() }
         let target = try victim(in: dir)
         try await withStore(dir.data) { store in
@@ -71,7 +72,7 @@ struct FilesystemSafetyTests {
 
     @Test("the offline check writes nothing to .lock and creates none")
     func checkWritesNoLock() async throws {
-        let dir = TempDir("fs")
+        let dir = TemporaryDirectory("fs")
         defer { dir.remove() }
         try await withStore(dir.data) { store in try await store.namespace("n").put(b("k"), b("v")) }
         try writeFile(dir.data + "/.lock", b("12345"))
@@ -85,7 +86,7 @@ struct FilesystemSafetyTests {
     @Test("a data or namespace directory owned by another user is refused unless sharing is allowed (as root)")
     func ownership() async throws {
         guard getuid() == 0 else { return }
-        let dir = TempDir("fs")
+        let dir = TemporaryDirectory("fs")
         defer { dir.remove() }
         mkdir(dir.data, 0o700)
         chown(dir.data, 65534, 65534)

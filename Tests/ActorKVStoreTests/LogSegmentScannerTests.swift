@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import ActorKVStore
+import ActorKVTestSupport
 
 /// The windowed scan of a segment file must reach exactly the verdict, records and torn-byte
 /// count of one scan over the whole file, whatever the window size.
@@ -76,7 +77,7 @@ struct LogSegmentScannerTests {
     @Test("any window size gives the whole-file verdict, records and torn bytes",
           arguments: [1, 7, 64, 100, 511, 512, 513, 1000, 4096, 1 << 20])
     func windowsAgreeWithWholeScan(window: Int) throws {
-        let dir = TempDir("segscan")
+        let dir = TemporaryDirectory("segscan")
         defer { dir.remove() }
         for (name, bytes) in Self.cases() {
             let path = dir.path + "/segment.log"
@@ -84,7 +85,7 @@ struct LogSegmentScannerTests {
             let expected = Self.reference(bytes)
             var order: [UInt64] = []
             var offsets: [UInt64: Int] = [:]
-            let got = try LogSegmentScanner.scan(path, after: nil, window: window) { record, offset in
+            let got = try LogSegmentScanner.scan(path, after: nil, window: window, system: .plain) { record, offset in
                 order.append(record.sequence)
                 offsets[record.sequence] = offset
             }
@@ -137,13 +138,13 @@ struct LogSegmentScannerTests {
 
     @Test("an error thrown for a record stops the scan and is rethrown")
     func bodyErrorStops() throws {
-        let dir = TempDir("segscan-err")
+        let dir = TemporaryDirectory("segscan-err")
         defer { dir.remove() }
         let path = dir.path + "/segment.log"
         try Data(Self.log(count: 30)).write(to: URL(fileURLWithPath: path))
         var seen = 0
         #expect(throws: StoreError.self) {
-            _ = try LogSegmentScanner.scan(path, after: nil, window: 100) { (record, _) throws(StoreError) in
+            _ = try LogSegmentScanner.scan(path, after: nil, window: 100, system: .plain) { (record, _) throws(StoreError) in
                 seen += 1
                 if record.sequence == 12 { throw StoreError(.corrupt, "stop") }
             }

@@ -1,5 +1,6 @@
 import Testing
 @testable import ActorKVStore
+import ActorKVTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -8,19 +9,6 @@ import Darwin
 #endif
 
 // MARK: - Helpers
-
-/// A small, fast, seedable generator (SplitMix64), so every failure can be replayed from its seed.
-private struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The seed for a test: `ORDEREDMAP_SEED` from the environment when set (to replay a failure),
 /// else `fallback`; printed either way.

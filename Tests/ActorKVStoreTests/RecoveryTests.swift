@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Foundation
 import Testing
 
@@ -9,7 +10,7 @@ struct RecoveryTests {
     /// Creates `<data>/<ns>/` holding the given segments (number → records) and snapshot. The
     /// segments start with a ``LogSegmentHeader`` when `headers` is set, as this build writes
     /// them; without, they are in the headerless format 0 of earlier builds.
-    static func layout(_ dir: TempDir, _ ns: String = "n", segments: [UInt64: [LogRecord]],
+    static func layout(_ dir: TemporaryDirectory, _ ns: String = "n", segments: [UInt64: [LogRecord]],
                        snapshot: (lastSequence: UInt64, pairs: [([UInt8], [UInt8])])? = nil,
                        snapshotNamespace: String? = nil, headers: Bool = false) throws -> String {
         let nsDir = dir.data + "/" + ns
@@ -42,7 +43,7 @@ struct RecoveryTests {
     @Test("segments replay in ascending order across files (with headers, and headerless as earlier builds wrote them)",
           arguments: [true, false])
     func segmentsInOrder(headers: Bool) async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         _ = try Self.layout(dir, segments: [
             3: [Self.put(5, "a", "5"), LogRecord(sequence: 6, mutations: [.delete(key: b("b"))])],
@@ -66,7 +67,7 @@ struct RecoveryTests {
 
     @Test("a snapshot plus segments it already covers (a crash before the log was dropped) replays only newer records")
     func snapshotOverlapsLog() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         _ = try Self.layout(dir, segments: [
             1: [Self.put(1, "a", "1"), Self.put(2, "b", "2"), Self.put(3, "a", "3")],
@@ -84,7 +85,7 @@ struct RecoveryTests {
 
     @Test("a snapshot with an empty active segment (a crash right after compaction) opens")
     func snapshotAndEmptySegment() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         _ = try Self.layout(dir, segments: [4: []], snapshot: (9, [(b("x"), [0xFF, 0x00])]))
         try await withStore(dir.data) { store in
@@ -106,7 +107,7 @@ struct RecoveryTests {
 
     @Test("sequence gaps and repeats are corruption, named by file and offset", arguments: Broken.allCases, [true, false])
     func brokenSequences(kind: Broken, headers: Bool) async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let start = headers ? LogSegmentHeader.length : 0
         let first = start + LogRecordCodec.encode(Self.put(1, "a", "1")).count
@@ -154,7 +155,7 @@ struct RecoveryTests {
 
     @Test("a leftover snapshot.json.tmp is removed and ignored")
     func leftoverTemporarySnapshot() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]])
         try writeFile(nsDir + "/snapshot.json.tmp", b("{\"format\":\"actorkv-snapshot\",\"vers"))
@@ -167,7 +168,7 @@ struct RecoveryTests {
 
     @Test("a snapshot of another namespace is refused")
     func snapshotOfAnotherNamespace() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = try Self.layout(dir, segments: [2: []], snapshot: (1, [(b("a"), b("1"))]), snapshotNamespace: "other")
         let before = try readFile(nsDir + "/snapshot.json")
@@ -182,7 +183,7 @@ struct RecoveryTests {
 
     @Test("files that are not namespaces or segments are ignored")
     func strayFiles() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]])
         try writeFile(nsDir + "/notes.txt", b("hello"))
@@ -199,7 +200,7 @@ struct RecoveryTests {
 
     @Test("a snapshot claiming an impossible last sequence number is refused (a write would overflow it)")
     func impossibleSnapshotSequence() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = try Self.layout(dir, segments: [2: []], snapshot: (UInt64.max, [(b("a"), b("1"))]))
         let before = try readFile(nsDir + "/snapshot.json")
@@ -213,7 +214,7 @@ struct RecoveryTests {
 
     @Test("log file names this build does not write (extra leading zeros, numbers past the limit) are not segments")
     func foreignSegmentNames() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]], headers: true)
         try writeFile(nsDir + "/0000002.log", b("not ours"))
@@ -236,7 +237,7 @@ struct RecoveryTests {
 
     @Test("every segment this build starts opens with its header: the first one and the one compaction starts")
     func segmentsStartWithTheHeader() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = dir.data + "/n"
         try await withStore(dir.data) { store in
@@ -259,7 +260,7 @@ struct RecoveryTests {
 
     @Test("a segment of an unknown format version is refused, named by file and offset, and left alone; other namespaces open")
     func unknownVersion() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")], 2: [Self.put(2, "a", "2")]], headers: true)
         _ = try Self.layout(dir, "other", segments: [1: [Self.put(1, "z", "9")]], headers: true)
@@ -282,7 +283,7 @@ struct RecoveryTests {
     @Test("a torn header in the last segment is cut; the records before it open, and new ones go after a whole header",
           arguments: [1, 4, 7])
     func tornHeaderInLastSegment(kept: Int) async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1"), Self.put(2, "b", "2")]], headers: true)
         try writeFile(Self.segmentPath(nsDir, 2), Array(LogSegmentHeader.encoded.prefix(kept)))
@@ -304,7 +305,7 @@ struct RecoveryTests {
 
     @Test("a torn header in a segment that is not the last is corruption")
     func tornHeaderInOlderSegment() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = try Self.layout(dir, segments: [2: [Self.put(1, "a", "1")]], headers: true)
         try writeFile(Self.segmentPath(nsDir, 1), Array(LogSegmentHeader.encoded.prefix(5)))
@@ -321,7 +322,7 @@ struct RecoveryTests {
     @Test("an empty last segment (a crash before its header reached the disk) gets a header before new records",
           arguments: [0, 4096])
     func emptyLastSegment(zeros: Int) async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]], headers: true)
         try writeFile(Self.segmentPath(nsDir, 2), [UInt8](repeating: 0, count: zeros))
@@ -341,7 +342,7 @@ struct RecoveryTests {
 
     @Test("a headerless segment (format 0, from an earlier build) is appended to as it is and reads back")
     func headerlessSegmentKeepsItsFormat() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]])
         try await withStore(dir.data) { store in
@@ -373,7 +374,7 @@ struct RecoveryTests {
 
     @Test("check reads every namespace as opening would, changes no file, and says what opening will do")
     func checkPredictsOpening() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         let two = [Self.put(1, "a", "1"), Self.put(2, "b", "2")]
         _ = try Self.layout(dir, "good", segments: [2: [Self.put(8, "c", "8")]], snapshot: (7, [(b("a"), b("1"))]), headers: true)
@@ -430,7 +431,7 @@ struct RecoveryTests {
 
     @Test("check refuses a directory a store holds, and a missing one, and creates nothing")
     func checkNeedsAFreeExistingDirectory() async throws {
-        let dir = TempDir("rec")
+        let dir = TemporaryDirectory("rec")
         defer { dir.remove() }
         _ = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]], headers: true)
         try await withStore(dir.data) { _ in

@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Foundation
 import Testing
 
@@ -36,7 +37,7 @@ private struct Unencodable: Codable, Identifiable, Sendable {
 struct RepositoryTests {
     @Test("String ids: save, find, loadAll in key order, count, delete; the stored bytes are sorted-key JSON under the id")
     func stringIDs() async throws {
-        let dir = TempDir("repo")
+        let dir = TemporaryDirectory("repo")
         defer { dir.remove() }
         let n1 = Note(id: "n1", text: "Why \"actors\"?\nBecause.", tags: ["ünïcode"])
         let n2 = Note(id: "n2", text: "", tags: [])
@@ -63,7 +64,7 @@ struct RepositoryTests {
 
     @Test("UUID and Int ids: keys are their text; loadAll pages past 1000 items")
     func uuidAndIntIDs() async throws {
-        let dir = TempDir("repo")
+        let dir = TemporaryDirectory("repo")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let readings = try await Repository<Reading>(store: store, namespace: "readings")
@@ -83,7 +84,7 @@ struct RepositoryTests {
 
     @Test("save(contentsOf:) is all-or-nothing: one item that cannot be encoded stores none of them")
     func batchIsAllOrNothing() async throws {
-        let dir = TempDir("repo")
+        let dir = TemporaryDirectory("repo")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let repo = try await Repository<Unencodable>(store: store, namespace: "batch")
@@ -98,7 +99,7 @@ struct RepositoryTests {
 
     @Test("bytes that do not decode as the type are an error, not a missing item")
     func undecodableBytes() async throws {
-        let dir = TempDir("repo")
+        let dir = TemporaryDirectory("repo")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let repo = try await Repository<Note>(store: store, namespace: "notes")
@@ -110,7 +111,7 @@ struct RepositoryTests {
 
     @Test("scanPage: key order, a prefix, and pages that together return every item once")
     func scanPages() async throws {
-        let dir = TempDir("repo")
+        let dir = TemporaryDirectory("repo")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let repo = try await Repository<Note>(store: store, namespace: "scan")

@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Foundation
 import Testing
 
@@ -71,7 +72,7 @@ struct SnapshotCodecTests {
         #expect(h == Self.header)
         #expect(m.count == 0)
 
-        var rng = SeededRNG(seed: 11)
+        var rng = SeededGenerator(seed: 11)
         var pairs = Self.pairs
         for i in 0..<200 { pairs.append((b("k\(i)"), rng.bytes(Int.random(in: 0..<90, using: &rng)))) }
         pairs.append((b("big"), rng.bytes(200_000)))

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import ActorKVStore
+import ActorKVTestSupport
 
 /// Loading a snapshot through a sliding window must give exactly what decoding the whole file
 /// gives, or hand the verdict to the whole-file decoder; never a different map, never a damaged
@@ -19,7 +20,7 @@ struct SnapshotWindowTests {
         return map
     }
 
-    static func write(_ bytes: [UInt8], in dir: TempDir) throws -> String {
+    static func write(_ bytes: [UInt8], in dir: TemporaryDirectory) throws -> String {
         let path = dir.path + "/snapshot.json"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         return path
@@ -30,13 +31,13 @@ struct SnapshotWindowTests {
     @Test("a window smaller than the file but larger than every entry slides through and decodes the same",
           arguments: [(8192, 4096), (20_000, 3100), (3100, 3100)])
     func slidesAndMatches(capacity: Int, reserve: Int) throws {
-        let dir = TempDir("snapwin")
+        let dir = TemporaryDirectory("snapwin")
         defer { dir.remove() }
         for count in [0, 1, 7, 400] {
             let original = Self.map(count: count)
             let document = SnapshotCodec.encode(original, header: SnapshotCodecTests.header)
             let path = try Self.write(document, in: dir)
-            let window = try FileWindow(path: path, capacity: capacity)
+            let window = try FileWindow(path: path, capacity: capacity, system: .plain)
             guard case .decoded(let header, let decoded) = try SnapshotCodec.decode(window: window, reserve: reserve) else {
                 Issue.record("\(count) entries, window \(capacity)/\(reserve): fell back to the whole file"); continue
             }
@@ -51,28 +52,28 @@ struct SnapshotWindowTests {
 
     @Test("an entry longer than the reserve hands the file to the whole-file decoder")
     func longEntryFallsBack() throws {
-        let dir = TempDir("snapwin-long")
+        let dir = TemporaryDirectory("snapwin-long")
         defer { dir.remove() }
         let path = try Self.write(SnapshotCodec.encode(Self.map(count: 400), header: SnapshotCodecTests.header), in: dir)
-        let outcome = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 1024), reserve: 512)
+        let outcome = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 1024, system: .plain), reserve: 512)
         guard case .needsWholeFile = outcome else { Issue.record("a 1.5 KB entry decoded through a 512-byte reserve"); return }
     }
 
     @Test("data after the end of the document, past the window, is not missed")
     func trailingDataBeyondTheWindow() throws {
-        let dir = TempDir("snapwin-tail")
+        let dir = TemporaryDirectory("snapwin-tail")
         defer { dir.remove() }
         let document = SnapshotCodec.encode(Self.map(count: 40), header: SnapshotCodecTests.header)
         let padded = document + [UInt8](repeating: 0x20, count: 20_000) + b("x")
         #expect(SnapshotCodecTests.failure(padded)?.reason == "data after the end of the document")
         let path = try Self.write(padded, in: dir)
-        let outcome = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 8192), reserve: 4096)
+        let outcome = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 8192, system: .plain), reserve: 4096)
         guard case .needsWholeFile = outcome else { Issue.record("trailing data accepted"); return }
     }
 
     @Test("no damaged snapshot decodes through the window: every changed byte falls back or decodes what the whole file does")
     func damageNeverDecodesDifferently() throws {
-        let dir = TempDir("snapwin-damage")
+        let dir = TemporaryDirectory("snapwin-damage")
         defer { dir.remove() }
         let original = SnapshotCodec.encode(Self.map(count: 60), header: SnapshotCodecTests.header)
         var checked = 0, fellBack = 0
@@ -81,7 +82,7 @@ struct SnapshotWindowTests {
             damaged[position] ^= 0x04
             let path = try Self.write(damaged, in: dir)
             let whole = Result { () throws(SnapshotCodec.Failure) in try SnapshotCodec.decode(damaged) }
-            let windowed = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 4096), reserve: 2048)
+            let windowed = try SnapshotCodec.decode(window: FileWindow(path: path, capacity: 4096, system: .plain), reserve: 2048)
             switch (windowed, whole) {
             case (.needsWholeFile, _):
                 fellBack += 1
@@ -97,7 +98,7 @@ struct SnapshotWindowTests {
 
     @Test("a namespace opens from a snapshot larger than the window")
     func recoveryUsesTheWindow() async throws {
-        let dir = TempDir("snapwin-open")
+        let dir = TemporaryDirectory("snapwin-open")
         defer { dir.remove() }
         var expected: [[UInt8]: [UInt8]] = [:]
         try await withStore(dir.data) { store in

@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Foundation
 import Testing
 
@@ -14,7 +15,7 @@ import Musl
 struct StoreTests {
     @Test("put, get, delete, count, exists")
     func basicOperations() async throws {
-        let dir = TempDir("basic")
+        let dir = TemporaryDirectory("basic")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("main")
@@ -46,7 +47,7 @@ struct StoreTests {
 
     @Test("invalid keys, values and namespace names are refused and change nothing")
     func validation() async throws {
-        let dir = TempDir("valid")
+        let dir = TemporaryDirectory("valid")
         defer { dir.remove() }
         try await withStore(dir.data, testOptions(limits: StoreLimits(maxKeyBytes: 8, maxValueBytes: 16))) { store in
             let ns = try await store.namespace("v")
@@ -75,7 +76,7 @@ struct StoreTests {
 
     @Test("GETs in a row are looked up together and each still sees exactly the writes before it")
     func runsOfGets() async throws {
-        let dir = TempDir("gets")
+        let dir = TemporaryDirectory("gets")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("g")
@@ -98,7 +99,7 @@ struct StoreTests {
         // Runs of PUTs are prefetched in groups before they are applied one at a time; groups
         // that contain writes to the same key, deletes, GETs and a refused PUT must still give
         // exactly what one operation at a time gives.
-        let dir = TempDir("putruns")
+        let dir = TemporaryDirectory("putruns")
         defer { dir.remove() }
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         func next(_ n: Int) -> Int {
@@ -146,7 +147,7 @@ struct StoreTests {
 
     @Test("a pipeline runs in order: a GET after a PUT in the same run sees it")
     func pipelines() async throws {
-        let dir = TempDir("pipe")
+        let dir = TemporaryDirectory("pipe")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("p")
@@ -188,7 +189,7 @@ struct StoreTests {
 
     @Test("a batch with one invalid mutation applies nothing and does not grow the log")
     func batchAllOrNothing() async throws {
-        let dir = TempDir("batch")
+        let dir = TemporaryDirectory("batch")
         defer { dir.remove() }
         let log = dir.data + "/b/000001.log"
         try await withStore(dir.data, testOptions(limits: StoreLimits(maxKeyBytes: 16, maxValueBytes: 64))) { store in
@@ -225,7 +226,7 @@ struct StoreTests {
 
     @Test("a write too large for one log record is refused up front, not written as a record recovery would refuse")
     func oversizedRecord() async throws {
-        let dir = TempDir("huge")
+        let dir = TemporaryDirectory("huge")
         defer { dir.remove() }
         let log = dir.data + "/h/000001.log"
         let value = [UInt8](repeating: 0x61, count: 64 << 20)  // the largest value allowed; shared, not copied
@@ -250,9 +251,9 @@ struct StoreTests {
 
     @Test("reopening gives the same data, binary keys and values included", arguments: DurabilityPolicy.allCases)
     func reopen(durability: DurabilityPolicy) async throws {
-        let dir = TempDir("reopen")
+        let dir = TemporaryDirectory("reopen")
         defer { dir.remove() }
-        var rng = SeededRNG(seed: 77)
+        var rng = SeededGenerator(seed: 77)
         var model: [[UInt8]: [UInt8]] = [:]
         var pool: [[UInt8]] = [[0x00], [0xFF], b("\r\n"), [0xC0, 0x80], b("é")]
         for i in 0..<40 { pool.append(b("key\(i)")) }
@@ -302,7 +303,7 @@ struct StoreTests {
 
     @Test("scan pagination returns every key exactly once while other keys are written between and during pages")
     func scanUnderConcurrentWrites() async throws {
-        let dir = TempDir("scan")
+        let dir = TemporaryDirectory("scan")
         defer { dir.remove() }
         try await withStore(dir.data, testOptions(.no)) { store in
             let ns = try await store.namespace("s")
@@ -312,7 +313,7 @@ struct StoreTests {
             }
             // A writer that keeps inserting and deleting keys between the stable ones while we scan.
             let writer = Task {
-                var rng = SeededRNG(seed: 1)
+                var rng = SeededGenerator(seed: 1)
                 var inserted: [[UInt8]] = []
                 var n = 0
                 while !Task.isCancelled || n < 50 {
@@ -326,7 +327,7 @@ struct StoreTests {
                 return n
             }
             func isStable(_ key: [UInt8]) -> Bool { key.first == UInt8(ascii: "m") && key.last! % 2 == 0 }
-            var rng = SeededRNG(seed: 2)
+            var rng = SeededGenerator(seed: 2)
             var seen: [[UInt8]] = []
             var all: [[UInt8]] = []
             var cursor = ScanCursor.start
@@ -360,7 +361,7 @@ struct StoreTests {
 
     @Test("prefix scans return exactly the keys with the prefix, page by page")
     func prefixScans() async throws {
-        let dir = TempDir("prefix")
+        let dir = TemporaryDirectory("prefix")
         defer { dir.remove() }
         try await withStore(dir.data, testOptions(.no)) { store in
             let ns = try await store.namespace("p")
@@ -406,7 +407,7 @@ struct StoreTests {
 
     @Test("a second Store on the same directory fails with locked until the first is gone")
     func directoryLock() async throws {
-        let dir = TempDir("lock")
+        let dir = TemporaryDirectory("lock")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("x")
@@ -425,7 +426,7 @@ struct StoreTests {
 
     @Test("a data directory writable by others is refused unless allowed")
     func unsafeDirectory() async throws {
-        let dir = TempDir("mode")
+        let dir = TemporaryDirectory("mode")
         defer { dir.remove() }
         #expect(mkdir(dir.data, 0o700) == 0)
         #expect(chmod(dir.data, 0o777) == 0)
@@ -446,7 +447,7 @@ struct StoreTests {
 
     @Test("the data directory is created with mode 0700, even when nested")
     func directoryCreation() async throws {
-        let dir = TempDir("create")
+        let dir = TemporaryDirectory("create")
         defer { dir.remove() }
         let nested = dir.path + "/a/b/c"
         try await withStore(nested) { store in try await store.namespace("n").put(b("k"), b("v")) }
@@ -458,7 +459,7 @@ struct StoreTests {
 
     @Test("after close, the store and its namespaces refuse writes but still serve reads")
     func closedStore() async throws {
-        let dir = TempDir("closed")
+        let dir = TemporaryDirectory("closed")
         defer { dir.remove() }
         let store = try await openStore(dir.data)
         let ns = try await store.namespace("c")
@@ -471,7 +472,7 @@ struct StoreTests {
 
     @Test("many namespaces open concurrently, once each")
     func concurrentOpens() async throws {
-        let dir = TempDir("opens")
+        let dir = TemporaryDirectory("opens")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let opened = try await withThrowingTaskGroup(of: (Int, ObjectIdentifier).self) { group in
@@ -489,7 +490,7 @@ struct StoreTests {
 
     @Test("a namespace kept after its store is dropped (not closed) keeps the directory locked; the lock goes with the last of them")
     func namespaceOutlivesItsStore() async throws {
-        let dir = TempDir("life")
+        let dir = TemporaryDirectory("life")
         defer { dir.remove() }
         // Only the namespace leaves this closure: the Store object is freed without close().
         var ns: Namespace? = try await { () async throws -> Namespace in

@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Foundation
 import Testing
 
@@ -8,33 +9,15 @@ import Glibc
 import Musl
 #endif
 
-// Shared helpers for the storage engine tests: temporary directories, file surgery, whole-namespace
-// reads, and a small deterministic random generator.
-
-/// A fresh directory (mode 0700, from mkdtemp) removed by ``remove()``.
-struct TempDir: Sendable {
-    let path: String
-
-    init(_ label: String = "t") {
-        let template = FileManager.default.temporaryDirectory.path + "/actorkv-\(label)-XXXXXX"
-        var bytes = Array(template.utf8CString)
-        let made = bytes.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        precondition(made != nil, "mkdtemp failed: \(String(cString: strerror(errno)))")
-        path = String(decoding: bytes.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    /// The data directory the store uses inside it.
-    var data: String { path + "/data" }
-
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
-}
+// Helpers for the storage engine tests: stores opened for a test, file surgery, whole-namespace
+// reads. Temporary directories, the seeded generator and TestFailure come from ActorKVTestSupport.
 
 /// Options for tests: no periodic or size-triggered compaction, so a test compacts only when it
-/// says so (other suites arm compaction failpoints).
+/// says so; `faults` is the store's own fault injector, if the test arms one.
 func testOptions(_ durability: DurabilityPolicy = .always, limits: StoreLimits = StoreLimits(),
-                 allowShared: Bool = false) -> StoreOptions {
+                 allowShared: Bool = false, faults: FaultInjector? = nil) -> StoreOptions {
     StoreOptions(durability: durability, compaction: CompactionPolicy(interval: 0), limits: limits,
-                 allowSharedDirectory: allowShared)
+                 allowSharedDirectory: allowShared, faults: faults)
 }
 
 /// Opens a store, runs `body`, closes it. The store is released when this returns, which frees
@@ -149,53 +132,15 @@ func records(in bytes: [UInt8]) -> (records: [(offset: Int, record: LogRecord)],
     return (found, end)
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// SplitMix64, seeded, so random tests are reproducible.
-struct SeededRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255, using: &self) } }
-}
-
 /// Awaits `body` and returns the StoreError it throws; records an issue if it throws nothing or
 /// something else.
 func storeError(_ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async -> StoreError? {
-    do {
-        try await body()
-        Issue.record("expected a StoreError, but the call succeeded", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as StoreError {
-        return error
-    } catch {
-        Issue.record("expected a StoreError, got \(error)", sourceLocation: sourceLocation)
-        return nil
-    }
+    await expectError(StoreError.self, body, sourceLocation: sourceLocation)
 }
 
 /// Same for a synchronous call.
 func storeErrorSync(_ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> StoreError? {
-    do {
-        try body()
-        Issue.record("expected a StoreError, but the call succeeded", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as StoreError {
-        return error
-    } catch {
-        Issue.record("expected a StoreError, got \(error)", sourceLocation: sourceLocation)
-        return nil
-    }
+    expectErrorSync(StoreError.self, body, sourceLocation: sourceLocation)
 }
 
 extension Dictionary where Key == [UInt8], Value == [UInt8] {

@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Testing
 
 /// The write planner: a write that reads state (an update) sees what the writes before it in the
@@ -15,7 +16,7 @@ struct WritePlannerTests {
 
     @Test("in one run: an update after a PUT, a DEL and another update of the same key sees each of them")
     func updateSeesEarlierWritesOfTheRun() async throws {
-        let dir = TempDir("plan-run")
+        let dir = TemporaryDirectory("plan-run")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("p")
@@ -46,7 +47,7 @@ struct WritePlannerTests {
 
     @Test("in one batch: each step sees the steps before it; a refusal applies and logs nothing")
     func stepsSeeEarlierSteps() async throws {
-        let dir = TempDir("plan-batch")
+        let dir = TemporaryDirectory("plan-batch")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("b")
@@ -82,7 +83,7 @@ struct WritePlannerTests {
 
     @Test("an update's computed value is held to the limits; a refused update leaves the rest of the run alone")
     func limitsAndRefusals() async throws {
-        let dir = TempDir("plan-limits")
+        let dir = TemporaryDirectory("plan-limits")
         defer { dir.remove() }
         try await withStore(dir.data, testOptions(limits: StoreLimits(maxValueBytes: 4))) { store in
             let ns = try await store.namespace("l")
@@ -107,7 +108,7 @@ struct WritePlannerTests {
 
     @Test("concurrent read-modify-writes with Namespace.update lose nothing (the README's counter)")
     func concurrentUpdatesAddUp() async throws {
-        let dir = TempDir("plan-counter")
+        let dir = TemporaryDirectory("plan-counter")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
             let counters = try await store.namespace("counters")
@@ -131,9 +132,9 @@ struct WritePlannerTests {
 
     @Test("random runs of puts, deletes, batches and updates equal a model applied one at a time, and reopen the same")
     func modelRuns() async throws {
-        let dir = TempDir("plan-model")
+        let dir = TemporaryDirectory("plan-model")
         defer { dir.remove() }
-        var random = SeededRNG(seed: 0x5eed_17)
+        var random = SeededGenerator(seed: 0x5eed_17)
         var model: [[UInt8]: [UInt8]] = [:]
         let keys = (0..<6).map { b("k\($0)") }
         func randomStep() -> BatchStep {

@@ -13,11 +13,14 @@ final class LogSegment: Sendable {
     let path: String
     /// The open descriptor (read-write).
     let fd: Int32
+    /// The syscalls its writes and fsyncs go through: its store's.
+    let system: SystemCalls
 
-    init(number: UInt64, path: String, fd: Int32) {
+    init(number: UInt64, path: String, fd: Int32, system: SystemCalls) {
         self.number = number
         self.path = path
         self.fd = fd
+        self.system = system
     }
 
     deinit { SystemCalls.close(fd) }
@@ -31,6 +34,8 @@ final class LogSegment: Sendable {
 struct NamespaceFiles: Sendable {
     /// The namespace's directory.
     let directory: String
+    /// The syscalls its files are touched through: its store's.
+    let system: SystemCalls
 
     var snapshotPath: String { directory + "/snapshot.json" }
     var temporarySnapshotPath: String { directory + "/snapshot.json.tmp" }
@@ -52,7 +57,7 @@ struct NamespaceFiles: Sendable {
         let digits = name.dropLast(4)
         guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
               let number = UInt64(digits), number <= maximumSegmentNumber,
-              NamespaceFiles(directory: "").segmentPath(number) == "/" + name else { return nil }
+              NamespaceFiles(directory: "", system: .plain).segmentPath(number) == "/" + name else { return nil }
         return number
     }
 
@@ -70,17 +75,17 @@ struct NamespaceFiles: Sendable {
     func createSegment(_ number: UInt64) throws(StoreError) -> LogSegment {
         let path = segmentPath(number)
         let fd: Int32
-        do { fd = try SystemCalls.open(path, O_RDWR | O_CREAT, mode: 0o600) } catch {
+        do { fd = try system.open(path, O_RDWR | O_CREAT, mode: 0o600) } catch {
             throw StoreError.io("creating log segment", path, error)
         }
-        let segment = LogSegment(number: number, path: path, fd: fd)
+        let segment = LogSegment(number: number, path: path, fd: fd, system: system)
         do {
             try Self.writeHeader(to: segment)
-            try SystemCalls.fsyncDirectory(directory)
+            try system.fsyncDirectory(directory)
             return segment
         } catch {
-            try? SystemCalls.unlink(path)
-            try? SystemCalls.fsyncDirectory(directory)
+            try? system.unlink(path)
+            try? system.fsyncDirectory(directory)
             throw StoreError.io("creating log segment", path, error)
         }
     }
@@ -88,7 +93,7 @@ struct NamespaceFiles: Sendable {
     /// Writes a ``LogSegmentHeader`` at the start of `segment`, which holds no records.
     static func writeHeader(to segment: LogSegment) throws(Errno) {
         try LogSegmentHeader.encoded.withBytes { (raw) throws(Errno) in
-            try SystemCalls.pwriteAll(segment.fd, raw, at: 0, path: segment.path)
+            try segment.system.pwriteAll(segment.fd, raw, at: 0, path: segment.path)
         }
     }
 
@@ -97,14 +102,14 @@ struct NamespaceFiles: Sendable {
         guard !numbers.isEmpty else { return }
         for number in numbers {
             let path = segmentPath(number)
-            do { try SystemCalls.unlink(path) } catch { throw StoreError.io("removing", path, error) }
+            do { try system.unlink(path) } catch { throw StoreError.io("removing", path, error) }
         }
-        try FaultInjector.failpoint("compaction.afterLogDrop")
-        do { try SystemCalls.fsyncDirectory(directory) } catch { throw StoreError.io("fsync of directory", directory, error) }
+        try system.failpoint("compaction.afterLogDrop")
+        do { try system.fsyncDirectory(directory) } catch { throw StoreError.io("fsync of directory", directory, error) }
     }
 
-    /// Reads a whole file.
-    static func readAll(_ path: String) throws(StoreError) -> [UInt8] {
-        try FileWindow(path: path, capacity: .max).withBytes { Array($0) }
+    /// Reads a whole file through `system`.
+    static func readAll(_ path: String, system: SystemCalls) throws(StoreError) -> [UInt8] {
+        try FileWindow(path: path, capacity: .max, system: system).withBytes { Array($0) }
     }
 }

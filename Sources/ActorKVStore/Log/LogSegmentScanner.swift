@@ -27,11 +27,12 @@ enum LogSegmentScanner {
     /// The bytes read at a time: large enough that a window's records dwarf the cost of a read.
     static let standardWindow = 8 << 20
 
-    /// Scans the segment at `path`, calling `body` with each whole record and its file position.
-    /// `previous` is the sequence number before the segment's first record, when known.
-    static func scan(_ path: String, after previous: UInt64?, window size: Int = standardWindow,
+    /// Scans the segment at `path`, read through `system`, calling `body` with each whole record
+    /// and its file position. `previous` is the sequence number before the segment's first record,
+    /// when known.
+    static func scan(_ path: String, after previous: UInt64?, window size: Int = standardWindow, system: SystemCalls,
                      _ body: (LogRecord, _ offset: Int) throws(StoreError) -> Void) throws(StoreError) -> Outcome {
-        let window = try FileWindow(path: path, capacity: size)
+        let window = try FileWindow(path: path, capacity: size, system: system)
         if window.bytes.count < LogSegmentHeader.length && !window.reachesEnd {
             try window.grow(to: LogSegmentHeader.length)
         }

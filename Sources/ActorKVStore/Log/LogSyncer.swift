@@ -92,7 +92,7 @@ final class LogSyncer: Sendable {
     func syncNow() throws(StoreError) {
         let (segment, target) = state.withLock { ($0.segment, $0.written) }
         do {
-            try SystemCalls.fdatasync(segment.fd, path: segment.path)
+            try segment.system.fdatasync(segment.fd, path: segment.path)
             let ready = state.withLock { s -> [Waiter] in
                 s.durable = max(s.durable, target)
                 return takeReady(&s)
@@ -109,7 +109,7 @@ final class LogSyncer: Sendable {
         while true {
             let (segment, target) = state.withLock { ($0.segment, $0.written) }
             do {
-                try SystemCalls.fdatasync(segment.fd, path: segment.path)
+                try segment.system.fdatasync(segment.fd, path: segment.path)
             } catch {
                 fail(with: StoreError(.durabilityLost, "fsync of \(segment.path) failed: \(error); "
                     + "the writes waiting for it may or may not be on disk, and writes to this namespace are refused "

@@ -271,13 +271,13 @@ public actor Namespace {
         reserve(bytes.count)
         do {
             try bytes.withBytes { (raw) throws(Errno) in
-                try SystemCalls.pwriteAll(active.fd, raw, at: activeLength, path: active.path)
+                try active.system.pwriteAll(active.fd, raw, at: activeLength, path: active.path)
             }
             activeLength += bytes.count
         } catch {
             statistics.ioErrors += 1
             do {
-                try SystemCalls.ftruncate(active.fd, activeLength, path: active.path)
+                try active.system.ftruncate(active.fd, activeLength, path: active.path)
                 activeReserved = activeLength
             } catch let truncateError {
                 let failure = StoreError(.durabilityLost, "appending to \(active.path) failed (\(error)) and cutting the partial record failed (\(truncateError)); writes are refused until restart")
@@ -297,7 +297,7 @@ public actor Namespace {
         let zeros = [UInt8](repeating: 0, count: range.count)
         do {
             try zeros.withBytes { (raw) throws(Errno) in
-                try SystemCalls.pwriteAll(active.fd, raw, at: range.lowerBound, path: active.path)
+                try active.system.pwriteAll(active.fd, raw, at: range.lowerBound, path: active.path)
             }
             activeReserved = range.upperBound
         } catch {
@@ -350,7 +350,7 @@ public actor Namespace {
             let frozen = FrozenMap(data.map)
             let keyCount = data.map.count
             let dropping = try rotate()
-            try FaultInjector.failpoint("compaction.afterRotate")
+            try self.files.system.failpoint("compaction.afterRotate")
             let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)))
             let files = self.files
             let size = try await BlockingIO.run { () throws(StoreError) in

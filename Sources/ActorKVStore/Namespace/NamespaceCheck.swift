@@ -52,10 +52,10 @@ extension Store {
         guard let st = try? SystemCalls.status(directory), (st.st_mode & S_IFMT) == S_IFDIR else {
             throw StoreError(.io, "no data directory at \(directory)")
         }
-        let lock = try DirectoryLock(directory: directory, writingPID: false)
+        let lock = try DirectoryLock(directory: directory, writingPID: false, system: .plain)
         defer { withExtendedLifetime(lock) {} }
-        return try namespaceDirectories(in: directory).sorted().map { name in
-            check(name: name, files: NamespaceFiles(directory: directory + "/" + name))
+        return try namespaceDirectories(in: directory, system: .plain).sorted().map { name in
+            check(name: name, files: NamespaceFiles(directory: directory + "/" + name, system: .plain))
         }
     }
 

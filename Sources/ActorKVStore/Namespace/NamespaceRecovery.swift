@@ -62,14 +62,14 @@ enum NamespaceRecovery {
     static func recover(name: String, files: NamespaceFiles, log: @Sendable (String) -> Void) throws(StoreError) -> RecoveredNamespace {
         let found = try read(name: name, files: files)
         if found.temporarySnapshotLeft {
-            try? SystemCalls.unlink(files.temporarySnapshotPath)
+            try? files.system.unlink(files.temporarySnapshotPath)
             log("namespace \(name): removed an unfinished snapshot.json.tmp left by an interrupted compaction")
         }
         var lengths = found.lengths
         var fileSize = found.lastFileSize
         var recordsStart = found.lastRecordsStart
         if let torn = found.tornTail {
-            try cut(torn.path, to: torn.offset)
+            try cut(torn.path, to: torn.offset, system: files.system)
             fileSize = torn.offset
             log("namespace \(name): cut a torn tail of \(torn.bytes) bytes at offset \(torn.offset) of \(torn.path) (an append cut short, or writes never fsync'd)")
         }
@@ -81,8 +81,8 @@ enum NamespaceRecovery {
             (recordsStart, activeLength, fileSize) = (LogSegmentHeader.length, LogSegmentHeader.length, LogSegmentHeader.length)
         } else {
             do {
-                let fd = try SystemCalls.open(files.segmentPath(activeNumber), O_RDWR)
-                active = LogSegment(number: activeNumber, path: files.segmentPath(activeNumber), fd: fd)
+                let fd = try files.system.open(files.segmentPath(activeNumber), O_RDWR)
+                active = LogSegment(number: activeNumber, path: files.segmentPath(activeNumber), fd: fd, system: files.system)
                 if activeLength == 0 {
                     // Empty (a crash before its header was written, or zeros): new records go
                     // after a header, like those of any segment this build starts.
@@ -91,7 +91,7 @@ enum NamespaceRecovery {
                 }
                 // New records will claim everything recovered was durable: after a kill -9 it may
                 // still be only in the page cache, so make the claim true first.
-                try SystemCalls.fdatasync(fd, path: active.path)
+                try files.system.fdatasync(fd, path: active.path)
             } catch {
                 throw StoreError.io("opening", files.segmentPath(activeNumber), error)
             }
@@ -109,7 +109,7 @@ enum NamespaceRecovery {
     /// byte offset) for anything a crash cannot explain, `io` if a file cannot be read.
     static func read(name: String, files: NamespaceFiles) throws(StoreError) -> NamespaceReading {
         let names: [String]
-        do { names = try SystemCalls.listDirectory(files.directory) } catch {
+        do { names = try files.system.listDirectory(files.directory) } catch {
             throw StoreError.io("listing", files.directory, error)
         }
         let segments = names.compactMap(NamespaceFiles.segmentNumber(fileName:)).sorted()
@@ -124,7 +124,7 @@ enum NamespaceRecovery {
             recordsReplayed: 0, tornTail: nil, temporarySnapshotLeft: names.contains("snapshot.json.tmp"))
         for (index, number) in segments.enumerated() {
             let path = files.segmentPath(number)
-            let scanned = try LogSegmentScanner.scan(path, after: replay.previous ?? state.lastSequence) { (record, offset) throws(StoreError) in
+            let scanned = try LogSegmentScanner.scan(path, after: replay.previous ?? state.lastSequence, system: files.system) { (record, offset) throws(StoreError) in
                 try replay.apply(record, path: path, offset: offset)
             }
             found.lastFileSize = scanned.fileSize
@@ -160,13 +160,13 @@ enum NamespaceRecovery {
         guard present else { return SnapshotState(data: LiveData(), lastSequence: 0, createdAt: 0) }
         let path = files.snapshotPath
         let decoded: (header: SnapshotCodec.Header, map: OrderedMap)
-        switch try SnapshotCodec.decode(window: FileWindow(path: path, capacity: SnapshotCodec.windowCapacity)) {
+        switch try SnapshotCodec.decode(window: FileWindow(path: path, capacity: SnapshotCodec.windowCapacity, system: files.system)) {
         case .decoded(let header, let map):
             decoded = (header, map)
         case .needsWholeFile:
             // Damaged, or an entry longer than the window's reserve: the whole-file decoder gives
             // the verdict (and the offset of any damage).
-            let whole = try FileWindow(path: path, capacity: .max)
+            let whole = try FileWindow(path: path, capacity: .max, system: files.system)
             do {
                 decoded = try whole.withBytes { (bytes) throws(SnapshotCodec.Failure) in try SnapshotCodec.decode(bytes) }
             } catch {
@@ -180,12 +180,12 @@ enum NamespaceRecovery {
         return SnapshotState(data: data, lastSequence: decoded.header.lastSequence, createdAt: decoded.header.createdAt)
     }
 
-    private static func cut(_ path: String, to length: Int) throws(StoreError) {
+    private static func cut(_ path: String, to length: Int, system: SystemCalls) throws(StoreError) {
         do {
-            let fd = try SystemCalls.open(path, O_RDWR)
+            let fd = try system.open(path, O_RDWR)
             defer { SystemCalls.close(fd) }
-            try SystemCalls.ftruncate(fd, length, path: path)
-            try SystemCalls.fdatasync(fd, path: path)
+            try system.ftruncate(fd, length, path: path)
+            try system.fdatasync(fd, path: path)
         } catch {
             throw StoreError.io("cutting the torn tail of", path, error)
         }

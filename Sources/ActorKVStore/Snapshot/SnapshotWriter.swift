@@ -12,36 +12,38 @@ enum SnapshotWriter {
     /// Writes `map` as the namespace's snapshot; returns the file's size. Blocking: call it off the actor.
     static func write(_ map: OrderedMap, header: SnapshotCodec.Header, files: NamespaceFiles) throws(StoreError) -> Int {
         let temp = files.temporarySnapshotPath
+        let system = files.system
         do {
-            let size = try writeTemporary(map, header: header, path: temp)
-            try SystemCalls.rename(temp, files.snapshotPath)
-            try FaultInjector.failpoint("compaction.afterRename")
-            try SystemCalls.fsyncDirectory(files.directory)
-            try FaultInjector.failpoint("compaction.afterDirectorySync")
+            let size = try writeTemporary(map, header: header, path: temp, system: system)
+            try system.rename(temp, files.snapshotPath)
+            try system.failpoint("compaction.afterRename")
+            try system.fsyncDirectory(files.directory)
+            try system.failpoint("compaction.afterDirectorySync")
             return size
         } catch let error as Errno {
-            try? SystemCalls.unlink(temp)
+            try? system.unlink(temp)
             throw StoreError.io("writing snapshot", files.snapshotPath, error)
         } catch let error as StoreError {
-            try? SystemCalls.unlink(temp)
+            try? system.unlink(temp)
             throw error
         } catch {
-            try? SystemCalls.unlink(temp)
+            try? system.unlink(temp)
             throw StoreError(.io, "writing snapshot \(files.snapshotPath) failed: \(error)")
         }
     }
 
-    private static func writeTemporary(_ map: OrderedMap, header: SnapshotCodec.Header, path: String) throws -> Int {
-        let fd = try SystemCalls.open(path, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+    private static func writeTemporary(_ map: OrderedMap, header: SnapshotCodec.Header, path: String,
+                                       system: SystemCalls) throws -> Int {
+        let fd = try system.open(path, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
         defer { SystemCalls.close(fd) }
         var offset = 0
         try SnapshotCodec.encode(map, header: header) { (chunk: UnsafeRawBufferPointer) throws(Errno) in
-            try SystemCalls.pwriteAll(fd, chunk, at: offset, path: path)
+            try system.pwriteAll(fd, chunk, at: offset, path: path)
             offset += chunk.count
         }
-        try FaultInjector.failpoint("compaction.afterTempWrite")
-        try SystemCalls.fsync(fd, path: path)
-        try FaultInjector.failpoint("compaction.afterTempSync")
+        try system.failpoint("compaction.afterTempWrite")
+        try system.fsync(fd, path: path)
+        try system.failpoint("compaction.afterTempSync")
         return offset
     }
 }

@@ -17,12 +17,12 @@ final class DirectoryLock: Sendable {
     /// into it. Without (`--check`), nothing is written: the file is opened read-only, which is
     /// enough for `flock`, so a read-only copy can be checked, and if there is no lock file no
     /// server can be using the directory, so none is made. The file is never opened through a
-    /// symbolic link (``SystemCalls/open(_:_:mode:)``).
-    init(directory: String, writingPID: Bool) throws(StoreError) {
+    /// symbolic link (``SystemCalls/open(_:_:mode:)``). Files are touched through `system`.
+    init(directory: String, writingPID: Bool, system: SystemCalls) throws(StoreError) {
         let path = directory + "/.lock"
         let fd: Int32
         do {
-            fd = try SystemCalls.open(path, writingPID ? O_RDWR | O_CREAT : O_RDONLY, mode: 0o600)
+            fd = try system.open(path, writingPID ? O_RDWR | O_CREAT : O_RDONLY, mode: 0o600)
         } catch where !writingPID && error.rawValue == ENOENT {
             self.fd = Mutex(-1)
             return
@@ -32,15 +32,15 @@ final class DirectoryLock: Sendable {
         do {
             try SystemCalls.lockExclusive(fd)
         } catch {
-            let holder = (try? NamespaceFiles.readAll(path)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            let holder = (try? NamespaceFiles.readAll(path, system: system)).map { String(decoding: $0, as: UTF8.self) } ?? ""
             SystemCalls.close(fd)
             let who = holder.isEmpty ? "another process" : "process \(holder.trimmingSpaces)"
             throw StoreError(.locked, "data directory \(directory) is in use by \(who); one process per data directory")
         }
         if writingPID {
             let pid = Array(String(getpid()).utf8)
-            _ = try? SystemCalls.ftruncate(fd, 0, path: path)
-            _ = try? pid.withBytes { (raw) throws(Errno) in try SystemCalls.pwriteAll(fd, raw, at: 0, path: path) }
+            _ = try? system.ftruncate(fd, 0, path: path)
+            _ = try? pid.withBytes { (raw) throws(Errno) in try system.pwriteAll(fd, raw, at: 0, path: path) }
         }
         self.fd = Mutex(fd)
     }

@@ -16,6 +16,8 @@ public actor Store {
     public nonisolated let directory: String
     /// The options every namespace uses.
     public nonisolated let options: StoreOptions
+    /// The syscalls this store's files are touched through (with its ``StoreOptions/faults``).
+    private nonisolated let system: SystemCalls
     /// The directory lock and the background work, shared with every namespace opened here.
     private let keeper: Housekeeper
     private var onDisk: Set<String>
@@ -30,18 +32,20 @@ public actor Store {
     /// it or another user owns it (unless ``StoreOptions/allowSharedDirectory``), `io` if it cannot
     /// be created or read.
     public init(directory: String, options: StoreOptions = StoreOptions()) throws(StoreError) {
-        try Self.prepare(directory: directory, options: options)
+        let system = SystemCalls(faults: options.faults)
+        try Self.prepare(directory: directory, options: options, system: system)
         self.directory = directory
         self.options = options
-        keeper = Housekeeper(lock: try DirectoryLock(directory: directory, writingPID: true),
+        self.system = system
+        keeper = Housekeeper(lock: try DirectoryLock(directory: directory, writingPID: true, system: system),
                              everysec: options.durability == .everysec)
-        onDisk = Set(try Self.namespaceDirectories(in: directory))
+        onDisk = Set(try Self.namespaceDirectories(in: directory, system: system))
     }
 
     /// The namespaces in a data directory: its subdirectories whose names are valid namespace names.
-    static func namespaceDirectories(in directory: String) throws(StoreError) -> [String] {
+    static func namespaceDirectories(in directory: String, system: SystemCalls) throws(StoreError) -> [String] {
         do {
-            return try SystemCalls.listDirectory(directory).filter { name in
+            return try system.listDirectory(directory).filter { name in
                 NamespaceName.problem(with: Array(name.utf8)) == nil
                     && (try? SystemCalls.status(directory + "/" + name)).flatMap { $0 }.map { ($0.st_mode & S_IFMT) == S_IFDIR } == true
             }
@@ -50,14 +54,14 @@ public actor Store {
         }
     }
 
-    private static func prepare(directory: String, options: StoreOptions) throws(StoreError) {
+    private static func prepare(directory: String, options: StoreOptions, system: SystemCalls) throws(StoreError) {
         var path = directory.hasPrefix("/") ? "" : "."
         for part in directory.split(separator: "/") {
             let parent = path.isEmpty ? "/" : path
             path += "/" + part
             // A directory created here is durable only once its parent is fsync'd: without that,
             // a power loss could take the new data directory, and every write in it, away.
-            do { if try SystemCalls.mkdir(path) { try SystemCalls.fsyncDirectory(parent) } } catch {
+            do { if try system.mkdir(path) { try system.fsyncDirectory(parent) } } catch {
                 throw StoreError.io("creating directory", path, error)
             }
         }
@@ -167,7 +171,7 @@ public actor Store {
     }
 
     private func startOpening(_ name: String) -> Task<Namespace, any Error> {
-        let files = NamespaceFiles(directory: directory + "/" + name)
+        let files = NamespaceFiles(directory: directory + "/" + name, system: system)
         let options = self.options
         let parent = directory
         let isNew = !onDisk.contains(name)
@@ -175,7 +179,7 @@ public actor Store {
         let task = Task<Namespace, any Error> {
             do {
                 let recovered = try await BlockingIO.run { () throws(StoreError) in
-                    if isNew { try Self.createDirectory(files.directory, parent: parent) }
+                    if isNew { try Self.createDirectory(files.directory, parent: parent, system: files.system) }
                     try Self.checkNamespaceDirectory(files.directory, allowShared: options.allowSharedDirectory)
                     return try NamespaceRecovery.recover(name: name, files: files, log: options.log)
                 }
@@ -194,10 +198,10 @@ public actor Store {
         return task
     }
 
-    private static func createDirectory(_ path: String, parent: String) throws(StoreError) {
+    private static func createDirectory(_ path: String, parent: String, system: SystemCalls) throws(StoreError) {
         do {
-            try SystemCalls.mkdir(path)
-            try SystemCalls.fsyncDirectory(parent)
+            try system.mkdir(path)
+            try system.fsyncDirectory(parent)
         } catch {
             throw StoreError.io("creating namespace directory", path, error)
         }

@@ -98,18 +98,22 @@ public struct StoreOptions: Sendable {
     public var reservation: LogReservation
     /// Receives one line per notable event (recovery facts, torn tails cut, compactions, errors).
     public var log: @Sendable (String) -> Void
+    /// For tests: the injector whose armed faults this store's syscalls and failpoints obey, and
+    /// no other store's. Nil (the default) injects nothing.
+    public var faults: FaultInjector?
 
     /// Creates options; every parameter has a working default (`reservation`: the
     /// ``LogReservation/standard(for:)`` one for `durability`).
     public init(durability: DurabilityPolicy = .everysec, compaction: CompactionPolicy = CompactionPolicy(),
                 limits: StoreLimits = StoreLimits(), allowSharedDirectory: Bool = false,
-                reservation: LogReservation? = nil,
+                reservation: LogReservation? = nil, faults: FaultInjector? = nil,
                 log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.durability = durability
         self.reservation = reservation ?? .standard(for: durability)
         self.compaction = compaction
         self.limits = limits
         self.allowSharedDirectory = allowSharedDirectory
+        self.faults = faults
         self.log = log
     }
 }

@@ -5,17 +5,25 @@ import Musl
 #endif
 import Synchronization
 
-/// Test hooks: makes chosen syscalls fail and stops the process at named points.
+/// Test hooks for one store: makes chosen syscalls fail and stops the engine at named points.
 ///
-/// Two kinds of fault, both off unless a test arms them:
+/// A test creates an injector, hands it to the store through ``StoreOptions/faults``, and arms it;
+/// only that store's syscalls and steps consult it, so a fault armed for one store never fires in
+/// another running at the same time in the same process. A store without one (the default, and
+/// always in production) pays one nil check per syscall.
+///
+/// Two kinds of fault, both off until armed:
 /// - a syscall fault: the next `count` calls of one ``Operation`` on a path containing a given
 ///   text fail with an errno (ENOSPC on a log append, EIO on fsync, …);
 /// - a failpoint: a named step of the engine (`compaction.afterRename`, …). When hit it either
-///   throws (in-process tests) or ends the process at once with `_exit` (crash tests), the
-///   latter also from the environment variable `ACTORKV_FAILPOINT=name`.
+///   throws (in-process tests) or ends the process at once with `_exit` (crash tests).
 ///
-/// Unarmed, each check is one relaxed atomic load.
-public enum FaultInjector {
+/// One failpoint is process-wide instead: the environment variable `ACTORKV_FAILPOINT=name`
+/// ends the process with `_exit(86)` when any store reaches that step, with or without an
+/// injector (crash tests that run the engine in a child process: actorkv-stress, actorkvd).
+///
+/// Unarmed, each check of an injector is one relaxed atomic load.
+public final class FaultInjector: Sendable {
     /// The syscalls that can be made to fail.
     public enum Operation: String, Sendable {
         /// open(2)
@@ -57,16 +65,21 @@ public enum FaultInjector {
         var hits: [String: Int] = [:]
     }
 
-    private static let armed = Atomic<Bool>(false)
-    private static let state = Mutex(State())
+    private let armed = Atomic<Bool>(false)
+    private let state = Mutex(State())
+
+    /// The failpoint named by `ACTORKV_FAILPOINT`, read once.
     private static let environmentFailpoint: String? = {
         guard let raw = getenv("ACTORKV_FAILPOINT") else { return nil }
         return String(cString: raw)
     }()
 
+    /// An injector with nothing armed.
+    public init() {}
+
     /// Makes the next `count` calls (every call when nil) of `operation` on a path containing
     /// `pathContains` fail with `errno`.
-    public static func failSyscall(_ operation: Operation, pathContains: String, errno: Int32, count: Int? = 1) {
+    public func failSyscall(_ operation: Operation, pathContains: String, errno: Int32, count: Int? = 1) {
         state.withLock {
             $0.syscallFaults.append(SyscallFault(operation: operation, pathContains: pathContains,
                                                  errno: errno, remaining: count))
@@ -75,24 +88,24 @@ public enum FaultInjector {
     }
 
     /// Arms the failpoint `name` with `action`.
-    public static func arm(failpoint name: String, _ action: FailpointAction) {
+    public func arm(failpoint name: String, _ action: FailpointAction) {
         state.withLock { $0.failpoints[name] = action }
         armed.store(true, ordering: .relaxed)
     }
 
-    /// Removes every armed fault and failpoint.
-    public static func reset() {
+    /// Removes every armed fault and failpoint, and forgets the hits.
+    public func reset() {
         state.withLock { $0 = State() }
-        armed.store(environmentFailpoint != nil, ordering: .relaxed)
+        armed.store(false, ordering: .relaxed)
     }
 
-    /// How often the failpoint `name` has been reached since the last reset.
-    public static func hits(_ name: String) -> Int {
+    /// How often the failpoint `name` has been reached while anything was armed, since the last reset.
+    public func hits(_ name: String) -> Int {
         state.withLock { $0.hits[name] ?? 0 }
     }
 
     /// Called by ``SystemCalls`` before each syscall: throws the injected errno if a fault matches.
-    static func check(_ operation: Operation, path: String) throws(Errno) {
+    func check(_ operation: Operation, path: String) throws(Errno) {
         guard armed.load(ordering: .relaxed) else { return }
         let injected: Int32? = state.withLock { s in
             guard let i = s.syscallFaults.firstIndex(where: {
@@ -107,9 +120,15 @@ public enum FaultInjector {
         if let injected { throw Errno(injected) }
     }
 
-    /// Marks a named step of the engine; throws or exits if that failpoint is armed.
-    static func failpoint(_ name: String) throws(StoreError) {
+    /// Marks the named step `name` of the engine for a store whose injector is `injector`: exits
+    /// if it is `ACTORKV_FAILPOINT`, then throws or exits if `injector` has it armed.
+    static func failpoint(_ name: String, in injector: FaultInjector?) throws(StoreError) {
         if environmentFailpoint == name { _exit(86) }
+        try injector?.failpoint(name)
+    }
+
+    /// Counts a hit of failpoint `name` and throws or exits if it is armed.
+    private func failpoint(_ name: String) throws(StoreError) {
         guard armed.load(ordering: .relaxed) else { return }
         let action: FailpointAction? = state.withLock { s in
             s.hits[name, default: 0] += 1

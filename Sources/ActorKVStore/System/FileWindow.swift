@@ -5,7 +5,7 @@ import Musl
 #endif
 
 /// A window onto a file being read from start to end: up to `capacity` bytes from file position
-/// `start`, read through ``SystemCalls``. Recovery reads log segments (``LogSegmentScanner``) and
+/// `start`, read through its store's ``SystemCalls``. Recovery reads log segments (``LogSegmentScanner``) and
 /// snapshots (``SnapshotCodec/decode(window:reserve:)``) through one, sliding it forward as it
 /// goes, so it holds about one window of a file in memory instead of all of it.
 final class FileWindow {
@@ -18,16 +18,18 @@ final class FileWindow {
 
     private let fd: Int32
     private let path: String
+    private let system: SystemCalls
     private var storage: UnsafeMutableRawBufferPointer
     private var count = 0
 
-    /// Opens `path` and reads its first window. A file smaller than `capacity` gets a window of
-    /// its own size, read in one go.
-    init(path: String, capacity: Int) throws(StoreError) {
+    /// Opens `path` and reads its first window, through `system`. A file smaller than `capacity`
+    /// gets a window of its own size, read in one go.
+    init(path: String, capacity: Int, system: SystemCalls) throws(StoreError) {
         precondition(capacity > 0, "a window holds at least one byte")
         self.path = path
+        self.system = system
         do {
-            fd = try SystemCalls.open(path, O_RDONLY)
+            fd = try system.open(path, O_RDONLY)
         } catch {
             throw StoreError.io("reading", path, error)
         }
@@ -83,8 +85,8 @@ final class FileWindow {
         while count < capacity && start + count < fileSize {
             let n: Int
             do {
-                n = try SystemCalls.pread(fd, UnsafeMutableRawBufferPointer(rebasing: storage[count..<capacity]),
-                                          at: start + count, path: path)
+                n = try system.pread(fd, UnsafeMutableRawBufferPointer(rebasing: storage[count..<capacity]),
+                                     at: start + count, path: path)
             } catch {
                 throw StoreError.io("reading", path, error)
             }

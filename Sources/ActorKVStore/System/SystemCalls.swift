@@ -7,17 +7,36 @@ import Musl
 /// The one door through which the storage engine reaches the kernel.
 ///
 /// Every file operation the engine performs passes through here, so that tests can make any of
-/// them fail with a chosen errno (see ``FaultInjector``) without a real full disk or a broken
-/// device. Each function retries on `EINTR` and reports failure as an ``Errno``.
-enum SystemCalls {
+/// them fail with a chosen errno without a real full disk or a broken device. Each function
+/// retries on `EINTR` and reports failure as an ``Errno``.
+///
+/// The calls a test can make fail are methods of a value that carries its store's
+/// ``FaultInjector`` (``StoreOptions/faults``), handed down to wherever the store's files are
+/// touched (``NamespaceFiles``, ``LogSegment``, ``FileWindow``, ``DirectoryLock``); without an
+/// injector each costs one nil check. The calls no test makes fail (`close`, `fstat`, `stat`,
+/// `flock`) are static.
+struct SystemCalls: Sendable {
+    /// The injector consulted before each call; nil for none.
+    let faults: FaultInjector?
+
+    /// Calls that no injector can make fail: for reads outside a store (``Store/check(directory:)``)
+    /// and for tests of the file formats.
+    static let plain = SystemCalls(faults: nil)
+
+    /// Marks the named step `name` of the engine: stops there if `ACTORKV_FAILPOINT` names it,
+    /// or if this store's injector has it armed (see ``FaultInjector``).
+    func failpoint(_ name: String) throws(StoreError) {
+        try FaultInjector.failpoint(name, in: faults)
+    }
+
     /// Opens `path` with `flags` and `mode`. The corresponding C function is `open`.
     ///
     /// A file (anything but an `O_DIRECTORY` open) is never opened through a symbolic link
     /// (`O_NOFOLLOW`, failing with ELOOP): nothing the engine opens inside the data directory is
     /// one, and someone who could plant one there must not redirect its writes to another file.
     /// A directory may be a link: the data directory itself is often one, by the operator's choice.
-    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o600) throws(Errno) -> Int32 {
-        try FaultInjector.check(.open, path: path)
+    func open(_ path: String, _ flags: Int32, mode: mode_t = 0o600) throws(Errno) -> Int32 {
+        try faults?.check(.open, path: path)
         let noFollow = flags & O_DIRECTORY == 0 ? O_NOFOLLOW : 0
         while true {
             let fd = Glibc.open(path, flags | O_CLOEXEC | noFollow, mode)
@@ -35,10 +54,10 @@ enum SystemCalls {
     ///
     /// A failure can leave a prefix of `bytes` written; callers that need all-or-nothing
     /// truncate back to `offset`.
-    static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws(Errno) {
+    func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws(Errno) {
         var done = 0
         while done < bytes.count {
-            try FaultInjector.check(.write, path: path)
+            try faults?.check(.write, path: path)
             let n = Glibc.pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
             if n < 0 {
                 if errno == EINTR { continue }
@@ -49,8 +68,8 @@ enum SystemCalls {
     }
 
     /// Reads up to `count` bytes at `offset` into `buffer`; returns the number read (0 at end of file).
-    static func pread(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String) throws(Errno) -> Int {
-        try FaultInjector.check(.read, path: path)
+    func pread(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int, path: String) throws(Errno) -> Int {
+        try faults?.check(.read, path: path)
         while true {
             let n = Glibc.pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
             if n >= 0 { return n }
@@ -60,31 +79,31 @@ enum SystemCalls {
 
     /// Flushes a file's data (and the metadata needed to read it) to stable storage.
     /// The corresponding C function is `fdatasync`.
-    static func fdatasync(_ fd: Int32, path: String) throws(Errno) {
-        try FaultInjector.check(.fsync, path: path)
+    func fdatasync(_ fd: Int32, path: String) throws(Errno) {
+        try faults?.check(.fsync, path: path)
         while Glibc.fdatasync(fd) != 0 {
             if errno != EINTR { throw Errno(errno) }
         }
     }
 
     /// Flushes a file or directory completely. The corresponding C function is `fsync`.
-    static func fsync(_ fd: Int32, path: String) throws(Errno) {
-        try FaultInjector.check(.fsync, path: path)
+    func fsync(_ fd: Int32, path: String) throws(Errno) {
+        try faults?.check(.fsync, path: path)
         while Glibc.fsync(fd) != 0 {
             if errno != EINTR { throw Errno(errno) }
         }
     }
 
     /// Opens a directory and fsyncs it, so that entries created, renamed or removed in it are durable.
-    static func fsyncDirectory(_ path: String) throws(Errno) {
+    func fsyncDirectory(_ path: String) throws(Errno) {
         let fd = try open(path, O_RDONLY | O_DIRECTORY)
-        defer { close(fd) }
+        defer { Self.close(fd) }
         try fsync(fd, path: path)
     }
 
     /// Cuts a file to `length` bytes. The corresponding C function is `ftruncate`.
-    static func ftruncate(_ fd: Int32, _ length: Int, path: String) throws(Errno) {
-        try FaultInjector.check(.truncate, path: path)
+    func ftruncate(_ fd: Int32, _ length: Int, path: String) throws(Errno) {
+        try faults?.check(.truncate, path: path)
         while Glibc.ftruncate(fd, off_t(length)) != 0 {
             if errno != EINTR { throw Errno(errno) }
         }
@@ -115,30 +134,30 @@ enum SystemCalls {
     }
 
     /// Atomically replaces `to` with `from`. The corresponding C function is `rename`.
-    static func rename(_ from: String, _ to: String) throws(Errno) {
-        try FaultInjector.check(.rename, path: to)
+    func rename(_ from: String, _ to: String) throws(Errno) {
+        try faults?.check(.rename, path: to)
         guard Glibc.rename(from, to) == 0 else { throw Errno(errno) }
     }
 
     /// Removes a file; a missing file is not an error. The corresponding C function is `unlink`.
-    static func unlink(_ path: String) throws(Errno) {
-        try FaultInjector.check(.unlink, path: path)
+    func unlink(_ path: String) throws(Errno) {
+        try faults?.check(.unlink, path: path)
         guard Glibc.unlink(path) == 0 || errno == ENOENT else { throw Errno(errno) }
     }
 
     /// Creates a directory; an existing one is not an error. Returns whether it was created here.
     /// The corresponding C function is `mkdir`.
     @discardableResult
-    static func mkdir(_ path: String, mode: mode_t = 0o700) throws(Errno) -> Bool {
-        try FaultInjector.check(.mkdir, path: path)
+    func mkdir(_ path: String, mode: mode_t = 0o700) throws(Errno) -> Bool {
+        try faults?.check(.mkdir, path: path)
         if Glibc.mkdir(path, mode) == 0 { return true }
         guard errno == EEXIST else { throw Errno(errno) }
         return false
     }
 
     /// The names in a directory, without "." and "..".
-    static func listDirectory(_ path: String) throws(Errno) -> [String] {
-        try FaultInjector.check(.read, path: path)
+    func listDirectory(_ path: String) throws(Errno) -> [String] {
+        try faults?.check(.read, path: path)
         guard let dir = opendir(path) else { throw Errno(errno) }
         defer { closedir(dir) }
         var names: [String] = []

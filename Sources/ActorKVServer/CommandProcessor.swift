@@ -82,8 +82,15 @@ public struct CommandProcessor: Sendable {
 
         /// A unit of work of `commands`, in order.
         public init(session: ClientSession, commands: consuming [Command]) {
+            let namespace = Self.singleNamespace(of: commands)
+            self.init(session: session, commands: commands, namespace: namespace)
+        }
+
+        /// A unit of work of `commands`, in order, which are all data commands on `namespace` if
+        /// that is given (the event loop notes it as it parses them).
+        init(session: ClientSession, commands: consuming [Command], namespace: String?) {
             self.session = session
-            guard let namespace = Self.singleNamespace(of: commands) else {
+            guard let namespace else {
                 self.commands = commands
                 merge = nil
                 return

@@ -20,6 +20,11 @@ final class Connection {
     let outputLimit: Int
     var decoder: RequestDecoder
     var pending: [Command] = []
+    /// The namespace every pending command is a data command on, noted as each is parsed (nil:
+    /// none pending, or they are not all such): that work is merged with other connections'.
+    var pendingNamespace: String?
+    /// Whether a pending command is not a data command on ``pendingNamespace``.
+    var pendingMixed = false
     /// Replies not yet encoded into `output`, a large one perhaps partly.
     var replies = ReplyStream()
     var output: [UInt8] = []
@@ -53,6 +58,42 @@ final class Connection {
 
     /// Whether nothing is left to do before closing.
     var isIdle: Bool { !inFlight && pending.isEmpty && !hasUnsentOutput }
+
+    /// Queues a parsed command, noting whether the pending ones can still be merged.
+    func appendPending(_ command: consuming Command) {
+        if !pendingMixed {
+            if case .data(let namespace, _) = command, pendingNamespace == nil || pendingNamespace == namespace {
+                pendingNamespace = namespace
+            } else {
+                pendingMixed = true
+            }
+        }
+        pending.append(command)
+    }
+
+    /// Takes the first `count` pending commands, and the namespace they are all data commands
+    /// on, if they are.
+    func takePending(_ count: Int) -> (commands: [Command], namespace: String?) {
+        let namespace = pendingMixed ? nil : pendingNamespace
+        guard count < pending.count else {
+            var taken: [Command] = []
+            swap(&taken, &pending)
+            pendingNamespace = nil
+            pendingMixed = false
+            return (taken, namespace)
+        }
+        // The rest keep what was noted: still one namespace's, or (if mixed) handled one by one.
+        let taken = Array(pending[..<count])
+        pending.removeFirst(count)
+        return (taken, namespace)
+    }
+
+    /// Drops every pending command (after QUIT, or answered with -SHUTDOWN).
+    func clearPending() {
+        pending.removeAll()
+        pendingNamespace = nil
+        pendingMixed = false
+    }
 
     /// Sends what is queued, then closes, for `reason` (an earlier reason stands).
     func close(afterFlushFor reason: SessionEnd) {

@@ -53,6 +53,8 @@ final class EventLoop: @unchecked Sendable {
     private static let wakeToken: UInt64 = 2
     private static let outputChunk = 64 * 1024
     private static let readsPerTurn = 16
+    /// The commands a connection's pending list makes room for when it starts filling.
+    private static let pendingCapacity = 16
     /// Reply entries (``Command/replyWeight``) one connection may have in flight.
     private static let replyBudget = 10_000
     private static let lingerSeconds = 2.0
@@ -286,7 +288,7 @@ final class EventLoop: @unchecked Sendable {
     /// the client learns that they were not run rather than meeting the end of the stream.
     private func refuseForShutdown(_ c: Connection) {
         c.enqueue(Array(repeating: ErrorMapping.shuttingDown, count: c.pending.count))
-        c.pending.removeAll()
+        c.clearPending()
     }
 
     /// Reads one chunk and decodes the requests in it; false if the connection was closed.
@@ -302,7 +304,12 @@ final class EventLoop: @unchecked Sendable {
         if n == 0 { c.peerClosed = true; return true }
         readBuffer.withUnsafeBytes { c.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         do {
-            while let request = try c.decoder.nextRequest() { c.pending.append(Command(parsing: request)) }
+            while let request = try c.decoder.nextRequest() {
+                // Room for a typical pipeline at once, rather than growing 1, 2, 4, 8, 16 (each
+                // step a new buffer and a copy) for every batch handed over.
+                if c.pending.capacity == 0 { c.pending.reserveCapacity(Self.pendingCapacity) }
+                c.appendPending(Command(parsing: request))
+            }
         } catch {
             statistics.protocolErrors.add(1, ordering: .relaxed)
             c.protocolError = ErrorMapping.reply(for: error)
@@ -323,16 +330,9 @@ final class EventLoop: @unchecked Sendable {
                 if weight > Self.replyBudget && index > 0 { taken = index; break }
             }
         }
-        let commands: [Command]
-        if taken == c.pending.count {
-            commands = c.pending
-            c.pending = []
-        } else {
-            commands = Array(c.pending[..<taken])
-            c.pending.removeFirst(taken)
-        }
-        outgoing.append(CommandProcessor.Work(session: c.session, commands: commands))
+        let (commands, namespace) = c.takePending(taken)
         statistics.commandsProcessed.add(commands.count, ordering: .relaxed)
+        outgoing.append(CommandProcessor.Work(session: c.session, commands: commands, namespace: namespace))
         c.inFlight = true
     }
 
@@ -392,7 +392,7 @@ final class EventLoop: @unchecked Sendable {
             c.enqueue(consume replies)
             if done[index].quit {
                 // Nothing read after QUIT is run or answered, a framing error included.
-                c.pending.removeAll()
+                c.clearPending()
                 c.protocolError = nil
                 c.close(afterFlushFor: .quit)
             }

@@ -8,7 +8,8 @@ import Glibc
 #endif
 
 /// kill -9 the server at random moments while clients write; every restart must show every
-/// acknowledged write, no acknowledged delete, and no half-applied batch.
+/// acknowledged write, no acknowledged delete, and no half-applied batch — guarded batches,
+/// conditional puts and INCRs included.
 ///
 /// Cycles: $ACTORKV_CRASH_CYCLES (default 30; the soak mode runs 500).
 @Suite(.serialized, .tags(.slow), .skippedWhenQuick) struct ServerCrashLoopTests {
@@ -164,11 +165,44 @@ final class WriterThread: @unchecked Sendable {
         guard let c = try? RawConnection(path: socket, timeoutSeconds: 5) else { return }
         var n = 0
         var written: [String] = []
+        var count = 0  // this writer's counter, INCR'd: only it writes the key
         while true {
             n += 1
-            let choice = Int.random(in: 0..<10)
+            let choice = Int.random(in: 0..<13)
             do {
-                if choice < 6 || written.isEmpty {
+                if choice == 10 {
+                    let key = "c\(id)"
+                    model.begin(key, String(count + 1))
+                    guard try c.command(["INCR", "crash", key]) == .integer(Int64(count + 1)) else { return }
+                    count += 1
+                    model.acknowledge(key, String(count))
+                } else if choice == 11 {
+                    // A conditional put of a new key: 0 holds.
+                    let key = "i\(id)-\(n)", value = "v\(id)-\(n)"
+                    model.begin(key, value)
+                    guard case .integer = try c.command(["PUT", "crash", key, value, "IFVERSION", "0"]) else { return }
+                    model.acknowledge(key, value)
+                } else if choice == 12 {
+                    // A guarded batch: read the guard key's version, then write it and three new
+                    // keys only if it is unchanged (only this writer writes it, so it is).
+                    let guardKey = "g\(id)", batch = "gb\(id)-\(n)"
+                    let version: String
+                    switch try c.command(["GETV", "crash", guardKey]) {
+                    case .null: version = "0"
+                    case .array(let parts) where parts.count == 2:
+                        guard case .integer(let v) = parts[1] else { return }
+                        version = String(v)
+                    default: return
+                    }
+                    let keys = (0..<3).map { "\(batch)-\($0)" }
+                    model.beginBatch(batch, keys)
+                    model.begin(guardKey, batch)
+                    var args = ["BATCH", "crash", "IFVERSION", guardKey, version, "PUT", guardKey, batch]
+                    for key in keys { args += ["PUT", key, batch] }
+                    guard case .array = try c.command(args) else { return }
+                    model.acknowledgeBatch(batch)
+                    model.acknowledge(guardKey, batch)
+                } else if choice < 6 || written.isEmpty {
                     let key = "w\(id)-\(n)", value = "v\(id)-\(n)"
                     model.begin(key, value)
                     guard try c.command(["PUT", "crash", key, value]) == .simple("OK") else { return }

@@ -98,6 +98,46 @@ struct CLITests {
         }
     }
 
+    @Test("getv, incr, put --if-version and batch ifversion/incr; exit 5 when a condition does not hold, nothing written")
+    func versionsAndCounters() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            var r = try await runCLI(["getv", "jobs", "next"], socket: s)
+            #expect(r.status == 1 && r.text == "0\n", "missing: version 0, exit 1")
+            r = try await runCLI(["put", "--if-version", "0", "jobs", "next", "7"], socket: s)
+            #expect(r.status == 0)
+            let version = try #require(UInt64(r.text.dropLast()), "the new version: \(r.text)")
+            #expect(try await kv.getVersioned("jobs", "next") == VersionedValue(value: "7".bytes, version: version))
+            r = try await runCLI(["getv", "jobs", "next"], socket: s)
+            #expect(r.status == 0 && r.text == "\(version)\n7", "the version line, then the exact value")
+            r = try await runCLI(["put", "jobs", "next", "8", "--if-version=0"], socket: s)
+            #expect(r.status == 5 && r.stdout.isEmpty && r.stderr.contains("not written"))
+            #expect(try await kv.getString("jobs", "next") == "7")
+
+            r = try await runCLI(["incr", "jobs", "hits"], socket: s)
+            #expect(r.status == 0 && r.text == "1\n")
+            r = try await runCLI(["incr", "jobs", "hits", "-5"], socket: s)
+            #expect(r.status == 0 && r.text == "-4\n")
+            try await kv.put("jobs", "text", "abc")
+            r = try await runCLI(["incr", "jobs", "text"], socket: s)
+            #expect(r.status == 3 && r.stderr.hasPrefix("ERR value is not an integer"))
+
+            r = try await runCLI(["batch", "jobs", "ifversion", "next", String(version), "put", "next", "9", "incr", "hits", "10"], socket: s)
+            #expect(r.status == 0 && r.text == "OK\nOK\n6\n")
+            r = try await runCLI(["batch", "jobs", "ifversion", "next", String(version), "del", "next"], socket: s)
+            #expect(r.status == 5 && r.stdout.isEmpty && r.stderr.contains("nothing applied"))
+            #expect(try await kv.getString("jobs", "next") == "9")
+
+            for arguments in [["incr", "jobs"], ["incr", "jobs", "k", "1.5"], ["incr", "jobs", "k", "1", "2"],
+                              ["put", "--if-version", "-1", "jobs", "k", "v"], ["put", "--if-version", "jobs", "k", "v"],
+                              ["put", "--if-version", "1", "--if-version", "2", "jobs", "k", "v"], ["getv", "jobs"],
+                              ["batch", "jobs", "ifversion", "k"], ["batch", "jobs", "incr", "k", "x"]] {
+                r = try await runCLI(arguments, socket: s)
+                #expect(r.status == 2, "\(arguments): \(r.status) \(r.stderr)")
+            }
+        }
+    }
+
     @Test("put - reads standard input; binary values round-trip exactly through put and get")
     func standardInputAndBinary() async throws {
         try await withServer { server, kv in

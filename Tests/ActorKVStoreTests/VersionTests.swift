@@ -150,13 +150,13 @@ struct VersionTests {
         let dir = TemporaryDirectory("versions-missing")
         defer { dir.remove() }
         try await withStore(dir.data) { store in
-            let run = await store.execute([.getVersioned(b("k")[...]), .conditionalPut(key: b("k")[...], value: b("v")[...], ifVersion: 3),
+            let run = await store.execute([.getVersioned(b("k")[...]), .conditionalPut(key: b("k"), value: b("v")[...], ifVersion: 3),
                                            .batch([.ifVersion(key: b("k"), 1), .put(key: b("k"), value: b("v"))])], inNamespace: "ghost")
             #expect(run.outcomes == [.versioned(nil), .conditionFailed, .conditionFailed])
             let guardsOnly = await store.execute([.batch([.ifVersion(key: b("k"), 0), .delete(key: b("k"))])], inNamespace: "ghost")
             #expect(guardsOnly.outcomes == [.batch([.stored, .integer(0)])])
             #expect(await store.namespaceNames().isEmpty, "nothing created")
-            let create = await store.execute([.conditionalPut(key: b("k")[...], value: b("v")[...], ifVersion: 0)], inNamespace: "ghost")
+            let create = await store.execute([.conditionalPut(key: b("k"), value: b("v")[...], ifVersion: 0)], inNamespace: "ghost")
             try await create.durability.wait()
             #expect(create.outcomes == [.version(1)])
             #expect(await store.namespaceNames() == ["ghost"])

@@ -166,7 +166,7 @@ struct WritePlannerTests {
                     case 2: operations.append(.update(key: key, Self.append("u")))
                     case 3: operations.append(.batch((0..<Int.random(in: 1...4, using: &random)).map { _ in randomStep() }))
                     case 4: operations.append(.increment(key: key, by: Int64.random(in: -5...5, using: &random)))
-                    case 5: operations.append(.conditionalPut(key: key[...], value: value()[...], ifVersion: guardVersion(key)))
+                    case 5: operations.append(.conditionalPut(key: key, value: value()[...], ifVersion: guardVersion(key)))
                     case 6: operations.append(.getVersioned(key[...]))
                     default: operations.append(.get(key[...]))
                     }
@@ -210,7 +210,7 @@ struct WritePlannerTests {
             case .update(let key, let update): return apply(steps: [.update(key: key, update)], single: true)
             case .increment(let key, let delta): return apply(steps: [.increment(key: key, by: delta)], single: true)
             case .conditionalPut(let key, let value, let version):
-                let outcome = apply(steps: [.ifVersion(key: Array(key), version), .put(key: Array(key), value: Array(value))], single: false)
+                let outcome = apply(steps: [.ifVersion(key: key, version), .put(key: key, value: Array(value))], single: false)
                 guard case .batch = outcome else { return outcome }
                 return .version(sequence)
             case .batch(let steps): return apply(steps: steps, single: false)

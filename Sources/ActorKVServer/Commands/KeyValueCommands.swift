@@ -61,7 +61,7 @@ enum KeyValueCommands {
             i += 2
         }
         guard let ifVersion else { return .data(namespace: ns, .put(key: args[1], value: args[2])) }
-        return .data(namespace: ns, .conditionalPut(key: args[1], value: args[2], ifVersion: ifVersion))
+        return .data(namespace: ns, .conditionalPut(key: args.array(1), value: args[2], ifVersion: ifVersion))
     }
 
     /// A version argument: a decimal integer from 0 (absent) to 2^63-1, written as Redis writes

@@ -93,7 +93,7 @@ public actor Namespace {
     /// or nil when the condition did not hold (nothing was written).
     @discardableResult
     public func put(_ key: [UInt8], _ value: [UInt8], ifVersion: UInt64) async throws -> UInt64? {
-        guard case .version(let version) = try await single(.conditionalPut(key: key[...], value: value[...], ifVersion: ifVersion)) else { return nil }
+        guard case .version(let version) = try await single(.conditionalPut(key: key, value: value[...], ifVersion: ifVersion)) else { return nil }
         return version
     }
 

@@ -11,8 +11,9 @@ public enum Operation: Sendable {
     case put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>)
     /// Set a key only if its version is `ifVersion` (0: only if it is absent). The outcome is
     /// the key's new version (``Outcome/version(_:)``), or ``Outcome/conditionFailed`` with
-    /// nothing written.
-    case conditionalPut(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, ifVersion: UInt64)
+    /// nothing written. (The key is an array, so that the payload is no larger than a PUT's:
+    /// a larger one would make every operation, plain PUTs included, larger to copy.)
+    case conditionalPut(key: [UInt8], value: ArraySlice<UInt8>, ifVersion: UInt64)
     /// Add `by` to the signed 64-bit decimal integer stored under `key` (an absent key counts
     /// as 0) and store the sum in decimal; the outcome is the sum (``Outcome/integer(_:)``).
     /// A value that is not a canonical decimal integer fails with ``StoreError/Code/notAnInteger``

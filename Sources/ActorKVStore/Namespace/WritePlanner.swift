@@ -100,7 +100,6 @@ struct WritePlanner {
         case .increment(let key, let delta):
             resolve([.increment(key: key, by: delta)], at: index, in: map, as: .step)
         case .conditionalPut(let key, let value, let version):
-            let key = Array(key)
             resolve([.ifVersion(key: key, version), .put(key: key, value: Array(value))], at: index, in: map, as: .newVersion)
         case .get, .getVersioned, .exists, .count, .scan:
             return

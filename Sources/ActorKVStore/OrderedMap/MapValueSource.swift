@@ -14,6 +14,16 @@ protocol MapValueSource {
     func replace(_ slot: inout [UInt8]) -> Replaced
 }
 
+extension MapValueSource {
+    /// Puts these bytes and `version` in place of `entry`'s (one access to the leaf's entry
+    /// array, not one per field); returns what was replaced.
+    @inline(__always)
+    func replace(_ entry: inout OrderedMap.Entry, version: UInt64) -> Replaced {
+        entry.version = version
+        return replace(&entry.value)
+    }
+}
+
 extension Array: MapValueSource where Element == UInt8 {
     /// The array itself.
     func newValue() -> [UInt8] { self }

@@ -159,10 +159,7 @@ public struct OrderedMap: Sendable {
         node.prefetch()
         if node.isLeaf {
             let (index, found) = node.keys.find(key)
-            if found {
-                node.entries[index].version = version
-                return (value.replace(&node.entries[index].value), nil)
-            }
+            if found { return (value.replace(&node.entries[index], version: version), nil) }
             let appending = index == node.keys.count
             node.reserveForInsert(keyLength: key.count, fullCount: layout.leafCapacity + 1)
             node.insertEntry(key: key, Entry(value: value.newValue(), version: version), at: index)

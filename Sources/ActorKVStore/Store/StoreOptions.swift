@@ -56,7 +56,8 @@ extension StoreLimits {
         case .get(let key), .getVersioned(let key): return keyProblem(key)
         case .exists(let keys), .delete(let keys): return keys.lazy.compactMap(keyProblem).first
         case .count, .scan: return nil
-        case .put(let key, let value), .conditionalPut(let key, let value, _): return keyProblem(key) ?? valueProblem(value)
+        case .put(let key, let value): return keyProblem(key) ?? valueProblem(value)
+        case .conditionalPut(let key, let value, _): return keyProblem(key) ?? valueProblem(value)
         case .update(let key, _), .increment(let key, _): return keyProblem(key)
         case .batch(let steps):
             if steps.isEmpty { return StoreError(.invalidArgument, "a batch needs at least one operation") }

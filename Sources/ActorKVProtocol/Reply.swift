@@ -11,6 +11,8 @@ public enum Reply: Sendable, Equatable {
     case bulk([UInt8])
     /// The null bulk string, `$-1\r\n`.
     case null
+    /// The null array, `*-1\r\n` (a refused transaction). Decoders read it as ``null``.
+    case nullArray
     /// An array of replies, `*N\r\n` followed by each element.
     indirect case array([Reply])
 
@@ -27,6 +29,8 @@ public enum Reply: Sendable, Equatable {
             RESPWriter.appendBulk(bytes, to: &buffer)
         case .null:
             RESPWriter.appendHeader(type: ASCII.dollar, count: -1, to: &buffer)
+        case .nullArray:
+            RESPWriter.appendHeader(type: ASCII.star, count: -1, to: &buffer)
         case .array(let elements):
             RESPWriter.appendHeader(type: ASCII.star, count: Int64(elements.count), to: &buffer)
             for element in elements { element.encode(into: &buffer) }

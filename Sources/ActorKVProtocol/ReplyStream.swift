@@ -124,7 +124,7 @@ public struct ReplyStream: Sendable {
             return bytes.count <= room - bulkOverhead
         case .array(let elements):
             return encodedSize(of: elements, budget: room, depth: estimateDepth) != nil
-        case .simple, .error, .integer, .null:
+        case .simple, .error, .integer, .null, .nullArray:
             return true
         }
     }
@@ -141,7 +141,7 @@ public struct ReplyStream: Sendable {
                 total += text.utf8.count + 3
             case .integer:
                 total += lineBound
-            case .null:
+            case .null, .nullArray:
                 total += 5
             case .bulk(let bytes):
                 total += bytes.count + bulkOverhead
@@ -170,7 +170,7 @@ public struct ReplyStream: Sendable {
             if !elements.isEmpty {
                 frames.append(Frame(elements: elements, next: 0))
             }
-        case .simple, .error, .integer, .null:
+        case .simple, .error, .integer, .null, .nullArray:
             reply.encode(into: &buffer)
         }
     }

@@ -164,7 +164,7 @@ public struct CommandProcessor: Sendable {
                 var offset = 0
                 return parts.map { part in
                     defer { offset += part.operations.count }
-                    let replies = outcomes[offset..<(offset + part.operations.count)].map(KeyValueCommands.reply(for:))
+                    let replies = zip(outcomes[offset..<(offset + part.operations.count)], part.operations).map(KeyValueCommands.reply(for:of:))
                     return Done(connection: part.work.session.id, replies: replies, quit: false)
                 }
             }
@@ -184,6 +184,8 @@ public struct CommandProcessor: Sendable {
         let operations = group.operations
         group = Group()
         let execution = await store.execute(operations, inNamespace: name)
-        for outcome in await execution.settled(operations) { replies.append(KeyValueCommands.reply(for: outcome)) }
+        for (outcome, operation) in zip(await execution.settled(operations), operations) {
+            replies.append(KeyValueCommands.reply(for: outcome, of: operation))
+        }
     }
 }

@@ -58,6 +58,8 @@ public enum ErrorMapping {
         // A namespace directory refused as unsafe, or a malformed request the command parser
         // let through; `locked` is raised only when the server opens its data directory at start.
         case .unsafeDirectory, .invalidArgument, .locked: return .err
+        // Redis's INCR errors: "-ERR value is not an integer…", "-ERR increment … would overflow".
+        case .notAnInteger, .overflow: return .err
         }
     }
 

@@ -173,7 +173,7 @@ struct ReplyStreamTests {
         switch reply {
         case .simple(let text), .error(let text): text.utf8.count + 3
         case .array(let elements): elements.map(longestLine(in:)).max() ?? 0
-        case .integer, .bulk, .null: 0
+        case .integer, .bulk, .null, .nullArray: 0
         }
     }
 

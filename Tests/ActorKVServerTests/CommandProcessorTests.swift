@@ -138,7 +138,7 @@ import Testing
             #expect(await run(p, ["SCAN o 0 COUNT 100000"]).first?.errorCode == nil)
             #expect(await run(p, ["BATCH o pUt k v dEl k"]) == [.array([.simple("OK"), .integer(1)])])
             let batch = await p.process([bytes(["BATCH", "o", "\u{FF30}UT", "k", "v"])]).replies
-            #expect(batch == [.error("ERR BATCH op 1: unknown op '\\xef\\xbc\\xb0UT' (expected PUT or DEL); nothing was applied")])
+            #expect(batch == [.error("ERR BATCH op 1: unknown op '\\xef\\xbc\\xb0UT' (expected PUT, DEL, IFVERSION or INCR); nothing was applied")])
         }
     }
 
@@ -153,7 +153,7 @@ import Testing
             #expect(await run(p, ["BATCH config PUT k1 v1 DEL k1 PUT k2 v2"])
                     == [.array([.simple("OK"), .integer(1), .simple("OK")])])
             #expect(await run(p, ["BATCH config PUT k1 v1 JUMP k2"])
-                    == [.error("ERR BATCH op 2: unknown op 'JUMP' (expected PUT or DEL); nothing was applied")])
+                    == [.error("ERR BATCH op 2: unknown op 'JUMP' (expected PUT, DEL, IFVERSION or INCR); nothing was applied")])
             #expect(await run(p, ["DEL config theme missing"]) == [.integer(1)])
         }
     }

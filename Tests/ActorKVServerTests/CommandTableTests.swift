@@ -11,7 +11,8 @@ struct CommandTableTests {
     /// One well-formed request per command, to parse. A command added to the table without one
     /// here fails ``everyCommandHasASample()``: its flags must be checked too.
     static let samples: [String: [String]] = [
-        "GET": ["GET", "ns", "k"], "PUT": ["PUT", "ns", "k", "v"], "DEL": ["DEL", "ns", "k", "j"],
+        "GET": ["GET", "ns", "k"], "GETV": ["GETV", "ns", "k"], "PUT": ["PUT", "ns", "k", "v", "IFVERSION", "0"],
+        "INCR": ["INCR", "ns", "k", "-2"], "DEL": ["DEL", "ns", "k", "j"],
         "EXISTS": ["EXISTS", "ns", "k"], "COUNT": ["COUNT", "ns"], "SCAN": ["SCAN", "ns", "0", "COUNT", "5"],
         "BATCH": ["BATCH", "ns", "PUT", "k", "v", "DEL", "j"], "PING": ["PING"], "ECHO": ["ECHO", "x"],
         "QUIT": ["QUIT"], "CLIENT": ["CLIENT", "ID"], "INFO": ["INFO"], "NAMESPACES": ["NAMESPACES"],

@@ -83,6 +83,8 @@ struct WireErrorCodeTests {
         .unsafeDirectory: .err,  // a namespace whose directory the server refuses to use
         .invalidArgument: .err,
         .locked: .err,
+        .notAnInteger: .err,  // INCR of a value that is not an integer
+        .overflow: .err,  // INCR past the 64-bit range
     ]
 
     @Test("ErrorMapping sends every StoreError.Code as the code protocol.md documents for it")

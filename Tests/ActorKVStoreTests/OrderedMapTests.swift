@@ -66,7 +66,7 @@ private struct Model {
 /// Every entry of `map` in the order `forEach` gives.
 private func contents(_ map: OrderedMap) -> [(key: [UInt8], value: [UInt8])] {
     var out: [(key: [UInt8], value: [UInt8])] = []
-    map.forEach { out.append((key: $0, value: $1)); return true }
+    map.forEach { out.append((key: $0, value: $1)); _ = $2; return true }
     return out
 }
 
@@ -296,7 +296,7 @@ struct OrderedMapTests {
         // forEach stops when asked.
         let stopAt = Int.random(in: 0...expected.count, using: &rng)
         var visited: [[UInt8]] = []
-        map.forEach { key, _ in
+        map.forEach { key, _, _ in
             visited.append(key)
             return visited.count < stopAt
         }
@@ -309,7 +309,7 @@ struct OrderedMapTests {
         for i in 0..<100 { map.updateValue([UInt8(i)], forKey: [UInt8(i)]) }
         var seen = 0
         #expect(throws: Stop.self) {
-            try map.forEach { _, _ in
+            try map.forEach { _, _, _ in
                 seen += 1
                 if seen == 37 { throw Stop() }
                 return true
@@ -464,7 +464,7 @@ struct OrderedMapTests {
             node.children.forEach(walk)
             guard !rightmost.contains(ObjectIdentifier(node)) else { return }
             nodes += 1
-            let room = node.isLeaf ? node.values.capacity - node.values.count : node.children.capacity - node.children.count
+            let room = node.isLeaf ? node.entries.capacity - node.entries.count : node.children.capacity - node.children.count
             if room >= headroom { spare += 1 }
         }
         walk(try #require(map.root))
@@ -687,7 +687,7 @@ struct OrderedMapTests {
 
         let uneven = sampleMap()
         let branch = uneven.root!.children[0]
-        branch.children[0] = branch.children[0].children.first ?? OrderedMap.Node(keys: OrderedMap.PackedKeys([0]), values: [[0]])
+        branch.children[0] = branch.children[0].children.first ?? OrderedMap.Node(keys: OrderedMap.PackedKeys([0]), entries: [OrderedMap.Entry(value: [0], version: 1)])
         #expect(throws: OrderedMap.InvariantViolation.self) { try uneven.checkInvariants() }
     }
 }

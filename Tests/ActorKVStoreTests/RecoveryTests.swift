@@ -23,7 +23,7 @@ struct RecoveryTests {
         }
         if let snapshot {
             var map = OrderedMap()
-            for (k, v) in snapshot.pairs { map.updateValue(v, forKey: k) }
+            for (k, v) in snapshot.pairs { map.updateValue(v, forKey: k, version: snapshot.lastSequence) }
             try writeFile(nsDir + "/snapshot.json", SnapshotCodec.encode(map, header: SnapshotCodec.Header(
                 namespace: snapshotNamespace ?? ns, lastSequence: snapshot.lastSequence, createdAt: 1)))
         }

@@ -19,13 +19,13 @@ struct SnapshotCodecTests {
 
     static func map(_ pairs: [([UInt8], [UInt8])]) -> OrderedMap {
         var map = OrderedMap()
-        for (k, v) in pairs { map.updateValue(v, forKey: k) }
+        for (k, v) in pairs { map.updateValue(v, forKey: k, version: 1) }
         return map
     }
 
     static func entries(_ map: OrderedMap) -> [[UInt8]: [UInt8]] {
         var all: [[UInt8]: [UInt8]] = [:]
-        map.forEach { k, v in all[k] = v; return true }
+        map.forEach { k, v, _ in all[k] = v; return true }
         return all
     }
 
@@ -58,11 +58,11 @@ struct SnapshotCodecTests {
         #expect(Self.entries(decoded) == Self.entries(map))
         // Not UTF-8: the base64 marker. UTF-8: a JSON string.
         let text = String(decoding: document, as: UTF8.self)
-        #expect(text.contains("[\"binary-value\",{\"base64\":\"wIDtoID0kICA\"}]"))
-        #expect(text.contains("[{\"base64\":\"AA==\"},{\"base64\":\"AA==\"}]") == false)  // NUL is valid UTF-8
-        #expect(text.contains("[\"\\u0000\",\"\\u0000\"]"))
-        #expect(text.contains("[\"plain\",\"value\"]"))
-        #expect(text.hasPrefix("{\"format\":\"actorkv-snapshot\",\"version\":1,\"namespace\":\"config\""))
+        #expect(text.contains("[\"binary-value\",{\"base64\":\"wIDtoID0kICA\"},1]"))
+        #expect(text.contains("[{\"base64\":\"AA==\"},{\"base64\":\"AA==\"},1]") == false)  // NUL is valid UTF-8
+        #expect(text.contains("[\"\\u0000\",\"\\u0000\",1]"))
+        #expect(text.contains("[\"plain\",\"value\",1]"))
+        #expect(text.hasPrefix("{\"format\":\"actorkv-snapshot\",\"version\":2,\"namespace\":\"config\""))
     }
 
     @Test("an empty map and one large value round-trip; chunked output equals one-shot output")
@@ -97,7 +97,7 @@ struct SnapshotCodecTests {
         let object = try JSONSerialization.jsonObject(with: Data(document))
         let root = try #require(object as? [String: Any])
         #expect(root["format"] as? String == "actorkv-snapshot")
-        #expect((root["version"] as? NSNumber)?.intValue == 1)
+        #expect((root["version"] as? NSNumber)?.intValue == 2)
         #expect(root["namespace"] as? String == "config")
         #expect((root["lastSequence"] as? NSNumber)?.intValue == 42)
         #expect((root["count"] as? NSNumber)?.intValue == Self.pairs.count)
@@ -139,12 +139,12 @@ struct SnapshotCodecTests {
     @Test("an unknown version is refused with the offset of the version number")
     func unknownVersion() throws {
         let document = SnapshotCodec.encode(Self.map(Self.pairs), header: Self.header)
-        let range = try #require(document.firstRange(of: b("\"version\":1")))
-        var v2 = document
-        v2[range.upperBound - 1] = UInt8(ascii: "2")
-        let failure = try #require(Self.failure(Self.resealed(v2)))
+        let range = try #require(document.firstRange(of: b("\"version\":2")))
+        var v3 = document
+        v3[range.upperBound - 1] = UInt8(ascii: "3")
+        let failure = try #require(Self.failure(Self.resealed(v3)))
         #expect(failure.offset == range.upperBound - 1)
-        #expect(failure.reason.contains("version 2"))
+        #expect(failure.reason.contains("version 3"))
     }
 
     @Test("keys out of order or duplicated are refused at the entry")

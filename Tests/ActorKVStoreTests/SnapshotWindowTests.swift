@@ -15,7 +15,7 @@ struct SnapshotWindowTests {
             let size = [1, 40, 300, 1500][i % 4]
             let value: [UInt8] = i % 3 == 0 ? (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ i) } : b(String(repeating: "v\(i % 10)", count: size / 2))
             let key: [UInt8] = i % 5 == 0 ? [0xFF, UInt8(i >> 8 & 0xFF), UInt8(i & 0xFF)] : b("key:\(String(i + 100_000))")
-            map.updateValue(value, forKey: key)
+            map.updateValue(value, forKey: key, version: UInt64(i % 7 + 1))
         }
         return map
     }

@@ -130,82 +130,140 @@ struct WritePlannerTests {
         }
     }
 
-    @Test("random runs of puts, deletes, batches and updates equal a model applied one at a time, and reopen the same")
+    @Test("random runs of every write (guarded, counting, updating) and read equal a model applied one at a time, versions included, and reopen the same")
     func modelRuns() async throws {
         let dir = TemporaryDirectory("plan-model")
         defer { dir.remove() }
-        var random = SeededGenerator(seed: 0x5eed_17)
-        var model: [[UInt8]: [UInt8]] = [:]
+        var random = SeededGenerator(seed: 0x5eed_18)
+        var model = Model()
         let keys = (0..<6).map { b("k\($0)") }
+        func value() -> [UInt8] {
+            Bool.random(using: &random) ? b("\(Int.random(in: -3...3, using: &random))") : b("p\(Int.random(in: 0..<100, using: &random))")
+        }
+        /// A version that holds about half the time.
+        func guardVersion(_ key: [UInt8]) -> UInt64 {
+            Bool.random(using: &random) ? model.entries[key]?.version ?? 0 : UInt64.random(in: 0...3, using: &random)
+        }
         func randomStep() -> BatchStep {
             let key = keys.randomElement(using: &random)!
-            switch Int.random(in: 0..<3, using: &random) {
-            case 0: return .put(key: key, value: b("v\(Int.random(in: 0..<100, using: &random))"))
+            switch Int.random(in: 0..<5, using: &random) {
+            case 0: return .put(key: key, value: value())
             case 1: return .delete(key: key)
+            case 2: return .increment(key: key, by: Int64.random(in: -5...5, using: &random))
+            case 3: return .ifVersion(key: key, guardVersion(key))
             default: return .update(key: key, Self.append("+"))
             }
         }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("m")
-            for _ in 0..<300 {
+            for _ in 0..<400 {
                 var operations: [Operation] = []
                 for _ in 0..<Int.random(in: 1...12, using: &random) {
                     let key = keys.randomElement(using: &random)!
-                    switch Int.random(in: 0..<5, using: &random) {
-                    case 0: operations.append(.put(key: key, value: b("p\(Int.random(in: 0..<100, using: &random))")))
+                    switch Int.random(in: 0..<8, using: &random) {
+                    case 0: operations.append(.put(key: key, value: value()))
                     case 1: operations.append(.delete([key, keys.randomElement(using: &random)!]))
                     case 2: operations.append(.update(key: key, Self.append("u")))
                     case 3: operations.append(.batch((0..<Int.random(in: 1...4, using: &random)).map { _ in randomStep() }))
+                    case 4: operations.append(.increment(key: key, by: Int64.random(in: -5...5, using: &random)))
+                    case 5: operations.append(.conditionalPut(key: key[...], value: value()[...], ifVersion: guardVersion(key)))
+                    case 6: operations.append(.getVersioned(key[...]))
                     default: operations.append(.get(key[...]))
                     }
                 }
                 let run = await ns.execute(operations)
                 try await run.durability.wait()
-                let expected = operations.map { Self.apply($0, to: &model) }
+                // Guards were drawn from the model before the run: apply it in order now.
+                let expected = operations.map { model.apply($0) }
                 #expect(run.outcomes == expected, "run \(operations.count) operations")
             }
-            #expect(await contents(ns) == model)
+            #expect(await versionedContents(ns) == model.entries)
         }
         try await withStore(dir.data) { store in
-            let ns = try await store.namespace("m")
-            #expect(await contents(ns) == model)
+            let reopened = try await store.namespace("m")
+            #expect(await versionedContents(reopened) == model.entries)
         }
     }
 
-    /// What `operation` yields applied alone to `model`, as the engine defines it.
-    static func apply(_ operation: Operation, to model: inout [[UInt8]: [UInt8]]) -> Outcome {
-        switch operation {
-        case .get(let key): return .value(model[Array(key)])
-        case .put(let key, let value):
-            model[Array(key)] = Array(value)
-            return .stored
-        case .delete(let keys):
-            return .integer(keys.reduce(0) { count, key in count + (model.removeValue(forKey: key) == nil ? 0 : 1) })
-        case .update(let key, let update): return applyUpdate(key, update, to: &model)
-        case .batch(let steps):
-            return .batch(steps.map { step -> Outcome in
+    /// Every key's value and version.
+    func versionedContents(_ ns: Namespace) async -> [[UInt8]: VersionedValue] {
+        var all: [[UInt8]: VersionedValue] = [:]
+        for (key, _) in await contents(ns) { all[key] = await ns.versioned(key) }
+        return all
+    }
+
+    /// The engine's semantics one operation at a time: values, versions (the number of the
+    /// record that last wrote a key) and which operations write a record at all.
+    struct Model {
+        var entries: [[UInt8]: VersionedValue] = [:]
+        var sequence: UInt64 = 0
+
+        /// What `operation` yields applied alone.
+        mutating func apply(_ operation: Operation) -> Outcome {
+            switch operation {
+            case .get(let key): return .value(entries[Array(key)]?.value)
+            case .getVersioned(let key): return .versioned(entries[Array(key)])
+            case .put(let key, let value): return apply(steps: [.put(key: Array(key), value: Array(value))], single: true)
+            case .delete(let keys):
+                guard case .batch(let results) = apply(steps: keys.map { .delete(key: $0) }, single: false) else { return .conditionFailed }
+                return .integer(results.reduce(0) { if case .integer(let n) = $1 { return $0 + n }; return $0 })
+            case .update(let key, let update): return apply(steps: [.update(key: key, update)], single: true)
+            case .increment(let key, let delta): return apply(steps: [.increment(key: key, by: delta)], single: true)
+            case .conditionalPut(let key, let value, let version):
+                let outcome = apply(steps: [.ifVersion(key: Array(key), version), .put(key: Array(key), value: Array(value))], single: false)
+                guard case .batch = outcome else { return outcome }
+                return .version(sequence)
+            case .batch(let steps): return apply(steps: steps, single: false)
+            case .exists, .count, .scan: preconditionFailure("not generated")
+            }
+        }
+
+        /// Applies steps all or nothing, as one record if anything is written.
+        private mutating func apply(steps: [BatchStep], single: Bool) -> Outcome {
+            var next = entries
+            var wrote = false
+            var results: [Outcome] = []
+            let version = sequence + 1
+            for step in steps {
                 switch step {
                 case .put(let key, let value):
-                    model[key] = value
-                    return .stored
-                case .delete(let key): return .integer(model.removeValue(forKey: key) == nil ? 0 : 1)
-                case .update(let key, let update): return applyUpdate(key, update, to: &model)
+                    next[key] = VersionedValue(value: value, version: version)
+                    wrote = true
+                    results.append(.stored)
+                case .delete(let key):
+                    results.append(.integer(next.removeValue(forKey: key) == nil ? 0 : 1))
+                    wrote = true
+                case .ifVersion(let key, let expected):
+                    guard (next[key]?.version ?? 0) == expected else { return .conditionFailed }
+                    results.append(.stored)
+                case .increment(let key, let delta):
+                    var base: Int64 = 0
+                    if let old = next[key] {
+                        guard let parsed = Int64(String(decoding: old.value, as: UTF8.self)), String(parsed) == String(decoding: old.value, as: UTF8.self) else {
+                            return .failure(StoreError(.notAnInteger, "value is not an integer"))
+                        }
+                        base = parsed
+                    }
+                    next[key] = VersionedValue(value: Array(String(base + delta).utf8), version: version)
+                    wrote = true
+                    results.append(.integer(Int(base + delta)))
+                case .update(let key, let update):
+                    switch update.compute(next[key]?.value) {
+                    case .set(let value):
+                        next[key] = VersionedValue(value: value, version: version)
+                        wrote = true
+                        results.append(.value(value))
+                    case .delete:
+                        if next.removeValue(forKey: key) != nil { wrote = true }
+                        results.append(.value(nil))
+                    case .keep: results.append(.value(next[key]?.value))
+                    case .refuse(let error): return .failure(error)
+                    }
                 }
-            })
-        case .exists, .count, .scan: preconditionFailure("not generated")
-        }
-    }
-
-    private static func applyUpdate(_ key: [UInt8], _ update: Update, to model: inout [[UInt8]: [UInt8]]) -> Outcome {
-        switch update.compute(model[key]) {
-        case .set(let value):
-            model[key] = value
-            return .value(value)
-        case .delete:
-            model[key] = nil
-            return .value(nil)
-        case .keep: return .value(model[key])
-        case .refuse(let error): return .failure(error)
+            }
+            entries = next
+            if wrote { sequence = version }
+            return single ? results[0] : .batch(results)
         }
     }
 }

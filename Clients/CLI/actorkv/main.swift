@@ -19,6 +19,13 @@ Commands:
   get NS KEY                  print the value's exact bytes, with NO newline added
                               (so $(actorkv get ns key) and binary values are exact); exit 1 if missing
   put NS KEY VALUE            store VALUE; VALUE '-' reads the value from standard input to EOF
+  put --if-version V NS KEY VALUE
+                              store VALUE only if KEY's version is V (0: only if KEY is absent);
+                              print the new version; exit 5, writing nothing, if it is not
+  getv NS KEY                 print KEY's version on one line, then the value's exact bytes
+                              (no newline added); print 0 and exit 1 if KEY is missing
+  incr NS KEY [DELTA]         add DELTA (default 1, may be negative) to the integer under KEY
+                              (missing: 0); print the result
   del NS KEY...               remove keys; print how many existed
   exists NS KEY...            print how many of the keys exist; exit 1 unless all of them do
   count NS                    print the number of keys in NS
@@ -28,8 +35,11 @@ Commands:
                               --json prints a JSON array of {"key": ..., "value": ...} objects
                               instead; a key or value that is not valid UTF-8 is given as
                               "key_base64" / "value_base64" (base64 of the exact bytes) instead.
-  batch NS OP...              apply the ops all-or-nothing; OP is 'put KEY VALUE' or 'del KEY';
-                              print one line per op: OK for put, 1 or 0 (existed) for del
+  batch NS OP...              apply the ops all-or-nothing; OP is 'put KEY VALUE', 'del KEY',
+                              'ifversion KEY V' (a guard: apply only if KEY's version is V) or
+                              'incr KEY DELTA'; print one line per op: OK for put and ifversion,
+                              1 or 0 (existed) for del, the new value for incr; exit 5, applying
+                              nothing, if a guard does not hold
   compact NS                  snapshot NS and truncate its log
   namespaces                  print the namespace names, one per line
   info                        print the server's INFO text
@@ -42,7 +52,8 @@ Options:
                               allowed; 0 waits forever)
   --help, -h                  print this text
 
-Commands that change data (put, compact) print nothing on success.
+Commands that change data (put, compact) print nothing on success; put --if-version prints the
+new version.
 
 Exit status:
   0  success
@@ -54,6 +65,7 @@ Exit status:
   4  cannot connect to the server (nothing listens on the socket, or the server refused the
      connection with MAXCLIENTS or NOPERM), the server did not answer within --timeout, or the
      connection broke
+  5  a condition did not hold (put --if-version, a batch's ifversion): nothing was written
 
 """
 
@@ -65,6 +77,8 @@ enum Exit {
     /// Standard output could not be written: the same status as a server error.
     static let output: Int32 = 3
     static let connection: Int32 = 4
+    /// A conditional write's condition did not hold: nothing was written.
+    static let conditionFailed: Int32 = 5
 }
 
 /// A failure that ends the program with `code` after printing `message` on standard error.
@@ -193,6 +207,46 @@ func usageFailure(_ message: String) -> Failure {
     Failure(code: Exit.usage, message: "actorkv: \(message)\nRun 'actorkv --help' for usage.")
 }
 
+/// Removes `--if-version V` (or `--if-version=V`) from a put's arguments; returns V, if given,
+/// and the rest.
+func takeIfVersion(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (UInt64?, ArraySlice<[UInt8]>) {
+    var version: UInt64?
+    var rest: [[UInt8]] = []
+    var remaining = arguments
+    while let argument = remaining.popFirst() {
+        let word = text(argument)
+        let value: String
+        if word == "--if-version" {
+            guard let next = remaining.popFirst() else { throw usageFailure("--if-version needs a version") }
+            value = text(next)
+        } else if word.hasPrefix("--if-version=") {
+            value = String(word.dropFirst("--if-version=".count))
+        } else {
+            rest.append(argument)
+            continue
+        }
+        guard version == nil else { throw usageFailure("--if-version given twice") }
+        version = try parseVersion(value, "--if-version")
+    }
+    return (version, rest[...])
+}
+
+/// A version: decimal digits, 0 to 2^63-1 (0: absent).
+func parseVersion(_ value: String, _ what: String) throws(Failure) -> UInt64 {
+    guard let n = Int64(value), n >= 0, String(n) == value else {
+        throw usageFailure("\(what) needs a version (an integer from 0 up), not '\(value)'")
+    }
+    return UInt64(n)
+}
+
+/// A signed 64-bit decimal integer.
+func parseInteger(_ value: String, _ what: String) throws(Failure) -> Int64 {
+    guard let n = Int64(value), String(n) == value else {
+        throw usageFailure("\(what) needs an integer, not '\(value)'")
+    }
+    return n
+}
+
 /// Reads standard input to EOF.
 func readStandardInput() throws(Failure) -> [UInt8] {
     var bytes: [UInt8] = []
@@ -260,6 +314,10 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
     } else if json {
         throw usageFailure("--json applies to scan only")
     }
+    var ifVersion: UInt64?
+    if command == "put" || command == "set" {
+        (ifVersion, rest) = try takeIfVersion(from: rest)
+    }
     var args = Array(rest)
 
     func need(_ range: ClosedRange<Int>, _ form: String) throws(Failure) {
@@ -275,9 +333,28 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
             guard let value = try await client.get(text(args[0]), args[1]) else { return Exit.notFound }
             try output.write(value)
         case "put", "set":
-            try need(3...3, "put NS KEY VALUE   (VALUE '-' reads standard input)")
+            try need(3...3, "put [--if-version V] NS KEY VALUE   (VALUE '-' reads standard input)")
             if args[2] == [UInt8(ascii: "-")] { args[2] = try readStandardInput() }
-            try await client.put(text(args[0]), args[1], args[2])
+            guard let ifVersion else {
+                try await client.put(text(args[0]), args[1], args[2])
+                break
+            }
+            guard let version = try await client.put(text(args[0]), args[1], args[2], ifVersion: ifVersion) else {
+                throw Failure(code: Exit.conditionFailed, message: "actorkv: not written: the key's version is not \(ifVersion)")
+            }
+            try output.line(String(version))
+        case "getv":
+            try need(2...2, "getv NS KEY")
+            guard let found = try await client.getVersioned(text(args[0]), args[1]) else {
+                try output.line("0")
+                return Exit.notFound
+            }
+            try output.line(String(found.version))
+            try output.write(found.value)
+        case "incr":
+            try need(2...3, "incr NS KEY [DELTA]")
+            let delta = try args.count == 3 ? parseInteger(text(args[2]), "incr: DELTA") : 1
+            try output.line(String(try await client.increment(text(args[0]), args[1], by: delta)))
         case "del", "delete":
             try need(2...many, "del NS KEY...")
             try output.line(String(try await client.delete(text(args[0]), Array(args[1...]))))
@@ -318,14 +395,26 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
                     guard i + 1 < args.count else { throw usageFailure("batch: del needs a key") }
                     operations.append(.delete(key: args[i + 1]))
                     i += 2
+                case "ifversion":
+                    guard i + 2 < args.count else { throw usageFailure("batch: ifversion needs a key and a version") }
+                    operations.append(.ifVersion(key: args[i + 1], version: try parseVersion(text(args[i + 2]), "batch: ifversion")))
+                    i += 3
+                case "incr":
+                    guard i + 2 < args.count else { throw usageFailure("batch: incr needs a key and a delta") }
+                    operations.append(.increment(key: args[i + 1], by: try parseInteger(text(args[i + 2]), "batch: incr")))
+                    i += 3
                 default:
-                    throw usageFailure("batch: unknown op '\(text(args[i]))' (expected put or del)")
+                    throw usageFailure("batch: unknown op '\(text(args[i]))' (expected put, del, ifversion or incr)")
                 }
             }
-            for result in try await client.batch(text(args[0]), operations) {
+            guard let results = try await client.batch(text(args[0]), operations) else {
+                throw Failure(code: Exit.conditionFailed, message: "actorkv: nothing applied: an ifversion guard did not hold")
+            }
+            for result in results {
                 switch result {
-                case .stored: try output.line("OK")
+                case .stored, .held: try output.line("OK")
                 case .deleted(let existed): try output.line(existed ? "1" : "0")
+                case .counted(let value): try output.line(String(value))
                 }
             }
         case "compact":
@@ -360,7 +449,7 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
             throw Failure(code: Exit.server, message: message.isEmpty ? code : "\(code) \(message)")
         case .cannotConnect, .refused, .timedOut, .connectionLost, .closed:
             throw Failure(code: Exit.connection, message: "actorkv: \(error)")
-        case .protocolViolation, .decodingFailed, .encodingFailed:
+        case .protocolViolation, .decodingFailed, .encodingFailed, .conflict:
             throw Failure(code: Exit.server, message: "actorkv: \(error)")
         }
     } catch {

@@ -235,8 +235,10 @@ public final class ActorKVClient: Sendable {
     // MARK: Batches
 
     /// Applies `operations` to `namespace` in order, all or nothing, as one durable write.
-    /// Returns one result per operation. If the server refuses the batch, nothing was applied.
-    public func batch(_ namespace: String, _ operations: [BatchOperation]) async throws(ActorKVError) -> [BatchResult] {
+    /// Returns one result per operation, or nil when an ``BatchOperation/ifVersion(key:version:)``
+    /// guard did not hold (nothing was applied). If the server refuses the batch (it throws),
+    /// nothing was applied either.
+    public func batch(_ namespace: String, _ operations: [BatchOperation]) async throws(ActorKVError) -> [BatchResult]? {
         guard !operations.isEmpty else { return [] }
         var arguments = [Array("BATCH".utf8), Array(namespace.utf8)]
         arguments.reserveCapacity(2 + operations.count * 3)
@@ -244,9 +246,12 @@ public final class ActorKVClient: Sendable {
             switch operation {
             case .put(let key, let value): arguments += [Array("PUT".utf8), key, value]
             case .delete(let key): arguments += [Array("DEL".utf8), key]
+            case .ifVersion(let key, let version): arguments += [Array("IFVERSION".utf8), key, Array(String(version).utf8)]
+            case .increment(let key, let delta): arguments += [Array("INCR".utf8), key, Array(String(delta).utf8)]
             }
         }
         let reply = try await send(arguments)
+        if case .null = reply { return nil }
         guard case .array(let elements) = reply, elements.count == operations.count else {
             throw Self.unexpected(reply, for: "BATCH")
         }
@@ -256,6 +261,8 @@ public final class ActorKVClient: Sendable {
             switch (element, operation) {
             case (.simple("OK"), .put): results.append(.stored)
             case (.integer(let n), .delete): results.append(.deleted(n == 1))
+            case (.simple("OK"), .ifVersion): results.append(.held)
+            case (.integer(let n), .increment): results.append(.counted(n))
             default: throw Self.unexpected(reply, for: "BATCH")
             }
         }
@@ -327,7 +334,7 @@ public final class ActorKVClient: Sendable {
         case .error(let text): shown = "-\(text)"
         case .integer(let n): shown = ":\(n)"
         case .bulk(let bytes): shown = "a \(bytes.count)-byte bulk string"
-        case .null: shown = "a null"
+        case .null, .nullArray: shown = "a null"
         case .array(let elements): shown = "an array of \(elements.count)"
         }
         return .protocolViolation("unexpected reply to \(command): \(shown)")

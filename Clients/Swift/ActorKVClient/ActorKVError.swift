@@ -8,7 +8,7 @@ import ActorKVProtocol
 ///   (``cannotConnect(path:errno:reason:)``, ``refused(path:code:message:)``, ``timedOut(_:)``,
 ///   ``connectionLost(_:)``, ``closed``; ``isConnectionError``); the next call reconnects,
 /// - the bytes were not what was expected (``protocolViolation(_:)``, ``decodingFailed(namespace:key:reason:)``,
-///   ``encodingFailed(_:)``).
+///   ``encodingFailed(_:)``), or a read-modify-write kept losing the race (``conflict(_:)``).
 public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered `-CODE message`. `code` is the raw value of a `WireErrorCode` (the
     /// list protocol.md documents): `ERR`, `BADNS`, `BADKEY`, `TOOBIG`, `BADCURSOR`, `CORRUPT`,
@@ -43,6 +43,10 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     case decodingFailed(namespace: String, key: [UInt8], reason: String)
     /// A ``RemoteRepository`` item could not be encoded as JSON.
     case encodingFailed(String)
+    /// A read-modify-write (``RemoteRepository/update(_:maxAttempts:_:)``) found the key written
+    /// by someone else between its read and its conditional write on every one of its attempts;
+    /// nothing was written by it. `reason` says which key and how many attempts.
+    case conflict(String)
 
     /// True for ``cannotConnect(path:errno:reason:)``, ``refused(path:code:message:)``,
     /// ``timedOut(_:)``, ``connectionLost(_:)`` and ``closed``: failures of the connection rather
@@ -98,6 +102,8 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
                 + "'\(namespace)': \(reason)"
         case .encodingFailed(let reason):
             return "cannot encode item: \(reason)"
+        case .conflict(let reason):
+            return "conflict: \(reason)"
         }
     }
 

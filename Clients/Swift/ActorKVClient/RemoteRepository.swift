@@ -79,6 +79,46 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
         try await client.count(namespace)
     }
 
+    // MARK: Versions
+
+    /// The item with `id` and its version, or nil. Pass the version to
+    /// ``save(_:ifVersion:)`` or ``delete(_:ifVersion:)`` to write only if nobody else has since.
+    public func findVersioned(by id: T.ID) async throws(ActorKVError) -> (item: T, version: UInt64)? {
+        let key = id.repositoryKey
+        guard let found = try await client.getVersioned(namespace, key) else { return nil }
+        return (try decode(found.value, key: key), found.version)
+    }
+
+    /// Stores `item` only if the stored item's version is `ifVersion` (0: only if there is
+    /// none). Returns the new version, or nil when the condition did not hold (nothing written).
+    public func save(_ item: T, ifVersion: UInt64) async throws(ActorKVError) -> UInt64? {
+        try await client.put(namespace, item.id.repositoryKey, try Self.encode(item), ifVersion: ifVersion)
+    }
+
+    /// Removes the item with `id` only if its version is `ifVersion`; returns whether the
+    /// condition held.
+    public func delete(_ id: T.ID, ifVersion: UInt64) async throws(ActorKVError) -> Bool {
+        try await client.delete(namespace, id.repositoryKey, ifVersion: ifVersion)
+    }
+
+    /// Reads the item with `id`, lets `body` change it, and writes it back only if nobody wrote
+    /// it in between; if someone did, reads again and retries, up to `maxAttempts` times in all
+    /// (then throws ``ActorKVError/conflict(_:)``, having written nothing). Returns the item as
+    /// written, or nil if there is no item with `id` (nothing is written). `body` may run more
+    /// than once, so it must only change the item it is given.
+    ///
+    ///     try await counters.update(id: "visits") { $0.count += 1 }
+    @discardableResult
+    public func update(_ id: T.ID, maxAttempts: Int = 100, _ body: (inout T) throws -> Void) async throws -> T? {
+        for _ in 0..<max(1, maxAttempts) {
+            guard let found = try await findVersioned(by: id) else { return nil }
+            var item = found.item
+            try body(&item)
+            if try await save(item, ifVersion: found.version) != nil { return item }
+        }
+        throw ActorKVError.conflict("the item '\(String(decoding: id.repositoryKey, as: UTF8.self))' in namespace '\(namespace)' was written by others on each of \(max(1, maxAttempts)) attempts")
+    }
+
     static func encode(_ item: T) throws(ActorKVError) -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]

@@ -9,8 +9,15 @@ enum KeyValueCommands {
         CommandSpec(name: "GET", usage: "GET ns key", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try Command.namespace(args[0]), .get(args[1]))
         },
-        CommandSpec(name: "PUT", usage: "PUT ns key value", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .put(key: args[1], value: args[2]))
+        CommandSpec(name: "GETV", usage: "GETV ns key", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .getVersioned(args[1]))
+        },
+        CommandSpec(name: "PUT", usage: "PUT ns key value [IFVERSION version]", arity: .between(3, 5, step: 2),
+                    flags: [.namespaced, .write], parse: parsePut),
+        CommandSpec(name: "INCR", usage: "INCR ns key [delta]", arity: .between(2, 3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            let ns = try Command.namespace(args[0])
+            let delta = args.count == 3 ? try parseDelta(args[2]) : 1
+            return .data(namespace: ns, .increment(key: args.array(1), by: delta))
         },
         CommandSpec(name: "DEL", usage: "DEL ns key [key ...]", arity: .atLeast(2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
             .data(namespace: try Command.namespace(args[0]), .delete(args.rest(from: 1)))
@@ -23,7 +30,7 @@ enum KeyValueCommands {
         },
         CommandSpec(name: "SCAN", usage: "SCAN ns cursor [PREFIX prefix] [COUNT count]", arity: .between(2, 6, step: 2),
                     flags: [.namespaced, .readOnly], parse: parseScan),
-        CommandSpec(name: "BATCH", usage: "BATCH ns PUT key value | DEL key [...]", arity: .atLeast(3),
+        CommandSpec(name: "BATCH", usage: "BATCH ns PUT key value | DEL key | IFVERSION key version | INCR key delta [...]", arity: .atLeast(3),
                     flags: [.namespaced, .write], parse: parseBatch),
     ]
 
@@ -34,6 +41,45 @@ enum KeyValueCommands {
     private static let countOption = Array("COUNT".utf8)
     private static let putOp = Array("PUT".utf8)
     private static let delOp = Array("DEL".utf8)
+    private static let ifVersionWord = Array("IFVERSION".utf8)
+    private static let incrOp = Array("INCR".utf8)
+
+    /// `PUT ns key value [IFVERSION version]`: options after the value, each a name (any ASCII
+    /// case) and its argument.
+    private static func parsePut(_ args: CommandArguments) throws(CommandError) -> Command {
+        let ns = try Command.namespace(args[0])
+        guard args.count > 3 else { return .data(namespace: ns, .put(key: args[1], value: args[2])) }
+        var ifVersion: UInt64?
+        var i = 3
+        while i + 1 < args.count {
+            if CommandTable.matches(args[i], ifVersionWord) {
+                guard ifVersion == nil else { throw CommandError(.syntax, "IFVERSION given twice") }
+                ifVersion = try parseVersion(args[i + 1])
+            } else {
+                throw CommandError(.syntax, "unknown PUT option '\(Command.printable(args[i]))' (expected IFVERSION)")
+            }
+            i += 2
+        }
+        guard let ifVersion else { return .data(namespace: ns, .put(key: args[1], value: args[2])) }
+        return .data(namespace: ns, .conditionalPut(key: args[1], value: args[2], ifVersion: ifVersion))
+    }
+
+    /// A version argument: a decimal integer from 0 (absent) to 2^63-1, written as Redis writes
+    /// integers (no sign, no leading zero).
+    static func parseVersion(_ text: ArraySlice<UInt8>) throws(CommandError) -> UInt64 {
+        guard let n = ASCIIDecimal.parse(text), n >= 0 else {
+            throw CommandError(.syntax, "IFVERSION needs a version: an integer from 0 to 9223372036854775807, not '\(Command.printable(text))'")
+        }
+        return UInt64(n)
+    }
+
+    /// An INCR delta: a signed 64-bit decimal integer.
+    static func parseDelta(_ text: ArraySlice<UInt8>) throws(CommandError) -> Int64 {
+        guard let n = ASCIIDecimal.parse(text) else {
+            throw CommandError(.syntax, "the increment must be an integer from -9223372036854775808 to 9223372036854775807, not '\(Command.printable(text))'")
+        }
+        return n
+    }
 
     private static func parseScan(_ args: CommandArguments) throws(CommandError) -> Command {
         let ns = try Command.namespace(args[0])
@@ -72,19 +118,46 @@ enum KeyValueCommands {
                 guard i + 1 < args.count else { throw CommandError(.syntax, "BATCH op \(steps.count + 1): DEL needs a key; nothing was applied") }
                 steps.append(.delete(key: args.array(i + 1)))
                 i += 2
+            } else if CommandTable.matches(args[i], ifVersionWord) {
+                guard i + 2 < args.count else { throw CommandError(.syntax, "BATCH op \(steps.count + 1): IFVERSION needs a key and a version; nothing was applied") }
+                steps.append(.ifVersion(key: args.array(i + 1), try batchArgument(steps.count) { () throws(CommandError) in try parseVersion(args[i + 2]) }))
+                i += 3
+            } else if CommandTable.matches(args[i], incrOp) {
+                guard i + 2 < args.count else { throw CommandError(.syntax, "BATCH op \(steps.count + 1): INCR needs a key and a delta; nothing was applied") }
+                steps.append(.increment(key: args.array(i + 1), by: try batchArgument(steps.count) { () throws(CommandError) in try parseDelta(args[i + 2]) }))
+                i += 3
             } else {
-                throw CommandError(.syntax, "BATCH op \(steps.count + 1): unknown op '\(Command.printable(args[i]))' (expected PUT or DEL); nothing was applied")
+                throw CommandError(.syntax, "BATCH op \(steps.count + 1): unknown op '\(Command.printable(args[i]))' (expected PUT, DEL, IFVERSION or INCR); nothing was applied")
             }
         }
         return .data(namespace: ns, .batch(steps))
     }
 
-    /// The reply to an operation's outcome.
+    /// Runs `parse` for the argument of BATCH op `count + 1`, naming the op in its error.
+    private static func batchArgument<T>(_ count: Int, _ parse: () throws(CommandError) -> T) throws(CommandError) -> T {
+        do { return try parse() } catch {
+            throw CommandError(.syntax, "BATCH op \(count + 1): \(error.message); nothing was applied")
+        }
+    }
+
+    /// The reply to an operation's outcome. A failed condition is a null bulk (`$-1`) for a
+    /// conditional PUT and a null array (`*-1`) for a BATCH, as Redis's refused EXEC.
+    static func reply(for outcome: Outcome, of operation: Operation) -> Reply {
+        if case .conditionFailed = outcome, case .batch = operation { return .nullArray }
+        return reply(for: outcome)
+    }
+
+    /// The reply to an operation's outcome (a failed condition as a null bulk).
     static func reply(for outcome: Outcome) -> Reply {
         switch outcome {
         case .value(let value): return value.map(Reply.bulk) ?? .null
         case .stored: return .simple("OK")
         case .integer(let n): return .integer(Int64(n))
+        case .versioned(let found):
+            guard let found else { return .null }
+            return .array([.bulk(found.value), .integer(Int64(clamping: found.version))])
+        case .version(let version): return .integer(Int64(clamping: version))
+        case .conditionFailed: return .null
         case .batch(let results): return .array(results.map(reply(for:)))
         case .page(let page):
             var flat: [Reply] = []

@@ -4,12 +4,13 @@ struct LiveData: Sendable {
     var map = OrderedMap()
     var bytes = 0
 
-    /// Applies one mutation; returns whether it removed an existing key.
+    /// Applies one mutation, written by the log record numbered `version`; returns whether it
+    /// removed an existing key.
     @discardableResult
-    mutating func apply(_ mutation: Mutation) -> Bool {
+    mutating func apply(_ mutation: Mutation, version: UInt64) -> Bool {
         switch mutation {
         case .put(let key, let value):
-            put(key: key[...], value: value[...])  // a whole array's slice: a new key keeps the array itself
+            put(key: key[...], value: value[...], version: version)  // a whole array's slice: a new key keeps the array itself
             return false
         case .delete(let key):
             guard let old = map.removeValue(forKey: key) else { return false }
@@ -18,10 +19,10 @@ struct LiveData: Sendable {
         }
     }
 
-    /// Stores `value` for `key` (see `OrderedMap.updateValue(copying:forKey:)`): the one way a
-    /// put reaches the map, from a request's bytes in place or from a mutation's arrays.
-    mutating func put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>) {
-        if let old = map.updateValue(copying: value, forKey: key) {
+    /// Stores `value` with `version` for `key` (see `OrderedMap.updateValue(copying:forKey:version:)`):
+    /// the one way a put reaches the map, from a request's bytes in place or from a mutation's arrays.
+    mutating func put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, version: UInt64) {
+        if let old = map.updateValue(copying: value, forKey: key, version: version) {
             bytes += value.count - old
         } else {
             bytes += key.count + value.count
@@ -31,7 +32,7 @@ struct LiveData: Sendable {
     /// Sums the key and value bytes of a map (after loading a snapshot).
     static func byteCount(of map: OrderedMap) -> Int {
         var total = 0
-        map.forEach { key, value in
+        map.forEach { key, value, _ in
             total += key.count + value.count
             return true
         }

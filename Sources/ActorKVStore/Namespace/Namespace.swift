@@ -61,6 +61,11 @@ public actor Namespace {
     /// The value stored under `key`, or nil.
     public func get(_ key: [UInt8]) -> [UInt8]? { data.map[key] }
 
+    /// The value stored under `key` and its version, or nil.
+    public func versioned(_ key: [UInt8]) -> VersionedValue? {
+        data.map.versioned(key).map { VersionedValue(value: $0.value, version: $0.version) }
+    }
+
     /// The number of keys.
     public func count() -> Int { data.map.count }
 
@@ -83,6 +88,33 @@ public actor Namespace {
         try await single(.put(key: key, value: value))
     }
 
+    /// Stores `value` under `key` only if the key's version is `ifVersion` (0: only if the key
+    /// is absent), durable per the store's policy when it returns. Returns the key's new version,
+    /// or nil when the condition did not hold (nothing was written).
+    @discardableResult
+    public func put(_ key: [UInt8], _ value: [UInt8], ifVersion: UInt64) async throws -> UInt64? {
+        guard case .version(let version) = try await single(.conditionalPut(key: key[...], value: value[...], ifVersion: ifVersion)) else { return nil }
+        return version
+    }
+
+    /// Removes `key` only if its version is `ifVersion` (0: only if absent, which removes
+    /// nothing). Returns whether the condition held.
+    @discardableResult
+    public func delete(_ key: [UInt8], ifVersion: UInt64) async throws -> Bool {
+        try await apply(steps: [.ifVersion(key: key, ifVersion), .delete(key: key)]) != nil
+    }
+
+    /// Adds `delta` to the signed 64-bit decimal integer stored under `key` (an absent key counts
+    /// as 0), stores the sum in decimal and returns it. Throws ``StoreError/Code/notAnInteger``
+    /// or ``StoreError/Code/overflow``, having written nothing.
+    @discardableResult
+    public func increment(_ key: [UInt8], by delta: Int64 = 1) async throws -> Int64 {
+        guard case .integer(let sum) = try await single(.increment(key: key, by: delta)) else {
+            preconditionFailure("Namespace: an increment yields an integer")
+        }
+        return Int64(sum)
+    }
+
     /// Removes keys; returns how many existed.
     @discardableResult
     public func delete(_ keys: [[UInt8]]) async throws -> Int {
@@ -102,11 +134,12 @@ public actor Namespace {
     }
 
     /// Applies the steps all-or-nothing as one log record, each seeing the ones before it, and
-    /// returns one outcome per step (see ``Outcome/batch(_:)``). Throws the first refusal (an
-    /// update that refused, an invalid key or value), having applied nothing.
+    /// returns one outcome per step (see ``Outcome/batch(_:)``), or nil when a guard
+    /// (``BatchStep/ifVersion(key:_:)``) did not hold. Throws the first refusal (an update that
+    /// refused, an invalid key or value, an increment of a non-integer), having applied nothing.
     @discardableResult
-    public func apply(steps: [BatchStep]) async throws -> [Outcome] {
-        guard case .batch(let results) = try await single(.batch(steps)) else { return [] }
+    public func apply(steps: [BatchStep]) async throws -> [Outcome]? {
+        guard case .batch(let results) = try await single(.batch(steps)) else { return nil }
         return results
     }
 
@@ -158,7 +191,8 @@ public actor Namespace {
             }
         }
         var outcomes = planner.takeOutcomes()
-        performPending(operations, planner.resolved, &outcomes)
+        var versions = RecordNumbers(written: planner.written, after: planner.startSequence)
+        performPending(operations, planner.resolved, &versions, &outcomes)
         if planner.hasRecords { afterWrite() }
         let wait = !planner.hasRecords || options.durability != .always
             ? Durability.immediate : Durability(syncer: syncer, sequence: planner.sequence)
@@ -174,13 +208,19 @@ public actor Namespace {
     /// Likewise, before a PUT that is followed by more, the next few PUTs' keys are walked
     /// together (`OrderedMap.prefetch(forKeys:)`) so that their cache misses overlap before the
     /// writes themselves run one at a time.
-    private func performPending(_ operations: [Operation], _ resolved: [Int: WritePlanner.Resolved], _ outcomes: inout [Outcome?]) {
+    ///
+    /// Each write gives the keys it writes its record's number as their version (`versions`).
+    private func performPending(_ operations: [Operation], _ resolved: [Int: WritePlanner.Resolved],
+                                _ versions: inout RecordNumbers, _ outcomes: inout [Outcome?]) {
         var gets: [Int] = []
         var prefetchedThrough = -1
         for (index, operation) in operations.enumerated() where outcomes[index] == nil {
             if !resolved.isEmpty, let write = resolved[index] {
                 lookUp(&gets, operations, &outcomes)
-                for mutation in write.mutations { data.apply(mutation) }
+                if !write.mutations.isEmpty {
+                    let version = versions.number(of: index)
+                    for mutation in write.mutations { data.apply(mutation, version: version) }
+                }
                 outcomes[index] = write.outcome
                 continue
             }
@@ -193,7 +233,7 @@ public actor Namespace {
                 continue
             }
             lookUp(&gets, operations, &outcomes)
-            outcomes[index] = perform(operation)
+            outcomes[index] = perform(operation, version: operation.isWrite ? versions.number(of: index) : 0)
         }
         lookUp(&gets, operations, &outcomes)
     }
@@ -231,26 +271,29 @@ public actor Namespace {
         data.map.values(forKeys: keys) { i, value in outcomes[targets[i]] = .value(value) }
     }
 
-    private func perform(_ operation: Operation) -> Outcome {
+    /// Performs a read, or a plain write whose record is numbered `version`.
+    private func perform(_ operation: Operation, version: UInt64 = 0) -> Outcome {
         switch operation {
         case .get(let key): return .value(data.map[key])
+        case .getVersioned(let key):
+            return .versioned(data.map.versioned(key).map { VersionedValue(value: $0.value, version: $0.version) })
         case .exists(let keys): return .integer(keys.reduce(0) { $0 + (data.map[$1] == nil ? 0 : 1) })
         case .count: return .integer(data.map.count)
         case .scan(let cursor, let prefix, let limit): return .page(scan(from: cursor, prefix: prefix, limit: limit))
         case .put(let key, let value):
-            data.put(key: key, value: value)
+            data.put(key: key, value: value, version: version)
             return .stored
         case .delete(let keys):
-            return .integer(keys.reduce(0) { $0 + (data.apply(.delete(key: $1)) ? 1 : 0) })
+            return .integer(keys.reduce(0) { $0 + (data.apply(.delete(key: $1), version: version) ? 1 : 0) })
         case .batch(let steps):
             return .batch(steps.map { step -> Outcome in
                 let mutation = step.plainMutation!
-                let removed = data.apply(mutation)
+                let removed = data.apply(mutation, version: version)
                 if case .put = mutation { return .stored }
                 return .integer(removed ? 1 : 0)
             })
-        case .update:
-            preconditionFailure("Namespace: an update is resolved while planning, never performed unresolved")
+        case .update, .increment, .conditionalPut:
+            preconditionFailure("Namespace: a write that reads is resolved while planning, never performed unresolved")
         }
     }
 
@@ -418,6 +461,28 @@ public actor Namespace {
             options.log("namespace \(name): the final fsync failed: \(error.message)")
             return error
         }
+    }
+}
+
+/// The numbers of a run's log records, handed out in operation order: the record of the
+/// operation `written[i]` is numbered `start + i + 1` (the planner numbered them so).
+struct RecordNumbers {
+    private let written: [Int]
+    private let start: UInt64
+    private var next = 0
+
+    init(written: [Int], after start: UInt64) {
+        self.written = written
+        self.start = start
+    }
+
+    /// The number of operation `index`'s record, or 0 if it has none (a delete of no keys);
+    /// operations ask in increasing order.
+    mutating func number(of index: Int) -> UInt64 {
+        while next < written.count && written[next] < index { next += 1 }
+        guard next < written.count && written[next] == index else { return 0 }
+        next += 1
+        return start + UInt64(next)
     }
 }
 

@@ -214,7 +214,7 @@ enum NamespaceRecovery {
             guard record.sequence == lastSequence + 1 else {
                 throw StoreError.corrupt(path, offset: offset, "sequence gap: expected \(lastSequence + 1), found \(record.sequence)")
             }
-            for mutation in record.mutations { data.apply(mutation) }
+            for mutation in record.mutations { data.apply(mutation, version: record.sequence) }
             lastSequence = record.sequence
             replayed += 1
         }

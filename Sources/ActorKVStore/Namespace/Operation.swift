@@ -5,11 +5,24 @@ public enum Operation: Sendable {
     case get(ArraySlice<UInt8>)
     /// How many of the keys exist.
     case exists([[UInt8]])
+    /// The value of a key and its version (a ``Outcome/versioned(_:)``).
+    case getVersioned(ArraySlice<UInt8>)
     /// Set a key. (A slice key as for ``get(_:)-swift.enum.case``.)
     case put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>)
+    /// Set a key only if its version is `ifVersion` (0: only if it is absent). The outcome is
+    /// the key's new version (``Outcome/version(_:)``), or ``Outcome/conditionFailed`` with
+    /// nothing written.
+    case conditionalPut(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, ifVersion: UInt64)
+    /// Add `by` to the signed 64-bit decimal integer stored under `key` (an absent key counts
+    /// as 0) and store the sum in decimal; the outcome is the sum (``Outcome/integer(_:)``).
+    /// A value that is not a canonical decimal integer fails with ``StoreError/Code/notAnInteger``
+    /// and a sum out of range with ``StoreError/Code/overflow``, nothing written.
+    case increment(key: [UInt8], by: Int64)
     /// Remove keys; the outcome counts those that existed.
     case delete([[UInt8]])
     /// Apply the steps all-or-nothing as one log record; each step sees the steps before it.
+    /// If a guard (``BatchStep/ifVersion(key:_:)``) does not hold, nothing is applied and the
+    /// outcome is ``Outcome/conditionFailed``.
     case batch([BatchStep])
     /// Set, delete or keep a key according to what ``Update`` computes from its current value,
     /// as the writes before it in the same run (and the same batch) left it. The outcome is the
@@ -29,8 +42,8 @@ public enum Operation: Sendable {
     /// Whether the operation changes data (and so is logged and waits for durability).
     public var isWrite: Bool {
         switch self {
-        case .put, .delete, .batch, .update: return true
-        case .get, .exists, .count, .scan: return false
+        case .put, .conditionalPut, .increment, .delete, .batch, .update: return true
+        case .get, .getVersioned, .exists, .count, .scan: return false
         }
     }
 
@@ -38,19 +51,23 @@ public enum Operation: Sendable {
     /// planner to resolve it before its record can be encoded.
     var readsBeforeWriting: Bool {
         switch self {
-        case .update: return true
+        case .update, .conditionalPut, .increment: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
-        case .get, .exists, .put, .delete, .count, .scan: return false
+        case .get, .getVersioned, .exists, .put, .delete, .count, .scan: return false
         }
     }
 
     /// Whether the operation may bring a namespace that does not exist into existence: a PUT, a
-    /// batch with a PUT, or an update (which may compute a value). Deletes and reads never do.
+    /// batch that may write a value, an increment, or an update (which may compute a value).
+    /// Deletes and reads never do, nor a write whose condition cannot hold where nothing exists.
     var mayCreateNamespace: Bool {
         switch self {
-        case .put, .update: return true
-        case .batch(let steps): return steps.contains { if case .delete = $0 { return false }; return true }
-        case .get, .exists, .delete, .count, .scan: return false
+        case .put, .update, .increment: return true
+        case .conditionalPut(_, _, let version): return version == 0
+        case .batch(let steps):
+            let guardsHold = steps.allSatisfy { if case .ifVersion(_, let version) = $0 { return version == 0 }; return true }
+            return guardsHold && steps.contains { $0.mayWriteValue }
+        case .get, .getVersioned, .exists, .delete, .count, .scan: return false
         }
     }
 }
@@ -64,6 +81,13 @@ public enum BatchStep: Sendable {
     /// Set, delete or keep a key according to what ``Update`` computes from its value at that
     /// point of the run; its outcome is the key's value afterwards.
     case update(key: [UInt8], Update)
+    /// A guard: the batch applies only if the key's version is this at that point of the run
+    /// (0: the key is absent). Writes nothing; its outcome is ``Outcome/stored``. A guard after a
+    /// write to the same key in the batch sees that write (0 then fails after a put).
+    case ifVersion(key: [UInt8], UInt64)
+    /// Add to the decimal integer under the key, as ``Operation/increment(key:by:)``; its
+    /// outcome is the sum.
+    case increment(key: [UInt8], by: Int64)
 
     /// The step that applies `mutation`.
     public init(_ mutation: Mutation) {
@@ -76,22 +100,47 @@ public enum BatchStep: Sendable {
     /// The key the step writes.
     public var key: [UInt8] {
         switch self {
-        case .put(let key, _), .delete(let key), .update(let key, _): return key
+        case .put(let key, _), .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _): return key
         }
     }
 
-    /// The mutation of a step that needs no resolving (a put or a delete); nil for an update.
+    /// The mutation of a step that needs no resolving (a put or a delete); nil for the others.
     var plainMutation: Mutation? {
         switch self {
         case .put(let key, let value): return .put(key: key, value: value)
         case .delete(let key): return .delete(key: key)
-        case .update: return nil
+        case .update, .ifVersion, .increment: return nil
         }
     }
 
+    /// Whether the step depends on the key's current state.
     var readsBeforeWriting: Bool {
-        if case .update = self { return true }
-        return false
+        switch self {
+        case .update, .ifVersion, .increment: return true
+        case .put, .delete: return false
+        }
+    }
+
+    /// Whether the step may store a value (and so bring its namespace into existence).
+    var mayWriteValue: Bool {
+        switch self {
+        case .put, .update, .increment: return true
+        case .delete, .ifVersion: return false
+        }
+    }
+}
+
+/// A value and its version: the sequence number of the log record that last wrote the key.
+public struct VersionedValue: Sendable, Equatable {
+    /// The value.
+    public var value: [UInt8]
+    /// The version, greater than 0.
+    public var version: UInt64
+
+    /// A value with its version.
+    public init(value: [UInt8], version: UInt64) {
+        self.value = value
+        self.version = version
     }
 }
 
@@ -124,12 +173,19 @@ public enum UpdateResult: Sendable, Equatable {
 public enum Outcome: Sendable, Equatable {
     /// A value, or nil for a missing key.
     case value([UInt8]?)
-    /// A put succeeded.
+    /// A put succeeded, or a batch's guard held.
     case stored
+    /// A value and its version (``Operation/getVersioned(_:)``), or nil for a missing key.
+    case versioned(VersionedValue?)
+    /// A conditional put succeeded: the key's new version.
+    case version(UInt64)
+    /// A condition did not hold (a conditional put, a batch's guard): nothing was written.
+    case conditionFailed
     /// A count (deleted, existing or total keys).
     case integer(Int)
-    /// A batch succeeded: one outcome per step (``stored`` for a put, ``integer(_:)`` 1 or 0 for
-    /// a delete, whether the key existed; ``value(_:)`` for an update, the key's value afterwards).
+    /// A batch succeeded: one outcome per step (``stored`` for a put or a guard, ``integer(_:)``
+    /// 1 or 0 for a delete, whether the key existed, or an increment's sum; ``value(_:)`` for an
+    /// update, the key's value afterwards).
     case batch([Outcome])
     /// A scan page.
     case page(ScanPage)

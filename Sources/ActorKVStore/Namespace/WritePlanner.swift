@@ -1,3 +1,5 @@
+import ActorKVProtocol
+
 /// Plans the writes of one run of operations, in order: validates each, resolves it against the
 /// state that the writes before it in the same run leave, and encodes its log record. All the
 /// run's records go into one buffer, so the namespace writes them with one call and only then
@@ -22,6 +24,9 @@ struct WritePlanner {
     private(set) var buffer: [UInt8] = []
     /// The sequence number of the last record encoded.
     private(set) var sequence: UInt64
+    /// The sequence number before the first record: the record of `written[i]` is numbered
+    /// `startSequence + i + 1`, the version it gives the keys it writes.
+    let startSequence: UInt64
     /// The operations that have a record in ``buffer``, in order.
     private(set) var written: [Int] = []
     /// Per operation: an outcome decided while planning (a refusal), or nil for one that is
@@ -41,6 +46,7 @@ struct WritePlanner {
     init(count: Int, lastSequence: UInt64, limits: StoreLimits, blocker: StoreError?, syncer: LogSyncer) {
         outcomes = [Outcome?](repeating: nil, count: count)
         sequence = lastSequence
+        startSequence = lastSequence
         self.limits = limits
         self.blocker = blocker
         self.syncer = syncer
@@ -81,85 +87,149 @@ struct WritePlanner {
             let recorded = record(of: index, bodyLength: LogRecordCodec.putBodyLength(key: key, value: value)) { sequence, claim, buffer in
                 LogRecordCodec.encodePut(sequence: sequence, key: key, value: value, durableThrough: claim, into: &buffer)
             }
-            if recorded { overlay?.note(.put(key: Array(key), value: Array(value))) }
+            if recorded { overlay?.note(.put(key: Array(key), value: Array(value)), version: sequence) }
         case .delete(let keys):
-            if record(keys.lazy.map { .delete(key: $0) }, of: index) { overlay?.note(keys.lazy.map { .delete(key: $0) }) }
+            if record(keys.lazy.map { .delete(key: $0) }, of: index) { overlay?.note(keys.lazy.map { .delete(key: $0) }, version: sequence) }
         case .batch(let steps) where !operation.readsBeforeWriting:
             let mutations = steps.lazy.map { $0.plainMutation! }
-            if record(mutations, of: index) { overlay?.note(mutations) }
+            if record(mutations, of: index) { overlay?.note(mutations, version: sequence) }
         case .batch(let steps):
-            resolveBatch(steps, at: index, in: map)
+            resolve(steps, at: index, in: map, as: .batch)
         case .update(let key, let update):
-            resolveBatch([.update(key: key, update)], at: index, in: map, single: true)
-        case .get, .exists, .count, .scan:
+            resolve([.update(key: key, update)], at: index, in: map, as: .step)
+        case .increment(let key, let delta):
+            resolve([.increment(key: key, by: delta)], at: index, in: map, as: .step)
+        case .conditionalPut(let key, let value, let version):
+            let key = Array(key)
+            resolve([.ifVersion(key: key, version), .put(key: key, value: Array(value))], at: index, in: map, as: .newVersion)
+        case .get, .getVersioned, .exists, .count, .scan:
             return
         }
     }
 
+    /// What a resolved operation's outcome is made of.
+    private enum Shape {
+        /// A batch: one outcome per step.
+        case batch
+        /// A single step: that step's outcome.
+        case step
+        /// A conditional put: the version its record gives the key.
+        case newVersion
+    }
+
     /// Resolves the steps in order against the overlay (and, beneath it, `map`), each seeing the
-    /// ones before it; records their mutations as one record, or refuses them all. With
-    /// `single`, the outcome is the one step's rather than a batch's.
-    private mutating func resolveBatch(_ steps: [BatchStep], at index: Int, in map: OrderedMap, single: Bool = false) {
+    /// ones before it; records their mutations as one record, or refuses them all: with the
+    /// error of a step that refused, or ``Outcome/conditionFailed`` when a guard does not hold.
+    private mutating func resolve(_ steps: [BatchStep], at index: Int, in map: OrderedMap, as shape: Shape) {
+        let version = sequence + 1  // the number the record gets if there is one
         var scratch = RunOverlay()  // this batch's own writes, over the run's
-        func current(_ key: [UInt8]) -> [UInt8]? { scratch.noted(key) ?? overlay!.value(of: key, in: map) }
+        func current(_ key: [UInt8]) -> VersionedValue? { scratch.noted(key) ?? overlay!.entry(of: key, in: map) }
         var mutations: [Mutation] = []
         var results: [Outcome] = []
         results.reserveCapacity(steps.count)
         for step in steps {
             let mutation: Mutation?
-            switch step {
-            case .put(let key, let value):
-                mutation = .put(key: key, value: value)
-                results.append(.stored)
-            case .delete(let key):
-                mutation = .delete(key: key)
-                results.append(.integer(current(key) == nil ? 0 : 1))
-            case .update(let key, let update):
-                let old = current(key)
-                switch update.compute(old) {
-                case .set(let value):
-                    if let problem = limits.problem(withComputedValue: value) {
-                        outcomes[index] = .failure(problem)
-                        return
-                    }
-                    mutation = .put(key: key, value: value)
-                    results.append(.value(value))
-                case .delete:
-                    mutation = old == nil ? nil : .delete(key: key)
-                    results.append(.value(nil))
-                case .keep:
-                    mutation = nil
-                    results.append(.value(old))
-                case .refuse(let error):
-                    outcomes[index] = .failure(error)
-                    return
-                }
+            switch resolve(step, current: current(step.key)) {
+            case .failure(let refusal):
+                outcomes[index] = refusal.outcome
+                return
+            case .success(let resolved):
+                mutation = resolved.mutation
+                results.append(resolved.outcome)
             }
             if let mutation {
-                scratch.note(mutation)
+                scratch.note(mutation, version: version)
                 mutations.append(mutation)
             }
         }
         if !mutations.isEmpty {
             guard record(mutations, of: index) else { return }
-            overlay!.note(mutations)
+            overlay!.note(mutations, version: version)
         }
-        resolved[index] = Resolved(mutations: mutations, outcome: single ? results[0] : .batch(results))
+        let outcome: Outcome
+        switch shape {
+        case .batch: outcome = .batch(results)
+        case .step: outcome = results[0]
+        case .newVersion: outcome = .version(version)
+        }
+        resolved[index] = Resolved(mutations: mutations, outcome: outcome)
+    }
+
+    /// A step resolved against the key's current state: what it writes (nil: nothing) and yields.
+    private struct ResolvedStep {
+        var mutation: Mutation?
+        var outcome: Outcome
+    }
+
+    /// Resolves one step given its key's `current` state, or fails with the outcome the whole
+    /// operation gets instead (a refusal, a failed guard).
+    private func resolve(_ step: BatchStep, current: VersionedValue?) -> Result<ResolvedStep, Refusal> {
+        switch step {
+        case .put(let key, let value):
+            return .success(ResolvedStep(mutation: .put(key: key, value: value), outcome: .stored))
+        case .delete(let key):
+            return .success(ResolvedStep(mutation: .delete(key: key), outcome: .integer(current == nil ? 0 : 1)))
+        case .ifVersion(_, let expected):
+            guard (current?.version ?? 0) == expected else { return .failure(Refusal(.conditionFailed)) }
+            return .success(ResolvedStep(mutation: nil, outcome: .stored))
+        case .increment(let key, let delta):
+            switch Self.sum(of: current?.value, and: delta) {
+            case .failure(let error): return .failure(Refusal(.failure(error)))
+            case .success(let sum):
+                return .success(ResolvedStep(mutation: .put(key: key, value: Array(String(sum).utf8)), outcome: .integer(Int(sum))))
+            }
+        case .update(let key, let update):
+            let old = current?.value
+            switch update.compute(old) {
+            case .set(let value):
+                if let problem = limits.problem(withComputedValue: value) { return .failure(Refusal(.failure(problem))) }
+                return .success(ResolvedStep(mutation: .put(key: key, value: value), outcome: .value(value)))
+            case .delete:
+                return .success(ResolvedStep(mutation: old == nil ? nil : .delete(key: key), outcome: .value(nil)))
+            case .keep:
+                return .success(ResolvedStep(mutation: nil, outcome: .value(old)))
+            case .refuse(let error):
+                return .failure(Refusal(.failure(error)))
+            }
+        }
+    }
+
+    /// The outcome an operation gets when one of its steps refuses.
+    private struct Refusal: Error {
+        var outcome: Outcome
+        init(_ outcome: Outcome) { self.outcome = outcome }
+    }
+
+    /// `value` (nil: 0) read as a canonical signed 64-bit decimal, plus `delta`.
+    static func sum(of value: [UInt8]?, and delta: Int64) -> Result<Int64, StoreError> {
+        var base: Int64 = 0
+        if let value {
+            guard let parsed = ASCIIDecimal.parse(value[...]) else {
+                return .failure(StoreError(.notAnInteger, "value is not an integer"))
+            }
+            base = parsed
+        }
+        let (sum, overflow) = base.addingReportingOverflow(delta)
+        guard !overflow else { return .failure(StoreError(.overflow, "increment or decrement would overflow")) }
+        return .success(sum)
     }
 
     /// The overlay of the writes planned so far (built when the first write that reads comes).
+    /// The record of `written[i]` is numbered `startSequence + i + 1`.
     private func replayWritten(_ operations: [Operation]) -> RunOverlay {
         var overlay = RunOverlay()
-        for index in written {
+        for (position, index) in written.enumerated() {
+            let version = startSequence + UInt64(position) + 1
             if let resolved = resolved[index] {
-                overlay.note(resolved.mutations)
+                overlay.note(resolved.mutations, version: version)
                 continue
             }
             switch operations[index] {
-            case .put(let key, let value): overlay.note(.put(key: Array(key), value: Array(value)))
-            case .delete(let keys): overlay.note(keys.lazy.map { .delete(key: $0) })
-            case .batch(let steps): overlay.note(steps.lazy.map { $0.plainMutation! })
-            case .update, .get, .exists, .count, .scan: preconditionFailure("WritePlanner: no plain record for this operation")
+            case .put(let key, let value): overlay.note(.put(key: Array(key), value: Array(value)), version: version)
+            case .delete(let keys): overlay.note(keys.lazy.map { .delete(key: $0) }, version: version)
+            case .batch(let steps): overlay.note(steps.lazy.map { $0.plainMutation! }, version: version)
+            case .update, .increment, .conditionalPut, .get, .getVersioned, .exists, .count, .scan:
+                preconditionFailure("WritePlanner: no plain record for this operation")
             }
         }
         return overlay
@@ -199,31 +269,32 @@ struct WritePlanner {
     }
 }
 
-/// The values that the writes planned so far in a run give their keys (nil: deleted), over the
-/// map they are not applied to yet.
+/// The values and versions that the writes planned so far in a run give their keys (nil:
+/// deleted), over the map they are not applied to yet.
 struct RunOverlay {
-    private var values: [[UInt8]: [UInt8]?] = [:]
+    private var entries: [[UInt8]: VersionedValue?] = [:]
 
-    /// Notes what `mutation` does.
-    mutating func note(_ mutation: Mutation) {
+    /// Notes what `mutation`, in the record numbered `version`, does.
+    mutating func note(_ mutation: Mutation, version: UInt64) {
         switch mutation {
-        case .put(let key, let value): values[key] = .some(value)
-        case .delete(let key): values[key] = .some(nil)
+        case .put(let key, let value): entries[key] = .some(VersionedValue(value: value, version: version))
+        case .delete(let key): entries[key] = .some(nil)
         }
     }
 
-    /// Notes what each of `mutations` does, in order.
-    mutating func note<C: Collection<Mutation>>(_ mutations: C) {
-        for mutation in mutations { note(mutation) }
+    /// Notes what each of `mutations`, all in the record numbered `version`, does, in order.
+    mutating func note<C: Collection<Mutation>>(_ mutations: C, version: UInt64) {
+        for mutation in mutations { note(mutation, version: version) }
     }
 
     /// What the noted writes left under `key`: nil if none of them touched it, `.some(nil)` if
     /// the last one deleted it.
-    func noted(_ key: [UInt8]) -> [UInt8]?? { values[key] }
+    func noted(_ key: [UInt8]) -> VersionedValue?? { entries[key] }
 
-    /// The value under `key` after the noted writes, reading `map` where they did not touch it.
-    func value(of key: [UInt8], in map: OrderedMap) -> [UInt8]? {
-        if let noted = values[key] { return noted }
-        return map[key]
+    /// The value and version under `key` after the noted writes, reading `map` where they did
+    /// not touch it.
+    func entry(of key: [UInt8], in map: OrderedMap) -> VersionedValue? {
+        if let noted = entries[key] { return noted }
+        return map.versioned(key).map { VersionedValue(value: $0.value, version: $0.version) }
     }
 }

@@ -54,7 +54,28 @@ public struct OrderedMap: Sendable {
     private func value<Key: BorrowedBytes>(forKey key: Key) -> [UInt8]? {
         withLeaf(for: key) { leaf in
             let (index, found) = leaf.keys.find(key)
-            return found ? leaf.values[index] : nil
+            return found ? leaf.entries[index].value : nil
+        } ?? nil
+    }
+
+    /// The value stored for `key` and its version, or nil if there is none. O(log n).
+    public func versioned(_ key: [UInt8]) -> (value: [UInt8], version: UInt64)? { versioned(key[...]) }
+
+    /// ``versioned(_:)-(Array)`` for a key that is a slice of a larger buffer.
+    func versioned<Key: BorrowedBytes>(_ key: Key) -> (value: [UInt8], version: UInt64)? {
+        withLeaf(for: key) { leaf in
+            let (index, found) = leaf.keys.find(key)
+            guard found else { return nil }
+            let entry = leaf.entries[index]
+            return (entry.value, entry.version)
+        } ?? nil
+    }
+
+    /// The version stored with `key`, or nil if there is none. O(log n).
+    func version<Key: BorrowedBytes>(of key: Key) -> UInt64? {
+        withLeaf(for: key) { leaf in
+            let (index, found) = leaf.keys.find(key)
+            return found ? leaf.entries[index].version : nil
         } ?? nil
     }
 
@@ -93,33 +114,33 @@ public struct OrderedMap: Sendable {
 
     // MARK: Writing
 
-    /// Stores `value` for `key`, replacing any value it had. O(log n).
+    /// Stores `value` with `version` for `key`, replacing any value it had. O(log n).
     ///
     /// Returns the value replaced, or nil if `key` was new.
     @discardableResult
-    public mutating func updateValue(_ value: [UInt8], forKey key: [UInt8]) -> [UInt8]? {
-        update(key, from: value)
+    public mutating func updateValue(_ value: [UInt8], forKey key: [UInt8], version: UInt64 = 0) -> [UInt8]? {
+        update(key, from: value, version: version)
     }
 
-    /// Stores a copy of `value` for `key`, replacing any value it had. O(log n). Where the old
-    /// value's storage fits and nothing else holds it, the bytes are copied into it and nothing
-    /// is allocated (see ``MapValueSource``).
+    /// Stores a copy of `value` with `version` for `key`, replacing any value it had. O(log n).
+    /// Where the old value's storage fits and nothing else holds it, the bytes are copied into
+    /// it and nothing is allocated (see ``MapValueSource``).
     ///
     /// Returns the length of the value replaced, or nil if `key` was new.
     @discardableResult
-    public mutating func updateValue(copying value: ArraySlice<UInt8>, forKey key: ArraySlice<UInt8>) -> Int? {
-        update(key, from: value)
+    public mutating func updateValue(copying value: ArraySlice<UInt8>, forKey key: ArraySlice<UInt8>, version: UInt64 = 0) -> Int? {
+        update(key, from: value, version: version)
     }
 
-    private mutating func update<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, from value: Value) -> Value.Replaced? {
+    private mutating func update<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, from value: Value, version: UInt64) -> Value.Replaced? {
         guard root != nil else {
-            root = Node(keys: PackedKeys(key), values: [value.newValue()])
+            root = Node(keys: PackedKeys(key), entries: [Entry(value: value.newValue(), version: version)])
             entryCount = 1
             return nil
         }
         if !isKnownUniquelyReferenced(&root) { root = root!.clone() }
         let top = root!
-        let (old, split) = Self.insert(key, value, into: top, layout)
+        let (old, split) = Self.insert(key, value, version, into: top, layout)
         if let split {
             var children: [Node] = []
             children.reserveCapacity(layout.branchCapacity + 1)
@@ -133,20 +154,23 @@ public struct OrderedMap: Sendable {
 
     /// Inserts or replaces under `node`, which must be uniquely owned. Returns the replaced
     /// value and, when `node` overfilled and split, the separator and the new right sibling.
-    private static func insert<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, _ value: Value, into node: Node, _ layout: Layout)
+    private static func insert<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, _ value: Value, _ version: UInt64, into node: Node, _ layout: Layout)
         -> (old: Value.Replaced?, split: (separator: [UInt8], right: Node)?) {
         node.prefetch()
         if node.isLeaf {
             let (index, found) = node.keys.find(key)
-            if found { return (value.replace(&node.values[index]), nil) }
+            if found {
+                node.entries[index].version = version
+                return (value.replace(&node.entries[index].value), nil)
+            }
             let appending = index == node.keys.count
             node.reserveForInsert(keyLength: key.count, fullCount: layout.leafCapacity + 1)
-            node.insertEntry(key: key, value: value.newValue(), at: index)
+            node.insertEntry(key: key, Entry(value: value.newValue(), version: version), at: index)
             guard node.keys.count > layout.leafCapacity else { return (nil, nil) }
             return (nil, node.split(headroom: layout.leafCapacity / 4, fullCount: layout.leafCapacity + 1, appending: appending))
         }
         let index = node.childIndex(for: key)
-        let (old, childSplit) = insert(key, value, into: node.uniqueChild(index), layout)
+        let (old, childSplit) = insert(key, value, version, into: node.uniqueChild(index), layout)
         guard let childSplit else { return (old, nil) }
         let appending = index == node.children.count - 1
         node.reserveForInsert(keyLength: childSplit.separator.count, fullCount: layout.branchCapacity + 1)
@@ -172,12 +196,12 @@ public struct OrderedMap: Sendable {
         } else if top.children.count == 1 {
             root = top.children[0]
         }
-        return old
+        return old.value
     }
 
     /// Removes `key`, which is present, from under `node`, which must be uniquely owned, and
     /// refills any child left less than half full.
-    private static func remove(_ key: [UInt8], from node: Node, _ layout: Layout) -> [UInt8] {
+    private static func remove(_ key: [UInt8], from node: Node, _ layout: Layout) -> Entry {
         if node.isLeaf {
             let (index, found) = node.keys.find(key)
             precondition(found, "OrderedMap: key vanished during removal")
@@ -213,8 +237,8 @@ public struct OrderedMap: Sendable {
         let last = left.keys.count - 1
         if child.isLeaf {
             let key = left.keys[last]
-            let value = left.removeEntry(at: last)
-            child.insertEntry(key: key, value: value, at: 0)
+            let entry = left.removeEntry(at: last)
+            child.insertEntry(key: key, entry, at: 0)
             parent.keys.replace(at: index - 1, with: Node.separator(between: left, last - 1, and: child, 0))
         } else {
             let up = left.keys[last]
@@ -231,8 +255,8 @@ public struct OrderedMap: Sendable {
         let right = parent.uniqueChild(index + 1)
         if child.isLeaf {
             let key = right.keys[0]
-            let value = right.removeEntry(at: 0)
-            child.insertEntry(key: key, value: value, at: child.keys.count)
+            let entry = right.removeEntry(at: 0)
+            child.insertEntry(key: key, entry, at: child.keys.count)
             parent.keys.replace(at: index, with: Node.separator(between: child, child.keys.count - 1, and: right, 0))
         } else {
             let up = right.keys[0]
@@ -250,9 +274,9 @@ public struct OrderedMap: Sendable {
         // Exactly the room needed (Array would double): a merged node may not grow again soon.
         if left.isLeaf {
             left.keys.reserve(keys: left.keys.count + right.keys.count, bytes: left.keys.bytes.count + right.keys.bytes.count)
-            left.values.reserveCapacity(left.values.count + right.values.count)
+            left.entries.reserveCapacity(left.entries.count + right.entries.count)
             left.keys.append(contentsOf: right.keys)
-            left.values.append(contentsOf: right.values)
+            left.entries.append(contentsOf: right.entries)
         } else {
             let separator = parent.keys[index]
             left.keys.reserve(keys: left.keys.count + 1 + right.keys.count,
@@ -298,7 +322,7 @@ public struct OrderedMap: Sendable {
         while true {
             while index < node.keys.count {
                 guard node.keys.hasPrefix(at: index, prefix) else { return result }
-                result.append((node.keys[index], node.values[index]))
+                result.append((node.keys[index], node.entries[index].value))
                 if result.count == limit { return result }
                 index += 1
             }
@@ -324,20 +348,22 @@ public struct OrderedMap: Sendable {
         return nil
     }
 
-    /// Calls `body` with every key and value in ascending key order; stops early when `body`
-    /// returns false. Used to encode snapshots: iterate a copy, and writes to the original go on.
+    /// Calls `body` with every key, value and version in ascending key order; stops early when
+    /// `body` returns false. Used to encode snapshots: iterate a copy, and writes to the
+    /// original go on.
     ///
     /// Rethrows whatever `body` throws, which also ends the walk.
-    public func forEach(_ body: ([UInt8], [UInt8]) throws -> Bool) rethrows {
+    public func forEach(_ body: (_ key: [UInt8], _ value: [UInt8], _ version: UInt64) throws -> Bool) rethrows {
         guard let root else { return }
         _ = try Self.visit(root, body)
     }
 
     /// Walks the subtree of `node` in order; false when `body` asked to stop.
-    private static func visit(_ node: Node, _ body: ([UInt8], [UInt8]) throws -> Bool) rethrows -> Bool {
+    private static func visit(_ node: Node, _ body: ([UInt8], [UInt8], UInt64) throws -> Bool) rethrows -> Bool {
         if node.isLeaf {
             for index in 0..<node.keys.count {
-                guard try body(node.keys[index], node.values[index]) else { return false }
+                let entry = node.entries[index]
+                guard try body(node.keys[index], entry.value, entry.version) else { return false }
             }
             return true
         }

@@ -15,8 +15,8 @@ extension OrderedMap {
         var keyBytes: [UInt8] = []
         /// Where each key of the leaf being filled starts in `keyBytes`, then where the last ends.
         var keyOffsets: [UInt32] = [0]
-        /// The values of the leaf being filled.
-        var values: [[UInt8]] = []
+        /// The values and versions of the leaf being filled.
+        var entries: [Entry] = []
         /// The last key appended, which the next must exceed.
         var lastKey: [UInt8]?
         /// How many entries were appended.
@@ -40,13 +40,13 @@ extension OrderedMap {
 
         /// Appends one entry. Returns false, and appends nothing, if `key` is not strictly
         /// greater than the key appended before it.
-        public mutating func append(key: [UInt8], value: [UInt8]) -> Bool {
+        public mutating func append(key: [UInt8], value: [UInt8], version: UInt64 = 0) -> Bool {
             if let lastKey, compareBytes(key, lastKey) <= 0 { return false }
-            if values.count == layout.leafCapacity { closeLeaf() }
+            if entries.count == layout.leafCapacity { closeLeaf() }
             precondition(keyBytes.count + key.count <= Int(UInt32.max), "keys of one node exceed 4 GiB")
             keyBytes.append(contentsOf: key)
             keyOffsets.append(UInt32(truncatingIfNeeded: keyBytes.count))
-            values.append(value)
+            entries.append(Entry(value: value, version: version))
             lastKey = key
             entryCount += 1
             return true
@@ -57,8 +57,8 @@ extension OrderedMap {
             var map = OrderedMap(layout: layout)
             guard entryCount > 0 else { return map }
             var level = leaves
-            if !values.isEmpty {
-                if level.isEmpty || values.count >= layout.minLeaf {
+            if !entries.isEmpty {
+                if level.isEmpty || entries.count >= layout.minLeaf {
                     level.append(pendingLeaf())
                 } else {
                     // Too few entries for a leaf of their own: share them with the last full leaf,
@@ -66,7 +66,7 @@ extension OrderedMap {
                     let previous = level.removeLast()
                     let combined = previous.clone()
                     combined.keys.append(contentsOf: PackedKeys(bytes: keyBytes, offsets: keyOffsets))
-                    combined.values.append(contentsOf: values)
+                    combined.entries.append(contentsOf: entries)
                     let (_, right) = combined.split(headroom: layout.leafCapacity / 4, fullCount: layout.leafCapacity + 1)
                     level.append(combined)
                     level.append(right)
@@ -111,7 +111,7 @@ extension OrderedMap {
 
         /// The leaf being filled, as a node.
         private func pendingLeaf() -> Node {
-            Node(keys: PackedKeys(bytes: ArrayEdit.trimmed(keyBytes), offsets: keyOffsets), values: values)
+            Node(keys: PackedKeys(bytes: ArrayEdit.trimmed(keyBytes), offsets: keyOffsets), entries: entries)
         }
 
         /// Moves the full pending leaf to `leaves` and starts the next.
@@ -127,8 +127,8 @@ extension OrderedMap {
             keyOffsets = []
             keyOffsets.reserveCapacity(layout.leafCapacity + 1)
             keyOffsets.append(0)
-            values = []
-            values.reserveCapacity(layout.leafCapacity)
+            entries = []
+            entries.reserveCapacity(layout.leafCapacity)
         }
     }
 }

@@ -45,7 +45,7 @@ extension OrderedMap {
 
         if node.isLeaf {
             guard node.children.isEmpty else { throw fail("leaf with children") }
-            guard node.values.count == node.keys.count else { throw fail("\(node.keys.count) keys but \(node.values.count) values") }
+            guard node.entries.count == node.keys.count else { throw fail("\(node.keys.count) keys but \(node.entries.count) entries") }
             guard node.keys.count >= (isRoot ? 1 : layout.minLeaf), node.keys.count <= layout.leafCapacity else {
                 throw fail("\(node.keys.count) entries, outside \(isRoot ? 1 : layout.minLeaf)...\(layout.leafCapacity)")
             }
@@ -54,7 +54,7 @@ extension OrderedMap {
             return node.keys.count
         }
 
-        guard node.values.isEmpty else { throw fail("branch with values") }
+        guard node.entries.isEmpty else { throw fail("branch with entries") }
         guard node.children.count == node.keys.count + 1 else {
             throw fail("\(node.keys.count) separators but \(node.children.count) children")
         }

@@ -94,7 +94,7 @@ extension OrderedMap {
                 slots[i] = nodes[i]._withUnsafeGuaranteedRef { leaf in
                     let (index, found) = leaf.keys.find(keys[start &+ i])
                     guard found else { return -1 }
-                    leaf.values.withUnsafeBufferPointer { Prefetch.elementStorage(of: $0, at: index, elements: 128, stride: 1) }
+                    leaf.entries.withUnsafeBufferPointer { Prefetch.valueStorage(of: $0, at: index, bytes: 128) }
                     return index
                 }
             }
@@ -104,7 +104,7 @@ extension OrderedMap {
         func deliver(_ body: (Int, [UInt8]?) -> Void) {
             for i in 0..<count {
                 let slot = slots[i]
-                body(start &+ i, slot < 0 ? nil : nodes[i]._withUnsafeGuaranteedRef { $0.values[slot] })
+                body(start &+ i, slot < 0 ? nil : nodes[i]._withUnsafeGuaranteedRef { $0.entries[slot].value })
             }
         }
     }

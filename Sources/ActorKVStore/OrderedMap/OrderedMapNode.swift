@@ -31,12 +31,22 @@ extension OrderedMap {
         func minimum(of node: Node) -> Int { node.isLeaf ? minLeaf : minBranch }
     }
 
+    /// A leaf's entry: a value and its version, side by side so that a write touches one cache
+    /// line for both.
+    struct Entry: Sendable {
+        /// The value.
+        var value: [UInt8]
+        /// The version the owner gave it (the namespace: the sequence number of the log record that
+        /// wrote it).
+        var version: UInt64
+    }
+
     /// One node of the B+tree: a leaf holding entries, or a branch holding children and the
     /// separator keys between them.
     ///
-    /// In a leaf, `values[i]` belongs to key `i`. In a branch with `k` separator keys there are
-    /// `k + 1` children, and every key under `children[i]` is `>=` separator `i - 1` and `<`
-    /// separator `i`. Keys are packed (see ``PackedKeys``), so a node costs a handful of
+    /// In a leaf, `entries[i]` (a value and its version) belongs to key `i`. In a branch with
+    /// `k` separator keys there are `k + 1` children, and every key under `children[i]` is `>=`
+    /// separator `i - 1` and `<` separator `i`. Keys are packed (see ``PackedKeys``), so a node costs a handful of
     /// allocations however many keys it holds; a leaf's values are the caller's arrays, kept as is.
     ///
     /// Sendability: `@unchecked Sendable` is sound because a node is only ever mutated by the one
@@ -60,16 +70,16 @@ extension OrderedMap {
         @exclusivity(unchecked) var keys: PackedKeys
         /// Whether this is a leaf (entries) rather than a branch (children).
         let isLeaf: Bool
-        /// The value of each key (leaf only; empty in a branch).
-        @exclusivity(unchecked) var values: [[UInt8]]
+        /// The value and version of each key (leaf only; empty in a branch).
+        @exclusivity(unchecked) var entries: [Entry]
         /// The subtrees (branch only; empty in a leaf).
         @exclusivity(unchecked) var children: [Node]
 
         /// A leaf.
-        init(keys: PackedKeys, values: [[UInt8]]) {
+        init(keys: PackedKeys, entries: [Entry]) {
             self.isLeaf = true
             self.keys = keys
-            self.values = values
+            self.entries = entries
             self.children = []
         }
 
@@ -77,7 +87,7 @@ extension OrderedMap {
         init(separators: PackedKeys, children: [Node]) {
             self.isLeaf = false
             self.keys = separators
-            self.values = []
+            self.entries = []
             self.children = children
         }
 
@@ -85,7 +95,7 @@ extension OrderedMap {
         private init(copying other: Node) {
             self.isLeaf = other.isLeaf
             self.keys = other.keys
-            self.values = other.values
+            self.entries = other.entries
             self.children = other.children
         }
 
@@ -108,7 +118,7 @@ extension OrderedMap {
             Prefetch.arrayStorage(keys.offsets, elements: Self.maximumFanOut + 1, stride: 4)
             Prefetch.arrayStorage(keys.bytes, elements: 64, stride: 1)
             if isLeaf {
-                Prefetch.arrayStorage(values, elements: Self.maximumFanOut, stride: MemoryLayout<[UInt8]>.stride)
+                Prefetch.arrayStorage(entries, elements: Self.maximumFanOut, stride: MemoryLayout<Entry>.stride)
             } else {
                 Prefetch.arrayStorage(children, elements: Self.maximumFanOut, stride: MemoryLayout<Node>.stride)
             }
@@ -131,15 +141,15 @@ extension OrderedMap {
         // MARK: Editing (the node must be uniquely owned)
 
         /// Inserts an entry into a leaf so that it becomes entry `i`.
-        func insertEntry<Key: BorrowedBytes>(key: Key, value: [UInt8], at i: Int) {
+        func insertEntry<Key: BorrowedBytes>(key: Key, _ entry: Entry, at i: Int) {
             keys.insert(key, at: i)
-            ArrayEdit.insert(value, at: i, into: &values)
+            ArrayEdit.insert(entry, at: i, into: &entries)
         }
 
-        /// Removes entry `i` of a leaf and returns its value.
-        func removeEntry(at i: Int) -> [UInt8] {
+        /// Removes entry `i` of a leaf and returns it.
+        func removeEntry(at i: Int) -> Entry {
             keys.remove(at: i)
-            return ArrayEdit.remove(at: i, from: &values)
+            return ArrayEdit.remove(at: i, from: &entries)
         }
 
         /// Makes room for one more entry (leaf) or child (branch) whose key is `keyLength`
@@ -148,7 +158,7 @@ extension OrderedMap {
         func reserveForInsert(keyLength: Int, fullCount: Int) {
             let n = occupancy
             if isLeaf {
-                if values.count == values.capacity { values.reserveCapacity(Self.grown(n, fullCount)) }
+                if entries.count == entries.capacity { entries.reserveCapacity(Self.grown(n, fullCount)) }
             } else if children.count == children.capacity {
                 children.reserveCapacity(Self.grown(n, fullCount))
             }
@@ -188,9 +198,9 @@ extension OrderedMap {
                 let n = keyCount, mid = n / 2
                 let separator = Node.separator(between: self, mid - 1, and: self, mid)
                 let upper = room(n - mid), lower = room(mid, headroom: lowerHeadroom)
-                let right = Node(keys: keys.copy(mid..<n, reservingKeys: upper.items, bytes: upper.bytes), values: copy(values[mid..<n]))
+                let right = Node(keys: keys.copy(mid..<n, reservingKeys: upper.items, bytes: upper.bytes), entries: copy(entries[mid..<n]))
                 keys = keys.copy(0..<mid, reservingKeys: lower.items, bytes: lower.bytes)
-                values = copy(values[0..<mid], headroom: lowerHeadroom)
+                entries = copy(entries[0..<mid], headroom: lowerHeadroom)
                 return (separator, right)
             }
             // Children 0..<mid stay with separators 0..<mid-1; separator mid-1 goes up.

@@ -23,12 +23,13 @@ enum Prefetch {
         actorkv_prefetch(start, count)
     }
 
-    /// Hints the storage of the array at `index` in `arrays` (its header and the first
-    /// `elements` elements of `stride` bytes), reading only the reference stored in `arrays`: the
-    /// element array is neither retained nor touched.
+    /// Hints the storage of the value of entry `index` in `entries` (its header and first
+    /// `bytes` bytes), reading only the reference stored in the entry: the value array is
+    /// neither retained nor touched.
     @inline(__always)
-    static func elementStorage<T>(of arrays: UnsafeBufferPointer<[T]>, at index: Int, elements: Int, stride: Int) {
-        let storage = UnsafeRawPointer(arrays.baseAddress! + index).load(as: UnsafeRawPointer.self)
-        actorkv_prefetch(storage, 32 + elements * stride)
+    static func valueStorage(of entries: UnsafeBufferPointer<OrderedMap.Entry>, at index: Int, bytes: Int) {
+        let offset = MemoryLayout<OrderedMap.Entry>.offset(of: \.value)!
+        let storage = (UnsafeRawPointer(entries.baseAddress! + index) + offset).load(as: UnsafeRawPointer.self)
+        actorkv_prefetch(storage, 32 + bytes)
     }
 }

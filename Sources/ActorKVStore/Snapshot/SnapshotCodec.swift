@@ -1,22 +1,28 @@
 /// The snapshot file format: one JSON document holding a namespace's whole live map. Pure: no I/O
 /// (``decode(window:reserve:)`` reads only through the window it is given).
 ///
-///     {"format":"actorkv-snapshot","version":1,"namespace":"config","lastSequence":42,
+///     {"format":"actorkv-snapshot","version":2,"namespace":"config","lastSequence":42,
 ///      "createdAt":1763800000,"count":2,"entries":[
-///     ["theme","dark"],
-///     ["blob",{"base64":"AP8K"}]
+///     ["blob",{"base64":"AP8K"},17],
+///     ["theme","dark",42]
 ///     ],"crc32c":"1a2b3c4d"}
 ///
-/// Entries are `[key, value]` pairs in ascending key order. A key or value that is valid UTF-8 is
-/// a JSON string; any other bytes are `{"base64":"…"}`, so every byte string round-trips.
+/// Entries are `[key, value, version]` in ascending key order: the version is the sequence
+/// number of the log record that last wrote the key, from 1 to `lastSequence`. A key or value
+/// that is valid UTF-8 is a JSON string; any other bytes are `{"base64":"…"}`, so every byte
+/// string round-trips. Format version 1 (before keys had versions) has `[key, value]` pairs and
+/// is still read: its keys take `lastSequence` as their version. `lastSequence` comes before
+/// `entries`.
 /// `crc32c` is the CRC-32C, in hex, of every byte before the comma that precedes `"crc32c"`.
 /// `lastSequence` is the sequence number of the last log record the snapshot includes: recovery
 /// replays only records after it.
 public enum SnapshotCodec {
     /// The value of the `format` field.
     public static let formatName = "actorkv-snapshot"
-    /// The format version this code writes and reads.
-    public static let currentVersion: UInt64 = 1
+    /// The format version this code writes.
+    public static let currentVersion: UInt64 = 2
+    /// The format versions this code reads: 1 has no per-key versions.
+    public static let readableVersions: ClosedRange<UInt64> = 1...2
 
     /// The fields of a snapshot other than its entries.
     public struct Header: Sendable, Equatable {
@@ -54,12 +60,14 @@ public enum SnapshotCodec {
         writer.append(",\"count\":\(map.count),\"entries\":[")
         var first = true
         var failure: E?
-        map.forEach { key, value in
+        map.forEach { key, value, version in
             writer.append(first ? "\n[" : ",\n[")
             first = false
             appendValue(key, to: &writer.buffer)
             writer.buffer.append(UInt8(ascii: ","))
             appendValue(value, to: &writer.buffer)
+            writer.buffer.append(UInt8(ascii: ","))
+            appendDecimal(version, to: &writer.buffer)
             writer.buffer.append(UInt8(ascii: "]"))
             do throws(E) { try writer.flushIfFull(sink) } catch { failure = error; return false }
             return true
@@ -125,6 +133,22 @@ public enum SnapshotCodec {
     /// Decodes a snapshot held in an array.
     public static func decode(_ bytes: [UInt8]) throws(Failure) -> (header: Header, map: OrderedMap) {
         try bytes.withBytes { (raw) throws(Failure) in try decode(raw) }
+    }
+
+    /// Appends `value` in decimal digits.
+    static func appendDecimal(_ value: UInt64, to out: inout [UInt8]) {
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var rest = value, start = buffer.count
+            repeat {
+                start -= 1
+                buffer[start] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            out.append(contentsOf: buffer[start...])
+        }
     }
 
     static func appendValue(_ bytes: [UInt8], to out: inout [UInt8]) {
@@ -239,8 +263,8 @@ private struct SnapshotParser {
         case "version":
             let start = scanner.position
             let v = try scanner.unsignedInteger()
-            guard v == SnapshotCodec.currentVersion else {
-                throw JSONScanner.Failure(offset: start, reason: "unknown format version \(v) (this build reads \(SnapshotCodec.currentVersion))")
+            guard SnapshotCodec.readableVersions.contains(v) else {
+                throw JSONScanner.Failure(offset: start, reason: "unknown format version \(v) (this build reads \(SnapshotCodec.readableVersions.lowerBound) to \(SnapshotCodec.readableVersions.upperBound))")
             }
             version = v
         case "namespace": namespace = String(decoding: try scanner.string(), as: UTF8.self)
@@ -248,13 +272,16 @@ private struct SnapshotParser {
         case "createdAt": createdAt = try scanner.unsignedInteger()
         case "count": count = try scanner.unsignedInteger()
         case "entries":
-            guard version != nil else { throw scanner.fail("entries before the format version") }
-            map = try entries()
+            guard let version else { throw scanner.fail("entries before the format version") }
+            guard let lastSequence else { throw scanner.fail("entries before lastSequence") }
+            map = try entries(versioned: version >= 2, lastSequence: lastSequence)
         default: try scanner.skipValue()
         }
     }
 
-    private mutating func entries() throws(JSONScanner.Failure) -> OrderedMap {
+    /// The entries: `[key, value, version]` when `versioned`, else `[key, value]`, whose version
+    /// is `lastSequence`.
+    private mutating func entries(versioned: Bool, lastSequence: UInt64) throws(JSONScanner.Failure) -> OrderedMap {
         var builder = OrderedMap.Builder()
         try scanner.expect(UInt8(ascii: "["))
         if scanner.consume(UInt8(ascii: "]")) { return builder.build() }
@@ -265,13 +292,25 @@ private struct SnapshotParser {
             let key = try bytesValue()
             try scanner.expect(UInt8(ascii: ","))
             let value = try bytesValue()
+            let version = versioned ? try entryVersion(upTo: lastSequence) : lastSequence
             try scanner.expect(UInt8(ascii: "]"))
-            guard builder.append(key: key, value: value) else {
+            guard builder.append(key: key, value: value, version: version) else {
                 throw JSONScanner.Failure(offset: start, reason: "keys out of order or duplicated")
             }
         } while scanner.consume(UInt8(ascii: ","))
         try scanner.expect(UInt8(ascii: "]"))
         return builder.build()
+    }
+
+    /// `,version` of an entry: from 1 to `lastSequence`.
+    private mutating func entryVersion(upTo lastSequence: UInt64) throws(JSONScanner.Failure) -> UInt64 {
+        try scanner.expect(UInt8(ascii: ","))
+        let start = scanner.position
+        let version = try scanner.unsignedInteger()
+        guard version >= 1 && version <= lastSequence else {
+            throw JSONScanner.Failure(offset: start, reason: "version \(version) is not between 1 and lastSequence \(lastSequence)")
+        }
+        return version
     }
 
     private mutating func bytesValue() throws(JSONScanner.Failure) -> [UInt8] {

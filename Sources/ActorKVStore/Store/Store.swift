@@ -127,10 +127,15 @@ public actor Store {
         if let problem = options.limits.problem(with: operation) { return .failure(problem) }
         switch operation {
         case .get: return .value(nil)
+        case .getVersioned: return .versioned(nil)
         case .exists, .count, .delete: return .integer(0)
         case .scan: return .page(ScanPage(entries: [], next: .start))
-        case .batch(let steps): return .batch(steps.map { _ in .integer(0) })  // deletes only: none existed
-        case .put, .update: preconditionFailure("Store: a valid write creates its namespace")
+        case .conditionalPut: return .conditionFailed  // a version other than 0: no key has it
+        case .batch(let steps):
+            // Deletes and guards only, or a guard of a version other than 0, which no key has.
+            if steps.contains(where: { if case .ifVersion(_, let v) = $0 { return v != 0 }; return false }) { return .conditionFailed }
+            return .batch(steps.map { if case .ifVersion = $0 { return .stored }; return .integer(0) })
+        case .put, .update, .increment: preconditionFailure("Store: a valid write creates its namespace")
         }
     }
 

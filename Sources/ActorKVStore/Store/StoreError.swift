@@ -30,6 +30,10 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case closed
         /// The request is malformed in a way not covered above (for example an empty batch).
         case invalidArgument
+        /// An increment of a value that is not a canonical signed 64-bit decimal integer.
+        case notAnInteger
+        /// An increment whose sum would not fit in a signed 64-bit integer.
+        case overflow
 
         /// A short stable name, the case's name, e.g. "corrupt".
         public var name: String { rawValue }

@@ -53,17 +53,18 @@ extension StoreLimits {
     /// an empty batch), or nil if it is valid. Checked before anything is written.
     public func problem(with operation: Operation) -> StoreError? {
         switch operation {
-        case .get(let key): return keyProblem(key)
+        case .get(let key), .getVersioned(let key): return keyProblem(key)
         case .exists(let keys), .delete(let keys): return keys.lazy.compactMap(keyProblem).first
         case .count, .scan: return nil
-        case .put(let key, let value): return keyProblem(key) ?? valueProblem(value)
-        case .update(let key, _): return keyProblem(key)
+        case .put(let key, let value), .conditionalPut(let key, let value, _): return keyProblem(key) ?? valueProblem(value)
+        case .update(let key, _), .increment(let key, _): return keyProblem(key)
         case .batch(let steps):
             if steps.isEmpty { return StoreError(.invalidArgument, "a batch needs at least one operation") }
             for step in steps {
                 switch step {
                 case .put(let key, let value): if let p = keyProblem(key) ?? valueProblem(value) { return p }
-                case .delete(let key), .update(let key, _): if let p = keyProblem(key) { return p }
+                case .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _):
+                    if let p = keyProblem(key) { return p }
                 }
             }
             return nil

@@ -148,7 +148,7 @@ enum ContendedUpdate {
             }
             switch exec {
             case .array(let items) where items == [.simple("OK")]: return true
-            case .null: return false   // *-1: a watched key changed
+            case .null, .nullArray: return false   // *-1: a watched key changed
             case let other: throw ClientError("EXEC: unexpected reply \(other)")
             }
         }

@@ -318,6 +318,14 @@ put rmw_akv_all "${rmw_akv[*]}"
 put rmw_redis_all "${rmw_redis[*]}"
 put rmw_akv_retries_all "${rmw_akv_retries[*]}"
 put rmw_redis_retries_all "${rmw_redis_retries[*]}"
+# Once more for Redis with each of its five commands a round trip of its own (as a client that does
+# not pipeline its transaction): for reference only, the target's ratio is against the run above.
+line=$(run "$BENCH" contended-update --socket "$REDIS_SOCK" --target redis --key counter \
+    --clients "$TP_C" --updates-per-client "$RMW_UPDATES" --redis-pipeline no) || die "contended-update redis --redis-pipeline no: see the message above"
+put rmw_redis5_line "$line"
+put rmw_redis5_rps "$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^updates_per_s=//p')"
+put rmw_redis5_retries "$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^retries_per_success=//p')"
+say "  contended RMW, Redis without pipelining (one run): $(get rmw_redis5_rps) updates/s ($(get rmw_redis5_retries) retries each)"
 
 # 4. Writes with an fsync before every acknowledgement.
 say "fsync always: restarting both, writes at -c 1 and -c $TP_C"
@@ -610,6 +618,10 @@ all $TP_C are connected to the last one's finish; retries per success is conflic
 counter is deleted before each run, and each run fails the benchmark unless its final value equals
 its number of successful updates (a lost or doubled update on either server). Medians of $ROUNDS
 alternating round(s).
+For reference only (one run, not the target's comparison): Redis with each of the five commands a
+round trip of its own (\`--redis-pipeline no\`, as a client that does not pipeline its transaction)
+made $(rps "$(get rmw_redis5_rps)") updates/s with $(get rmw_redis5_retries) retries per success;
+ActorKV's median is $(ratio "$(get rmw_akv_rps)" "$(get rmw_redis5_rps)")× that.
 
 | benchmark | ActorKV / Redis | issue #18 target | at target |
 | --- | --- | --- | --- |

@@ -45,6 +45,7 @@ if [ $QUICK = 1 ]; then
     SEED_SAVES="1000:20 10000:5"  # seed pattern: items:saves
     PUTS=500 ALWAYS_PUTS=100      # timed single puts per size (everysec / always)
     COMPACT_KEYS=20000
+    RMW_UPDATES=10                # contended read-modify-write: successful updates per client
     STEP_TIMEOUT=180
 else
     MODE=full ROUNDS=5            # ≥ 3; 5 because the shared machine is noisy
@@ -56,6 +57,7 @@ else
     SEED_SAVES="1000:200 100000:20 1000000:3"
     PUTS=2000 ALWAYS_PUTS=500
     COMPACT_KEYS=1000000
+    RMW_UPDATES=200
     STEP_TIMEOUT=1800
 fi
 TP_C=50 TP_R=100000
@@ -274,6 +276,57 @@ compare "connect_c$TP_C" "-k 0 -c $TP_C -n $CONNECT_N -r $TP_R" "GET bench key:_
 put tp_keys_akv "$(akv_cli COUNT bench)"
 put tp_keys_redis "$(redis_cli DBSIZE)"
 
+# Issue #18: counters and versions. INCR on random keys (ActorKV's namespace and Redis's database
+# already hold the key:… keys above; the counters are counter:…), then ONE key incremented by
+# $TP_C clients with read → modify → conditional write, retrying on conflict.
+say "counters: INCR -c $TP_C -P 1|16; contended read-modify-write, $TP_C clients × $RMW_UPDATES updates"
+for P in 1 16; do
+    compare "incr_p$P" "-c $TP_C -n $TP_N -r $TP_R -P $P" "INCR bench counter:__rand_int__" "INCR counter:__rand_int__"
+done
+# redis-benchmark counts any reply as a completed request: check that every INCR was applied
+# (the counters add up to the number sent) on both servers.
+INCR_SENT=$((2 * ROUNDS * TP_N))
+for target in akv redis; do
+    [ $target = akv ] && sock=$AKV_SOCK || sock=$REDIS_SOCK
+    line=$(run "$BENCH" sum-counters --socket "$sock" --target $target --ns bench --prefix counter:) || die "sum-counters $target"
+    sum=$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^sum=//p')
+    [ "$sum" = "$INCR_SENT" ] || die "the INCR counters on $target add up to $sum, not the $INCR_SENT INCRs sent ($line)"
+    put "incr_keys_$target" "$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^keys=//p')"
+done
+# Alternating rounds, as compare does. contended-update itself fails (and so the run) if the
+# counter's final value is not the number of successful updates: a lost update in either server.
+rmw_akv=() rmw_redis=() rmw_akv_retries=() rmw_redis_retries=()
+for round in $(seq "$ROUNDS"); do
+    for target in akv redis; do
+        [ $target = akv ] && sock=$AKV_SOCK || sock=$REDIS_SOCK
+        line=$(run "$BENCH" contended-update --socket "$sock" --target $target --ns bench --key counter \
+            --clients "$TP_C" --updates-per-client "$RMW_UPDATES") || die "contended-update $target (round $round): see the message above"
+        put "rmw_${target}_line_$round" "$line"
+        rate=$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^updates_per_s=//p')
+        retries=$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^retries_per_success=//p')
+        [ -n "$rate" ] && [ -n "$retries" ] || die "no result from contended-update $target (got: $line)"
+        if [ $target = akv ]; then rmw_akv+=("$rate") rmw_akv_retries+=("$retries")
+        else rmw_redis+=("$rate") rmw_redis_retries+=("$retries"); fi
+    done
+    say "  contended RMW round $round: ActorKV ${rmw_akv[-1]} updates/s (${rmw_akv_retries[-1]} retries each), Redis ${rmw_redis[-1]} updates/s (${rmw_redis_retries[-1]} retries each)"
+done
+put rmw_akv_rps "$(median "${rmw_akv[@]}")"
+put rmw_redis_rps "$(median "${rmw_redis[@]}")"
+put rmw_akv_retries "$(median "${rmw_akv_retries[@]}")"
+put rmw_redis_retries "$(median "${rmw_redis_retries[@]}")"
+put rmw_akv_all "${rmw_akv[*]}"
+put rmw_redis_all "${rmw_redis[*]}"
+put rmw_akv_retries_all "${rmw_akv_retries[*]}"
+put rmw_redis_retries_all "${rmw_redis_retries[*]}"
+# Once more for Redis with each of its five commands a round trip of its own (as a client that does
+# not pipeline its transaction): for reference only, the target's ratio is against the run above.
+line=$(run "$BENCH" contended-update --socket "$REDIS_SOCK" --target redis --key counter \
+    --clients "$TP_C" --updates-per-client "$RMW_UPDATES" --redis-pipeline no) || die "contended-update redis --redis-pipeline no: see the message above"
+put rmw_redis5_line "$line"
+put rmw_redis5_rps "$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^updates_per_s=//p')"
+put rmw_redis5_retries "$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^retries_per_success=//p')"
+say "  contended RMW, Redis without pipelining (one run): $(get rmw_redis5_rps) updates/s ($(get rmw_redis5_retries) retries each)"
+
 # 4. Writes with an fsync before every acknowledgement.
 say "fsync always: restarting both, writes at -c 1 and -c $TP_C"
 stop_akv; stop_redis
@@ -454,6 +507,19 @@ lower_row() {  # label akv redis unit-formatter
     row "$1" "$($4 "$2")" "$($4 "$3")" "$(ratio "$2" "$3")"
 }
 mib_s() { [ "$1" = n/a ] && echo n/a || echo "$(mib "$1") MiB"; }
+rmw_row() {
+    local a b; a=$(get rmw_akv_rps) b=$(get rmw_redis_rps)
+    row "contended read-modify-write of one key, $TP_C clients × $RMW_UPDATES updates (successful updates/s; issue #18 target: ≥ 2.0)" \
+        "$(rps "$a") updates/s ($(get rmw_akv_retries) retries per success)" \
+        "$(rps "$b") updates/s ($(get rmw_redis_retries) retries per success)" "**$(ratio "$a" "$b")**"
+}
+target_row() {  # label akv redis target
+    local r met; r=$(ratio "$2" "$3")
+    if [ $QUICK = 1 ]; then met="not judged (quick mode)"
+    elif [ "$r" = n/a ]; then met=n/a
+    else met=$(awk -v r="$r" -v t="$4" 'BEGIN {print (r + 0 >= t + 0) ? "yes" : "no"}'); fi
+    row "$1" "**$r**" "≥ $4" "$met"
+}
 sec_s() { [ "$1" = n/a ] && echo n/a || echo "$1 s"; }
 
 {
@@ -498,6 +564,9 @@ tp_row "PUT vs SET, -c $TP_C -P 1, 100-byte values (everysec)" put_p1
 tp_row "GET, -c $TP_C -P 1" get_p1
 tp_row "PUT vs SET, -c $TP_C -P 16" put_p16
 tp_row "GET, -c $TP_C -P 16" get_p16
+tp_row "INCR (random keys), -c $TP_C -P 1 (issue #18 target: ≥ 1.0)" incr_p1
+tp_row "INCR (random keys), -c $TP_C -P 16 (issue #18 target: ≥ 1.0)" incr_p16
+rmw_row
 tp_row "GET on a new connection per request (-k 0), -c 1 (-n $CONNECT_N)" connect_c1
 tp_row "GET on a new connection per request (-k 0), -c $TP_C (-n $CONNECT_N)" "connect_c$TP_C"
 tp_row "PUT vs SET, fsync always, -c 1 (-n $ALWAYS_N1)" always_c1
@@ -518,9 +587,10 @@ cat <<EOF
 
 Every round's figures (rps), ActorKV / Redis:
 EOF
-for name in put_p1 get_p1 put_p16 get_p16 connect_c1 "connect_c$TP_C" always_c1 "always_c$TP_C"; do
+for name in put_p1 get_p1 put_p16 get_p16 incr_p1 incr_p16 connect_c1 "connect_c$TP_C" always_c1 "always_c$TP_C"; do
     echo "- \`$name\`: $(get "${name}_akv_all") / $(get "${name}_redis_all")"
 done
+echo "- contended read-modify-write (successful updates/s): $(get rmw_akv_all) / $(get rmw_redis_all); retries per success: $(get rmw_akv_retries_all) / $(get rmw_redis_retries_all)"
 echo "- single-connection write p50 (ms): $(get c1_akv_p50_all) / $(get c1_redis_p50_all)"
 cat <<EOF
 
@@ -529,6 +599,39 @@ Redis's own account of the restart: \`$(get redis_loaded_lines)\`; after \`BGREW
 ActorKV's: \`$(get akv_open_line)\`; after \`COMPACT\`: \`$(get akv_open_line2)\`.
 
 ![ActorKV / Redis throughput](throughput.svg)
+
+## Counters and conditional writes (issue #18)
+
+**INCR**: \`redis-benchmark -c $TP_C -n $TP_N -r $TP_R -P 1|16\`, \`INCR bench counter:__rand_int__\` against
+\`INCR counter:__rand_int__\`, in the same alternating rounds as the rows above. Since redis-benchmark
+counts an error reply as a completed request, \`actorkv-bench sum-counters\` then checks on each server
+that the counters add up to the $INCR_SENT INCRs sent ($(get incr_keys_akv) / $(get incr_keys_redis) distinct keys).
+
+**Contended read-modify-write**: \`actorkv-bench contended-update\`, $TP_C threads, each with its own
+connection, increment ONE key until each has made $RMW_UPDATES successful updates, retrying on conflict.
+ActorKV: \`GETV bench counter\` (value and version; absent: 0 and version 0), then
+\`PUT bench counter <n+1> IFVERSION <v>\` (\`:version\`, or \`\$-1\` on conflict). Redis: \`WATCH counter\` and
+\`GET counter\`, then \`MULTI\`, \`SET counter <n+1>\`, \`EXEC\` (\`*-1\` on conflict). Each side sends together
+the commands whose replies it does not need before the next ones (WATCH with GET; MULTI, SET and EXEC),
+so both make two round trips per attempt. Successful updates per second are counted from the moment
+all $TP_C are connected to the last one's finish; retries per success is conflicts / successes. The
+counter is deleted before each run, and each run fails the benchmark unless its final value equals
+its number of successful updates (a lost or doubled update on either server). Medians of $ROUNDS
+alternating round(s).
+For reference only (one run, not the target's comparison): Redis with each of the five commands a
+round trip of its own (\`--redis-pipeline no\`, as a client that does not pipeline its transaction)
+made $(rps "$(get rmw_redis5_rps)") updates/s with $(get rmw_redis5_retries) retries per success;
+ActorKV's median is $(ratio "$(get rmw_akv_rps)" "$(get rmw_redis5_rps)")× that.
+
+| benchmark | ActorKV / Redis | issue #18 target | at target |
+| --- | --- | --- | --- |
+EOF
+target_row "INCR, -c $TP_C -P 1" "$(get incr_p1_akv_rps)" "$(get incr_p1_redis_rps)" 1.0
+target_row "INCR, -c $TP_C -P 16" "$(get incr_p16_akv_rps)" "$(get incr_p16_redis_rps)" 1.0
+target_row "contended read-modify-write, successful updates/s" "$(get rmw_akv_rps)" "$(get rmw_redis_rps)" 2.0
+cat <<EOF
+
+The targets are reported, never asserted: only the counter checks can fail the run.
 
 ## Write cost against store size (ActorKV only)
 
@@ -635,12 +738,13 @@ echo '```'
 # SVG of the throughput ratios.
 {
     for spec in "put_p1|PUT vs SET, -P 1" "get_p1|GET, -P 1" "put_p16|PUT vs SET, -P 16" "get_p16|GET, -P 16" \
+                "incr_p1|INCR, -P 1" "incr_p16|INCR, -P 16" "rmw|contended read-modify-write (updates/s)" \
                 "connect_c1|GET, new connection each, -c 1" "connect_c$TP_C|GET, new connection each, -c $TP_C" \
                 "always_c1|PUT vs SET, fsync always, -c 1" "always_c$TP_C|PUT vs SET, fsync always, -c $TP_C"; do
         name=${spec%%|*} label=${spec#*|}
         printf '%s\t%s\n' "$(ratio "$(get "${name}_akv_rps")" "$(get "${name}_redis_rps")")" "$label"
     done
-} | awk -F'\t' -v title="ActorKV / Redis 7 throughput (redis-benchmark -c $TP_C, medians of $ROUNDS)" \
+} | awk -F'\t' -v title="ActorKV / Redis 7 throughput ($TP_C clients unless stated, medians of $ROUNDS)" \
         -v subtitle="$MODE mode, $DATE, load average at start $LOAD_START on $(nproc) cores (shared, noisy)" \
         -f "$HERE/chart.awk" >"$SVG"
 

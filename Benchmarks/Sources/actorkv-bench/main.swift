@@ -21,6 +21,15 @@ usage: actorkv-bench SUBCOMMAND [options]
                                                   sequential PUTs to a running actorkvd at N keys
   wait-ping          --socket S [--since-ns T] [--timeout SECS] [--interval-us U]
                                                   ms from T (CLOCK_REALTIME ns) to the first +PONG
+  contended-update   --socket S --target akv|redis --clients C (--updates-per-client M | --seconds SECS)
+                     [--ns NS] [--key K] [--redis-pipeline yes|no]
+                                                  C threads, each with its own connection, increment one
+                                                  key by read, then conditional write, retrying on
+                                                  conflict (ActorKV GETV + PUT IFVERSION; Redis WATCH, GET,
+                                                  MULTI, SET, EXEC); fails if the final value is not the
+                                                  number of successes
+  sum-counters       --socket S --target akv|redis --prefix P [--ns NS]
+                                                  keys starting with P and the sum of their integer values
   gen-resp           --target akv|redis --keys N --out FILE
                                                   RESP file of N puts of random 100-byte values
                                                   (redis-cli --pipe adds its own ECHO)
@@ -76,6 +85,16 @@ do {
     case "wait-ping":
         SocketBench.waitPing(path: options.string("socket"), sinceNanos: UInt64(options.int("since-ns", 0)),
                              timeoutSeconds: Double(options.int("timeout", 120)), intervalMicros: UInt32(options.int("interval-us", 500)))
+    case "contended-update":
+        let pipeline = options.string("redis-pipeline", "yes")
+        guard pipeline == "yes" || pipeline == "no" else { fail("--redis-pipeline: yes or no") }
+        try ContendedUpdate.run(path: options.string("socket"), target: options.string("target"),
+                                namespace: options.string("ns", "bench"), key: options.string("key", "counter"),
+                                clients: options.int("clients", 50), updatesPerClient: options.int("updates-per-client", 0),
+                                seconds: Double(options.int("seconds", 0)), redisPipeline: pipeline == "yes")
+    case "sum-counters":
+        try ContendedUpdate.sumCounters(path: options.string("socket"), target: options.string("target"),
+                                        namespace: options.string("ns", "bench"), prefix: options.string("prefix"))
     case "gen-resp":
         try RESPFile.generate(target: options.string("target"), keys: options.int("keys"), path: options.string("out"))
     case "-h", "--help", "help":

@@ -1167,6 +1167,19 @@ class VersionTests(ServerTestCase):
         self.assertEqual(self.kv.get(self.ns, "counter"), b"400")
         self.assertEqual(self.kv.incr(self.ns, "counter", 0), 400)
 
+    def test_counter_example(self):
+        """Clients/examples/counter.py: 4 processes x 25 with incr and with update."""
+        script = os.path.join(REPO_ROOT, "Clients", "examples", "counter.py")
+        run = subprocess.run(
+            [sys.executable, script, "--socket", self.server.socket, "--namespace", self.ns,
+             "--processes", "4", "--count", "25"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            timeout=PATIENCE)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertIn(b"visits=100 doc.count=100", run.stdout)
+        self.assertEqual(self.kv.get(self.ns, "visits"), b"100")
+        self.assertEqual(self.kv.get(self.ns, "doc"), b'{"count": 100}')
+
 
 class LimitsTests(ServerTestCase):
     """A server with small framing limits, to see PROTO errors close the connection."""

@@ -14,6 +14,8 @@ Example::
         assert kv.get("config", "theme") == b"dark"
         for key, value in kv.scan("config", prefix="th"):
             print(key, value)
+        kv.incr("stats", "visits")                      # a counter: 1, 2, 3, ...
+        kv.update("config", "motd", lambda old: (old or b"") + b"!")  # no lost updates
 
 Keys, values and namespace names may be given as ``str`` (encoded as UTF-8) or as bytes-like
 objects; keys and values come back as ``bytes``.
@@ -23,13 +25,15 @@ Errors all derive from :class:`ActorKVError`:
 * :class:`ServerError` -- the server answered ``-CODE message`` (``code`` is e.g. ``"BADNS"``);
 * :class:`ActorKVConnectionError` -- cannot connect, or the connection was lost (also a
   built-in :class:`ConnectionError`); :class:`ActorKVTimeoutError` for a timeout;
-* :class:`ProtocolError` -- the server's reply could not be parsed.
+* :class:`ProtocolError` -- the server's reply could not be parsed;
+* :class:`ConflictError` -- :meth:`Client.update` lost the race on every attempt.
 
 A :class:`Client` is one connection and is not thread-safe: give each thread its own client.
 """
 
 import builtins
 import collections
+import random
 import re
 import select
 import socket
@@ -40,6 +44,7 @@ __all__ = [
     "ActorKVError",
     "ActorKVTimeoutError",
     "Client",
+    "ConflictError",
     "ERROR_CODES",
     "NOT_READY",
     "Pipeline",
@@ -67,6 +72,16 @@ ERROR_CODES = ("ERR", "BADNS", "BADKEY", "TOOBIG", "BADCURSOR", "CORRUPT", "IOER
 #: The codes of :data:`ERROR_CODES` after which the server closes the connection (a Swift test
 #: checks them against ``WireErrorCode.closesConnection``).
 _FATAL_CODES = frozenset({"PROTO", "MAXCLIENTS", "NOPERM"})
+
+#: The range of the server's integers: INCR values and deltas, and versions (0 up to the
+#: maximum).
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+#: Seconds :meth:`Client.update` waits after a conflict, at most: the first bound, doubled after
+#: each further conflict up to the second. The wait is random below the bound (jitter), so that
+#: writers racing for one key spread out instead of colliding again and again.
+_UPDATE_BACKOFF = (0.0005, 0.05)
 
 #: poll(2) where there is one (no limit on descriptor numbers); select(2) otherwise.
 _HAVE_POLL = hasattr(select, "poll")
@@ -130,6 +145,12 @@ class ActorKVTimeoutError(ActorKVConnectionError, builtins.TimeoutError):
 
 class ProtocolError(ActorKVError):
     """The bytes received are not a valid RESP2 reply. The connection is closed."""
+
+
+class ConflictError(ActorKVError):
+    """A read-modify-write (:meth:`Client.update`) found the key written by someone else
+    between its read and its conditional write on every one of its attempts. Nothing was
+    written by it; the message names the key and the number of attempts."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -456,7 +477,60 @@ def _decode_list(reply):
 
 
 def _batch_results(reply):
+    if reply is None:  # *-1: a guard did not hold, nothing was applied
+        return None
+    if not isinstance(reply, list):
+        raise ProtocolError("unexpected BATCH reply %r" % (reply,))
     return [True if item == "OK" else item for item in reply]
+
+
+def _batch_applied(reply):
+    if reply is not None and not isinstance(reply, list):
+        raise ProtocolError("unexpected BATCH reply %r" % (reply,))
+    return reply is not None
+
+
+def _versioned(reply):
+    if reply is None:
+        return None
+    if not isinstance(reply, list) or len(reply) != 2 or not isinstance(reply[0], bytes) \
+            or not isinstance(reply[1], int) or reply[1] < 1:
+        raise ProtocolError("unexpected GETV reply %r" % (reply,))
+    return reply[0], reply[1]
+
+
+def _new_version(reply):
+    if reply is None:  # $-1: the condition did not hold, nothing was written
+        return None
+    if not isinstance(reply, int) or reply < 1:
+        raise ProtocolError("unexpected reply to PUT ... IFVERSION %r" % (reply,))
+    return reply
+
+
+def _integer(reply):
+    if not isinstance(reply, int):
+        raise ProtocolError("expected an integer reply, got %r" % (reply,))
+    return reply
+
+
+def _check_int(value, what, low, high):
+    """Returns ``value`` if it is an int (not a bool) from ``low`` to ``high``; raises
+    ``TypeError`` or ``ValueError`` otherwise, before anything is sent."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
+    if not low <= value <= high:
+        raise ValueError("%s must be from %d to %d, not %d" % (what, low, high, value))
+    return value
+
+
+def _check_version(version, what="if_version"):
+    """A version to compare with: an int from 0 (absent) to 2**63 - 1."""
+    return _check_int(version, what, 0, _INT64_MAX)
+
+
+def _check_delta(delta, what="delta"):
+    """An INCR delta: a signed 64-bit int."""
+    return _check_int(delta, what, _INT64_MIN, _INT64_MAX)
 
 
 def _scan_page(reply):
@@ -467,21 +541,31 @@ def _scan_page(reply):
     return reply[0], [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
 
+#: The op tuples :meth:`_Commands.batch` takes, for error messages.
+_BATCH_OPS = ("('put', key, value), ('del', key), ('ifversion', key, version) "
+              "or ('incr', key, delta)")
+
+
 def _batch_arguments(ops):
-    """Turns ``[("put", k, v), ("del", k), ...]`` into BATCH's arguments."""
+    """Turns ``[("put", k, v), ("del", k), ("ifversion", k, version), ("incr", k, delta), ...]``
+    into BATCH's arguments. Raises ``ValueError`` for a malformed op, and ``TypeError`` or
+    ``ValueError`` for a version or delta that is not an int in range."""
     args = []
     for index, op in enumerate(ops):
         if not isinstance(op, (tuple, list)) or not op:
-            raise ValueError("batch op %d must be a tuple like ('put', key, value) or ('del', key)"
-                             % (index + 1))
+            raise ValueError("batch op %d must be a tuple: %s" % (index + 1, _BATCH_OPS))
         name = _to_bytes(op[0], "batch op name").upper()
         if name == b"PUT" and len(op) == 3:
             args += [b"PUT", op[1], op[2]]
         elif name in (b"DEL", b"DELETE") and len(op) == 2:
             args += [b"DEL", op[1]]
+        elif name == b"IFVERSION" and len(op) == 3:
+            args += [b"IFVERSION", op[1],
+                     _check_version(op[2], "the version of batch op %d" % (index + 1))]
+        elif name == b"INCR" and len(op) == 3:
+            args += [b"INCR", op[1], _check_delta(op[2], "the delta of batch op %d" % (index + 1))]
         else:
-            raise ValueError("batch op %d must be ('put', key, value) or ('del', key), got %r"
-                             % (index + 1, op))
+            raise ValueError("batch op %d must be %s, got %r" % (index + 1, _BATCH_OPS, op))
     if not args:
         raise ValueError("a batch needs at least one op")
     return args
@@ -506,24 +590,67 @@ class _Commands(object):
             return self._call(_identity, "PING")
         return self._call(_identity, "PING", message)
 
-    def put(self, namespace, key, value):
+    def put(self, namespace, key, value, if_version=None):
         """``PUT ns key value``: stores ``value`` under ``key``; returns True.
+
+        With ``if_version`` (an int, 0 to 2**63 - 1), ``PUT ns key value IFVERSION v``: stores
+        the value only if the key's version is still ``if_version`` (as :meth:`getv` gave it;
+        0: only if the key is absent). Returns the key's new version (an int), or None when
+        the condition did not hold and nothing was written. ``TypeError``/``ValueError`` for
+        an ``if_version`` that is not such an int, before anything is sent.
 
         The namespace is created by its first write. Raises :class:`ServerError` with code
         ``BADNS`` (invalid namespace name), ``BADKEY`` (empty or too long key) or ``TOOBIG``.
         """
-        return self._call(_is_ok, "PUT", namespace, key, value)
+        if if_version is None:
+            return self._call(_is_ok, "PUT", namespace, key, value)
+        return self._call(_new_version, "PUT", namespace, key, value,
+                          "IFVERSION", _check_version(if_version))
 
     def get(self, namespace, key):
         """``GET ns key``: returns the value as bytes, or None if the key (or namespace) does
         not exist."""
         return self._call(_identity, "GET", namespace, key)
 
-    def delete(self, namespace, *keys):
-        """``DEL ns key [key ...]``: removes the keys; returns how many existed."""
+    def getv(self, namespace, key):
+        """``GETV ns key``: returns ``(value, version)``, the value as bytes and the key's
+        version as an int (1 or more), or None if the key (or namespace) does not exist.
+
+        The version is the number of the write that last changed the key; it only grows, so
+        ``put(..., if_version=version)`` succeeds only if nobody wrote the key since.
+        """
+        return self._call(_versioned, "GETV", namespace, key)
+
+    def incr(self, namespace, key, delta=1):
+        """``INCR ns key delta``: adds ``delta`` (an int, default 1; negative counts down) to
+        the integer stored under ``key`` (as ASCII decimal; an absent key counts as 0) and
+        returns the new value, an int. Atomic: no read-modify-write loop is needed.
+
+        A stored value that is not a canonical signed 64-bit decimal raises
+        :class:`ServerError` ``ERR value is not an integer``; a result outside the signed 64-bit
+        range ``ERR increment or decrement would overflow``; nothing is written then.
+        ``TypeError``/``ValueError`` for a ``delta`` that is not a signed 64-bit int, before
+        anything is sent.
+        """
+        return self._call(_integer, "INCR", namespace, key, _check_delta(delta))
+
+    def delete(self, namespace, *keys, if_version=None):
+        """``DEL ns key [key ...]``: removes the keys; returns how many existed.
+
+        With ``if_version`` (keyword only, exactly one key): removes the key only if its
+        version is still ``if_version`` (``BATCH ns IFVERSION key v DEL key``) and returns
+        True if the condition held, False if not (nothing removed). With ``if_version=0`` the
+        condition holds when the key is absent, and there is nothing to remove.
+        """
         if not keys:
             raise ValueError("delete needs at least one key")
-        return self._call(_identity, "DEL", namespace, *keys)
+        if if_version is None:
+            return self._call(_identity, "DEL", namespace, *keys)
+        if len(keys) != 1:
+            raise ValueError("delete with if_version takes exactly one key, not %d" % len(keys))
+        key = keys[0]
+        return self._call(_batch_applied, "BATCH", namespace,
+                          "IFVERSION", key, _check_version(if_version), "DEL", key)
 
     def exists(self, namespace, *keys):
         """``EXISTS ns key [key ...]``: returns how many of the keys exist (a key named twice
@@ -551,12 +678,23 @@ class _Commands(object):
         return self._call(_scan_page, *args)
 
     def batch(self, namespace, ops):
-        """``BATCH ns PUT k v | DEL k ...``: applies the ops atomically, all or nothing.
+        """``BATCH ns PUT k v | DEL k | IFVERSION k v | INCR k delta ...``: applies the ops
+        atomically, all or nothing.
 
-        ``ops`` is a sequence of ``("put", key, value)`` and ``("del", key)`` tuples (op names
-        in any case). Returns one result per op: True for a put, 1 or 0 for a delete (whether
-        the key existed at that point of the batch). If any op is invalid (for example an empty
-        key) the server raises :class:`ServerError` and applies none of them.
+        ``ops`` is a sequence of tuples (op names in any case):
+
+        * ``("put", key, value)`` -- result True;
+        * ``("del", key)`` -- result 1 or 0, whether the key existed at that point of the batch;
+        * ``("ifversion", key, version)`` -- a guard: the batch applies only if the key's
+          version is ``version`` (0: the key is absent) at that point of the batch (after the
+          ops before it); result True;
+        * ``("incr", key, delta)`` -- adds ``delta`` as :meth:`incr` does; result the new value.
+
+        Returns the list of results, one per op; or None if a guard did not hold, and then
+        nothing was applied. If any op is invalid (for example an empty key, or an incr of a
+        value that is not an integer) the server raises :class:`ServerError` and applies none
+        of them. ``ValueError`` (or ``TypeError`` for a version or delta that is not an int) for
+        a malformed op list, before anything is sent.
         """
         return self._call(_batch_results, "BATCH", namespace, *_batch_arguments(ops))
 
@@ -824,6 +962,45 @@ class Client(_Commands):
             if cursor == b"0":
                 return
 
+    def update(self, namespace, key, fn, max_attempts=100):
+        """Read-modify-write of one key without lost updates: reads the value and its version
+        (:meth:`getv`), computes ``new = fn(old)`` (``old`` is the value as bytes, or None if
+        the key is absent) and writes ``new`` only if nobody wrote the key in between
+        (``PUT ... IFVERSION``; when ``new`` is None, a conditional delete). If someone did,
+        it reads again and calls ``fn`` again, up to ``max_attempts`` times in all.
+
+        ``new`` may be anything :meth:`put` takes (str, bytes, int, ...). Returns the value
+        written, as bytes, or None if the key was deleted (or was absent and ``fn`` returned
+        None: then nothing is written). ``fn`` may be called more than once, so it should have
+        no other effects; an exception from it propagates, nothing written.
+
+        After a conflict it waits a short random time before the next attempt (at most 0.5 ms
+        after the first, doubling up to 50 ms), so that processes racing for one key do not
+        keep colliding, and one of them is not starved by the others.
+
+        Raises :class:`ConflictError` when every attempt found the key written by someone
+        else (nothing was written by this call). For a counter, :meth:`incr` needs no retries.
+        """
+        _check_int(max_attempts, "max_attempts", 1, _INT64_MAX)
+        backoff, most = _UPDATE_BACKOFF
+        for attempt in range(max_attempts):
+            if attempt:
+                time.sleep(random.uniform(0.0, backoff))
+                backoff = min(backoff * 2.0, most)
+            current = self.getv(namespace, key)
+            old, version = current if current is not None else (None, 0)
+            new = fn(old)
+            if new is None:
+                if version == 0 or self.delete(namespace, key, if_version=version):
+                    return None
+            else:
+                new = _to_bytes(new, "the value fn returned")
+                if self.put(namespace, key, new, if_version=version) is not None:
+                    return new
+        raise ConflictError("the key %r in namespace %r was written by others on each of %d "
+                            "attempts" % (_to_bytes(key), _decode_text(_to_bytes(namespace)),
+                                          max_attempts))
+
     def pipeline(self):
         """Returns a :class:`Pipeline` that queues commands and sends them together."""
         return Pipeline(self)
@@ -840,8 +1017,9 @@ def _taking(items):
 
 class Pipeline(_Commands):
     """Queues commands and sends them together; :meth:`execute` returns every reply in order.
-    The methods are those of :class:`Client` (except ``scan``, use ``scan_page``), each
-    returning the pipeline so that calls can be chained::
+    The methods are those of :class:`Client` (except ``scan``, use ``scan_page``, and
+    ``update``, which needs each reply before its next command), each returning the pipeline
+    so that calls can be chained::
 
         with client.pipeline() as p:
             p.put("ns", "a", "1").put("ns", "b", "2")

@@ -25,8 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import actorkv  # noqa: E402
 from actorkv import (  # noqa: E402
-    NOT_READY, ActorKVConnectionError, ActorKVError, Client, ProtocolError, ReplyParser,
-    ServerError, encode_command, parse_info,
+    NOT_READY, ActorKVConnectionError, ActorKVError, Client, ConflictError, ProtocolError,
+    ReplyParser, ServerError, encode_command, parse_info,
 )
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -404,6 +404,56 @@ class EncodingTests(unittest.TestCase):
         with self.assertRaises(ValueError):
             client.exists("ns")
 
+    def test_version_arguments_checked_before_sending(self):
+        """A bad if_version, delta, batch version or max_attempts is refused before anything
+        is sent: this client has no server, and sending would raise ActorKVConnectionError."""
+        client = Client("/nonexistent/actorkv.sock", connect=False)
+        type_errors = [
+            lambda: client.put("ns", "k", "v", if_version=True),
+            lambda: client.put("ns", "k", "v", if_version="3"),
+            lambda: client.put("ns", "k", "v", if_version=1.0),
+            lambda: client.delete("ns", "k", if_version=False),
+            lambda: client.incr("ns", "k", 1.5),
+            lambda: client.incr("ns", "k", "1"),
+            lambda: client.incr("ns", "k", True),
+            lambda: client.incr("ns", "k", None),
+            lambda: client.batch("ns", [("ifversion", "k", "1")]),
+            lambda: client.batch("ns", [("incr", "k", 2.0)]),
+            lambda: client.update("ns", "k", lambda old: b"x", max_attempts=None),
+        ]
+        value_errors = [
+            lambda: client.put("ns", "k", "v", if_version=-1),
+            lambda: client.put("ns", "k", "v", if_version=1 << 63),
+            lambda: client.delete("ns", "k", if_version=-5),
+            lambda: client.delete("ns", "a", "b", if_version=1),
+            lambda: client.incr("ns", "k", 1 << 63),
+            lambda: client.incr("ns", "k", -(1 << 63) - 1),
+            lambda: client.batch("ns", [("ifversion", "k", -1)]),
+            lambda: client.batch("ns", [("incr", "k", 1 << 64)]),
+            lambda: client.batch("ns", [("incr", "k")]),
+            lambda: client.batch("ns", [("ifversion", "k")]),
+            lambda: client.batch("ns", [("ifversion", "k", 1, 2)]),
+            lambda: client.update("ns", "k", lambda old: b"x", max_attempts=0),
+        ]
+        for index, call in enumerate(type_errors):
+            with self.assertRaises(TypeError, msg=index):
+                call()
+        for index, call in enumerate(value_errors):
+            with self.assertRaises(ValueError, msg=index):
+                call()
+        self.assertFalse(client.connected)
+        p = client.pipeline()
+        with self.assertRaises(ValueError):
+            p.put("ns", "k", "v", if_version=-1)
+        with self.assertRaises(TypeError):
+            p.incr("ns", "k", 0.5)
+        self.assertEqual(len(p), 0)  # nothing queued
+        # The largest values are accepted (they fail only at the missing server).
+        with self.assertRaises(ActorKVConnectionError):
+            client.incr("ns", "k", -(1 << 63))
+        with self.assertRaises(ActorKVConnectionError):
+            client.put("ns", "k", "v", if_version=(1 << 63) - 1)
+
     def test_connection_refused(self):
         directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
         self.addCleanup(shutil.rmtree, directory, True)
@@ -605,7 +655,7 @@ class RoundTripTests(ServerTestCase):
         self.assertIsNone(self.kv.get(self.ns, "x"))
         # An op the server does not know (sent raw, as the client refuses it).
         with self.assertRaises(ServerError) as caught:
-            self.kv.execute_command("BATCH", self.ns, "PUT", "x", "1", "INCR", "x")
+            self.kv.execute_command("BATCH", self.ns, "PUT", "x", "1", "JUMP", "x")
         self.assertEqual(caught.exception.code, "ERR")
         self.assertIn("nothing was applied", caught.exception.message)
         self.assertIsNone(self.kv.get(self.ns, "x"))
@@ -766,6 +816,369 @@ class RoundTripTests(ServerTestCase):
                     break
                 data += chunk
         self.assertEqual(data, b"$5\r\na b\r\n\r\n+OK\r\n")
+
+
+#: A worker process of the concurrency tests: its own Client, started before the race and
+#: released by a line on stdin. argv: client dir, socket, namespace, key, mode, count. Prints
+#: how many times its update function ran beyond one per update (the conflicts it met).
+WORKER = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from actorkv import Client
+socket_path, namespace, key, mode, count = sys.argv[2:7]
+calls = [0]
+
+def add_one(old):
+    calls[0] += 1
+    return str(int(old if old is not None else b"0") + 1)
+
+with Client(socket_path, timeout=60) as kv:
+    kv.ping()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for _ in range(int(count)):
+        if mode == "update":
+            kv.update(namespace, key, add_one)
+        else:
+            kv.incr(namespace, key)
+print(calls[0] - int(count) if mode == "update" else 0, flush=True)
+"""
+
+
+class VersionTests(ServerTestCase):
+    """GETV, PUT ... IFVERSION, INCR, guarded BATCHes and update(), on a real server."""
+
+    def run_workers(self, mode, key, processes=8, each=50):
+        """Runs ``processes`` worker processes at once, each doing ``each`` increments of
+        ``key`` by ``mode`` ("update" or "incr"); returns the conflicts they report."""
+        workers = []
+        client_dir = os.path.dirname(os.path.abspath(actorkv.__file__))
+        try:
+            for _ in range(processes):
+                workers.append(subprocess.Popen(
+                    [sys.executable, "-c", WORKER, client_dir,
+                     self.server.socket, self.ns, key, mode, str(each)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            for worker in workers:  # every one connected before any starts
+                if worker.stdout.readline() != b"ready\n":
+                    worker.wait(PATIENCE)
+                    self.fail("a worker did not start: "
+                              + worker.stderr.read().decode("utf-8", "replace"))
+            for worker in workers:
+                worker.stdin.write(b"go\n")
+                worker.stdin.flush()
+            conflicts = []
+            for worker in workers:
+                out, err = worker.communicate(timeout=PATIENCE)
+                self.assertEqual(worker.returncode, 0, err.decode("utf-8", "replace"))
+                conflicts.append(int(out))
+            return conflicts
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.wait(PATIENCE)
+                for stream in (worker.stdin, worker.stdout, worker.stderr):
+                    stream.close()
+
+    def test_getv_absent_and_present(self):
+        self.assertIsNone(self.kv.getv(self.ns, "k"))
+        self.assertIsNone(self.kv.getv("never-created-getv", "k"))
+        self.assertNotIn("never-created-getv", self.kv.namespaces())
+        self.kv.put(self.ns, "k", b"\x00v\r\n")
+        value, version = self.kv.getv(self.ns, "k")
+        self.assertEqual(value, b"\x00v\r\n")
+        self.assertIsInstance(version, int)
+        self.assertGreaterEqual(version, 1)
+        self.kv.put(self.ns, "empty", b"")
+        self.assertEqual(self.kv.getv(self.ns, "empty")[0], b"")  # empty, not absent
+        self.kv.delete(self.ns, "k")
+        self.assertIsNone(self.kv.getv(self.ns, "k"))
+
+    def test_versions_increase(self):
+        versions = []
+        for i in range(5):
+            self.kv.put(self.ns, "k", "v%d" % i)
+            versions.append(self.kv.getv(self.ns, "k")[1])
+        self.kv.put(self.ns, "other", "x")  # another key's write also moves the namespace on
+        self.kv.put(self.ns, "k", "last")
+        versions.append(self.kv.getv(self.ns, "k")[1])
+        self.assertEqual(versions, sorted(set(versions)), versions)
+        self.assertEqual(versions[4] - versions[0], 4)
+        self.assertEqual(versions[5] - versions[4], 2)
+        # Reading does not change the version.
+        self.assertEqual(self.kv.getv(self.ns, "k"), (b"last", versions[5]))
+        self.assertEqual(self.kv.incr(self.ns, "n"), 1)
+        self.assertGreater(self.kv.getv(self.ns, "n")[1], versions[5])
+
+    def test_put_if_version(self):
+        self.assertIs(self.kv.put(self.ns, "k", "one"), True)  # unchanged without if_version
+        _, version = self.kv.getv(self.ns, "k")
+        new = self.kv.put(self.ns, "k", "two", if_version=version)
+        self.assertIsInstance(new, int)
+        self.assertGreater(new, version)
+        self.assertEqual(self.kv.getv(self.ns, "k"), (b"two", new))
+        # The version read before that write is stale now.
+        self.assertIsNone(self.kv.put(self.ns, "k", "three", if_version=version))
+        self.assertEqual(self.kv.getv(self.ns, "k"), (b"two", new))
+        self.assertIsNone(self.kv.put(self.ns, "k", "three", if_version=new + 1000))
+        self.assertIsNone(self.kv.put(self.ns, "k", "three", if_version=0))
+        self.assertEqual(self.kv.getv(self.ns, "k"), (b"two", new))
+        # A refused write logs nothing: the next write is the very next version.
+        self.assertEqual(self.kv.put(self.ns, "k", "four", if_version=new), new + 1)
+        self.assertEqual(self.kv.get(self.ns, "k"), b"four")
+
+    def test_put_if_version_zero_creates_only_when_absent(self):
+        version = self.kv.put(self.ns, "lock", "me", if_version=0)
+        self.assertIsInstance(version, int)
+        self.assertEqual(self.kv.getv(self.ns, "lock"), (b"me", version))
+        self.assertIsNone(self.kv.put(self.ns, "lock", "you", if_version=0))
+        self.assertEqual(self.kv.getv(self.ns, "lock"), (b"me", version))
+        self.kv.delete(self.ns, "lock")
+        self.assertIsNotNone(self.kv.put(self.ns, "lock", "you", if_version=0))
+        self.assertEqual(self.kv.get(self.ns, "lock"), b"you")
+        # In a namespace that does not exist yet too.
+        self.assertIsNotNone(self.kv.put(self.ns + "-new", "k", "v", if_version=0))
+        self.kv.delete(self.ns + "-new", "k")
+
+    def test_incr(self):
+        self.assertEqual(self.kv.incr(self.ns, "n"), 1)  # absent counts as 0
+        self.assertEqual(self.kv.incr(self.ns, "n"), 2)
+        self.assertEqual(self.kv.incr(self.ns, "n", 10), 12)
+        self.assertEqual(self.kv.incr(self.ns, "n", -20), -8)
+        self.assertEqual(self.kv.incr(self.ns, "n", 0), -8)
+        self.assertEqual(self.kv.get(self.ns, "n"), b"-8")  # stored as ASCII decimal
+        self.kv.put(self.ns, "m", "41")
+        self.assertEqual(self.kv.incr(self.ns, "m"), 42)
+        self.assertEqual(self.kv.incr(self.ns, "big", -(1 << 63)), -(1 << 63))
+        self.assertEqual(self.kv.get(self.ns, "big"), b"-9223372036854775808")
+        self.assertEqual(self.kv.incr(self.ns, "big", (1 << 63) - 1), -1)
+
+    def test_incr_not_an_integer(self):
+        for stored in (b"dark", b"", b"1.5", b"007", b"+1", b" 1", b"-0", b"9223372036854775808"):
+            self.kv.put(self.ns, "k", stored)
+            before = self.kv.getv(self.ns, "k")
+            with self.assertRaises(ServerError) as caught:
+                self.kv.incr(self.ns, "k")
+            self.assertEqual(caught.exception.code, "ERR", stored)
+            self.assertEqual(caught.exception.message, "value is not an integer", stored)
+            self.assertTrue(self.kv.connected)
+            self.assertEqual(self.kv.getv(self.ns, "k"), before, stored)  # nothing written
+            self.assertEqual(self.kv.ping(), "PONG")
+        self.assertEqual(self.kv.incr(self.ns, "other"), 1)  # the connection is in step
+
+    def test_incr_overflow(self):
+        self.kv.put(self.ns, "max", "9223372036854775807")
+        self.kv.put(self.ns, "min", "-9223372036854775808")
+        before = (self.kv.getv(self.ns, "max"), self.kv.getv(self.ns, "min"))
+        for key, delta in (("max", 1), ("min", -1), ("max", (1 << 63) - 1), ("min", -(1 << 63))):
+            with self.assertRaises(ServerError) as caught:
+                self.kv.incr(self.ns, key, delta)
+            self.assertEqual(caught.exception.code, "ERR")
+            self.assertEqual(caught.exception.message, "increment or decrement would overflow")
+        self.assertEqual((self.kv.getv(self.ns, "max"), self.kv.getv(self.ns, "min")), before)
+        self.assertEqual(self.kv.incr(self.ns, "max", -1), (1 << 63) - 2)
+        self.assertEqual(self.kv.incr(self.ns, "min", 1), -(1 << 63) + 1)
+
+    def test_delete_if_version(self):
+        self.kv.put(self.ns, "k", "v")
+        _, version = self.kv.getv(self.ns, "k")
+        self.assertIs(self.kv.delete(self.ns, "k", if_version=version + 1), False)
+        self.assertIs(self.kv.delete(self.ns, "k", if_version=0), False)
+        self.assertEqual(self.kv.get(self.ns, "k"), b"v")
+        self.assertIs(self.kv.delete(self.ns, "k", if_version=version), True)
+        self.assertIsNone(self.kv.getv(self.ns, "k"))
+        self.assertIs(self.kv.delete(self.ns, "k", if_version=version), False)
+        self.assertIs(self.kv.delete(self.ns, "k", if_version=0), True)  # absent: holds
+        self.assertIsNone(self.kv.get(self.ns, "k"))
+        self.assertEqual(self.kv.delete(self.ns, "k"), 0)  # without if_version: a count
+
+    def test_batch_guard_and_incr(self):
+        self.kv.put(self.ns, "k2", "v2")
+        _, version = self.kv.getv(self.ns, "k2")
+        results = self.kv.batch(self.ns, [
+            ("ifversion", "k2", version),
+            ("IFVERSION", "fresh", 0),
+            ("del", "k2"),
+            ("incr", "deletes", 1),
+            ("Incr", "deletes", 41),
+            ("put", "fresh", "new"),
+            ("ifversion", "k2", 0),  # sees the DEL before it
+        ])
+        self.assertEqual(results, [True, True, 1, 1, 42, True, True])
+        self.assertIsNone(self.kv.get(self.ns, "k2"))
+        self.assertEqual(self.kv.get(self.ns, "deletes"), b"42")
+        self.assertEqual(self.kv.get(self.ns, "fresh"), b"new")
+        # Every key the batch wrote has the same version.
+        self.assertEqual(self.kv.getv(self.ns, "deletes")[1], self.kv.getv(self.ns, "fresh")[1])
+        self.assertGreater(self.kv.getv(self.ns, "fresh")[1], version)
+
+    def test_batch_failed_guard_applies_nothing(self):
+        self.kv.put(self.ns, "a", "1")
+        self.kv.put(self.ns, "n", "10")
+        before = {key: self.kv.getv(self.ns, key) for key in ("a", "n")}
+        _, version = before["a"]
+        for ops in (
+            [("ifversion", "a", version - 1), ("put", "a", "2"), ("incr", "n", 5)],
+            [("incr", "n", 5), ("put", "b", "x"), ("ifversion", "a", 0)],
+            [("del", "a"), ("ifversion", "a", version)],  # the guard sees the DEL
+            [("put", "b", "x"), ("ifversion", "b", 0)],   # and the PUT
+            [("ifversion", "a", version), ("ifversion", "missing", 1), ("del", "n")],
+        ):
+            self.assertIsNone(self.kv.batch(self.ns, ops), ops)
+            self.assertEqual({key: self.kv.getv(self.ns, key) for key in ("a", "n")}, before, ops)
+            self.assertIsNone(self.kv.get(self.ns, "b"), ops)
+        self.assertEqual(self.kv.count(self.ns), 2)
+        # An INCR of a non-integer, or one that overflows, refuses the whole batch with
+        # INCR's error.
+        self.kv.put(self.ns, "a", "text")
+        self.kv.put(self.ns, "max", str((1 << 63) - 1))
+        for ops, message in (
+            ([("put", "b", "x"), ("incr", "n", 1), ("incr", "a", 1)], "value is not an integer"),
+            ([("put", "b", "x"), ("incr", "n", 1), ("incr", "max", 1)],
+             "increment or decrement would overflow"),
+        ):
+            with self.assertRaises(ServerError) as caught:
+                self.kv.batch(self.ns, ops)
+            self.assertEqual(caught.exception.code, "ERR")
+            self.assertEqual(caught.exception.message, message)
+            self.assertIsNone(self.kv.get(self.ns, "b"))
+            self.assertEqual(self.kv.getv(self.ns, "n"), before["n"])
+
+    def test_pipeline_versions(self):
+        """The new commands queue in a pipeline; each sees the writes pipelined before it."""
+        with self.kv.pipeline() as p:
+            p.put(self.ns, "k", "a", if_version=0).getv(self.ns, "k")
+            p.put(self.ns, "k", "b", if_version=0)
+            p.incr(self.ns, "n").incr(self.ns, "n", 5)
+            p.batch(self.ns, [("ifversion", "k", 0), ("del", "k")])
+            p.batch(self.ns, [("incr", "n", -6), ("put", "k", "c")])
+            p.delete(self.ns, "k", if_version=0).put(self.ns, "plain", "p")
+            results = p.execute()
+        self.assertEqual(len(results), 9)
+        first = results[0]
+        self.assertIsInstance(first, int)
+        self.assertEqual(results[1], (b"a", first))
+        self.assertEqual(results[2:7], [None, 1, 6, None, [0, True]])
+        self.assertEqual(results[7:], [False, True])
+        self.assertEqual(self.kv.getv(self.ns, "k"), (b"c", first + 3))
+
+    def test_update_absent_key(self):
+        seen = []
+
+        def create(old):
+            seen.append(old)
+            return "created" if old is None else old + b"+"
+
+        self.assertEqual(self.kv.update(self.ns, "k", create), b"created")
+        self.assertEqual(self.kv.update(self.ns, "k", create), b"created+")
+        self.assertEqual(seen, [None, b"created"])
+        self.assertEqual(self.kv.get(self.ns, "k"), b"created+")
+        # An int is written in decimal, and returned as the bytes written.
+        self.assertEqual(self.kv.update(self.ns, "n", lambda old: int(old or 0) + 1), b"1")
+        self.assertEqual(self.kv.update(self.ns, "n", lambda old: int(old or 0) + 1), b"2")
+
+    def test_update_returning_none_deletes(self):
+        self.kv.put(self.ns, "k", "v")
+        seen = []
+        self.assertIsNone(self.kv.update(self.ns, "k", lambda old: seen.append(old)))
+        self.assertEqual(seen, [b"v"])
+        self.assertIsNone(self.kv.get(self.ns, "k"))
+        # Absent and None: nothing to do, nothing written.
+        self.assertIsNone(self.kv.update(self.ns, "k", lambda old: seen.append(old)))
+        self.assertEqual(seen, [b"v", None])
+        self.assertEqual(self.kv.count(self.ns), 0)
+
+    def test_update_retries_after_conflict(self):
+        """Another client writes between update's read and its write, twice: update calls fn
+        again with the newer value each time and writes what the last call returned."""
+        other = self.server.client()
+        self.addCleanup(other.close)
+        self.kv.put(self.ns, "k", "0")
+        seen = []
+
+        def interfere(old):
+            seen.append(old)
+            if len(seen) <= 2:
+                other.put(self.ns, "k", b"other%d" % len(seen))
+            return old + b"!"
+
+        self.assertEqual(self.kv.update(self.ns, "k", interfere), b"other2!")
+        self.assertEqual(seen, [b"0", b"other1", b"other2"])
+        self.assertEqual(self.kv.get(self.ns, "k"), b"other2!")
+        # A conditional delete that loses the race is retried as well.
+        seen[:] = []
+
+        def delete_unless_changed(old):
+            seen.append(old)
+            if len(seen) == 1:
+                other.put(self.ns, "k", "changed")
+            return None
+
+        self.assertIsNone(self.kv.update(self.ns, "k", delete_unless_changed))
+        self.assertEqual(seen, [b"other2!", b"changed"])
+        self.assertIsNone(self.kv.get(self.ns, "k"))
+        # And so is a creation, when someone else created the key first.
+        seen[:] = []
+
+        def create(old):
+            seen.append(old)
+            if old is None:
+                other.put(self.ns, "k", "theirs")
+                return "mine"
+            return old + b"+mine"
+
+        self.assertEqual(self.kv.update(self.ns, "k", create), b"theirs+mine")
+        self.assertEqual(seen, [None, b"theirs"])
+
+    def test_update_gives_up_with_conflict_error(self):
+        other = self.server.client()
+        self.addCleanup(other.close)
+        self.kv.put(self.ns, "k", "start")
+        calls = []
+
+        def always_overtaken(old):
+            calls.append(old)
+            other.put(self.ns, "k", "other%d" % len(calls))
+            return "mine"
+
+        with self.assertRaises(ConflictError) as caught:
+            self.kv.update(self.ns, "k", always_overtaken, max_attempts=5)
+        self.assertIsInstance(caught.exception, ActorKVError)
+        self.assertIn("5 attempts", str(caught.exception))
+        self.assertEqual(len(calls), 5)
+        self.assertEqual(self.kv.get(self.ns, "k"), b"other5")  # update wrote nothing
+        self.assertTrue(self.kv.connected)
+        # An exception from fn propagates, and nothing is written.
+        with self.assertRaises(ZeroDivisionError):
+            self.kv.update(self.ns, "k", lambda old: 1 // 0)
+        with self.assertRaises(TypeError):
+            self.kv.update(self.ns, "k", lambda old: 1.5)  # not a value put takes
+        self.assertEqual(self.kv.get(self.ns, "k"), b"other5")
+
+    def test_update_concurrent_processes(self):
+        """8 processes, each with its own client, each update() a decimal counter 50 times at
+        once: no update is lost."""
+        conflicts = self.run_workers("update", "counter")
+        self.assertEqual(self.kv.get(self.ns, "counter"), b"400", "conflicts: %s" % conflicts)
+
+    def test_incr_concurrent_processes(self):
+        self.run_workers("incr", "counter")
+        self.assertEqual(self.kv.get(self.ns, "counter"), b"400")
+        self.assertEqual(self.kv.incr(self.ns, "counter", 0), 400)
+
+    def test_counter_example(self):
+        """Clients/examples/counter.py: 4 processes x 25 with incr and with update."""
+        script = os.path.join(REPO_ROOT, "Clients", "examples", "counter.py")
+        run = subprocess.run(
+            [sys.executable, script, "--socket", self.server.socket, "--namespace", self.ns,
+             "--processes", "4", "--count", "25"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            timeout=PATIENCE)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertIn(b"visits=100 doc.count=100", run.stdout)
+        self.assertEqual(self.kv.get(self.ns, "visits"), b"100")
+        self.assertEqual(self.kv.get(self.ns, "doc"), b'{"count": 100}')
 
 
 class LimitsTests(ServerTestCase):

@@ -105,12 +105,19 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
     /// it in between; if someone did, reads again and retries, up to `maxAttempts` times in all
     /// (then throws ``ActorKVError/conflict(_:)``, having written nothing). Returns the item as
     /// written, or nil if there is no item with `id` (nothing is written). `body` may run more
-    /// than once, so it must only change the item it is given.
+    /// than once, so it must only change the item it is given. After each lost race it waits a
+    /// random moment (up to 0.5 ms, doubling to 50 ms), so that contending clients take turns.
     ///
     ///     try await counters.update(id: "visits") { $0.count += 1 }
     @discardableResult
     public func update(_ id: T.ID, maxAttempts: Int = 100, _ body: (inout T) throws -> Void) async throws -> T? {
-        for _ in 0..<max(1, maxAttempts) {
+        var pause = 0.5  // ms: a random wait up to this after each lost race, doubled up to 50 ms
+        for attempt in 0..<max(1, maxAttempts) {
+            if attempt > 0 {
+                // Without it, under heavy contention one client can lose every race in a row.
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...Int(pause * 1000))))
+                pause = min(pause * 2, 50)
+            }
             guard let found = try await findVersioned(by: id) else { return nil }
             var item = found.item
             try body(&item)

@@ -82,7 +82,7 @@ public enum ASCIIDecimal {
     }
 
     /// Appends the digits of `magnitude`, most significant first, without allocating.
-    private static func append(magnitude: UInt64, to buffer: inout [UInt8]) {
+    public static func append(magnitude: UInt64, to buffer: inout [UInt8]) {
         if magnitude < 10 {
             buffer.append(ASCII.zero &+ UInt8(truncatingIfNeeded: magnitude))
             return

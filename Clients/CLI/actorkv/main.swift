@@ -231,9 +231,9 @@ func takeIfVersion(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (UInt
     return (version, rest[...])
 }
 
-/// A version: decimal digits, 0 to 2^63-1 (0: absent).
+/// A version: decimal digits as the server reads them, 0 to 2^63-1 (0: absent).
 func parseVersion(_ value: String, _ what: String) throws(Failure) -> UInt64 {
-    guard let n = Int64(value), n >= 0, String(n) == value else {
+    guard let n = ASCIIDecimal.parse(Array(value.utf8)[...]), n >= 0 else {
         throw usageFailure("\(what) needs a version (an integer from 0 up), not '\(value)'")
     }
     return UInt64(n)
@@ -241,7 +241,7 @@ func parseVersion(_ value: String, _ what: String) throws(Failure) -> UInt64 {
 
 /// A signed 64-bit decimal integer.
 func parseInteger(_ value: String, _ what: String) throws(Failure) -> Int64 {
-    guard let n = Int64(value), String(n) == value else {
+    guard let n = ASCIIDecimal.parse(Array(value.utf8)[...]) else {
         throw usageFailure("\(what) needs an integer, not '\(value)'")
     }
     return n

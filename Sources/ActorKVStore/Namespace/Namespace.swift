@@ -63,7 +63,7 @@ public actor Namespace {
 
     /// The value stored under `key` and its version, or nil.
     public func versioned(_ key: [UInt8]) -> VersionedValue? {
-        data.map.versioned(key).map { VersionedValue(value: $0.value, version: $0.version) }
+        data.map.versionedValue(key)
     }
 
     /// The number of keys.
@@ -276,7 +276,7 @@ public actor Namespace {
         switch operation {
         case .get(let key): return .value(data.map[key])
         case .getVersioned(let key):
-            return .versioned(data.map.versioned(key).map { VersionedValue(value: $0.value, version: $0.version) })
+            return .versioned(data.map.versionedValue(key))
         case .exists(let keys): return .integer(keys.reduce(0) { $0 + (data.map[$1] == nil ? 0 : 1) })
         case .count: return .integer(data.map.count)
         case .scan(let cursor, let prefix, let limit): return .page(scan(from: cursor, prefix: prefix, limit: limit))

@@ -65,11 +65,14 @@ public enum Operation: Sendable {
         switch self {
         case .put, .update, .increment: return true
         case .conditionalPut(_, _, let version): return version == 0
-        case .batch(let steps):
-            let guardsHold = steps.allSatisfy { if case .ifVersion(_, let version) = $0 { return version == 0 }; return true }
-            return guardsHold && steps.contains { $0.mayWriteValue }
+        case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps) && steps.contains { $0.mayWriteValue }
         case .get, .getVersioned, .exists, .delete, .count, .scan: return false
         }
+    }
+
+    /// Whether every guard among `steps` holds for keys that do not exist (asks for version 0).
+    static func guardsHoldWhereNothingExists(_ steps: [BatchStep]) -> Bool {
+        steps.allSatisfy { if case .ifVersion(_, let version) = $0 { return version == 0 }; return true }
     }
 }
 
@@ -142,6 +145,13 @@ public struct VersionedValue: Sendable, Equatable {
     public init(value: [UInt8], version: UInt64) {
         self.value = value
         self.version = version
+    }
+}
+
+extension OrderedMap {
+    /// The value stored for `key` with its version, or nil.
+    func versionedValue<Key: BorrowedBytes>(_ key: Key) -> VersionedValue? {
+        versioned(key).map { VersionedValue(value: $0.value, version: $0.version) }
     }
 }
 

@@ -294,6 +294,6 @@ struct RunOverlay {
     /// not touch it.
     func entry(of key: [UInt8], in map: OrderedMap) -> VersionedValue? {
         if let noted = entries[key] { return noted }
-        return map.versioned(key).map { VersionedValue(value: $0.value, version: $0.version) }
+        return map.versionedValue(key)
     }
 }

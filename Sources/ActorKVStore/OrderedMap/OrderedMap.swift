@@ -71,14 +71,6 @@ public struct OrderedMap: Sendable {
         } ?? nil
     }
 
-    /// The version stored with `key`, or nil if there is none. O(log n).
-    func version<Key: BorrowedBytes>(of key: Key) -> UInt64? {
-        withLeaf(for: key) { leaf in
-            let (index, found) = leaf.keys.find(key)
-            return found ? leaf.entries[index].version : nil
-        } ?? nil
-    }
-
     /// Whether the map holds `key`. O(log n).
     func contains<Key: BorrowedBytes>(_ key: Key) -> Bool {
         withLeaf(for: key) { $0.keys.find(key).found } ?? false

@@ -1,3 +1,5 @@
+import ActorKVProtocol
+
 /// The snapshot file format: one JSON document holding a namespace's whole live map. Pure: no I/O
 /// (``decode(window:reserve:)`` reads only through the window it is given).
 ///
@@ -67,7 +69,7 @@ public enum SnapshotCodec {
             writer.buffer.append(UInt8(ascii: ","))
             appendValue(value, to: &writer.buffer)
             writer.buffer.append(UInt8(ascii: ","))
-            appendDecimal(version, to: &writer.buffer)
+            ASCIIDecimal.append(magnitude: version, to: &writer.buffer)
             writer.buffer.append(UInt8(ascii: "]"))
             do throws(E) { try writer.flushIfFull(sink) } catch { failure = error; return false }
             return true
@@ -133,22 +135,6 @@ public enum SnapshotCodec {
     /// Decodes a snapshot held in an array.
     public static func decode(_ bytes: [UInt8]) throws(Failure) -> (header: Header, map: OrderedMap) {
         try bytes.withBytes { (raw) throws(Failure) in try decode(raw) }
-    }
-
-    /// Appends `value` in decimal digits.
-    static func appendDecimal(_ value: UInt64, to out: inout [UInt8]) {
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            var rest = value, start = buffer.count
-            repeat {
-                start -= 1
-                buffer[start] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-            } while rest > 0
-            out.append(contentsOf: buffer[start...])
-        }
     }
 
     static func appendValue(_ bytes: [UInt8], to out: inout [UInt8]) {

@@ -133,7 +133,7 @@ public actor Store {
         case .conditionalPut: return .conditionFailed  // a version other than 0: no key has it
         case .batch(let steps):
             // Deletes and guards only, or a guard of a version other than 0, which no key has.
-            if steps.contains(where: { if case .ifVersion(_, let v) = $0 { return v != 0 }; return false }) { return .conditionFailed }
+            if !Operation.guardsHoldWhereNothingExists(steps) { return .conditionFailed }
             return .batch(steps.map { if case .ifVersion = $0 { return .stored }; return .integer(0) })
         case .put, .update, .increment: preconditionFailure("Store: a valid write creates its namespace")
         }

@@ -3,11 +3,11 @@
 # perf can probe glibc) malloc calls per request. Less sensitive to a noisy shared machine than
 # requests per second, since it does not count the time the server waits for the CPU.
 #
-# Usage: Benchmarks/cpu.sh ACTORKVD GET|PUT [REQUESTS] [PIPELINE] [mallocs]
+# Usage: Benchmarks/cpu.sh ACTORKVD GET|PUT|INCR [REQUESTS] [PIPELINE] [mallocs]
 #
 # Starts ACTORKVD on a fresh temp directory with automatic compaction off (or with the flags in
 # ACTORKVD_FLAGS instead, when that is set: ACTORKVD_FLAGS= keeps the defaults), fills 100,000 keys with
-# 100-byte values, then runs REQUESTS (default 600000) GETs or PUTs with redis-benchmark -c 50
+# 100-byte values, then runs REQUESTS (default 600000) GETs, PUTs or INCRs (of 100,000 counters) with redis-benchmark -c 50
 # -r 100000 -P PIPELINE (default 16) and prints the server's utime+stime per request (from
 # /proc/PID/stat). With `mallocs` as the fifth argument it counts malloc calls per request
 # instead (a uprobe per call slows the server several times over, so the CPU figure of such a
@@ -28,7 +28,8 @@ redis-benchmark -s "$DIR/s.sock" -c 50 -n 200000 -r 100000 -P 16 -q PUT bench ke
 case $CMD in
     GET) args=(GET bench key:__rand_int__) ;;
     PUT) args=(PUT bench key:__rand_int__ "$V") ;;
-    *) echo "usage: $0 ACTORKVD GET|PUT [REQUESTS] [PIPELINE]" >&2; exit 2 ;;
+    INCR) args=(INCR bench counter:__rand_int__) ;;
+    *) echo "usage: $0 ACTORKVD GET|PUT|INCR [REQUESTS] [PIPELINE]" >&2; exit 2 ;;
 esac
 
 probe=no

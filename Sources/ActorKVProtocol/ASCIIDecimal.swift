@@ -76,7 +76,7 @@ public enum ASCIIDecimal {
     }
 
     /// Appends the decimal digits of `value` (with a leading `-` when negative).
-    static func append(_ value: Int64, to buffer: inout [UInt8]) {
+    public static func append(_ value: Int64, to buffer: inout [UInt8]) {
         if value < 0 { buffer.append(ASCII.minus) }
         append(magnitude: value.magnitude, to: &buffer)
     }

@@ -210,7 +210,7 @@ public actor Namespace {
     /// writes themselves run one at a time.
     ///
     /// Each write gives the keys it writes its record's number as their version (`versions`).
-    private func performPending(_ operations: [Operation], _ resolved: [Int: WritePlanner.Resolved],
+    private func performPending(_ operations: [Operation], _ resolved: [WritePlanner.Resolved?],
                                 _ versions: inout RecordNumbers, _ outcomes: inout [Outcome?]) {
         var gets: [Int] = []
         var prefetchedThrough = -1

@@ -32,8 +32,9 @@ struct WritePlanner {
     /// Per operation: an outcome decided while planning (a refusal), or nil for one that is
     /// still to be performed (a read, a write to apply).
     private(set) var outcomes: [Outcome?]
-    /// The writes resolved while planning, by operation index.
-    private(set) var resolved: [Int: Resolved] = [:]
+    /// The writes resolved while planning, by operation index: empty until the first one is,
+    /// then one entry per operation (nil: not resolved here).
+    private(set) var resolved: [Resolved?] = []
     private var overlay: RunOverlay?
     private let limits: StoreLimits
     private let blocker: StoreError?
@@ -71,7 +72,7 @@ struct WritePlanner {
     /// write resolved against them (what it read will not be there).
     mutating func failWrites(_ error: StoreError) {
         for index in written { outcomes[index] = .failure(error) }
-        for index in resolved.keys { outcomes[index] = .failure(error) }
+        for index in resolved.indices where resolved[index] != nil { outcomes[index] = .failure(error) }
         written.removeAll()
         resolved.removeAll()
     }
@@ -94,32 +95,64 @@ struct WritePlanner {
             let mutations = steps.lazy.map { $0.plainMutation! }
             if record(mutations, of: index) { overlay?.note(mutations, version: sequence) }
         case .batch(let steps):
-            resolve(steps, at: index, in: map, as: .batch)
+            resolve(steps, at: index, in: map)
         case .update(let key, let update):
-            resolve([.update(key: key, update)], at: index, in: map, as: .step)
+            resolve(.update(key: key, update), at: index, in: map)
         case .increment(let key, let delta):
-            resolve([.increment(key: key, by: delta)], at: index, in: map, as: .step)
+            resolve(.increment(key: key, by: delta), at: index, in: map)
         case .conditionalPut(let key, let value, let version):
-            resolve([.ifVersion(key: key, version), .put(key: key, value: Array(value))], at: index, in: map, as: .newVersion)
+            resolveConditionalPut(key: key, value: value, ifVersion: version, at: index, in: map)
         case .get, .getVersioned, .exists, .count, .scan:
             return
         }
     }
 
-    /// What a resolved operation's outcome is made of.
-    private enum Shape {
-        /// A batch: one outcome per step.
-        case batch
-        /// A single step: that step's outcome.
-        case step
-        /// A conditional put: the version its record gives the key.
-        case newVersion
+    /// Resolves a single-step write (an INCR, an update) against the overlay (and, beneath it,
+    /// `map`) and records its mutation, if any: the short way of a one-step batch, with no
+    /// arrays of steps and results and no overlay of the batch's own writes.
+    private mutating func resolve(_ step: BatchStep, at index: Int, in map: OrderedMap) {
+        switch resolve(step, current: overlay!.entry(of: step.key, in: map)) {
+        case .failure(let refusal):
+            outcomes[index] = refusal.outcome
+        case .success(let resolvedStep):
+            guard let mutation = resolvedStep.mutation else {
+                keep(Resolved(mutations: [], outcome: resolvedStep.outcome), at: index)
+                return
+            }
+            guard record(CollectionOfOne(mutation), of: index) else { return }
+            overlay!.note(mutation, version: sequence)
+            keep(Resolved(mutations: [mutation], outcome: resolvedStep.outcome), at: index)
+        }
     }
 
-    /// Resolves the steps in order against the overlay (and, beneath it, `map`), each seeing the
-    /// ones before it; records their mutations as one record, or refuses them all: with the
-    /// error of a step that refused, or ``Outcome/conditionFailed`` when a guard does not hold.
-    private mutating func resolve(_ steps: [BatchStep], at index: Int, in map: OrderedMap, as shape: Shape) {
+    /// Resolves a conditional put: writes `value` under `key` if the key's version (0: absent)
+    /// is `ifVersion`, its outcome being the version the record gives the key; otherwise
+    /// ``Outcome/conditionFailed`` with nothing recorded.
+    private mutating func resolveConditionalPut(key: [UInt8], value: ArraySlice<UInt8>, ifVersion: UInt64, at index: Int, in map: OrderedMap) {
+        guard (overlay!.entry(of: key, in: map)?.version ?? 0) == ifVersion else {
+            outcomes[index] = .conditionFailed
+            return
+        }
+        let recorded = record(of: index, bodyLength: LogRecordCodec.putBodyLength(key: key[...], value: value)) { sequence, claim, buffer in
+            LogRecordCodec.encodePut(sequence: sequence, key: key[...], value: value, durableThrough: claim, into: &buffer)
+        }
+        guard recorded else { return }
+        let mutation = Mutation.put(key: key, value: Array(value))
+        overlay!.note(mutation, version: sequence)
+        keep(Resolved(mutations: [mutation], outcome: .version(sequence)), at: index)
+    }
+
+    /// Keeps what operation `index` was resolved to, for the apply step.
+    private mutating func keep(_ write: Resolved, at index: Int) {
+        if resolved.isEmpty { resolved = [Resolved?](repeating: nil, count: outcomes.count) }
+        resolved[index] = write
+    }
+
+    /// Resolves a batch's steps in order against the overlay (and, beneath it, `map`), each
+    /// seeing the ones before it; records their mutations as one record, or refuses them all:
+    /// with the error of a step that refused, or ``Outcome/conditionFailed`` when a guard does
+    /// not hold.
+    private mutating func resolve(_ steps: [BatchStep], at index: Int, in map: OrderedMap) {
         let version = sequence + 1  // the number the record gets if there is one
         var scratch = RunOverlay()  // this batch's own writes, over the run's
         func current(_ key: [UInt8]) -> VersionedValue? { scratch.noted(key) ?? overlay!.entry(of: key, in: map) }
@@ -145,13 +178,7 @@ struct WritePlanner {
             guard record(mutations, of: index) else { return }
             overlay!.note(mutations, version: version)
         }
-        let outcome: Outcome
-        switch shape {
-        case .batch: outcome = .batch(results)
-        case .step: outcome = results[0]
-        case .newVersion: outcome = .version(version)
-        }
-        resolved[index] = Resolved(mutations: mutations, outcome: outcome)
+        keep(Resolved(mutations: mutations, outcome: .batch(results)), at: index)
     }
 
     /// A step resolved against the key's current state: what it writes (nil: nothing) and yields.
@@ -175,7 +202,10 @@ struct WritePlanner {
             switch Self.sum(of: current?.value, and: delta) {
             case .failure(let error): return .failure(Refusal(.failure(error)))
             case .success(let sum):
-                return .success(ResolvedStep(mutation: .put(key: key, value: Array(String(sum).utf8)), outcome: .integer(Int(sum))))
+                var digits: [UInt8] = []
+                digits.reserveCapacity(20)
+                ASCIIDecimal.append(sum, to: &digits)
+                return .success(ResolvedStep(mutation: .put(key: key, value: digits), outcome: .integer(Int(sum))))
             }
         case .update(let key, let update):
             let old = current?.value
@@ -219,7 +249,7 @@ struct WritePlanner {
         var overlay = RunOverlay()
         for (position, index) in written.enumerated() {
             let version = startSequence + UInt64(position) + 1
-            if let resolved = resolved[index] {
+            if !resolved.isEmpty, let resolved = resolved[index] {
                 overlay.note(resolved.mutations, version: version)
                 continue
             }
@@ -271,13 +301,13 @@ struct WritePlanner {
 /// The values and versions that the writes planned so far in a run give their keys (nil:
 /// deleted), over the map they are not applied to yet.
 struct RunOverlay {
-    private var entries: [[UInt8]: VersionedValue?] = [:]
+    private var entries: [OverlayKey: VersionedValue?] = [:]
 
     /// Notes what `mutation`, in the record numbered `version`, does.
     mutating func note(_ mutation: Mutation, version: UInt64) {
         switch mutation {
-        case .put(let key, let value): entries[key] = .some(VersionedValue(value: value, version: version))
-        case .delete(let key): entries[key] = .some(nil)
+        case .put(let key, let value): entries[OverlayKey(key)] = .some(VersionedValue(value: value, version: version))
+        case .delete(let key): entries[OverlayKey(key)] = .some(nil)
         }
     }
 
@@ -288,12 +318,24 @@ struct RunOverlay {
 
     /// What the noted writes left under `key`: nil if none of them touched it, `.some(nil)` if
     /// the last one deleted it.
-    func noted(_ key: [UInt8]) -> VersionedValue?? { entries[key] }
+    func noted(_ key: [UInt8]) -> VersionedValue?? { entries[OverlayKey(key)] }
 
     /// The value and version under `key` after the noted writes, reading `map` where they did
     /// not touch it.
     func entry(of key: [UInt8], in map: OrderedMap) -> VersionedValue? {
-        if let noted = entries[key] { return noted }
+        if let noted = entries[OverlayKey(key)] { return noted }
         return map.versionedValue(key)
+    }
+}
+
+/// A key of the overlay, hashed as one run of bytes: `[UInt8]`'s own hashing feeds the hasher
+/// one byte at a time, several times slower for keys of a few dozen bytes.
+private struct OverlayKey: Hashable {
+    let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 }

@@ -60,6 +60,7 @@ public enum ErrorMapping {
         case .unsafeDirectory, .invalidArgument, .locked: return .err
         // Redis's INCR errors: "-ERR value is not an integer…", "-ERR increment … would overflow".
         case .notAnInteger, .overflow: return .err
+        case .compacted: return .compacted
         }
     }
 

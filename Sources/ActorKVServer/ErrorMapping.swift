@@ -30,6 +30,9 @@ public enum ErrorMapping {
         return .error(.err, "\(error)")
     }
 
+    /// The reply to a command that a connection following changes may not send.
+    public static let notWhileFollowing = Reply.error(.err, "only CHANGES, PING and QUIT are allowed while following changes")
+
     /// The reply sent to a connection refused because the server is full.
     public static let maxClients = Reply.error(.maxClients, "max number of clients reached")
 

@@ -431,6 +431,17 @@ public actor Namespace {
         HistorySource(files: files, segments: olderSegments + [SegmentSpan(number: active.number, firstSequence: activeFirstSequence, bytes: activeLength)])
     }
 
+    /// The changes after `cursor` through `upper` from the log files, about `maxBytes` of them,
+    /// going on from `position` when that is where the last read stopped (see
+    /// ``ChangeHistory/read(_:after:through:maxBytes:from:)``). Reads off the actor.
+    public nonisolated func readHistory(after cursor: UInt64, through upper: UInt64, maxBytes: Int,
+                                        from position: HistoryPosition?) async throws(StoreError) -> ChangeHistory.Chunk {
+        let source = await historySource()
+        return try await BlockingIO.run { () throws(StoreError) in
+            try ChangeHistory.read(source, after: cursor, through: upper, maxBytes: maxBytes, from: position)
+        }
+    }
+
     /// The oldest change still held for followers.
     var oldestSequence: UInt64 { olderSegments.first?.firstSequence ?? activeFirstSequence }
 

@@ -67,11 +67,11 @@ _REPLY_TYPES = frozenset(b"+-:$*")
 #: :class:`ServerError`); protocol.md's error table says when each is sent. The same codes in
 #: the same order as the server's ``WireErrorCode.allCases`` (a Swift test checks).
 ERROR_CODES = ("ERR", "BADNS", "BADKEY", "TOOBIG", "BADCURSOR", "CORRUPT", "IOERR", "SHUTDOWN",
-               "PROTO", "MAXCLIENTS", "NOPERM")
+               "PROTO", "MAXCLIENTS", "NOPERM", "COMPACTED", "LAGGING")
 
 #: The codes of :data:`ERROR_CODES` after which the server closes the connection (a Swift test
 #: checks them against ``WireErrorCode.closesConnection``).
-_FATAL_CODES = frozenset({"PROTO", "MAXCLIENTS", "NOPERM"})
+_FATAL_CODES = frozenset({"PROTO", "MAXCLIENTS", "NOPERM", "LAGGING"})
 
 #: The range of the server's integers: INCR values and deltas, and versions (0 up to the
 #: maximum).

@@ -12,7 +12,7 @@ struct CommandTableTests {
     /// here fails ``everyCommandHasASample()``: its flags must be checked too.
     static let samples: [String: [String]] = [
         "GET": ["GET", "ns", "k"], "GETV": ["GETV", "ns", "k"], "PUT": ["PUT", "ns", "k", "v", "IFVERSION", "0"],
-        "INCR": ["INCR", "ns", "k", "-2"], "DEL": ["DEL", "ns", "k", "j"],
+        "INCR": ["INCR", "ns", "k", "-2"], "DEL": ["DEL", "ns", "k", "j"], "CHANGES": ["CHANGES", "ns", "PREFIX", "a", "FROM", "3"],
         "EXISTS": ["EXISTS", "ns", "k"], "COUNT": ["COUNT", "ns"], "SCAN": ["SCAN", "ns", "0", "COUNT", "5"],
         "BATCH": ["BATCH", "ns", "PUT", "k", "v", "DEL", "j"], "PING": ["PING"], "ECHO": ["ECHO", "x"],
         "QUIT": ["QUIT"], "CLIENT": ["CLIENT", "ID"], "INFO": ["INFO"], "NAMESPACES": ["NAMESPACES"],
@@ -78,6 +78,8 @@ struct CommandTableTests {
         }
         #expect(CommandTable.lookup(Array("QUIT".utf8)[...])?.flags.contains(.session) == true)
         #expect(CommandTable.lookup(Array("PING".utf8)[...])?.flags.contains(.allowedWhileFollowing) == true)
+        let following = CommandTable.all.filter { $0.flags.contains(.allowedWhileFollowing) }.map(\.name)
+        #expect(Set(following) == ["CHANGES", "PING", "QUIT"], "protocol.md: only CHANGES, PING and QUIT while following")
     }
 
     @Test("CLIENT ID, SETNAME and GETNAME answer as protocol.md says; bad names and subcommands are refused")

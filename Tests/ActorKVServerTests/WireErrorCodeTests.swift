@@ -85,6 +85,7 @@ struct WireErrorCodeTests {
         .locked: .err,
         .notAnInteger: .err,  // INCR of a value that is not an integer
         .overflow: .err,  // INCR past the 64-bit range
+        .compacted: .compacted,  // CHANGES … FROM older than the history kept
     ]
 
     @Test("ErrorMapping sends every StoreError.Code as the code protocol.md documents for it")
@@ -116,9 +117,9 @@ struct WireErrorCodeTests {
         #expect(Reply.error(.err, "").encoded == Array("-ERR\r\n".utf8))
     }
 
-    @Test("the codes that refuse a connection are MAXCLIENTS and NOPERM; those that close it add PROTO")
+    @Test("the codes that refuse a connection are MAXCLIENTS and NOPERM; those that close it add PROTO and LAGGING")
     func connectionFacts() {
         #expect(WireErrorCode.allCases.filter(\.refusesConnection) == [.maxClients, .noPerm])
-        #expect(Set(WireErrorCode.allCases.filter(\.closesConnection)) == [.proto, .maxClients, .noPerm])
+        #expect(Set(WireErrorCode.allCases.filter(\.closesConnection)) == [.proto, .maxClients, .noPerm, .lagging])
     }
 }

@@ -16,8 +16,12 @@ import Musl
 /// says so; `faults` is the store's own fault injector, if the test arms one.
 func testOptions(_ durability: DurabilityPolicy = .always, limits: StoreLimits = StoreLimits(),
                  allowShared: Bool = false, faults: FaultInjector? = nil) -> StoreOptions {
-    StoreOptions(durability: durability, compaction: CompactionPolicy(interval: 0), limits: limits,
-                 allowSharedDirectory: allowShared, faults: faults)
+    var options = StoreOptions(durability: durability, compaction: CompactionPolicy(interval: 0), limits: limits,
+                               allowSharedDirectory: allowShared, faults: faults)
+    // Compaction drops every segment it covers, as these tests of it expect, unless a test of
+    // change history asks for some to be kept.
+    options.changesHistory = 0
+    return options
 }
 
 /// Opens a store, runs `body`, closes it. The store is released when this returns, which frees

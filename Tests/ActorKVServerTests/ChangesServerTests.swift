@@ -1,0 +1,344 @@
+import ActorKVProtocol
+import ActorKVTestSupport
+import Foundation
+import Synchronization
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// CHANGES over real sockets to a real server: the bytes protocol.md pins, what a following
+/// connection may send, every refusal, a watcher that sees exactly the acknowledged writes of
+/// concurrent writers, resuming after a disconnect and after kill -9, SNAPSHOT + changes equal to
+/// the final state, and a stalled watcher dropped with LAGGING while the others go on.
+@Suite("CHANGES over the wire")
+struct ChangesServerTests {
+    /// One message of a change stream, decoded.
+    enum Message: Equatable {
+        case header(String, UInt64)
+        case snapshot(String, UInt64, [[UInt8]: [UInt8]])
+        case change(String, UInt64, [(key: [UInt8], value: [UInt8]?)])
+        case synced(String, UInt64)
+        case other(Reply)
+
+        static func == (a: Message, b: Message) -> Bool {
+            switch (a, b) {
+            case let (.header(n1, s1), .header(n2, s2)), let (.synced(n1, s1), .synced(n2, s2)): return n1 == n2 && s1 == s2
+            case let (.snapshot(n1, s1, p1), .snapshot(n2, s2, p2)): return n1 == n2 && s1 == s2 && p1 == p2
+            case let (.change(n1, s1, p1), .change(n2, s2, p2)):
+                return n1 == n2 && s1 == s2 && p1.map(\.key) == p2.map(\.key) && p1.map(\.value) == p2.map(\.value)
+            case let (.other(r1), .other(r2)): return r1 == r2
+            default: return false
+            }
+        }
+
+        init(_ reply: Reply) {
+            guard case .array(let parts) = reply, parts.count >= 3, case .bulk(let kind) = parts[0], case .bulk(let ns) = parts[1],
+                  case .integer(let seq) = parts[2] else { self = .other(reply); return }
+            let name = String(decoding: ns, as: UTF8.self)
+            switch (String(decoding: kind, as: UTF8.self), parts.count) {
+            case ("changes", 3): self = .header(name, UInt64(seq))
+            case ("synced", 3): self = .synced(name, UInt64(seq))
+            case ("snapshot", 4), ("change", 4):
+                guard case .array(let flat) = parts[3] else { self = .other(reply); return }
+                var pairs: [(key: [UInt8], value: [UInt8]?)] = []
+                var i = 0
+                while i + 1 < flat.count {
+                    guard case .bulk(let key) = flat[i] else { self = .other(reply); return }
+                    if case .bulk(let value) = flat[i + 1] { pairs.append((key, value)) } else { pairs.append((key, nil)) }
+                    i += 2
+                }
+                if kind == Array("change".utf8) {
+                    self = .change(name, UInt64(seq), pairs)
+                } else {
+                    self = .snapshot(name, UInt64(seq), Dictionary(pairs.map { ($0.key, $0.value ?? []) }, uniquingKeysWith: { $1 }))
+                }
+            default: self = .other(reply)
+            }
+        }
+    }
+
+    /// Reads messages until `stop` says so (or the timeout of the connection ends it).
+    static func read(_ c: RawConnection, until stop: (Message) -> Bool) throws -> [Message] {
+        var messages: [Message] = []
+        while true {
+            let message = Message(try c.reply())
+            messages.append(message)
+            if stop(message) { return messages }
+        }
+    }
+
+    /// The sequence numbers of the `change` messages among `messages`.
+    static func sequences(_ messages: [Message]) -> [UInt64] {
+        messages.compactMap { if case .change(_, let s, _) = $0 { return s }; return nil }
+    }
+
+    @Test("the example of protocol.md, byte for byte; what a following connection may send; every refusal")
+    func wireContract() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let writer = try RawConnection(path: server.socketPath)
+        #expect(try writer.command(["PUT", "config", "motd", "hello"]) == .simple("OK"))
+        #expect(try writer.command(["BATCH", "config", "PUT", "k1", "v1", "DEL", "k1", "PUT", "k2", "v2"]) != .nullArray)
+        #expect(try writer.command(["PUT", "config", "theme", "dark"]) == .simple("OK"))
+        #expect(try writer.command(["DEL", "config", "theme"]) == .integer(1))   // record 4: k2 and motd remain
+        let watcher = try RawConnection(path: server.socketPath)
+        try VersionServerTests.exchange(watcher, "CHANGES config SNAPSHOT\r\n",
+            "*3\r\n$7\r\nchanges\r\n$6\r\nconfig\r\n:4\r\n"
+            + "*4\r\n$8\r\nsnapshot\r\n$6\r\nconfig\r\n:4\r\n*4\r\n$2\r\nk2\r\n$2\r\nv2\r\n$4\r\nmotd\r\n$5\r\nhello\r\n"
+            + "*3\r\n$6\r\nsynced\r\n$6\r\nconfig\r\n:4\r\n")
+        #expect(try writer.command(["PUT", "config", "theme", "light"]) == .simple("OK"))
+        #expect(try writer.command(["BATCH", "config", "DEL", "motd", "PUT", "k3", "v3"]) == .array([.integer(1), .simple("OK")]))
+        try VersionServerTests.exchange(watcher, "",
+            "*4\r\n$6\r\nchange\r\n$6\r\nconfig\r\n:5\r\n*2\r\n$5\r\ntheme\r\n$5\r\nlight\r\n"
+            + "*4\r\n$6\r\nchange\r\n$6\r\nconfig\r\n:6\r\n*4\r\n$4\r\nmotd\r\n$-1\r\n$2\r\nk3\r\n$2\r\nv3\r\n")
+        // While following: PING, QUIT and CHANGES only; a refusal leaves the stream going.
+        try VersionServerTests.exchange(watcher, "PING\r\n", "+PONG\r\n")
+        try VersionServerTests.exchange(watcher, "PING hi\r\n", "$2\r\nhi\r\n")
+        try VersionServerTests.exchange(watcher, "GET config k2\r\n", "-ERR only CHANGES, PING and QUIT are allowed while following changes\r\n")
+        try VersionServerTests.exchange(watcher, "PUT config k2 x\r\n", "-ERR only CHANGES, PING and QUIT are allowed while following changes\r\n")
+        try VersionServerTests.exchange(watcher, "CHANGES config\r\n", "-ERR already following namespace 'config' with prefix '' on this connection\r\n")
+        try VersionServerTests.exchange(watcher, "CHANGES config PREFIX z FROM 99\r\n", "-ERR FROM sequence 99 is after the last sequence of namespace 'config' (6)\r\n")
+        // A second namespace (and the same one with a prefix) on the same connection.
+        try VersionServerTests.exchange(watcher, "CHANGES jobs\r\n", "*3\r\n$7\r\nchanges\r\n$4\r\njobs\r\n:0\r\n*3\r\n$6\r\nsynced\r\n$4\r\njobs\r\n:0\r\n")
+        try VersionServerTests.exchange(watcher, "CHANGES config PREFIX k FROM 4\r\n",
+            "*3\r\n$7\r\nchanges\r\n$6\r\nconfig\r\n:4\r\n*4\r\n$6\r\nchange\r\n$6\r\nconfig\r\n:6\r\n*2\r\n$2\r\nk3\r\n$2\r\nv3\r\n"
+            + "*3\r\n$6\r\nsynced\r\n$6\r\nconfig\r\n:6\r\n")
+        #expect(try writer.command(["PUT", "jobs", "j1", "x"]) == .simple("OK"))
+        try VersionServerTests.exchange(watcher, "", "*4\r\n$6\r\nchange\r\n$4\r\njobs\r\n:1\r\n*2\r\n$2\r\nj1\r\n$1\r\nx\r\n")
+        try VersionServerTests.exchange(watcher, "QUIT\r\n", "+OK\r\n")
+        #expect(watcher.isClosedByServer())
+
+        // Refusals on a connection that is not following: it stays usable and not following.
+        let c = try RawConnection(path: server.socketPath)
+        let refusals: [(String, String)] = [
+            ("CHANGES config FROM x\r\n", "-ERR FROM takes a sequence number (a decimal integer from 0), not 'x'\r\n"),
+            ("CHANGES config FROM -1\r\n", "-ERR FROM takes a sequence number (a decimal integer from 0), not '-1'\r\n"),
+            ("CHANGES config FROM 1 SNAPSHOT\r\n", "-ERR FROM and SNAPSHOT cannot be combined\r\n"),
+            ("CHANGES config snapshot snapshot\r\n", "-ERR CHANGES option SNAPSHOT given twice\r\n"),
+            ("CHANGES config PREFIX\r\n", "-ERR CHANGES option PREFIX needs a value\r\n"),
+            ("CHANGES config WATCH\r\n", "-ERR unknown CHANGES option 'WATCH' (expected PREFIX, FROM or SNAPSHOT)\r\n"),
+            ("CHANGES\r\n", "-ERR wrong number of arguments for 'CHANGES' (usage: CHANGES ns [PREFIX prefix] [FROM seq | SNAPSHOT])\r\n"),
+            ("CHANGES bad/ns\r\n", "-BADNS namespace name may contain only A-Z a-z 0-9 . _ - (found byte 0x2f)\r\n"),
+            ("CHANGES config FROM 7\r\n", "-ERR FROM sequence 7 is after the last sequence of namespace 'config' (6)\r\n"),
+            ("CHANGES nothing FROM 1\r\n", "-ERR FROM sequence 1 is after the last sequence of namespace 'nothing' (0)\r\n"),
+        ]
+        for (request, reply) in refusals { try VersionServerTests.exchange(c, request, reply) }
+        try VersionServerTests.exchange(c, "GET config k3\r\n", "$2\r\nv3\r\n")
+    }
+
+    @Test("a watcher sees exactly the acknowledged writes of 8 concurrent writers, in order, each once, batches whole (fsync always)")
+    func concurrentWritersAreSeenExactly() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess(arguments: ["--fsync", "always"])
+            defer { server.stop() }
+            let watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES w\r\n")
+            #expect(try Self.read(watcher) { if case .synced = $0 { return true }; return false } == [.header("w", 0), .synced("w", 0)])
+            let writers = 8, writes = 60
+            // Each writer keeps the writes it saw acknowledged.
+            let workers = (0..<writers).map { w in
+                Worker { () throws -> [String] in
+                    let c = try RawConnection(path: server.socketPath)
+                    var done: [String] = []
+                    for i in 0..<writes {
+                        if i % 5 == 4 {  // a batch of two keys: one change
+                            let reply = try c.command(["BATCH", "w", "PUT", "b\(w)-\(i)a", "1", "PUT", "b\(w)-\(i)b", "2"])
+                            if reply == .array([.simple("OK"), .simple("OK")]) { done.append("b\(w)-\(i)") }
+                        } else if try c.command(["PUT", "w", "p\(w)-\(i)", "\(i)"]) == .simple("OK") {
+                            done.append("p\(w)-\(i)")
+                        }
+                    }
+                    return done
+                }
+            }
+            let acknowledged = try workers.reduce(into: Set<String>()) { $0.formUnion(try $1.join()) }
+            #expect(acknowledged.count == writers * writes, "every write was acknowledged")
+            let total = writers * writes
+            var seen: [String] = []
+            var sequence: UInt64 = 0
+            for message in try Self.read(watcher, until: { if case .change(_, let s, _) = $0 { return s == UInt64(total) }; return false }) {
+                guard case .change("w", let seq, let pairs) = message else { Issue.record("unexpected \(message)"); continue }
+                #expect(seq == sequence + 1, "no gap, no duplicate")
+                sequence = seq
+                let keys = pairs.map { String(decoding: $0.key, as: UTF8.self) }
+                if keys.count == 2 {
+                    #expect(keys[0].hasSuffix("a") && keys[1] == keys[0].dropLast() + "b", "a batch is one message")
+                    seen.append(String(keys[0].dropLast()))
+                } else {
+                    seen.append(keys[0])
+                }
+            }
+            #expect(seen.count == total)
+            #expect(Set(seen) == acknowledged, "exactly the acknowledged writes")
+        }
+    }
+
+    @Test("resume with FROM after a disconnect and after kill -9 and a restart: nothing missed, nothing twice")
+    func resumeAcrossRestart() async throws {
+        let server = try ServerProcess(arguments: ["--fsync", "always"])
+        defer { server.stop() }
+        try await onOwnThread {
+            let writer = try RawConnection(path: server.socketPath)
+            for i in 1...20 { _ = try writer.command(["PUT", "r", "k\(i)", "v\(i)"]) }
+            var watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES r FROM 0\r\n")
+            var got = try Self.read(watcher) { $0 == .synced("r", 20) }
+            #expect(got.count == 22 && got.first == .header("r", 0))
+            // Disconnect after change 12, resume from it.
+            watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES r FROM 12\r\n")
+            got = try Self.read(watcher) { $0 == .synced("r", 20) }
+            #expect(Self.sequences(got) == Array(13...20))
+        }
+        try await server.signal(SIGKILL)
+        try await server.restart()
+        try await onOwnThread {
+            let again = try RawConnection(path: server.socketPath)
+            for i in 21...25 { _ = try again.command(["PUT", "r", "k\(i)", "v\(i)"]) }
+            let watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES r FROM 18\r\n")
+            let got = try Self.read(watcher) { $0 == .synced("r", 25) }
+            #expect(Self.sequences(got) == Array(19...25))
+            _ = try again.command(["DEL", "r", "k1"])
+            #expect(try Self.read(watcher) { _ in true } == [.change("r", 26, [(b("k1"), nil)])])
+        }
+    }
+
+    @Test("FROM older than the history kept: -COMPACTED with the oldest sequence, the connection usable; FROM the one before the oldest works")
+    func compactedHistory() throws {
+        let server = try ServerProcess(arguments: ["--changes-history", "5"])
+        defer { server.stop() }
+        let c = try RawConnection(path: server.socketPath)
+        for i in 1...10 { _ = try c.command(["PUT", "h", "k\(i)", "v"]) }
+        #expect(try c.command(["COMPACT", "h"]) == .simple("OK"))          // 1-10 kept: they hold 6-10
+        for i in 11...20 { _ = try c.command(["PUT", "h", "k\(i)", "v"]) }
+        #expect(try c.command(["COMPACT", "h"]) == .simple("OK"))          // 1-10 dropped
+        #expect(try c.command(["CHANGES", "h", "FROM", "9"]) == .error("COMPACTED oldest available sequence is 11"))
+        #expect(try c.command(["PING"]) == .simple("PONG"))
+        try c.send("CHANGES h FROM 10\r\n")
+        let got = try Self.read(c) { $0 == .synced("h", 20) }
+        #expect(Self.sequences(got) == Array(11...20))
+    }
+
+    @Test("SNAPSHOT and the changes after it, under concurrent writes, add up to the final state SCAN shows")
+    func snapshotPlusChangesIsTheState() async throws {
+        try await onOwnThread {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let c = try RawConnection(path: server.socketPath)
+        for i in 0..<2500 { _ = try c.command(["PUT", "m", "k\(i % 1800)", "v\(i)"]) }  // a snapshot of 3 pages
+        let writing = Worker { () throws -> Void in
+            let w = try RawConnection(path: server.socketPath)
+            for i in 0..<600 {
+                if i % 3 == 0 { _ = try w.command(["DEL", "m", "k\(i)"]) } else { _ = try w.command(["PUT", "m", "k\(i)", "new\(i)"]) }
+            }
+            _ = try w.command(["PUT", "m", "done", "1"])
+        }
+        let watcher = try RawConnection(path: server.socketPath)
+        try watcher.send("CHANGES m SNAPSHOT\r\n")
+        var state: [[UInt8]: [UInt8]] = [:]
+        var snapshots = 0
+        _ = try Self.read(watcher) { message in
+            switch message {
+            case .snapshot(_, _, let pairs):
+                snapshots += 1
+                state.merge(pairs) { $1 }
+            case .change(_, _, let pairs):
+                for pair in pairs { state[pair.key] = pair.value }
+                return pairs.contains { $0.key == b("done") }
+            default: break
+            }
+            return false
+        }
+        try writing.join()
+        #expect(snapshots >= 2, "the snapshot came in pages of at most 1,000 pairs")
+        var scanned: [[UInt8]: [UInt8]] = [:]
+        var cursor = "0"
+        repeat {
+            guard case .array(let page) = try c.command(["SCAN", "m", cursor, "COUNT", "1000"]), case .bulk(let next) = page[0],
+                  case .array(let flat) = page[1] else { throw TestFailure("bad SCAN reply") }
+            for i in stride(from: 0, to: flat.count, by: 2) {
+                if case .bulk(let key) = flat[i], case .bulk(let value) = flat[i + 1] { scanned[key] = value }
+            }
+            cursor = String(decoding: next, as: UTF8.self)
+        } while cursor != "0"
+        #expect(state == scanned)
+        }
+    }
+
+    @Test("a stalled watcher is dropped with LAGGING, after everything up to it, while writers and another watcher go on")
+    func stalledWatcherIsDropped() async throws {
+        try await onOwnThread {
+        let server = try ServerProcess(arguments: ["--changes-lag-bytes", "65536", "--max-output-bytes", "65536"])
+        defer { server.stop() }
+        let stalled = try RawConnection(path: server.socketPath)
+        try stalled.send("CHANGES s\r\n")
+        let live = try RawConnection(path: server.socketPath)
+        try live.send("CHANGES s\r\n")
+        _ = try Self.read(live) { $0 == .synced("s", 0) }
+        let value = String(repeating: "x", count: 1000)
+        let writes = 3000  // 3 MB: far more than the stalled watcher's window, output and socket buffers hold
+        let writing = Worker { () throws -> Void in
+            let w = try RawConnection(path: server.socketPath)
+            for i in 1...writes { #expect(try w.command(["PUT", "s", "k\(i)", value]) == .simple("OK")) }
+        }
+        var liveSeen: UInt64 = 0
+        _ = try Self.read(live) { message in
+            if case .change(_, let seq, _) = message {
+                #expect(seq == liveSeen + 1)
+                liveSeen = seq
+            }
+            return liveSeen == UInt64(writes)
+        }
+        try writing.join()
+        // The stalled watcher now reads: every change up to some N, then LAGGING naming N, then the end.
+        var last: UInt64 = 0
+        var ending: Reply?
+        while ending == nil {
+            let reply = try stalled.reply()
+            switch Message(reply) {
+            case .change(_, let seq, _):
+                #expect(seq == last + 1, "no gap before the drop")
+                last = seq
+            case .header, .synced: continue
+            default: ending = reply
+            }
+        }
+        #expect(ending == .error("LAGGING resume from sequence \(last) of namespace 's'"))
+        #expect(last < UInt64(writes))
+        #expect(stalled.isClosedByServer())
+        let admin = try RawConnection(path: server.socketPath)
+        guard case .bulk(let text) = try admin.command(["INFO"]) else { throw TestFailure("INFO") }
+        #expect(String(decoding: text, as: UTF8.self).contains("followers=1,changes_sent="))
+        #expect(String(decoding: text, as: UTF8.self).contains("followers_dropped=1,"))
+        // Resuming from N gets the rest, no gap.
+        let resumed = try RawConnection(path: server.socketPath)
+        try resumed.send("CHANGES s FROM \(last)\r\n")
+        let rest = try Self.read(resumed) { $0 == .synced("s", UInt64(writes)) }
+        #expect(Self.sequences(rest) == Array((last + 1)...UInt64(writes)))
+        }
+    }
+}
+
+private func b(_ s: String) -> [UInt8] { Array(s.utf8) }
+
+/// Runs a body on a thread of its own (a writer beside a test's own blocking reads); `join()`
+/// waits for it and returns what it returned, or throws what it threw.
+final class Worker<T: Sendable>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<T, any Error>?
+
+    init(_ body: @escaping @Sendable () throws -> T) {
+        let thread = Thread { [unowned self] in
+            result = Result { try body() }
+            done.signal()
+        }
+        thread.start()
+    }
+
+    func join() throws -> T {
+        done.wait()
+        return try result!.get()
+    }
+}

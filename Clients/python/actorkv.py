@@ -80,11 +80,11 @@ _REPLY_TYPES = frozenset(b"+-:$*")
 #: :class:`ServerError`); protocol.md's error table says when each is sent. The same codes in
 #: the same order as the server's ``WireErrorCode.allCases`` (a Swift test checks).
 ERROR_CODES = ("ERR", "BADNS", "BADKEY", "TOOBIG", "BADCURSOR", "CORRUPT", "IOERR", "SHUTDOWN",
-               "PROTO", "MAXCLIENTS", "NOPERM")
+               "PROTO", "MAXCLIENTS", "NOPERM", "COMPACTED", "LAGGING")
 
 #: The codes of :data:`ERROR_CODES` after which the server closes the connection (a Swift test
 #: checks them against ``WireErrorCode.closesConnection``).
-_FATAL_CODES = frozenset({"PROTO", "MAXCLIENTS", "NOPERM"})
+_FATAL_CODES = frozenset({"PROTO", "MAXCLIENTS", "NOPERM", "LAGGING"})
 
 #: The range of the server's integers: INCR values and deltas, and versions (0 up to the
 #: maximum).
@@ -115,8 +115,9 @@ class ServerError(ActorKVError):
     Attributes:
         code: the first word of the error line, one of :data:`ERROR_CODES`: ``"ERR"``,
             ``"BADNS"``, ``"BADKEY"``, ``"TOOBIG"``, ``"BADCURSOR"``, ``"CORRUPT"``,
-            ``"IOERR"``, ``"SHUTDOWN"``, ``"PROTO"``, ``"MAXCLIENTS"`` or ``"NOPERM"`` (a
-            newer server's code not in that list is kept as sent).
+            ``"IOERR"``, ``"SHUTDOWN"``, ``"PROTO"``, ``"MAXCLIENTS"``, ``"NOPERM"``,
+            ``"COMPACTED"`` (a :class:`CompactedError`) or ``"LAGGING"`` (a change feed
+            answers it by resuming) (a newer server's code not in that list is kept as sent).
         message: the rest of the line (may be empty).
     """
 

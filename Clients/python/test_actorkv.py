@@ -1924,6 +1924,28 @@ class ChangesRestartTests(unittest.TestCase):
         self.assertEqual(mirror.data, dict(kv.scan("feed")))
         self.assertEqual(mirror.data[b"r2"], b"9")
 
+    def test_lagging_follower_resumes(self):
+        """A feed that does not read while 6 MB of changes are written is dropped by the
+        server (-LAGGING); reading again, it resumes FROM the last change it got and
+        delivers every change once."""
+        server = self.start(ServerProcess("--max-output-bytes", "65536",
+                                          "--changes-lag-bytes", "65536"))
+        kv = server.client()
+        self.addCleanup(kv.close)
+        feed = kv.changes("lag")
+        self.addCleanup(feed.close)
+        value = b"x" * 10000
+        with kv.pipeline() as p:
+            for i in range(600):
+                p.put("lag", "k%d" % (i % 10), value + b"%d" % i)
+            p.execute()
+        changes = take(feed, 600, Change)
+        self.assertEqual([c.seq for c in changes], list(range(1, 601)))
+        self.assertEqual([c.items for c in changes],
+                         [[(b"k%d" % (i % 10), value + b"%d" % i)] for i in range(600)])
+        self.assertGreaterEqual(feed.reconnects, 1, "the server never dropped the feed")
+        self.assertEqual([e for e in rest(feed) if isinstance(e, Change)], [])
+
     def compact_away(self, kv, ns, count):
         """Writes ``count`` changes twice, compacting after each, so that with
         ``--changes-history 1`` the first ones are no longer held."""

@@ -15,6 +15,9 @@ public enum Reply: Sendable, Equatable {
     case nullArray
     /// An array of replies, `*N\r\n` followed by each element.
     indirect case array([Reply])
+    /// A reply already encoded, sent as these bytes (a change message that many followers
+    /// share, encoded once). Only ever sent; decoders never produce it.
+    case raw([UInt8])
 
     /// Appends the RESP2 encoding of this reply to `buffer`. Never throws.
     public func encode(into buffer: inout [UInt8]) {
@@ -34,6 +37,8 @@ public enum Reply: Sendable, Equatable {
         case .array(let elements):
             RESPWriter.appendHeader(type: ASCII.star, count: Int64(elements.count), to: &buffer)
             for element in elements { element.encode(into: &buffer) }
+        case .raw(let bytes):
+            buffer.append(contentsOf: bytes)
         }
     }
 

@@ -124,7 +124,8 @@ public struct ReplyStream: Sendable {
             return bytes.count <= room - bulkOverhead
         case .array(let elements):
             return encodedSize(of: elements, budget: room, depth: estimateDepth) != nil
-        case .simple, .error, .integer, .null, .nullArray:
+        case .simple, .error, .integer, .null, .nullArray, .raw:
+            // A raw reply is written whole (the server keeps them small: see `Reply.raw`).
             return true
         }
     }
@@ -145,6 +146,8 @@ public struct ReplyStream: Sendable {
                 total += 5
             case .bulk(let bytes):
                 total += bytes.count + bulkOverhead
+            case .raw(let bytes):
+                total += bytes.count
             case .array(let inner):
                 guard depth > 0, let size = encodedSize(of: inner, budget: budget - total, depth: depth - 1) else {
                     return nil
@@ -170,7 +173,7 @@ public struct ReplyStream: Sendable {
             if !elements.isEmpty {
                 frames.append(Frame(elements: elements, next: 0))
             }
-        case .simple, .error, .integer, .null, .nullArray:
+        case .simple, .error, .integer, .null, .nullArray, .raw:
             reply.encode(into: &buffer)
         }
     }

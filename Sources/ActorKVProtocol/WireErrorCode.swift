@@ -38,6 +38,13 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     /// `NOPERM`: sent on accept to a peer outside `--allow-uid`/`--allow-gid`; then the server
     /// closes the connection.
     case noPerm = "NOPERM"
+    /// `COMPACTED`: `CHANGES … FROM seq` asked for changes older than the oldest the server still
+    /// holds; the message gives that oldest sequence. The connection stays usable.
+    case compacted = "COMPACTED"
+    /// `LAGGING`: a connection following changes fell further behind than the server holds
+    /// changes for it; the message gives the sequence to resume from. Then the server closes the
+    /// connection.
+    case lagging = "LAGGING"
 
     /// True for the codes the server sends instead of serving a connection it has just accepted
     /// (`MAXCLIENTS`, `NOPERM`): no request on that connection was run. A client reports these as
@@ -45,7 +52,7 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     public var refusesConnection: Bool {
         switch self {
         case .maxClients, .noPerm: return true
-        case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown, .proto: return false
+        case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown, .proto, .compacted, .lagging: return false
         }
     }
 
@@ -53,8 +60,8 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     /// `NOPERM`); after any other the connection stays usable.
     public var closesConnection: Bool {
         switch self {
-        case .proto, .maxClients, .noPerm: return true
-        case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown: return false
+        case .proto, .maxClients, .noPerm, .lagging: return true
+        case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown, .compacted: return false
         }
     }
 }

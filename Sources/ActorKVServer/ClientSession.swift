@@ -1,3 +1,4 @@
+import ActorKVStore
 import Synchronization
 
 /// One client connection's state beyond its bytes: who is connected and what it asked for.
@@ -18,6 +19,10 @@ public final class ClientSession: Sendable {
     private struct State {
         var name: String?
         var closeRequested = false
+        /// The namespace and prefix of each CHANGES taken (or being taken) on this connection.
+        var follows: Set<FollowKey> = []
+        /// Follows started by CHANGES and not yet taken over by the event loop.
+        var newFollows: [NewFollow] = []
     }
 
     private let state = Mutex(State())
@@ -39,6 +44,45 @@ public final class ClientSession: Sendable {
 
     /// Marks the session as closing after the reply being made (QUIT).
     func requestClose() { state.withLock { $0.closeRequested = true } }
+
+    /// Whether the connection follows changes (a CHANGES was taken or is being taken): then it
+    /// accepts only the commands flagged ``CommandFlags/allowedWhileFollowing``.
+    public var isFollowing: Bool { state.withLock { !$0.follows.isEmpty } }
+
+    /// Claims `key` for a CHANGES about to start; false if the connection already follows it.
+    func reserveFollow(_ key: FollowKey) -> Bool {
+        state.withLock { $0.follows.insert(key).inserted }
+    }
+
+    /// Gives back a claim whose CHANGES was refused.
+    func releaseFollow(_ key: FollowKey) {
+        state.withLock { _ = $0.follows.remove(key) }
+    }
+
+    /// Hands a started follow to the event loop, which takes it after the CHANGES reply.
+    func addFollow(_ follow: NewFollow) {
+        state.withLock { $0.newFollows.append(follow) }
+    }
+
+    /// The follows started since the last call (the event loop serves them from now on).
+    func takeNewFollows() -> [NewFollow] {
+        state.withLock { s in
+            defer { s.newFollows.removeAll() }
+            return s.newFollows
+        }
+    }
+}
+
+/// What a CHANGES follows: a namespace, and a key prefix within it.
+struct FollowKey: Hashable, Sendable {
+    let namespace: String
+    let prefix: [UInt8]
+}
+
+/// A CHANGES that started: what it follows and where the store says it starts.
+struct NewFollow: Sendable {
+    let key: FollowKey
+    let start: FollowStart
 }
 
 /// A peer's identity as the kernel reports it for a Unix socket (`SO_PEERCRED`): the process
@@ -72,4 +116,7 @@ public enum SessionEnd: String, Sendable, Equatable, CaseIterable {
     case protocolError
     /// The server shut down.
     case shutdown
+    /// The connection followed changes and fell further behind than the server holds them
+    /// (`-LAGGING`).
+    case lagging
 }

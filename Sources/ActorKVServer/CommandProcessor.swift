@@ -44,6 +44,11 @@ public struct CommandProcessor: Sendable {
         replies.reserveCapacity(commands.count)
         var group = Group()
         for command in commands {
+            if session.isFollowing && !command.isAllowedWhileFollowing {
+                await flush(&group, into: &replies)
+                replies.append(ErrorMapping.notWhileFollowing)
+                continue
+            }
             switch command {
             case .data(let namespace, let operation):
                 if group.namespace != namespace { await flush(&group, into: &replies) }
@@ -66,6 +71,8 @@ public struct CommandProcessor: Sendable {
     /// Releases what `session` held, once its connection has ended and its last command has
     /// finished; the event loop calls it exactly once per session, however the connection ended.
     public func endSession(_ session: ClientSession, reason: SessionEnd) {
+        // Follows started by a CHANGES that finished after the connection closed.
+        for follow in session.takeNewFollows() { follow.start.feed.removeFollower() }
         sessionEnded?(session, reason)
     }
 

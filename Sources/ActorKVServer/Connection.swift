@@ -38,6 +38,8 @@ final class Connection {
     var closeAfterFlush = false
     /// A framing error to send after the replies to the requests before it.
     var protocolError: Reply?
+    /// The change feeds this connection follows (CHANGES), in the order they were taken.
+    var followers: [Follower] = []
 
     init(session: ClientSession, fd: Int32, limits: ProtocolLimits, outputLimit: Int) {
         self.id = session.id
@@ -54,6 +56,11 @@ final class Connection {
     /// and the unsent bytes under the limit.
     var canDispatch: Bool {
         !inFlight && !closeAfterFlush && replies.isEmpty && output.count - outputHead < outputLimit
+    }
+
+    /// Whether followers may queue more: every reply encoded and the unsent bytes under the limit.
+    var hasRoomForFollowers: Bool {
+        !closeAfterFlush && replies.isEmpty && output.count - outputHead < outputLimit
     }
 
     /// Whether nothing is left to do before closing.

@@ -30,6 +30,9 @@ public enum ErrorMapping {
         return .error(.err, "\(error)")
     }
 
+    /// The reply to a command that a connection following changes may not send.
+    public static let notWhileFollowing = Reply.error(.err, "only CHANGES, PING and QUIT are allowed while following changes")
+
     /// The reply sent to a connection refused because the server is full.
     public static let maxClients = Reply.error(.maxClients, "max number of clients reached")
 
@@ -60,6 +63,7 @@ public enum ErrorMapping {
         case .unsafeDirectory, .invalidArgument, .locked: return .err
         // Redis's INCR errors: "-ERR value is not an integer…", "-ERR increment … would overflow".
         case .notAnInteger, .overflow: return .err
+        case .compacted: return .compacted
         }
     }
 

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ActorKVProtocol
+import ActorKVStore
 import CActorKVSys
 import Synchronization
 
@@ -48,6 +49,24 @@ final class EventLoop: @unchecked Sendable {
     private var acceptPausedUntil: Double?
     /// Connections refused since accept last succeeded; the shortage is logged when it starts.
     private var refusedForDescriptors = 0
+    /// The connections following each namespace's changes.
+    private var followersByNamespace: [String: Set<UInt64>] = [:]
+    /// Namespaces whose feeds have new deliverable changes; filled from any thread.
+    private let advancedFeeds = Mutex<Set<String>>([])
+    /// Reads of change history that finished; filled from any thread.
+    private let historyReads = Mutex<[HistoryRead]>([])
+    /// Encoded change messages shared by followers.
+    private var changeMessages = ChangeMessages()
+    /// Connections closing after a last error (LAGGING) that a stalled peer may never read:
+    /// closed at this deadline if still open.
+    private var closingDeadlines: [UInt64: Double] = [:]
+
+    /// A finished read of history for one follower of one connection.
+    private struct HistoryRead: Sendable {
+        let connection: UInt64
+        let follower: ObjectIdentifier
+        let result: Result<ChangeHistory.Chunk, StoreError>
+    }
 
     private static let listenerToken: UInt64 = 1
     private static let wakeToken: UInt64 = 2
@@ -58,6 +77,13 @@ final class EventLoop: @unchecked Sendable {
     /// Reply entries (``Command/replyWeight``) one connection may have in flight.
     private static let replyBudget = 10_000
     private static let lingerSeconds = 2.0
+    /// How long a connection dropped with `-LAGGING` has to read what was queued for it.
+    private static let lastWordsSeconds = 10.0
+    /// About how many bytes of changes one follower is given per turn (then the others', and
+    /// the socket, get theirs).
+    private static let followerTurnBytes = 64 * 1024
+    /// Bytes of history read from the log files at a time for a follower catching up.
+    private static let historyReadBytes = 256 * 1024
     private static let maxLingering = 1024
 
     init(listener: Int32, wakeSignal: WakeSignal, configuration: ServerConfiguration, processor: CommandProcessor,
@@ -74,6 +100,7 @@ final class EventLoop: @unchecked Sendable {
         try register(listener, token: Self.listenerToken, events: ACTORKV_EPOLLIN)
         try register(wakeSignal.fd, token: Self.wakeToken, events: ACTORKV_EPOLLIN)
         reserveFD = Self.openReserve()
+        processor.store.changeListener.set { [weak self] namespace in self?.feedAdvanced(namespace) }
     }
 
     deinit { if reserveFD >= 0 { SocketCalls.close(reserveFD) } }
@@ -104,7 +131,7 @@ final class EventLoop: @unchecked Sendable {
         executor?.attachToCurrentThread()
         while true {
             let busy = !ready.isEmpty || !outgoing.isEmpty || executor?.hasPending == true
-            let timeout: Int32 = busy ? 0 : (draining || acceptPausedUntil != nil ? 50 : (lingering.isEmpty ? -1 : 250))
+            let timeout: Int32 = busy ? 0 : (draining || acceptPausedUntil != nil ? 50 : (lingering.isEmpty && closingDeadlines.isEmpty ? -1 : 250))
             let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), timeout)
             if n < 0 && errno != EINTR { log("epoll_wait failed: \(String(cString: strerror(errno)))"); break }
             for i in 0..<max(0, Int(n)) {
@@ -113,6 +140,7 @@ final class EventLoop: @unchecked Sendable {
             serviceReady()
             settle()
             expireLingering(force: false)
+            expireClosing()
             resumeAcceptingIfDue()
             if !draining && (stopRequested.load(ordering: .sequentiallyConsistent) || SignalHandling.received.load(ordering: .relaxed) != 0) {
                 beginDrain()
@@ -136,6 +164,7 @@ final class EventLoop: @unchecked Sendable {
         case Self.wakeToken:
             wakeSignal.drain()
             drainCompletions()
+            serviceFeeds()
         default:
             guard let connection = connections[token] else { discardInput(token); return }
             if flags & (ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLHUP | ACTORKV_EPOLLERR) != 0 {
@@ -263,6 +292,8 @@ final class EventLoop: @unchecked Sendable {
                 refuseForShutdown(c)
             } else if c.canDispatch && !c.pending.isEmpty {
                 dispatch(c)
+            } else if !c.followers.isEmpty && c.hasRoomForFollowers && serviceFollowers(c) {
+                continue
             } else if c.canDispatch && c.protocolError == nil && c.readable && !c.peerClosed && !draining {
                 if reads == Self.readsPerTurn { ready.append(c.id); return }
                 reads += 1
@@ -332,7 +363,8 @@ final class EventLoop: @unchecked Sendable {
         }
         let (commands, namespace) = c.takePending(taken)
         statistics.commandsProcessed.add(commands.count, ordering: .relaxed)
-        outgoing.append(CommandProcessor.Work(session: c.session, commands: commands, namespace: namespace))
+        // A following connection's commands are checked one by one (only some are allowed).
+        outgoing.append(CommandProcessor.Work(session: c.session, commands: commands, namespace: c.followers.isEmpty ? namespace : nil))
         c.inFlight = true
     }
 
@@ -356,6 +388,7 @@ final class EventLoop: @unchecked Sendable {
         guard let executor else { return }
         executor.runPending()
         drainCompletions()
+        serviceFeeds()
     }
 
     /// Hands replies to the loop; from any thread. The loop thread itself drains them in
@@ -396,6 +429,7 @@ final class EventLoop: @unchecked Sendable {
                 c.protocolError = nil
                 c.close(afterFlushFor: .quit)
             }
+            adoptFollows(c)
             pump(c)
         }
     }
@@ -435,6 +469,8 @@ final class EventLoop: @unchecked Sendable {
     private func closeConnection(_ c: Connection, reason: SessionEnd, lingering: Bool = false) {
         guard connections.removeValue(forKey: c.id) != nil else { return }
         statistics.connectedClients.subtract(1, ordering: .relaxed)
+        releaseFollowers(c)
+        closingDeadlines[c.id] = nil
         if c.inFlight {
             endedInFlight[c.id] = (c.session, reason)
         } else {
@@ -445,6 +481,160 @@ final class EventLoop: @unchecked Sendable {
             linger(c.fd, id: c.id)
         } else {
             SocketCalls.close(c.fd)
+        }
+    }
+
+    // MARK: - Change feeds
+
+    /// Notes that `namespace`'s feed has new deliverable changes; from any thread.
+    private func feedAdvanced(_ namespace: String) {
+        let first = advancedFeeds.withLock { $0.insert(namespace).inserted && $0.count == 1 }
+        if first && executor?.isLoopThread != true { wake() }
+    }
+
+    /// Moves on every connection that follows a namespace whose feed advanced. A connection
+    /// that cannot take more output now is only checked for lagging: its turn comes when it
+    /// reads.
+    private func serviceFeeds() {
+        drainHistoryReads()
+        let advanced = advancedFeeds.withLock { set -> Set<String> in
+            defer { set.removeAll(keepingCapacity: true) }
+            return set
+        }
+        for namespace in advanced {
+            for id in followersByNamespace[namespace] ?? [] {
+                guard let c = connections[id] else { continue }
+                if c.hasRoomForFollowers {
+                    pump(c)
+                } else if let lagging = c.followers.first(where: \.isLagging) {
+                    drop(c, lagging.laggingReply, lagging: lagging)
+                }
+            }
+        }
+    }
+
+    /// Takes over the follows that the connection's CHANGES commands started.
+    private func adoptFollows(_ c: Connection) {
+        for follow in c.session.takeNewFollows() {
+            c.followers.append(Follower(follow))
+            followersByNamespace[follow.key.namespace, default: []].insert(c.id)
+        }
+    }
+
+    /// Gives each follower of the connection a turn: queues its next messages (about
+    /// ``followerTurnBytes``), or starts a read of history. Returns whether anything was queued.
+    private func serviceFollowers(_ c: Connection) -> Bool {
+        var queued = false
+        for follower in c.followers {
+            var bytes = 0
+            turn: while bytes < Self.followerTurnBytes {
+                switch follower.next(&changeMessages) {
+                case .messages(let messages):
+                    guard !messages.isEmpty else { continue }
+                    follower.feed.messagesSent.add(messages.count, ordering: .relaxed)
+                    bytes += messages.reduce(0) { $0 + Self.size(of: $1) }
+                    c.enqueue(messages)
+                    queued = true
+                case .readHistory(let after, let through):
+                    startHistoryRead(c, follower, after: after, through: through)
+                    break turn
+                case .lagging:
+                    drop(c, follower.laggingReply, lagging: follower)
+                    return true
+                case .idle:
+                    break turn
+                }
+            }
+        }
+        return queued
+    }
+
+    /// About how many bytes a message takes on the wire (for sharing turns, not for limits).
+    private static func size(of message: Reply) -> Int {
+        switch message {
+        case .raw(let bytes): return bytes.count
+        case .array(let elements): return elements.reduce(8) { $0 + size(of: $1) }
+        case .bulk(let bytes): return bytes.count + 8
+        case .simple, .error, .integer, .null, .nullArray: return 8
+        }
+    }
+
+    /// Reads the follower's history from the log files off the loop; the result comes back
+    /// through ``historyReads``.
+    private func startHistoryRead(_ c: Connection, _ follower: Follower, after: UInt64, through: UInt64) {
+        guard let namespace = follower.source else { return }
+        follower.readingHistory = true
+        let (connection, id, position) = (c.id, ObjectIdentifier(follower), follower.historyPosition)
+        Task(executorPreference: executor) {
+            let result: Result<ChangeHistory.Chunk, StoreError>
+            do throws(StoreError) {
+                result = .success(try await namespace.readHistory(after: after, through: through, maxBytes: Self.historyReadBytes, from: position))
+            } catch {
+                result = .failure(error)
+            }
+            self.historyReads.withLock { $0.append(HistoryRead(connection: connection, follower: id, result: result)) }
+            if self.executor?.isLoopThread != true { self.wake() }
+        }
+    }
+
+    /// Hands finished reads of history to their followers.
+    private func drainHistoryReads() {
+        let reads = historyReads.withLock { reads -> [HistoryRead] in
+            defer { reads.removeAll() }
+            return reads
+        }
+        for read in reads {
+            guard let c = connections[read.connection],
+                  let follower = c.followers.first(where: { ObjectIdentifier($0) == read.follower }) else { continue }
+            follower.readingHistory = false
+            switch read.result {
+            case .success(let chunk):
+                follower.historyPosition = chunk.next
+                let messages = follower.take(chunk.changes, &changeMessages)
+                follower.feed.messagesSent.add(messages.count, ordering: .relaxed)
+                c.enqueue(messages)
+                pump(c)
+            case .failure(let error) where error.code == .compacted:
+                drop(c, follower.laggingReply, lagging: follower)
+            case .failure(let error):
+                drop(c, ErrorMapping.reply(for: error), lagging: nil)
+            }
+        }
+    }
+
+    /// Ends a following connection that cannot go on: stops its follows, queues `reply` after
+    /// what is queued, and closes once that is sent (or at a deadline, if the peer never reads).
+    private func drop(_ c: Connection, _ reply: Reply, lagging follower: Follower?) {
+        follower?.feed.followersDropped.add(1, ordering: .relaxed)
+        releaseFollowers(c)
+        c.clearPending()
+        c.enqueue([reply])
+        c.close(afterFlushFor: .lagging)
+        closingDeadlines[c.id] = monotonicSeconds() + Self.lastWordsSeconds
+        pump(c)
+    }
+
+    /// Stops the connection's follows (it closes, or was dropped).
+    private func releaseFollowers(_ c: Connection) {
+        for follower in c.followers {
+            follower.feed.removeFollower()
+            let namespace = follower.key.namespace
+            followersByNamespace[namespace]?.remove(c.id)
+            if followersByNamespace[namespace]?.isEmpty == true {
+                followersByNamespace[namespace] = nil
+                changeMessages.forget(namespace)
+            }
+        }
+        c.followers.removeAll()
+    }
+
+    /// Closes connections whose last words (``drop(_:_:lagging:)``) were not read in time.
+    private func expireClosing() {
+        guard !closingDeadlines.isEmpty else { return }
+        let now = monotonicSeconds()
+        for (id, deadline) in closingDeadlines where deadline < now {
+            closingDeadlines[id] = nil
+            if let c = connections[id] { closeConnection(c, reason: c.endReason ?? .lagging) }
         }
     }
 

@@ -21,6 +21,11 @@ public struct ServerConfiguration: Sendable {
     public var maxOutputBytes = 1 << 20
     /// Snapshot policy.
     public var compaction = CompactionPolicy()
+    /// How many of each namespace's latest changes the log keeps for `CHANGES … FROM`.
+    public var changesHistory = 100_000
+    /// Bytes of recent changes held in memory per followed namespace; a follower further behind
+    /// is dropped with `-LAGGING`.
+    public var changesLagBytes = 16 << 20
     /// If not empty (or `allowGIDs` is not), only these uids (and the server's own) may connect.
     public var allowUIDs: Set<UInt32> = []
     /// If not empty (or `allowUIDs` is not), members of these gids (primary or supplementary
@@ -59,9 +64,12 @@ public struct ServerConfiguration: Sendable {
 
     /// The engine options these settings imply.
     public func storeOptions(log: @escaping @Sendable (String) -> Void) -> StoreOptions {
-        StoreOptions(durability: durability, compaction: compaction,
-                     limits: StoreLimits(maxValueBytes: maxValueBytes),
-                     allowSharedDirectory: allowSharedDataDirectory, log: log)
+        var options = StoreOptions(durability: durability, compaction: compaction,
+                                   limits: StoreLimits(maxValueBytes: maxValueBytes),
+                                   allowSharedDirectory: allowSharedDataDirectory, log: log)
+        options.changesHistory = changesHistory
+        options.changesLagBytes = changesLagBytes
+        return options
     }
 }
 
@@ -106,6 +114,10 @@ extension ServerConfiguration {
       --snapshot-interval SECS   snapshot namespaces changed this long ago; 0 = off (default 60)
       --compact-ratio R          snapshot when the log exceeds R x live data (default 2)
       --compact-min-bytes N      ... and is at least N bytes               (default 67108864, 64 MiB)
+      --changes-history N        latest changes per namespace the log keeps for
+                                 CHANGES ... FROM, across compactions; 0 = none (default 100000)
+      --changes-lag-bytes N      recent changes held in memory per followed namespace; a
+                                 follower further behind gets -LAGGING     (default 16777216, 16 MiB)
       --allow-uid LIST           comma-separated uids allowed to connect (checked with SO_PEERCRED)
       --allow-gid LIST           comma-separated gids allowed to connect (primary or supplementary)
                                  (with either list, only those and the server's own uid may connect)
@@ -151,7 +163,8 @@ extension ServerConfiguration {
     private static let knownFlags: Set<String> = [
         "--socket", "--data-dir", "--fsync", "--socket-mode", "--max-clients", "--max-value-bytes", "--max-bulk-bytes",
         "--max-inline-bytes", "--max-arguments", "--max-request-bytes", "--max-output-bytes", "--snapshot-interval", "--compact-ratio",
-        "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace", "--execution",
+        "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace", "--execution", "--changes-history",
+        "--changes-lag-bytes",
     ]
 
     private static func apply(_ flag: String, _ value: String, to c: inout ServerConfiguration) throws(UsageError) {
@@ -178,6 +191,12 @@ extension ServerConfiguration {
         case "--snapshot-interval": c.compaction.interval = try seconds(flag, value)
         case "--compact-ratio": c.compaction.logToLiveRatio = try seconds(flag, value)
         case "--compact-min-bytes": c.compaction.minimumLogBytes = try positive(flag, value)
+        case "--changes-history":
+            guard let n = Int(value), n >= 0 else {
+                throw UsageError(description: "--changes-history must be a non-negative integer (got '\(value)')")
+            }
+            c.changesHistory = n
+        case "--changes-lag-bytes": c.changesLagBytes = try positive(flag, value)
         case "--allow-uid": c.allowUIDs = try idList(flag, value)
         case "--allow-gid": c.allowGIDs = try idList(flag, value)
         case "--shutdown-grace": c.shutdownGraceSeconds = try seconds(flag, value)

@@ -336,6 +336,7 @@ public final class ActorKVClient: Sendable {
         case .bulk(let bytes): shown = "a \(bytes.count)-byte bulk string"
         case .null, .nullArray: shown = "a null"
         case .array(let elements): shown = "an array of \(elements.count)"
+        case .raw(let bytes): shown = "\(bytes.count) encoded bytes"
         }
         return .protocolViolation("unexpected reply to \(command): \(shown)")
     }

@@ -28,12 +28,24 @@ public enum Command: Sendable {
         guard spec.accepts(argumentCount: request.count - 1) else {
             throw CommandError(.arity, "wrong number of arguments for '\(spec.name)' (usage: \(spec.usage))")
         }
-        return try spec.parse(CommandArguments(request))
+        let command = try spec.parse(CommandArguments(request))
+        guard case .local(var local) = command else { return command }
+        local.flags = spec.flags
+        return .local(local)
     }
 
     /// Parses one decoded request; a refusal becomes ``refused(_:)``.
     public init(parsing request: Request) {
         do { self = try Self.parse(request) } catch { self = .refused(error) }
+    }
+
+    /// Whether a connection that follows changes may send it (its own error, for a refused one).
+    var isAllowedWhileFollowing: Bool {
+        switch self {
+        case .data: return false
+        case .local(let local): return local.flags.contains(.allowedWhileFollowing)
+        case .refused: return true
+        }
     }
 
     /// About how many reply entries (keys and values) this can produce: a SCAN's COUNT, 1 for
@@ -65,6 +77,8 @@ public enum Command: Sendable {
 /// ``CommandContext``, returning its reply.
 public struct LocalCommand: Sendable {
     let run: @Sendable (CommandContext) async -> Reply
+    /// Its spec's flags (set when the request is parsed).
+    var flags: CommandFlags = []
 
     init(_ run: @escaping @Sendable (CommandContext) async -> Reply) { self.run = run }
 }

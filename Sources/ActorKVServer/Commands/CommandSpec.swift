@@ -71,7 +71,7 @@ struct CommandFlags: OptionSet, Sendable {
 /// Every command, gathered from the files of this folder, and the lookup by name.
 enum CommandTable {
     /// Every command's spec. The data commands come first: a lookup compares names in order.
-    static let all: [CommandSpec] = KeyValueCommands.specs + ServerCommands.specs
+    static let all: [CommandSpec] = KeyValueCommands.specs + ChangeCommands.specs + ServerCommands.specs
 
     // Names as bytes beside the specs, so that a lookup compares bytes without copying entries.
     private static let nameBytes: [[UInt8]] = all.map { Array($0.name.utf8) }

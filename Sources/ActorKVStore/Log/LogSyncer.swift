@@ -27,10 +27,13 @@ final class LogSyncer: Sendable {
 
     private let state: Mutex<State>
     private let queue: DispatchQueue
+    /// Told the durable sequence each time an fsync completes (the change feed, under `always`).
+    private let onDurable: (@Sendable (UInt64) -> Void)?
 
-    init(segment: LogSegment, durableThrough sequence: UInt64, label: String) {
+    init(segment: LogSegment, durableThrough sequence: UInt64, label: String, onDurable: (@Sendable (UInt64) -> Void)? = nil) {
         state = Mutex(State(segment: segment, written: sequence, durable: sequence))
         queue = DispatchQueue(label: "actorkv.sync.\(label)")
+        self.onDurable = onDurable
     }
 
     /// The fsync failure that ended this log's durability, if any.
@@ -80,11 +83,12 @@ final class LogSyncer: Sendable {
 
     /// Switches to a new segment after the namespace fsync'd the old one through `sequence` itself.
     func rotate(to segment: LogSegment, durableThrough sequence: UInt64) {
-        let ready = state.withLock { s -> [Waiter] in
+        let (ready, durable) = state.withLock { s -> ([Waiter], UInt64) in
             s.segment = segment
             s.durable = max(s.durable, sequence)
-            return takeReady(&s)
+            return (takeReady(&s), s.durable)
         }
+        onDurable?(durable)
         for waiter in ready { waiter.continuation.resume() }
     }
 
@@ -93,10 +97,11 @@ final class LogSyncer: Sendable {
         let (segment, target) = state.withLock { ($0.segment, $0.written) }
         do {
             try segment.system.fdatasync(segment.fd, path: segment.path)
-            let ready = state.withLock { s -> [Waiter] in
+            let (ready, durable) = state.withLock { s -> ([Waiter], UInt64) in
                 s.durable = max(s.durable, target)
-                return takeReady(&s)
+                return (takeReady(&s), s.durable)
             }
+            onDurable?(durable)
             for waiter in ready { waiter.continuation.resume() }
         } catch {
             let failure = StoreError(.durabilityLost, "fsync of \(segment.path) failed: \(error)")
@@ -116,13 +121,16 @@ final class LogSyncer: Sendable {
                     + "until the server restarts and recovers from disk"))
                 return
             }
-            let (ready, more) = state.withLock { s -> ([Waiter], Bool) in
+            let (ready, more, durable) = state.withLock { s -> ([Waiter], Bool, UInt64) in
                 s.durable = max(s.durable, target)
                 let ready = takeReady(&s)
                 let more = !s.waiters.isEmpty
                 if !more { s.running = false }
-                return (ready, more)
+                return (ready, more, s.durable)
             }
+            // Followers are told before the writers are answered: a change reaches a follower
+            // no later than its writer's reply could.
+            onDurable?(durable)
             for waiter in ready { waiter.continuation.resume() }
             if !more { return }
         }

@@ -25,8 +25,16 @@ public actor Namespace {
     private var activeLength: Int
     /// How much of the active segment is allocated (written, or zeros reserved ahead).
     private var activeReserved: Int
-    private var olderSegments: [UInt64]
+    /// The segments before the active one, oldest first: those holding changes after the
+    /// snapshot, and those kept as history for change feeds (``HistoryRetention``).
+    private var olderSegments: [SegmentSpan]
+    /// The bytes of the older segments that hold changes after the snapshot (what compaction
+    /// would drop); the segments kept only as history are not counted.
     private var olderBytes: Int
+    /// The sequence number of the active segment's first record (or of the next one written).
+    private var activeFirstSequence: UInt64
+    /// The feed of this namespace's changes, which its followers read.
+    public nonisolated let feed: ChangeFeed
     private var compactionTask: Task<Void, any Error>?
     private var statistics: NamespaceStatistics
     private var writeFailure: StoreError?
@@ -36,7 +44,8 @@ public actor Namespace {
     /// the `Store` object if the namespace does.
     private let keeper: Housekeeper
 
-    init(name: String, files: NamespaceFiles, options: StoreOptions, recovered r: RecoveredNamespace, keeper: Housekeeper) {
+    init(name: String, files: NamespaceFiles, options: StoreOptions, recovered r: RecoveredNamespace, keeper: Housekeeper,
+         feed: ChangeFeed) {
         self.keeper = keeper
         self.name = name
         self.files = files
@@ -49,7 +58,17 @@ public actor Namespace {
         activeReserved = r.activeFileSize
         olderSegments = r.olderSegments
         olderBytes = r.olderBytes
-        syncer = LogSyncer(segment: r.active, durableThrough: r.lastSequence, label: name)
+        activeFirstSequence = r.activeFirstSequence
+        self.feed = feed
+        // Under `always` a change may be delivered once its fsync completes; under the other
+        // policies when its write returns (see `execute`).
+        let onDurable: (@Sendable (UInt64) -> Void)?
+        if options.durability == .always {
+            onDurable = { [feed] sequence in feed.advanceDeliverable(to: sequence) }
+        } else {
+            onDurable = nil
+        }
+        syncer = LogSyncer(segment: r.active, durableThrough: r.lastSequence, label: name, onDurable: onDurable)
         statistics = NamespaceStatistics(
             name: name, keys: r.data.map.count, liveBytes: r.data.bytes, logBytes: r.olderBytes + r.activeLength,
             lastSequence: r.lastSequence, snapshotSequence: r.snapshotSequence, snapshotTime: r.snapshotCreatedAt,
@@ -186,6 +205,7 @@ public actor Namespace {
                 try appendToLog(planner.buffer)
                 lastSequence = planner.sequence
                 syncer.noteWritten(planner.sequence)
+                if feed.isFollowed { publish(planner.buffer) }
             } catch {
                 planner.failWrites(error)
             }
@@ -297,6 +317,21 @@ public actor Namespace {
         }
     }
 
+    /// Hands the records just written (`buffer`, as logged) to the change feed; under a policy
+    /// other than `always` they are as durable as promised now, so they may be delivered.
+    private func publish(_ buffer: [UInt8]) {
+        var changes: [Change] = []
+        buffer.withUnsafeBytes { bytes in
+            var offset = 0
+            while case .record(let record, let next) = LogRecordCodec.decode(bytes, at: offset) {
+                changes.append(Change(sequence: record.sequence, mutations: record.mutations))
+                offset = next
+            }
+        }
+        feed.publish(changes)
+        if options.durability != .always { feed.advanceDeliverable(to: lastSequence) }
+    }
+
     private func writeBlocker() -> StoreError? {
         if closed { return StoreError(.closed, "namespace '\(name)' is closed") }
         if let writeFailure { return writeFailure }
@@ -355,6 +390,61 @@ public actor Namespace {
         }
     }
 
+    // MARK: - Change feed
+
+    /// Adds a follower of this namespace's changes, starting `from` there. Throws
+    /// ``StoreError/Code/compacted`` when the changes after a `FROM` sequence are no longer all
+    /// held, `invalidArgument` when that sequence is after the last one.
+    ///
+    /// With ``FollowFrom/snapshot`` it returns once the snapshot's last change is as durable as
+    /// the fsync policy promises, so that it shows no write that a crash could undo.
+    public func follow(from start: FollowFrom) async throws(StoreError) -> FollowStart {
+        let oldest = olderSegments.first?.firstSequence ?? activeFirstSequence
+        if case .sequence(let after) = start {
+            guard after <= lastSequence else {
+                throw StoreError(.invalidArgument, "FROM sequence \(after) is after the last sequence of namespace '\(name)' (\(lastSequence))")
+            }
+            guard after + 1 >= oldest else { throw StoreError(.compacted, "oldest available sequence is \(oldest)") }
+        }
+        let always = options.durability == .always
+        feed.addFollower(lastSequence: lastSequence, deliverable: always ? syncer.durableSequence : lastSequence)
+        switch start {
+        case .now:
+            return FollowStart(feed: feed, sequence: lastSequence, snapshot: nil, namespace: self)
+        case .sequence(let after):
+            return FollowStart(feed: feed, sequence: after, snapshot: nil, namespace: self)
+        case .snapshot:
+            let sequence = lastSequence
+            let snapshot = ChangeSnapshot(map: data.map)
+            if always {
+                do { try await syncer.waitDurable(sequence) } catch {
+                    feed.removeFollower()
+                    throw error as? StoreError ?? StoreError(.io, "\(error)")
+                }
+            }
+            return FollowStart(feed: feed, sequence: sequence, snapshot: snapshot, namespace: self)
+        }
+    }
+
+    /// Where this namespace's history is now: every segment kept, the active one last.
+    public func historySource() -> HistorySource {
+        HistorySource(files: files, segments: olderSegments + [SegmentSpan(number: active.number, firstSequence: activeFirstSequence, bytes: activeLength)])
+    }
+
+    /// The changes after `cursor` through `upper` from the log files, about `maxBytes` of them,
+    /// going on from `position` when that is where the last read stopped (see
+    /// ``ChangeHistory/read(_:after:through:maxBytes:from:)``). Reads off the actor.
+    public nonisolated func readHistory(after cursor: UInt64, through upper: UInt64, maxBytes: Int,
+                                        from position: HistoryPosition?) async throws(StoreError) -> ChangeHistory.Chunk {
+        let source = await historySource()
+        return try await BlockingIO.run { () throws(StoreError) in
+            try ChangeHistory.read(source, after: cursor, through: upper, maxBytes: maxBytes, from: position)
+        }
+    }
+
+    /// The oldest change still held for followers.
+    var oldestSequence: UInt64 { olderSegments.first?.firstSequence ?? activeFirstSequence }
+
     // MARK: - Compaction
 
     /// Writes a snapshot of everything written so far and drops the log it covers; returns once the
@@ -392,21 +482,23 @@ public actor Namespace {
             // that was a pause of tens of milliseconds for the writers).
             let frozen = FrozenMap(data.map)
             let keyCount = data.map.count
-            let dropping = try rotate()
+            try rotate()
+            let dropping = Array(olderSegments.prefix(HistoryRetention.droppable(
+                olderSegments, next: activeFirstSequence, covered: covered, history: options.changesHistory)))
             try self.files.system.failpoint("compaction.afterRotate")
             let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)))
             let files = self.files
             let size = try await BlockingIO.run { () throws(StoreError) in
                 let size = try SnapshotWriter.write(frozen.take(), header: header, files: files)
-                try files.removeSegments(dropping)
+                try files.removeSegments(dropping.map(\.number))
                 return size
             }
-            olderSegments.removeAll { dropping.contains($0) }
-            olderBytes = 0
+            olderSegments.removeAll { span in dropping.contains(span) }
+            olderBytes = NamespaceRecovery.bytesAfterSnapshot(olderSegments, next: activeFirstSequence, snapshot: covered)
             statistics.snapshotSequence = covered
             statistics.snapshotTime = header.createdAt
             statistics.compactions += 1
-            options.log("namespace \(name): snapshot of \(keyCount) keys through sequence \(covered) written (\(size) bytes); dropped \(dropping.count) log segment(s)")
+            options.log("namespace \(name): snapshot of \(keyCount) keys through sequence \(covered) written (\(size) bytes); dropped \(dropping.count) log segment(s), kept \(olderSegments.count) for change history")
         } catch {
             statistics.ioErrors += 1
             options.log("namespace \(name): compaction failed: \(error)")
@@ -414,23 +506,22 @@ public actor Namespace {
         }
     }
 
-    /// Starts a new segment unless the active one holds no records; returns the segments a
-    /// snapshot of the current state makes redundant.
-    private func rotate() throws(StoreError) -> [UInt64] {
-        guard activeLength > activeStart else { return olderSegments }
+    /// Starts a new segment unless the active one holds no records: every segment before the
+    /// new one is then redundant for a snapshot of the current state.
+    private func rotate() throws(StoreError) {
+        guard activeLength > activeStart else { return }
         do { try syncer.syncNow() } catch {
             writeFailure = error
             statistics.failure = error.message
             throw error
         }
         let next = try files.createSegment(active.number + 1)
-        let dropping = olderSegments + [active.number]
-        olderSegments.append(active.number)
+        olderSegments.append(SegmentSpan(number: active.number, firstSequence: activeFirstSequence, bytes: activeLength))
         olderBytes += activeLength
+        activeFirstSequence = lastSequence + 1
         active = next
         (activeStart, activeLength, activeReserved) = (LogSegmentHeader.length, LogSegmentHeader.length, LogSegmentHeader.length)
         syncer.rotate(to: next, durableThrough: lastSequence)
-        return dropping
     }
 
     // MARK: - Lifecycle
@@ -442,6 +533,10 @@ public actor Namespace {
         s.liveBytes = data.bytes
         s.logBytes = olderBytes + activeLength
         s.lastSequence = lastSequence
+        s.oldestSequence = oldestSequence
+        s.followers = feed.followers
+        s.changesSent = feed.messagesSent.load(ordering: .relaxed)
+        s.followersDropped = feed.followersDropped.load(ordering: .relaxed)
         if s.failure == nil { s.failure = syncer.failure?.message }  // a background fsync failed: writes are refused
         return s
     }

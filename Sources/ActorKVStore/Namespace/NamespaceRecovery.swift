@@ -10,8 +10,12 @@ struct RecoveredNamespace {
     var lastSequence: UInt64
     var snapshotSequence: UInt64
     var snapshotCreatedAt: UInt64
-    var olderSegments: [UInt64]
+    /// The segments before the active one, oldest first.
+    var olderSegments: [SegmentSpan]
+    /// The bytes of those holding changes after the snapshot (the rest are kept as history).
     var olderBytes: Int
+    /// The sequence number of the active segment's first record (or of the next one written).
+    var activeFirstSequence: UInt64
     var active: LogSegment
     /// Where the active segment's records start (after its header; 0 in a format-0 segment).
     var activeStart: Int
@@ -32,6 +36,8 @@ struct NamespaceReading {
     var segments: [UInt64]
     /// Where each segment's records end (its valid length).
     var lengths: [Int]
+    /// Each segment's first sequence number (for one with no records, the next one's).
+    var firstSequences: [UInt64] = []
     /// The last segment's size on disk and where its records start.
     var lastFileSize: Int
     var lastRecordsStart: Int
@@ -96,12 +102,24 @@ enum NamespaceRecovery {
                 throw StoreError.io("opening", files.segmentPath(activeNumber), error)
             }
         }
+        let older = zip(zip(found.segments, found.firstSequences), lengths).map { SegmentSpan(number: $0.0, firstSequence: $0.1, bytes: $1) }
+        let activeFirst = found.firstSequences.last ?? found.lastSequence + 1
         return RecoveredNamespace(
             data: found.data, lastSequence: found.lastSequence,
             snapshotSequence: found.snapshotSequence, snapshotCreatedAt: found.snapshotCreatedAt,
-            olderSegments: Array(found.segments.dropLast()), olderBytes: lengths.reduce(0, +),
+            olderSegments: older, olderBytes: Self.bytesAfterSnapshot(older, next: activeFirst, snapshot: found.snapshotSequence),
+            activeFirstSequence: activeFirst,
             active: active, activeStart: recordsStart, activeLength: activeLength, activeFileSize: fileSize,
             recordsReplayed: found.recordsReplayed, tornBytesCut: found.tornTail?.bytes ?? 0)
+    }
+
+    /// The bytes of the segments among `older` that hold changes after the snapshot (those
+    /// before it are kept only as history, which compaction does not count).
+    static func bytesAfterSnapshot(_ older: [SegmentSpan], next: UInt64, snapshot: UInt64) -> Int {
+        older.indices.reduce(0) { total, i in
+            let end = (i + 1 < older.count ? older[i + 1].firstSequence : next) - 1
+            return end > snapshot ? total + older[i].bytes : total
+        }
     }
 
     /// Reads and checks every file of a namespace, changing none: the snapshot, then each log
@@ -124,9 +142,12 @@ enum NamespaceRecovery {
             recordsReplayed: 0, tornTail: nil, temporarySnapshotLeft: names.contains("snapshot.json.tmp"))
         for (index, number) in segments.enumerated() {
             let path = files.segmentPath(number)
+            var first: UInt64?
             let scanned = try LogSegmentScanner.scan(path, after: replay.previous ?? state.lastSequence, system: files.system) { (record, offset) throws(StoreError) in
                 try replay.apply(record, path: path, offset: offset)
+                if first == nil { first = record.sequence }
             }
+            found.firstSequences.append(first ?? (replay.previous ?? state.lastSequence) + 1)
             found.lastFileSize = scanned.fileSize
             found.lastRecordsStart = scanned.recordsStart
             switch scanned.end {

@@ -256,4 +256,12 @@ public struct NamespaceStatistics: Sendable, Equatable {
     public var ioErrors: Int
     /// Set when writes are refused because durability was lost.
     public var failure: String?
+    /// The oldest change held for change feeds that resume (`CHANGES … FROM`).
+    public var oldestSequence: UInt64 = 0
+    /// Connections following the namespace's changes.
+    public var followers = 0
+    /// Change feed messages sent to followers.
+    public var changesSent = 0
+    /// Followers dropped for falling too far behind (`-LAGGING`).
+    public var followersDropped = 0
 }

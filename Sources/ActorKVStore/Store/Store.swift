@@ -25,6 +25,10 @@ public actor Store {
     private var failed: [String: StoreError] = [:]
     private nonisolated let openNamespaces = Mutex<[String: Namespace]>([:])
     private var isClosed = false
+    /// Every namespace's change feed, made when the namespace opens or someone follows it first.
+    private nonisolated let feeds = Mutex<[String: ChangeFeed]>([:])
+    /// Told the name of each namespace whose followers have new changes to read.
+    public nonisolated let changeListener = ChangeListener()
 
     /// Opens (creating if needed, mode 0700) the data directory and locks it.
     ///
@@ -142,6 +146,31 @@ public actor Store {
     /// The names of all namespaces in the directory, sorted.
     public func namespaceNames() -> [String] { onDisk.sorted() }
 
+    /// The change feed of namespace `name` (made on first use; a namespace opened later
+    /// publishes into it).
+    nonisolated func feed(for name: String) -> ChangeFeed {
+        feeds.withLock { feeds in
+            if let feed = feeds[name] { return feed }
+            let feed = ChangeFeed(namespace: name, lagBytes: options.changesLagBytes, listener: changeListener)
+            feeds[name] = feed
+            return feed
+        }
+    }
+
+    /// Adds a follower of namespace `name`'s changes (see ``Namespace/follow(from:)``). A
+    /// namespace that does not exist yet can be followed: its first write is change 1.
+    public func follow(_ name: String, from start: FollowFrom) async throws(StoreError) -> FollowStart {
+        if let namespace = try await existingNamespace(name) { return try await namespace.follow(from: start) }
+        // Nothing was written here yet, and no write can come before this returns: a namespace
+        // is created on this actor, and takes this feed.
+        if case .sequence(let after) = start, after > 0 {
+            throw StoreError(.invalidArgument, "FROM sequence \(after) is after the last sequence of namespace '\(name)' (0)")
+        }
+        let feed = feed(for: name)
+        feed.addFollower(lastSequence: 0, deliverable: 0)
+        return FollowStart(feed: feed, sequence: 0, snapshot: start == .snapshot ? ChangeSnapshot(map: OrderedMap()) : nil, namespace: nil)
+    }
+
     /// The namespace called `name`, created if it does not exist yet.
     public func namespace(_ name: String) async throws(StoreError) -> Namespace {
         try await open(name, create: true)!
@@ -188,7 +217,8 @@ public actor Store {
                     try Self.checkNamespaceDirectory(files.directory, allowShared: options.allowSharedDirectory)
                     return try NamespaceRecovery.recover(name: name, files: files, log: options.log)
                 }
-                let ns = Namespace(name: name, files: files, options: options, recovered: recovered, keeper: self.keeper)
+                let ns = Namespace(name: name, files: files, options: options, recovered: recovered, keeper: self.keeper,
+                                   feed: self.feed(for: name))
                 self.finishOpening(name, ns)
                 options.log("namespace \(name): opened: \(recovered.data.map.count) keys, snapshot through sequence \(recovered.snapshotSequence), \(recovered.recordsReplayed) log records replayed, \(recovered.tornBytesCut) torn bytes cut")
                 return ns

@@ -34,6 +34,8 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case notAnInteger
         /// An increment whose sum would not fit in a signed 64-bit integer.
         case overflow
+        /// A change feed asked to resume from changes the namespace no longer holds.
+        case compacted
 
         /// A short stable name, the case's name, e.g. "corrupt".
         public var name: String { rawValue }

@@ -100,6 +100,12 @@ public struct StoreOptions: Sendable {
     public var reservation: LogReservation
     /// Receives one line per notable event (recovery facts, torn tails cut, compactions, errors).
     public var log: @Sendable (String) -> Void
+    /// How many of each namespace's most recent changes its log keeps for change feeds that
+    /// resume (`CHANGES … FROM`), past what recovery needs (100,000 by default).
+    public var changesHistory = 100_000
+    /// How many bytes of recent changes a followed namespace holds in memory: a follower that
+    /// falls further behind is dropped (16 MiB by default).
+    public var changesLagBytes = 16 << 20
     /// For tests: the injector whose armed faults this store's syscalls and failpoints obey, and
     /// no other store's. Nil (the default) injects nothing.
     public var faults: FaultInjector?

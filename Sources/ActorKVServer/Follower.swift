@@ -1,0 +1,97 @@
+import ActorKVProtocol
+import ActorKVStore
+
+/// One CHANGES on a connection, served by the event loop: where it is in its namespace's changes
+/// and what it sends next. Owned by the loop thread.
+///
+/// It sends, in order: the snapshot (with `SNAPSHOT`), a page at a time; the changes after its
+/// cursor, from the feed's window in memory or, when they are older than the window, from the
+/// log files (``Next/readHistory(after:through:)``, read off the loop); `synced` once, when
+/// nothing deliverable is left; then live changes. A follower that has synced and falls off the
+/// window's front is behind by more than the server holds for it: ``Next/lagging``.
+final class Follower {
+    /// What it follows.
+    let key: FollowKey
+    /// The namespace's feed.
+    let feed: ChangeFeed
+    /// Where older history is read from (nil: the namespace did not exist when it started).
+    let source: Namespace?
+    /// Every change through this one has been sent, or passed over as outside the prefix.
+    private(set) var cursor: UInt64
+    private var snapshot: ChangeSnapshot?
+    private var snapshotAfter: [UInt8]?
+    private(set) var synced = false
+    /// Where the last read of history stopped.
+    var historyPosition: HistoryPosition?
+    /// A read of history is running: nothing is sent until it is back.
+    var readingHistory = false
+
+    /// Snapshot pairs per message.
+    static let snapshotPage = 1000
+    /// Changes taken from the window per step.
+    static let windowBatch = 256
+
+    init(_ follow: NewFollow) {
+        key = follow.key
+        feed = follow.start.feed
+        source = follow.start.namespace
+        cursor = follow.start.sequence
+        snapshot = follow.start.snapshot
+    }
+
+    /// What to do next.
+    enum Next {
+        /// Send these (perhaps none, when every change read was outside the prefix: ask again).
+        case messages([Reply])
+        /// Read the changes after `after` through `through` from the log files.
+        case readHistory(after: UInt64, through: UInt64)
+        /// Fallen too far behind: drop the connection with `-LAGGING`.
+        case lagging
+        /// Nothing to send until the feed moves.
+        case idle
+    }
+
+    /// The next step, using `messages` to encode changes.
+    func next(_ messages: inout ChangeMessages) -> Next {
+        if snapshot != nil { return .messages([nextSnapshotPage()]) }
+        if readingHistory { return .idle }
+        switch feed.read(after: cursor, limit: Self.windowBatch) {
+        case .changes(let changes):
+            return .messages(take(changes, &messages))
+        case .caughtUp:
+            guard !synced else { return .idle }
+            synced = true
+            return .messages([ChangeMessages.synced(namespace: key.namespace, sequence: cursor)])
+        case .beforeWindow(let windowStart, let deliverable):
+            if synced || source == nil { return .lagging }
+            return .readHistory(after: cursor, through: min(windowStart - 1, deliverable))
+        }
+    }
+
+    /// The messages of changes read (from the window or the log files), in order; the cursor
+    /// moves past each.
+    func take(_ changes: [Change], _ messages: inout ChangeMessages) -> [Reply] {
+        var out: [Reply] = []
+        for change in changes where change.sequence > cursor {
+            if let message = messages.message(for: change, namespace: key.namespace, prefix: key.prefix) { out.append(message) }
+            cursor = change.sequence
+        }
+        return out
+    }
+
+    /// Whether it has synced and fallen off the front of the window (checked for a follower
+    /// that is not reading, whose turn would not come).
+    var isLagging: Bool { synced && feed.isBehindWindow(cursor) }
+
+    /// The `-LAGGING` error that ends its connection.
+    var laggingReply: Reply {
+        .error(.lagging, "resume from sequence \(cursor) of namespace '\(key.namespace)'")
+    }
+
+    private func nextSnapshotPage() -> Reply {
+        let page = snapshot!.page(after: snapshotAfter, prefix: key.prefix, limit: Self.snapshotPage)
+        let message = ChangeMessages.snapshot(namespace: key.namespace, sequence: cursor, entries: page)
+        if page.count < Self.snapshotPage { snapshot = nil } else { snapshotAfter = page.last!.key }
+        return message
+    }
+}

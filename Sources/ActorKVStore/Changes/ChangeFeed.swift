@@ -1,0 +1,191 @@
+import Synchronization
+
+/// One change of a namespace: the mutations of one log record, numbered as the record is.
+public struct Change: Sendable, Equatable {
+    /// The record's sequence number: the version it gave the keys it wrote.
+    public let sequence: UInt64
+    /// What it did, in order.
+    public let mutations: [Mutation]
+    /// About how many bytes it holds (keys and values, and a little for each), which the feed's
+    /// lag bound counts.
+    public let byteSize: Int
+
+    /// A change of `mutations` numbered `sequence`.
+    public init(sequence: UInt64, mutations: [Mutation]) {
+        self.sequence = sequence
+        self.mutations = mutations
+        byteSize = mutations.reduce(16) { total, mutation in
+            switch mutation {
+            case .put(let key, let value): total + key.count + value.count + 16
+            case .delete(let key): total + key.count + 16
+            }
+        }
+    }
+}
+
+/// A namespace's recent changes, held in memory while anyone follows it, and how far they may
+/// be delivered. Shared between the namespace actor, which publishes each record it writes, and
+/// the server's followers, which read what is deliverable at their own pace.
+///
+/// The window holds the changes from ``State/windowStart`` on, in order. While nobody follows,
+/// it holds nothing and publishing costs one atomic load. It is trimmed from the front once it
+/// holds more than `lagBytes` of deliverable changes: a follower whose place falls off the front
+/// is behind by more than that bound, and is dropped (`-LAGGING`) rather than slowing anyone.
+/// A follower that catches up on older history reads it from the log files, then from here.
+///
+/// A change is deliverable once it is as durable as the fsync policy promises (``deliverable``):
+/// the namespace advances that mark when a write returns (`everysec`, `no`) or when its fsync
+/// completes (`always`), so a follower never sees a change that a crash could undo.
+public final class ChangeFeed: Sendable {
+    /// The namespace's name.
+    public let namespace: String
+    private let lagBytes: Int
+    private let listener: ChangeListener
+    private let followerCount = Atomic<Int>(0)
+    /// Messages sent to followers (the server counts them here for INFO).
+    public let messagesSent = Atomic<Int>(0)
+    /// Followers dropped for lagging (for INFO).
+    public let followersDropped = Atomic<Int>(0)
+
+    private struct State {
+        /// The changes held, oldest first; `changes[head...]` are live, the rest freed space.
+        var changes: [Change] = []
+        var head = 0
+        /// The sequence number of the first change the window holds or would hold.
+        var windowStart: UInt64 = 1
+        /// Bytes of the changes held.
+        var bytes = 0
+        /// The last change deliverable to followers.
+        var deliverable: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// A feed of `namespace`'s changes, holding at most about `lagBytes` of deliverable ones,
+    /// which tells `listener` when more become deliverable.
+    init(namespace: String, lagBytes: Int, listener: ChangeListener) {
+        self.namespace = namespace
+        self.lagBytes = lagBytes
+        self.listener = listener
+    }
+
+    /// Whether anyone follows: only then does the namespace publish its records.
+    public var isFollowed: Bool { followerCount.load(ordering: .acquiring) > 0 }
+
+    /// How many follow.
+    public var followers: Int { followerCount.load(ordering: .relaxed) }
+
+    /// The last deliverable change's number.
+    public var deliverable: UInt64 { state.withLock { $0.deliverable } }
+
+    /// Adds a follower. On the namespace's actor (or, for a namespace that does not exist yet,
+    /// the store's), so that no record is written between `lastSequence` and the window's start:
+    /// when nobody followed, the window starts after `lastSequence`, with everything through
+    /// `deliverable` deliverable.
+    func addFollower(lastSequence: UInt64, deliverable: UInt64) {
+        state.withLock { s in
+            if followerCount.load(ordering: .relaxed) == 0 {
+                s = State()
+                s.windowStart = lastSequence + 1
+                s.deliverable = deliverable
+            }
+            followerCount.add(1, ordering: .releasing)
+        }
+    }
+
+    /// Removes a follower (its connection ended); the last one empties the window.
+    public func removeFollower() {
+        state.withLock { s in
+            let left = followerCount.subtract(1, ordering: .releasing).newValue
+            if left == 0 { s = State() }
+        }
+    }
+
+    /// Appends the changes of records just written (in order, numbered on from the window's end).
+    func publish(_ new: [Change]) {
+        guard !new.isEmpty else { return }
+        state.withLock { s in
+            guard followerCount.load(ordering: .relaxed) > 0 else { return }
+            for change in new {
+                s.changes.append(change)
+                s.bytes += change.byteSize
+            }
+            trim(&s)
+        }
+    }
+
+    /// Makes every change through `sequence` deliverable and tells the listener.
+    func advanceDeliverable(to sequence: UInt64) {
+        let advanced = state.withLock { s -> Bool in
+            guard sequence > s.deliverable else { return false }
+            s.deliverable = sequence
+            trim(&s)
+            return true
+        }
+        if advanced && isFollowed { listener.notify(namespace) }
+    }
+
+    /// What a follower at `cursor` (it has every change through it) may read next.
+    public enum Read: Sendable, Equatable {
+        /// The next deliverable changes after the cursor, at most as many as asked for.
+        case changes([Change])
+        /// Nothing deliverable after the cursor yet: the follower is caught up.
+        case caughtUp
+        /// The changes after the cursor start before the window: they are in the log files,
+        /// through the change before `windowStart` (and no further than ``deliverable``).
+        case beforeWindow(windowStart: UInt64, deliverable: UInt64)
+    }
+
+    /// The deliverable changes after `cursor`, at most `limit` of them.
+    public func read(after cursor: UInt64, limit: Int) -> Read {
+        state.withLock { s in
+            if cursor >= s.deliverable { return .caughtUp }
+            if cursor + 1 < s.windowStart { return .beforeWindow(windowStart: s.windowStart, deliverable: s.deliverable) }
+            let first = s.head + Int(cursor + 1 - s.windowStart)
+            var out: [Change] = []
+            var index = first
+            while index < s.changes.count && out.count < limit && s.changes[index].sequence <= s.deliverable {
+                out.append(s.changes[index])
+                index += 1
+            }
+            return out.isEmpty ? .caughtUp : .changes(out)
+        }
+    }
+
+    /// Whether a follower at `cursor` has fallen off the window's front.
+    public func isBehindWindow(_ cursor: UInt64) -> Bool {
+        state.withLock { cursor + 1 < $0.windowStart }
+    }
+
+    /// Drops deliverable changes from the front while more than `lagBytes` are held.
+    private func trim(_ s: inout State) {
+        while s.bytes > lagBytes && s.head < s.changes.count && s.changes[s.head].sequence <= s.deliverable {
+            s.bytes -= s.changes[s.head].byteSize
+            s.head += 1
+            s.windowStart += 1
+        }
+        if s.head > 64 && s.head * 2 > s.changes.count {
+            s.changes.removeFirst(s.head)
+            s.head = 0
+        }
+    }
+}
+
+/// Told the name of a namespace whose feed has new deliverable changes (the server wakes its
+/// followers). Set once by whoever serves the followers; until then nobody is told.
+public final class ChangeListener: Sendable {
+    private let handler = Mutex<(@Sendable (String) -> Void)?>(nil)
+
+    /// A listener that tells nobody yet.
+    public init() {}
+
+    /// Sets what is told (replacing any earlier handler).
+    public func set(_ handler: @escaping @Sendable (String) -> Void) {
+        self.handler.withLock { $0 = handler }
+    }
+
+    func notify(_ namespace: String) {
+        let handler = self.handler.withLock { $0 }
+        handler?(namespace)
+    }
+}

@@ -1,0 +1,34 @@
+/// Where a new follower of a namespace's changes starts.
+public enum FollowFrom: Sendable, Equatable {
+    /// After the namespace's last change.
+    case now
+    /// After the change numbered so (`CHANGES … FROM seq`).
+    case sequence(UInt64)
+    /// With the namespace's state at its last change, then the changes after it.
+    case snapshot
+}
+
+/// What a new follower gets: the feed to read, where it starts, and what comes before.
+public struct FollowStart: Sendable {
+    /// The namespace's feed; the follower is counted in it until it calls
+    /// ``ChangeFeed/removeFollower()``.
+    public let feed: ChangeFeed
+    /// The changes that follow are those after this one.
+    public let sequence: UInt64
+    /// With ``FollowFrom/snapshot``: the state as of ``sequence``.
+    public let snapshot: ChangeSnapshot?
+    /// Where history older than the feed's window is read (nil: the namespace does not exist,
+    /// and has no history).
+    public let namespace: Namespace?
+}
+
+/// A namespace's keys and values as of one change, read a page at a time (a copy-on-write copy
+/// of its map: later writes do not show).
+public struct ChangeSnapshot: Sendable {
+    let map: OrderedMap
+
+    /// Up to `limit` keys and values under `prefix` after `after` (nil: from the first), in key order.
+    public func page(after: [UInt8]?, prefix: [UInt8], limit: Int) -> [(key: [UInt8], value: [UInt8])] {
+        map.entries(after: after, prefix: prefix, limit: limit)
+    }
+}

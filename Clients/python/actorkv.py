@@ -1046,8 +1046,8 @@ class Client(_Commands):
                 reconnect_timeout=60.0):
         """``CHANGES ns [PREFIX p] [FROM seq | SNAPSHOT]``: follows the namespace's changes.
 
-        Returns a :class:`ChangeFeed`, an iterator of events: :class:`Change` (one per write:
-        PUT, INCR, DEL of existing keys, a whole BATCH), :class:`Snapshot` (with ``snapshot``,
+        Returns a :class:`ChangeFeed`, an iterator of events: :class:`Change` (one per applied
+        write: PUT, INCR, DEL, a whole BATCH), :class:`Snapshot` (with ``snapshot``,
         first: every key under the prefix as of one sequence) and :class:`Synced` (caught up
         with the live log). The feed has its own connection to the server (this client's
         connection is not used); close it (``close()`` or ``with``) when done.
@@ -1175,8 +1175,9 @@ class Pipeline(_Commands):
 
 
 class Change(collections.namedtuple("Change", "namespace seq items")):
-    """One change of a namespace, as a :class:`ChangeFeed` delivers it: the keys one write (a
-    PUT, an INCR, a DEL of existing keys, a whole BATCH) set or deleted.
+    """One change of a namespace, as a :class:`ChangeFeed` delivers it: the keys one applied
+    write (a PUT, an INCR, a DEL, a whole BATCH) set or deleted. (The server also sends a DEL
+    of keys that did not exist, as deletes: it took a sequence number too.)
 
     Attributes:
         namespace: the namespace's name (str).
@@ -1184,7 +1185,8 @@ class Change(collections.namedtuple("Change", "namespace seq items")):
             of a namespace takes the next number, so without a prefix consecutive changes have
             consecutive numbers; with one, the changes that touch no key under it are left out.
         items: a list of ``(key, value)``, in the order the write gave them: the key as bytes,
-            the new value as bytes, or None for a deleted key. With a prefix, only the keys
+            the new value as bytes, or None for a deleted key. A BATCH that writes a key
+            twice lists it twice (apply the items in order). With a prefix, only the keys
             under it.
     """
 

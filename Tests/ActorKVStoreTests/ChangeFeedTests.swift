@@ -1,0 +1,171 @@
+@testable import ActorKVStore
+import ActorKVTestSupport
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The engine's side of CHANGES: the feed of recent changes, what log segments compaction keeps
+/// for history, history read back from them across restarts, the refusals of `follow`, and a
+/// change that is never delivered because its fsync failed.
+@Suite("Change feeds in the engine")
+struct ChangeFeedTests {
+    private static func put(_ sequence: UInt64, _ key: String, _ value: String) -> Change {
+        Change(sequence: sequence, mutations: [.put(key: b(key), value: b(value))])
+    }
+
+    /// Everything a follower at `cursor` reads from `feed` until it is caught up (or behind).
+    private static func drain(_ feed: ChangeFeed, after cursor: UInt64) -> (changes: [UInt64], end: ChangeFeed.Read) {
+        var cursor = cursor
+        var seen: [UInt64] = []
+        while true {
+            let read = feed.read(after: cursor, limit: 3)
+            guard case .changes(let changes) = read else { return (seen, read) }
+            seen += changes.map(\.sequence)
+            cursor = changes.last!.sequence
+        }
+    }
+
+    @Test("the feed hands out only deliverable changes, in order, and only while followed")
+    func feedDeliversWhatIsDeliverable() {
+        let feed = ChangeFeed(namespace: "n", lagBytes: 1 << 20, listener: ChangeListener())
+        feed.publish([Self.put(1, "a", "1")])
+        #expect(!feed.isFollowed)
+        feed.addFollower(lastSequence: 1, deliverable: 1)
+        #expect(Self.drain(feed, after: 1).end == .caughtUp)
+        #expect(Self.drain(feed, after: 0).end == .beforeWindow(windowStart: 2, deliverable: 1), "change 1 was written before anyone followed")
+        feed.publish((2...9).map { Self.put($0, "k\($0)", "v") })
+        #expect(Self.drain(feed, after: 1).changes.isEmpty, "published but not yet durable")
+        feed.advanceDeliverable(to: 6)
+        #expect(Self.drain(feed, after: 1).changes == [2, 3, 4, 5, 6])
+        feed.advanceDeliverable(to: 9)
+        #expect(Self.drain(feed, after: 4).changes == [5, 6, 7, 8, 9])
+        feed.removeFollower()
+        #expect(!feed.isFollowed)
+        feed.addFollower(lastSequence: 9, deliverable: 9)
+        #expect(Self.drain(feed, after: 5).end == .beforeWindow(windowStart: 10, deliverable: 9), "the window starts anew with the next follower")
+    }
+
+    @Test("the window keeps about lagBytes of deliverable changes; a follower left behind it reads from before the window")
+    func windowIsBounded() {
+        let feed = ChangeFeed(namespace: "n", lagBytes: 2000, listener: ChangeListener())
+        feed.addFollower(lastSequence: 0, deliverable: 0)
+        let value = String(repeating: "x", count: 200)
+        feed.publish((1...50).map { Self.put($0, "k", value) })
+        #expect(Self.drain(feed, after: 0).changes.count == 0, "nothing deliverable yet: nothing trimmed")
+        feed.advanceDeliverable(to: 50)
+        let (changes, end) = Self.drain(feed, after: 0)
+        #expect(changes.isEmpty)
+        guard case .beforeWindow(let start, 50) = end else { Issue.record("expected beforeWindow, got \(end)"); return }
+        #expect(start > 40 && start <= 50, "about 2000 bytes of 200-byte values are kept (from \(start))")
+        #expect(Self.drain(feed, after: start - 1).changes == Array(start...50))
+        #expect(feed.isBehindWindow(start - 2) && !feed.isBehindWindow(start - 1))
+    }
+
+    @Test("compaction keeps the segments that hold the last --changes-history changes, and drops the rest")
+    func retentionRule() {
+        let spans = [SegmentSpan(number: 1, firstSequence: 1, bytes: 100), SegmentSpan(number: 2, firstSequence: 11, bytes: 100),
+                     SegmentSpan(number: 3, firstSequence: 21, bytes: 100)]  // 1-10, 11-20, 21-30; the next starts at 31
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 0) == 3)
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 5) == 2, "26-30 are in segment 3")
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 10) == 2, "21-30: segment 3 alone")
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 11) == 1, "20-30 reach into segment 2")
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 100_000) == 0)
+        let empty = [SegmentSpan(number: 1, firstSequence: 1, bytes: 8), SegmentSpan(number: 2, firstSequence: 1, bytes: 100)]
+        #expect(HistoryRetention.droppable(empty, next: 5, covered: 4, history: 100) == 1, "a segment with no records holds no history")
+    }
+
+    @Test("FROM is served from the log across compactions and restarts; older than the history kept: compacted")
+    func historyAcrossCompactionAndRestart() async throws {
+        let dir = TemporaryDirectory("changes-history")
+        defer { dir.remove() }
+        var options = testOptions(.everysec)
+        options.changesHistory = 15
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("h")
+            for round in 0..<4 {
+                for i in 1...10 { try await ns.put(b("k\(i)"), b("r\(round)")) }
+                try await ns.compact()                 // segments of 10 records each: 1-10, 11-20, 21-30, 31-40
+            }
+        }
+        try await withStore(dir.data, options) { store in
+            let ns = try #require(try await store.existingNamespace("h"))
+            let statistics = await ns.currentStatistics()
+            #expect(statistics.lastSequence == 40)
+            #expect(statistics.oldestSequence == 21, "the last 15 changes (26-40) need segments 21-30 and 31-40")
+            #expect(statistics.recordsReplayed == 0, "the kept segments are history: the snapshot covers them")
+            let error = await storeError { _ = try await store.follow("h", from: .sequence(19)) }
+            #expect(error?.code == .compacted && error?.message == "oldest available sequence is 21")
+            let ahead = await storeError { _ = try await store.follow("h", from: .sequence(41)) }
+            #expect(ahead?.code == .invalidArgument)
+            let start = try await store.follow("h", from: .sequence(20))
+            defer { start.feed.removeFollower() }
+            #expect(start.sequence == 20)
+            var cursor: UInt64 = 20
+            var position: HistoryPosition?
+            var values: [String] = []
+            while cursor < 40 {
+                let chunk = try await ns.readHistory(after: cursor, through: 40, maxBytes: 100, from: position)
+                #expect(chunk.changes.first?.sequence == cursor + 1, "no gap")
+                for change in chunk.changes {
+                    guard case .put(_, let value) = change.mutations[0] else { continue }
+                    values.append(String(decoding: value, as: UTF8.self))
+                }
+                cursor = try #require(chunk.changes.last).sequence
+                position = chunk.next
+            }
+            #expect(values == Array(repeating: "r2", count: 10) + Array(repeating: "r3", count: 10))
+        }
+    }
+
+    @Test("a follower added with a snapshot gets the state as of its sequence; later writes do not show in it")
+    func snapshotIsAsOfItsSequence() async throws {
+        let dir = TemporaryDirectory("changes-snapshot")
+        defer { dir.remove() }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("s")
+            try await ns.put(b("a/1"), b("x"))
+            try await ns.put(b("b/1"), b("y"))
+            let start = try await store.follow("s", from: .snapshot)
+            defer { start.feed.removeFollower() }
+            try await ns.put(b("a/2"), b("z"))
+            #expect(start.sequence == 2)
+            let page = try #require(start.snapshot).page(after: nil, prefix: b("a/"), limit: 10)
+            #expect(page.map(\.key) == [b("a/1")])
+            #expect(start.feed.read(after: 2, limit: 10) == .changes([Change(sequence: 3, mutations: [.put(key: b("a/2"), value: b("z"))])]))
+        }
+    }
+
+    @Test("a namespace that does not exist yet can be followed; its first write is change 1")
+    func followBeforeCreation() async throws {
+        let dir = TemporaryDirectory("changes-new")
+        defer { dir.remove() }
+        try await withStore(dir.data) { store in
+            let start = try await store.follow("fresh", from: .now)
+            defer { start.feed.removeFollower() }
+            #expect(start.sequence == 0 && start.namespace == nil)
+            #expect(await storeError { _ = try await store.follow("fresh2", from: .sequence(1)) }?.code == .invalidArgument)
+            try await store.namespace("fresh").put(b("k"), b("v"))
+            #expect(start.feed.read(after: 0, limit: 10) == .changes([Change(sequence: 1, mutations: [.put(key: b("k"), value: b("v"))])]))
+        }
+    }
+
+    @Test("under always, a change whose fsync failed is never delivered, though its record was written")
+    func failedFsyncIsNeverDelivered() async throws {
+        let dir = TemporaryDirectory("changes-fsync")
+        defer { dir.remove() }
+        let faults = FaultInjector()
+        try await withStore(dir.data, testOptions(.always, faults: faults)) { store in
+            let ns = try await store.namespace("d")
+            try await ns.put(b("k"), b("durable"))
+            let start = try await store.follow("d", from: .now)
+            defer { start.feed.removeFollower() }
+            faults.failSyscall(.fsync, pathContains: ".log", errno: EIO)
+            let error = await storeError { try await ns.put(b("k"), b("lost")) }
+            #expect(error?.code == .durabilityLost)
+            #expect(await ns.currentStatistics().lastSequence == 2, "the record was written")
+            #expect(start.feed.read(after: 1, limit: 10) == .caughtUp, "but never delivered")
+        }
+    }
+}

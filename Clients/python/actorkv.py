@@ -26,9 +26,15 @@ Errors all derive from :class:`ActorKVError`:
 * :class:`ActorKVConnectionError` -- cannot connect, or the connection was lost (also a
   built-in :class:`ConnectionError`); :class:`ActorKVTimeoutError` for a timeout;
 * :class:`ProtocolError` -- the server's reply could not be parsed;
-* :class:`ConflictError` -- :meth:`Client.update` lost the race on every attempt.
+* :class:`ConflictError` -- :meth:`Client.update` lost the race on every attempt;
+* :class:`CompactedError` -- a :class:`ServerError` (code ``COMPACTED``): the changes a
+  change feed asked for are no longer held by the server.
 
 A :class:`Client` is one connection and is not thread-safe: give each thread its own client.
+
+To follow a namespace's changes as they are written, see :meth:`Client.changes` (an iterator of
+:class:`Change` events that reconnects and resumes by itself) and :meth:`Client.mirror` (a local
+dict kept current).
 """
 
 import builtins
@@ -37,20 +43,27 @@ import random
 import re
 import select
 import socket
+import threading
 import time
 
 __all__ = [
     "ActorKVConnectionError",
     "ActorKVError",
     "ActorKVTimeoutError",
+    "Change",
+    "ChangeFeed",
     "Client",
+    "CompactedError",
     "ConflictError",
     "ERROR_CODES",
+    "Mirror",
     "NOT_READY",
     "Pipeline",
     "ProtocolError",
     "ReplyParser",
     "ServerError",
+    "Snapshot",
+    "Synced",
     "encode_command",
     "parse_info",
 ]
@@ -102,8 +115,9 @@ class ServerError(ActorKVError):
     Attributes:
         code: the first word of the error line, one of :data:`ERROR_CODES`: ``"ERR"``,
             ``"BADNS"``, ``"BADKEY"``, ``"TOOBIG"``, ``"BADCURSOR"``, ``"CORRUPT"``,
-            ``"IOERR"``, ``"SHUTDOWN"``, ``"PROTO"``, ``"MAXCLIENTS"`` or ``"NOPERM"`` (a
-            newer server's code not in that list is kept as sent).
+            ``"IOERR"``, ``"SHUTDOWN"``, ``"PROTO"``, ``"MAXCLIENTS"``, ``"NOPERM"``,
+            ``"COMPACTED"`` (a :class:`CompactedError`) or ``"LAGGING"`` (a change feed
+            answers it by resuming) (a newer server's code not in that list is kept as sent).
         message: the rest of the line (may be empty).
     """
 
@@ -114,8 +128,11 @@ class ServerError(ActorKVError):
 
     @classmethod
     def from_line(cls, line):
-        """Builds the error from the text of an error reply (without ``-`` and ``\\r\\n``)."""
+        """Builds the error from the text of an error reply (without ``-`` and ``\\r\\n``):
+        a :class:`CompactedError` for the code ``COMPACTED``."""
         code, _, message = line.partition(" ")
+        if cls is ServerError and code == "COMPACTED":
+            return CompactedError(code, message)
         return cls(code, message)
 
     def __eq__(self, other):
@@ -127,6 +144,26 @@ class ServerError(ActorKVError):
 
     def __repr__(self):
         return "ServerError(%r, %r)" % (self.code, self.message)
+
+
+class CompactedError(ServerError):
+    """``-COMPACTED oldest available sequence is N``: ``CHANGES ... FROM seq`` asked for changes
+    the server no longer holds (they were compacted away; it keeps the last
+    ``--changes-history`` of them). Nothing can fill that gap: follow again with a snapshot
+    (``snapshot=True``, or :meth:`Client.mirror`, which does so by itself).
+
+    Attributes:
+        oldest: N, the oldest change the server still holds (an int), or None if the
+            message does not end with a number.
+    """
+
+    def __init__(self, code="COMPACTED", message=""):
+        super().__init__(code, message)
+        found = re.search(r"(\d+)\s*$", message)
+        self.oldest = int(found.group(1)) if found else None
+
+    def __repr__(self):
+        return "CompactedError(%r, %r)" % (self.code, self.message)
 
 
 class ActorKVConnectionError(ActorKVError, builtins.ConnectionError):
@@ -1005,6 +1042,55 @@ class Client(_Commands):
         """Returns a :class:`Pipeline` that queues commands and sends them together."""
         return Pipeline(self)
 
+    def changes(self, namespace, prefix=None, from_seq=None, snapshot=False,
+                reconnect_timeout=60.0):
+        """``CHANGES ns [PREFIX p] [FROM seq | SNAPSHOT]``: follows the namespace's changes.
+
+        Returns a :class:`ChangeFeed`, an iterator of events: :class:`Change` (one per applied
+        write: PUT, INCR, DEL, a whole BATCH), :class:`Snapshot` (with ``snapshot``,
+        first: every key under the prefix as of one sequence) and :class:`Synced` (caught up
+        with the live log). The feed has its own connection to the server (this client's
+        connection is not used); close it (``close()`` or ``with``) when done.
+
+        Args:
+            prefix: only keys that start with it (str or bytes; None or empty: all keys).
+            from_seq: resume after this sequence (an int from 0): every change after it
+                that the server still holds, then live ones. Without it (and without
+                ``snapshot``), the changes after the current last one.
+            snapshot: first the current keys, then the changes after them.
+            reconnect_timeout: when the connection is lost (the server restarts or is
+                killed, or sends ``-LAGGING``), the feed connects again and resumes after the
+                last change it delivered, so that no change is missed or seen twice; it
+                raises :class:`ActorKVConnectionError` after trying for this many seconds
+                in a row (None: forever, 0: never reconnect).
+
+        The first CHANGES is sent now: a refused one (a bad argument, a ``from_seq`` after
+        the namespace's last sequence, ...) raises :class:`ServerError` here, and a
+        ``from_seq`` older than the history the server keeps raises :class:`CompactedError`.
+        ``ValueError``/``TypeError`` for arguments that are wrong before anything is sent.
+        """
+        return ChangeFeed(self.path, namespace, prefix=prefix, from_seq=from_seq,
+                          snapshot=snapshot, timeout=self.timeout,
+                          reconnect_timeout=reconnect_timeout)
+
+    def mirror(self, namespace, prefix=None, wait=True, reconnect_timeout=60.0):
+        """Returns a :class:`Mirror`: a local dict of the namespace's keys (under ``prefix``)
+        kept current by following its changes (``CHANGES ns SNAPSHOT``, on its own
+        connection). With ``wait`` (the default) it returns once the dict holds the current
+        state (:meth:`Mirror.wait_synced`). ``reconnect_timeout`` is that of :meth:`changes`;
+        where :meth:`changes` would raise :class:`CompactedError` on resuming, the mirror
+        takes a new snapshot instead.
+        """
+        mirror = Mirror(self.path, namespace, prefix=prefix, timeout=self.timeout,
+                        reconnect_timeout=reconnect_timeout)
+        if wait:
+            try:
+                mirror.wait_synced()
+            except BaseException:
+                mirror.close()
+                raise
+        return mirror
+
 
 def _taking(items):
     """Yields the items of a list, dropping each from the list as it goes (so that encoded
@@ -1082,3 +1168,520 @@ class Pipeline(_Commands):
                 if isinstance(result, Exception):
                     raise result
         return results
+
+
+# --------------------------------------------------------------------------------------------
+# Following changes (CHANGES)
+
+
+class Change(collections.namedtuple("Change", "namespace seq items")):
+    """One change of a namespace, as a :class:`ChangeFeed` delivers it: the keys one applied
+    write (a PUT, an INCR, a DEL, a whole BATCH) set or deleted. (The server also sends a DEL
+    of keys that did not exist, as deletes: it took a sequence number too.)
+
+    Attributes:
+        namespace: the namespace's name (str).
+        seq: the change's sequence number (int), the version it gave those keys. Each write
+            of a namespace takes the next number, so without a prefix consecutive changes have
+            consecutive numbers; with one, the changes that touch no key under it are left out.
+        items: a list of ``(key, value)``, in the order the write gave them: the key as bytes,
+            the new value as bytes, or None for a deleted key. A BATCH that writes a key
+            twice lists it twice (apply the items in order). With a prefix, only the keys
+            under it.
+    """
+
+    __slots__ = ()
+
+
+class Snapshot(collections.namedtuple("Snapshot", "namespace seq items")):
+    """The keys of a namespace (under the feed's prefix) as they were at sequence ``seq``: the
+    first event of a feed that asked for a snapshot. The changes after ``seq`` follow.
+
+    Attributes:
+        namespace: the namespace's name (str).
+        seq: the sequence the keys are at (int; 0 for a namespace never written).
+        items: a list of ``(key, value)`` (bytes, bytes) in key order; empty if there are no
+            keys. The server sends a large snapshot in several messages; the feed joins them
+            into this one event, so it never delivers half a snapshot.
+    """
+
+    __slots__ = ()
+
+
+class Synced(collections.namedtuple("Synced", "namespace seq")):
+    """The feed has caught up: every change up to ``seq`` has been delivered (or, with a
+    prefix, passed over), and the events that follow are live changes. Whoever applied the
+    events so far holds the namespace's current state (as of ``seq``).
+
+    A feed delivers one after it starts, and one more after each time it resumes (reconnects).
+
+    Attributes:
+        namespace: the namespace's name (str).
+        seq: the last sequence sent or passed over (int).
+    """
+
+    __slots__ = ()
+
+
+#: Seconds a :class:`ChangeFeed` waits before connecting again after a failed attempt: the
+#: first bound, doubled after each further failure up to the second (random below the bound).
+_RECONNECT_BACKOFF = (0.05, 2.0)
+
+#: Error codes a change feed answers by connecting again and resuming: the server dropped a
+#: follower that fell behind (``LAGGING``), is shutting down, or has no room for a connection.
+_RESUME_CODES = frozenset({"LAGGING", "SHUTDOWN", "MAXCLIENTS"})
+
+#: ``-ERR FROM sequence 9 is after the last sequence of namespace 'config' (6)``: the server
+#: never wrote the changes the feed has seen (its data directory was replaced, say).
+_SEQUENCE_AHEAD = re.compile(r"^FROM sequence \d+ is after the last sequence")
+
+
+class ChangeFeed(object):
+    """Follows a namespace's changes (``CHANGES``) on a connection of its own: an iterator of
+    :class:`Snapshot`, :class:`Change` and :class:`Synced` events, made by
+    :meth:`Client.changes`::
+
+        with kv.changes("config", snapshot=True) as feed:
+            for event in feed:
+                if isinstance(event, Snapshot):
+                    state = dict(event.items)
+                elif isinstance(event, Change):
+                    for key, value in event.items:
+                        if value is None:
+                            state.pop(key, None)
+                        else:
+                            state[key] = value
+                else:  # Synced: state is the namespace's current state
+                    print("up to date at", event.seq)
+
+    Every change comes once, in order, and only once it is as durable as the server's
+    ``--fsync`` promises. When the connection is lost (the server restarts, is killed, or
+    drops this follower with ``-LAGGING`` because it read too slowly), the feed connects again
+    -- at once, then after waits that grow to 2 s -- and sends ``CHANGES ... FROM seq``, where
+    ``seq`` is the last change (or snapshot) it delivered: the caller sees no gap and no
+    change twice, only a second :class:`Synced` once the feed has caught up again. If it cannot
+    resume for ``reconnect_timeout`` seconds in a row it raises
+    :class:`ActorKVConnectionError`; if the server no longer holds the changes it needs, it
+    raises :class:`CompactedError`, and if the server has not written the changes it has seen
+    (its data directory was replaced), the :class:`ServerError` it answers (with
+    ``resnapshot``, in both cases it follows again with ``SNAPSHOT`` instead and delivers a
+    new :class:`Snapshot`, which replaces all earlier state). A snapshot cut off by a lost
+    connection is asked for again, whole.
+
+    Any exception from the feed (other than its own ``ValueError``/``TypeError``) closes it.
+    Close it with :meth:`close` or a ``with`` block: that closes its connection. :meth:`close`
+    may be called from another thread, which ends a ``for`` loop waiting in this one.
+
+    Attributes:
+        namespace: the namespace followed (str).
+        prefix: the key prefix (bytes), or None.
+        seq: the sequence of the last event delivered or about to be (the feed resumes after
+            it); before a requested snapshot has come, None.
+        start_seq: the sequence in the first ``changes`` header: the changes delivered are
+            those after it (after the snapshot, with ``snapshot``).
+        reconnects: how many times the feed has resumed on a new connection.
+    """
+
+    def __init__(self, path, namespace, prefix=None, from_seq=None, snapshot=False,
+                 timeout=10.0, reconnect_timeout=60.0, resnapshot=False):
+        """See :meth:`Client.changes` for the arguments; ``path`` is the server's socket and
+        ``timeout`` bounds connecting and waiting for the ``changes`` header (the stream
+        itself may be idle for any time)."""
+        if from_seq is not None:
+            _check_int(from_seq, "from_seq", 0, _INT64_MAX)
+            if snapshot:
+                raise ValueError("from_seq and snapshot cannot be combined")
+        if reconnect_timeout is not None and not reconnect_timeout >= 0:
+            raise ValueError("reconnect_timeout must be None or 0 or more, not %r"
+                             % (reconnect_timeout,))
+        self.path = path
+        self._ns = _to_bytes(namespace, "namespace")
+        self.namespace = _decode_text(self._ns)
+        self.prefix = _to_bytes(prefix, "prefix") if prefix else None
+        self.reconnect_timeout = reconnect_timeout
+        self.seq = from_seq
+        self.start_seq = None
+        self.reconnects = 0
+        self._resnapshot = resnapshot
+        self._want_snapshot = bool(snapshot)  # a snapshot is owed to the caller
+        self._snapshot = None  # (seq, items) while a snapshot's messages are arriving
+        self._events = collections.deque()  # received, not yet delivered
+        self._client = Client(path, timeout=timeout, connect=False)
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._reading = False  # a thread is in next_event
+        try:
+            self._follow()
+        except BaseException:
+            self._closed.set()
+            self._client.close()
+            raise
+
+    # -- the stream ----------------------------------------------------------------------------
+
+    def next_event(self, timeout=None):
+        """Returns the next event, waiting for it up to ``timeout`` seconds (None: as long as
+        it takes; 0: only what has already arrived). Returns None if no event came in that
+        time, or once the feed is closed. Resumes on a new connection when the connection
+        is lost (which may take up to ``reconnect_timeout``, whatever ``timeout`` is)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            if self._reading:
+                raise RuntimeError("ChangeFeed.next_event is already running in another thread")
+            self._reading = True
+        try:
+            while not self._events:
+                if self._closed.is_set():
+                    return None
+                try:
+                    message = self._receive(deadline)
+                except ActorKVConnectionError as error:
+                    self._resume(error)
+                    continue
+                if message is NOT_READY:
+                    return None
+                if isinstance(message, ServerError):
+                    if message.code in _RESUME_CODES:
+                        self._resume(message)
+                        continue
+                    raise message
+                self._handle(message)
+            return self._events.popleft()
+        except BaseException:
+            self._closed.set()
+            raise
+        finally:
+            with self._lock:
+                self._reading = False
+                if self._closed.is_set():
+                    self._client.close()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        event = self.next_event()
+        if event is None:
+            raise StopIteration
+        return event
+
+    # -- closing -------------------------------------------------------------------------------
+
+    @property
+    def closed(self):
+        """True once the feed is closed (by :meth:`close` or by an exception)."""
+        return self._closed.is_set()
+
+    def close(self):
+        """Stops following and closes the connection. Safe to call more than once, and from
+        another thread while one waits in :meth:`next_event` (which then returns None, ending
+        its ``for`` loop)."""
+        with self._lock:
+            self._closed.set()
+            if self._reading:
+                # Wake the reading thread (poll sees the hang-up); it closes the socket itself,
+                # so that its descriptor is not closed under it.
+                sock = self._client._sock
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                return
+        self._client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def __del__(self):
+        try:
+            self._client.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return "<actorkv.ChangeFeed namespace=%r prefix=%r seq=%r %s>" % (
+            self.namespace, self.prefix, self.seq, "closed" if self.closed else "open")
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _follow(self):
+        """Connects and sends CHANGES: with SNAPSHOT while a snapshot is owed to the caller,
+        else FROM the last sequence delivered (nothing the first time without ``from_seq``);
+        reads the ``changes`` header. An error reply is raised."""
+        args = ["CHANGES", self._ns]
+        if self.prefix:
+            args += ["PREFIX", self.prefix]
+        if self._want_snapshot:
+            args.append("SNAPSHOT")
+        elif self.seq is not None:
+            args += ["FROM", self.seq]
+        self._client.close()
+        self._snapshot = None
+        reply = self._client._roundtrip(encode_command(*args), 1)[0]
+        if isinstance(reply, Exception):
+            self._client.close()
+            raise reply
+        seq, _ = self._fields(reply, b"changes", 3)
+        if self.start_seq is None:
+            self.start_seq = seq
+        if not self._want_snapshot:
+            if self.seq is not None and seq != self.seq:
+                self._client.close()
+                raise ProtocolError("CHANGES ... FROM %d answered with changes after %d"
+                                    % (self.seq, seq))
+            self.seq = seq
+
+    def _receive(self, deadline):
+        """The next message of the stream: a list, a :class:`ServerError`, or NOT_READY if
+        ``deadline`` passed first. Raises :class:`ActorKVConnectionError` (having closed the
+        connection) when it is lost or the feed was closed meanwhile."""
+        client = self._client
+        parser = client._parser
+        if parser is None:
+            raise ActorKVConnectionError("not connected to %s" % self.path)
+        while True:
+            message = parser.gets()
+            if message is not NOT_READY:
+                return message
+            if self._closed.is_set():
+                raise ActorKVConnectionError("change feed closed")
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            readable, _ = client._wait(False, remaining)
+            if not readable:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return NOT_READY
+                continue
+            try:
+                data = client._sock.recv(client.read_size)
+            except BlockingIOError:
+                continue
+            except OSError as error:
+                client.close()
+                raise ActorKVConnectionError("connection to %s lost: %s"
+                                             % (self.path, error.strerror or error))
+            if not data:
+                client.close()
+                raise ActorKVConnectionError("connection to %s closed by the server" % self.path)
+            try:
+                parser.feed(data)
+            except ProtocolError:
+                client.close()
+                raise
+
+    def _resume(self, cause):
+        """The connection was lost (``cause``: the error, or a ``-LAGGING`` reply): connects
+        again and follows from where the feed stopped, trying at once, then after waits that
+        grow to 2 s, for up to ``reconnect_timeout`` seconds in all. Returns without
+        resuming if the feed is closed meanwhile."""
+        self._client.close()
+        if self._closed.is_set():
+            return
+        if self.reconnect_timeout == 0:
+            raise cause
+        start = time.monotonic()
+        delay, most = _RECONNECT_BACKOFF
+        while True:
+            try:
+                self._follow()
+                self.reconnects += 1
+                return
+            except ServerError as error:
+                if isinstance(error, CompactedError) or (
+                        error.code == "ERR" and _SEQUENCE_AHEAD.match(error.message)):
+                    if self._resnapshot and not self._want_snapshot:
+                        self._want_snapshot = True
+                        self.seq = None
+                        continue
+                    raise
+                if error.code not in _RESUME_CODES:
+                    raise
+                cause = error
+            except ActorKVConnectionError as error:
+                cause = error
+            if self._closed.is_set():
+                return
+            waited = time.monotonic() - start
+            if self.reconnect_timeout is not None and waited >= self.reconnect_timeout:
+                raise ActorKVConnectionError(
+                    "lost the changes of namespace %r at sequence %s and could not resume "
+                    "within %g s: %s" % (self.namespace, self.seq, self.reconnect_timeout, cause))
+            pause = random.uniform(delay / 2.0, delay)
+            if self.reconnect_timeout is not None:
+                pause = min(pause, self.reconnect_timeout - waited)
+            if self._closed.wait(pause):
+                return
+            delay = min(delay * 2.0, most)
+
+    def _fields(self, message, kind, length):
+        """Checks a ``kind`` message of ``length`` elements for this namespace; returns its
+        sequence and, for ``snapshot``/``change``, its ``(key, value)`` list."""
+        if not isinstance(message, list) or len(message) != length or message[0] != kind \
+                or message[1] != self._ns or not isinstance(message[2], int) or message[2] < 0:
+            raise ProtocolError("unexpected message %r on a change feed of namespace %r"
+                                % (message, self.namespace))
+        if length == 3:
+            return message[2], None
+        flat = message[3]
+        if not isinstance(flat, list) or len(flat) % 2 or not all(
+                isinstance(flat[i], bytes) and (isinstance(flat[i + 1], bytes) or (
+                    flat[i + 1] is None and kind == b"change")) for i in range(0, len(flat), 2)):
+            raise ProtocolError("unexpected %s message %r" % (kind.decode(), message))
+        return message[2], [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+
+    def _end_snapshot(self):
+        """Delivers the snapshot being received, now that a message after it has come."""
+        if not self._want_snapshot:
+            return
+        if self._snapshot is None:
+            raise ProtocolError("no snapshot before the changes of namespace %r"
+                                % self.namespace)
+        seq, items = self._snapshot
+        self._snapshot = None
+        self._want_snapshot = False
+        self.seq = seq
+        self._events.append(Snapshot(self.namespace, seq, items))
+
+    def _handle(self, message):
+        """Takes one message of the stream: queues the event it completes."""
+        kind = message[0] if isinstance(message, list) and message else None
+        if kind == b"snapshot":
+            seq, items = self._fields(message, kind, 4)
+            if not self._want_snapshot:
+                raise ProtocolError("a snapshot message after the snapshot on namespace %r"
+                                    % self.namespace)
+            if self._snapshot is None:
+                self._snapshot = (seq, items)
+            elif self._snapshot[0] != seq:
+                raise ProtocolError("snapshot messages at sequences %d and %d"
+                                    % (self._snapshot[0], seq))
+            else:
+                self._snapshot[1].extend(items)
+        elif kind == b"change":
+            seq, items = self._fields(message, kind, 4)
+            self._end_snapshot()
+            if seq <= self.seq:
+                raise ProtocolError("change %d of namespace %r after %d: out of order"
+                                    % (seq, self.namespace, self.seq))
+            self.seq = seq
+            self._events.append(Change(self.namespace, seq, items))
+        elif kind == b"synced":
+            seq, _ = self._fields(message, kind, 3)
+            self._end_snapshot()
+            if seq < self.seq:
+                raise ProtocolError("synced %d of namespace %r after change %d"
+                                    % (seq, self.namespace, self.seq))
+            self.seq = seq
+            self._events.append(Synced(self.namespace, seq))
+        else:
+            raise ProtocolError("unexpected message %r on a change feed of namespace %r"
+                                % (message, self.namespace))
+
+
+class Mirror(object):
+    """A local copy of a namespace's keys (those under a prefix), kept current by following
+    its changes with a :class:`ChangeFeed` (``CHANGES ns SNAPSHOT``, on a connection of its
+    own). Made by :meth:`Client.mirror`::
+
+        with kv.mirror("config") as config:      # returns once it holds the current state
+            config.data.get(b"theme")             # b'dark'
+            for event in config:                  # each event after it is applied
+                print(event.seq, config.data)
+
+    The mirror changes only inside its own methods, in the calling thread: iterating,
+    :meth:`next_event`, :meth:`wait_synced` and :meth:`poll` (which applies what has arrived
+    without waiting). If the server no longer holds the changes it needs to resume after a lost
+    connection, it takes a new snapshot, which replaces the contents of ``data``.
+
+    Attributes:
+        data: a dict, key (bytes) -> value (bytes): the keys as of ``seq``. The same dict
+            object for the mirror's whole life (a new snapshot refills it).
+        seq: the sequence ``data`` is at (None until the snapshot has come).
+        synced: True once ``data`` has caught up with the server's live log (False again
+            while a new snapshot is being caught up on).
+        feed: the :class:`ChangeFeed`.
+    """
+
+    def __init__(self, path, namespace, prefix=None, timeout=10.0, reconnect_timeout=60.0):
+        """See :meth:`Client.mirror`."""
+        self.data = {}
+        self.seq = None
+        self.synced = False
+        self.feed = ChangeFeed(path, namespace, prefix=prefix, snapshot=True, timeout=timeout,
+                               reconnect_timeout=reconnect_timeout, resnapshot=True)
+
+    @property
+    def namespace(self):
+        """The namespace mirrored (str)."""
+        return self.feed.namespace
+
+    @property
+    def prefix(self):
+        """The key prefix (bytes), or None."""
+        return self.feed.prefix
+
+    def _apply(self, event):
+        if isinstance(event, Snapshot):
+            self.data.clear()
+            self.data.update(event.items)
+            self.synced = False
+        elif isinstance(event, Change):
+            for key, value in event.items:
+                if value is None:
+                    self.data.pop(key, None)
+                else:
+                    self.data[key] = value
+        else:
+            self.synced = True
+        self.seq = event.seq
+        return event
+
+    def next_event(self, timeout=None):
+        """Waits up to ``timeout`` seconds (None: as long as it takes) for the next event of
+        the feed, applies it to ``data`` and returns it; None on timeout or once closed."""
+        event = self.feed.next_event(timeout)
+        return None if event is None else self._apply(event)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        """The next :class:`Snapshot`, :class:`Change` or :class:`Synced`, once applied."""
+        event = self.next_event()
+        if event is None:
+            raise StopIteration
+        return event
+
+    def wait_synced(self, timeout=None):
+        """Applies events until ``synced`` (at once if it already is); returns True, or False
+        if ``timeout`` seconds passed first (None: no limit)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.synced:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if self.next_event(remaining) is None:
+                return self.synced
+        return True
+
+    def poll(self):
+        """Applies the events that have already arrived, without waiting; returns how many."""
+        count = 0
+        while self.next_event(0) is not None:
+            count += 1
+        return count
+
+    def close(self):
+        """Stops following and closes the connection (``data`` stays as it is)."""
+        self.feed.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def __repr__(self):
+        return "<actorkv.Mirror namespace=%r keys=%d seq=%r%s>" % (
+            self.namespace, len(self.data), self.seq, " synced" if self.synced else "")

@@ -25,8 +25,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import actorkv  # noqa: E402
 from actorkv import (  # noqa: E402
-    NOT_READY, ActorKVConnectionError, ActorKVError, Client, ConflictError, ProtocolError,
-    ReplyParser, ServerError, encode_command, parse_info,
+    NOT_READY, ActorKVConnectionError, ActorKVError, Change, Client, CompactedError,
+    ConflictError, ProtocolError, ReplyParser, ServerError, Snapshot, Synced, encode_command,
+    parse_info,
 )
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -1382,6 +1383,625 @@ class LifecycleTests(unittest.TestCase):
             kv.get("ns", "k")
         with self.assertRaises(ActorKVConnectionError):
             server.client()
+
+
+# ============================================================================================
+# Change feeds (CHANGES)
+
+
+def bulk(data):
+    data = actorkv._to_bytes(data)
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def push(kind, ns, seq, flat=None):
+    """A CHANGES message as the server sends it: ``*3`` kind ns :seq, or ``*4`` with the
+    ``*2N`` key/value list ``flat`` (None in it for ``$-1``)."""
+    parts = [b"*%d\r\n" % (3 if flat is None else 4), bulk(kind), bulk(ns), b":%d\r\n" % seq]
+    if flat is not None:
+        parts.append(b"*%d\r\n" % len(flat))
+        parts += [b"$-1\r\n" if item is None else bulk(item) for item in flat]
+    return b"".join(parts)
+
+
+def scripted_server(test, name, sessions):
+    """A hand-made server that accepts one connection per session ``(bytes to send)``: it
+    reads one request, records it (as a list of bytes) in the returned list, sends the bytes
+    and closes the connection. Returns (path, requests, thread)."""
+    path, listener = fake_listener(test, name)
+    requests = []
+
+    def serve():
+        for data in sessions:
+            conn, _ = listener.accept()
+            with conn:
+                parser = ReplyParser()
+                request = NOT_READY
+                while request is NOT_READY:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    parser.feed(chunk)
+                    request = parser.gets()
+                requests.append(request)
+                conn.sendall(data)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    test.addCleanup(thread.join, PATIENCE)
+    return path, requests, thread
+
+
+def take(feed, count, what=None, timeout=PATIENCE):
+    """The next ``count`` events of ``feed`` (of the classes ``what``, others skipped);
+    fails if they do not come within ``timeout`` seconds."""
+    events = []
+    deadline = time.monotonic() + timeout
+    while len(events) < count:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError("only %d of %d events came: %r" % (len(events), count, events))
+        event = feed.next_event(remaining)
+        if event is not None and (what is None or isinstance(event, what)):
+            events.append(event)
+    return events
+
+
+def rest(feed, wait=0.3):
+    """The events that come until none has for ``wait`` seconds."""
+    events = []
+    while True:
+        event = feed.next_event(wait)
+        if event is None:
+            return events
+        events.append(event)
+
+
+def last_sequence(kv, ns):
+    """The namespace's last sequence, from INFO (0 if it does not exist)."""
+    fields = kv.info_dict().get("ns_" + ns)
+    return fields["last_sequence"] if fields else 0
+
+
+class ChangeFeedFakeServerTests(unittest.TestCase):
+    """The feed's resume logic against scripted servers: what it sends after each kind of
+    loss, and that it delivers nothing twice."""
+
+    def test_resumes_after_lagging_from_the_last_change_delivered(self):
+        path, requests, _ = scripted_server(self, "lag", [
+            push("changes", "cfg", 5) + push("change", "cfg", 6, ["a", "1"])
+            + push("change", "cfg", 7, ["b", None, "c", "3"])
+            + b"-LAGGING resume from sequence 7 of namespace 'cfg'\r\n",
+            push("changes", "cfg", 7) + push("change", "cfg", 8, ["a", "2"])
+            + push("synced", "cfg", 8),
+        ])
+        with actorkv.ChangeFeed(path, "cfg", prefix="a", timeout=10) as feed:
+            self.assertEqual(feed.start_seq, 5)
+            events = take(feed, 4)
+            self.assertEqual(events, [
+                Change("cfg", 6, [(b"a", b"1")]),
+                Change("cfg", 7, [(b"b", None), (b"c", b"3")]),
+                Change("cfg", 8, [(b"a", b"2")]),
+                Synced("cfg", 8),
+            ])
+            self.assertEqual(feed.reconnects, 1)
+            self.assertEqual(feed.seq, 8)
+        self.assertEqual(requests, [
+            [b"CHANGES", b"cfg", b"PREFIX", b"a"],
+            [b"CHANGES", b"cfg", b"PREFIX", b"a", b"FROM", b"7"],
+        ])
+
+    def test_resume_before_any_change_uses_the_header_sequence(self):
+        path, requests, _ = scripted_server(self, "hdr", [
+            push("changes", "n", 41) + push("synced", "n", 41),
+            push("changes", "n", 41) + push("change", "n", 42, ["k", "v"]),
+        ])
+        with actorkv.ChangeFeed(path, "n", timeout=10) as feed:
+            self.assertEqual(take(feed, 2), [Synced("n", 41), Change("n", 42, [(b"k", b"v")])])
+        self.assertEqual(requests, [[b"CHANGES", b"n"], [b"CHANGES", b"n", b"FROM", b"41"]])
+
+    def test_snapshot_cut_off_is_asked_for_again_whole(self):
+        first = ["k%04d" % i for i in range(3)]
+        path, requests, _ = scripted_server(self, "snap", [
+            # The connection ends after one snapshot message: more might have followed.
+            push("changes", "n", 3) + push("snapshot", "n", 3, [first[0], "old"]),
+            push("changes", "n", 4) + push("snapshot", "n", 4, [first[0], "x", first[1], "y"])
+            + push("snapshot", "n", 4, [first[2], "z"]) + push("change", "n", 5, [first[0], None])
+            + push("synced", "n", 5),
+        ])
+        with actorkv.ChangeFeed(path, "n", snapshot=True, timeout=10) as feed:
+            self.assertIsNone(feed.seq)
+            self.assertEqual(take(feed, 3), [
+                Snapshot("n", 4, [(b"k0000", b"x"), (b"k0001", b"y"), (b"k0002", b"z")]),
+                Change("n", 5, [(b"k0000", None)]),
+                Synced("n", 5),
+            ])
+        self.assertEqual(requests, [[b"CHANGES", b"n", b"SNAPSHOT"]] * 2)
+
+    def test_compacted_on_resume_is_raised_and_closes_the_feed(self):
+        path, requests, _ = scripted_server(self, "compacted", [
+            push("changes", "n", 9) + push("change", "n", 10, ["k", "v"]),
+            b"-COMPACTED oldest available sequence is 30\r\n",
+        ])
+        feed = actorkv.ChangeFeed(path, "n", from_seq=9, timeout=10)
+        self.addCleanup(feed.close)
+        self.assertEqual(feed.next_event(PATIENCE), Change("n", 10, [(b"k", b"v")]))
+        with self.assertRaises(CompactedError) as caught:
+            feed.next_event(PATIENCE)
+        self.assertIsInstance(caught.exception, ServerError)
+        self.assertEqual(caught.exception.code, "COMPACTED")
+        self.assertEqual(caught.exception.oldest, 30)
+        self.assertTrue(feed.closed)
+        self.assertEqual(list(feed), [])
+        self.assertEqual(requests[1], [b"CHANGES", b"n", b"FROM", b"10"])
+
+    def test_mirror_takes_a_new_snapshot_when_compacted(self):
+        path, requests, _ = scripted_server(self, "mirror", [
+            push("changes", "n", 2) + push("snapshot", "n", 2, ["a", "1", "b", "2"])
+            + push("synced", "n", 2) + push("change", "n", 3, ["a", None]),
+            b"-COMPACTED oldest available sequence is 50\r\n",
+            push("changes", "n", 60) + push("snapshot", "n", 60, ["c", "3"])
+            + push("synced", "n", 60),
+        ])
+        mirror = actorkv.Mirror(path, "n", timeout=10)
+        self.addCleanup(mirror.close)
+        data = mirror.data
+        self.assertTrue(mirror.wait_synced(PATIENCE))
+        self.assertEqual(mirror.data, {b"a": b"1", b"b": b"2"})
+        self.assertEqual(mirror.next_event(PATIENCE), Change("n", 3, [(b"a", None)]))
+        self.assertEqual(mirror.data, {b"b": b"2"})
+        self.assertEqual(mirror.next_event(PATIENCE), Snapshot("n", 60, [(b"c", b"3")]))
+        self.assertEqual((mirror.data, mirror.seq, mirror.synced), ({b"c": b"3"}, 60, False))
+        self.assertTrue(mirror.wait_synced(PATIENCE))
+        self.assertIs(mirror.data, data)
+        self.assertEqual(requests, [[b"CHANGES", b"n", b"SNAPSHOT"],
+                                    [b"CHANGES", b"n", b"FROM", b"3"],
+                                    [b"CHANGES", b"n", b"SNAPSHOT"]])
+
+    def test_gives_up_after_reconnect_timeout(self):
+        path, requests, thread = scripted_server(self, "gone", [push("changes", "n", 1)])
+        feed = actorkv.ChangeFeed(path, "n", timeout=10, reconnect_timeout=0.5)
+        self.addCleanup(feed.close)
+        thread.join(PATIENCE)
+        os.unlink(path)  # nobody listens any more
+        started = time.monotonic()
+        with self.assertRaises(ActorKVConnectionError) as caught:
+            feed.next_event(PATIENCE)
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertIn("could not resume", str(caught.exception))
+        self.assertTrue(feed.closed)
+
+    def test_arguments_checked_before_sending(self):
+        client = Client("/nonexistent/actorkv.sock", connect=False)
+        with self.assertRaises(ValueError):
+            client.changes("ns", from_seq=-1)
+        with self.assertRaises(TypeError):
+            client.changes("ns", from_seq="3")
+        with self.assertRaises(ValueError):
+            client.changes("ns", from_seq=3, snapshot=True)
+        with self.assertRaises(ValueError):
+            client.changes("ns", reconnect_timeout=-1)
+        with self.assertRaises(ActorKVConnectionError):  # well-formed: fails at the server
+            client.changes("ns", from_seq=3)
+
+    def test_compacted_error_from_any_reply(self):
+        error = parse_all(b"-COMPACTED oldest available sequence is 1234\r\n")[0]
+        self.assertIsInstance(error, CompactedError)
+        self.assertEqual(error.oldest, 1234)
+        self.assertEqual(error, ServerError("COMPACTED", "oldest available sequence is 1234"))
+        self.assertNotIsInstance(parse_all(b"-ERR x 5\r\n")[0], CompactedError)
+
+
+class ChangesTests(ServerTestCase):
+    """CHANGES against a real server."""
+
+    fsync = "always"
+
+    def test_watcher_sees_every_acknowledged_write_once_in_order(self):
+        """Four writers (threads, each its own connection) write puts, incrs, deletes of
+        existing keys and batches; the watcher sees exactly those writes, each batch as one
+        change, numbered without gap or duplicate, each writer's in its order."""
+        feed = self.kv.changes(self.ns)
+        self.addCleanup(feed.close)
+        start = feed.start_seq
+        self.assertEqual(start, 0)  # a namespace never written: its first change is 1
+        writers, rounds = 4, 30
+        expected = [[] for _ in range(writers)]  # per writer: the items of each write, in order
+        versions = {}  # (writer, round) -> version a conditional put returned
+        failures = []
+
+        def write(w):
+            try:
+                with self.server.client() as kv:
+                    for i in range(rounds):
+                        key = "w%d:k%03d" % (w, i)
+                        kv.put(self.ns, key, "v%d" % i)
+                        expected[w].append([(key.encode(), b"v%d" % i)])
+                        value = kv.incr(self.ns, "w%d:count" % w, i)
+                        expected[w].append([(b"w%d:count" % w, str(value).encode())])
+                        if i % 3 == 2:
+                            self.assertEqual(kv.delete(self.ns, key), 1)
+                            expected[w].append([(key.encode(), None)])
+                        if i % 5 == 4:
+                            kv.batch(self.ns, [("put", key + "a", "A"), ("del", "w%d:k000" % w),
+                                               ("incr", "w%d:count" % w, 1),
+                                               ("put", key + "b", b"")])
+                            expected[w].append([((key + "a").encode(), b"A"),
+                                                (b"w%d:k000" % w, None),
+                                                (b"w%d:count" % w, str(value + 1).encode()),
+                                                ((key + "b").encode(), b"")])
+                            kv.put(self.ns, "w%d:k000" % w, "back")
+                            expected[w].append([(b"w%d:k000" % w, b"back")])
+                        if i % 7 == 0:
+                            version = kv.put(self.ns, key + "c", "C", if_version=0)
+                            versions[(w, i)] = version
+                            expected[w].append([((key + "c").encode(), b"C")])
+            except BaseException as error:  # pragma: no cover - reported below
+                failures.append(error)
+
+        threads = [threading.Thread(target=write, args=(w,), daemon=True)
+                   for w in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(PATIENCE)
+        self.assertFalse(failures, failures)
+        total = sum(len(items) for items in expected)
+        events = take(feed, total + 1)  # the changes and the one synced, in any interleaving
+        synced = [event for event in events if isinstance(event, Synced)]
+        changes = [event for event in events if isinstance(event, Change)]
+        self.assertEqual(len(synced), 1, synced)
+        self.assertEqual([change.seq for change in changes], list(range(start + 1, start + 1 + total)))
+        self.assertTrue(all(change.namespace == self.ns for change in changes))
+        seen = [[] for _ in range(writers)]
+        by_seq = {}
+        for change in changes:
+            writer = {key.split(b":")[0] for key, _ in change.items}
+            self.assertEqual(len(writer), 1, change)  # one write's keys: one writer's
+            seen[int(writer.pop()[1:])].append(change.items)
+            by_seq[change.seq] = change
+        for w in range(writers):
+            self.assertEqual(seen[w], expected[w], "writer %d" % w)
+        for (w, i), version in versions.items():  # a version is its change's sequence
+            self.assertEqual(by_seq[version].items, [(b"w%d:k%03d" % (w, i) + b"c", b"C")])
+        self.assertEqual(last_sequence(self.kv, self.ns), start + total)
+        self.assertIsNone(feed.next_event(0.3))  # nothing more, nothing twice
+        self.assertEqual(feed.reconnects, 0)
+
+    def test_prefix_filters_keys_and_changes(self):
+        self.kv.put(self.ns, "a:before", "x")
+        with self.kv.changes(self.ns, prefix="a:") as feed:
+            self.assertEqual(feed.prefix, b"a:")
+            start = feed.start_seq
+            self.assertEqual(start, last_sequence(self.kv, self.ns))
+            self.assertEqual(feed.next_event(PATIENCE), Synced(self.ns, start))
+            self.kv.put(self.ns, "b:1", "no")                                # start + 1
+            self.kv.put(self.ns, "a:1", "yes")                               # start + 2
+            self.kv.batch(self.ns, [("put", "b:2", "no"), ("put", "a:2", "yes"),
+                                    ("del", "a:before"), ("put", "a", "no")])  # start + 3
+            self.kv.batch(self.ns, [("put", "b:3", "no"), ("del", "b:1")])    # start + 4
+            self.kv.incr(self.ns, "a:n", 5)                                  # start + 5
+            self.kv.put(self.ns, "ab", "no")                                 # start + 6
+            self.assertEqual(take(feed, 3), [
+                Change(self.ns, start + 2, [(b"a:1", b"yes")]),
+                Change(self.ns, start + 3, [(b"a:2", b"yes"), (b"a:before", None)]),
+                Change(self.ns, start + 5, [(b"a:n", b"5")]),
+            ])
+            self.assertIsNone(feed.next_event(0.3))
+        # A snapshot under a prefix, and a resume point passed over by filtered changes.
+        with self.kv.changes(self.ns, prefix=b"a:", snapshot=True) as feed:
+            snapshot, synced = take(feed, 2)
+            self.assertEqual(snapshot, Snapshot(self.ns, start + 6, [
+                (b"a:1", b"yes"), (b"a:2", b"yes"), (b"a:n", b"5")]))
+            self.assertEqual(synced, Synced(self.ns, start + 6))
+
+    def test_snapshot_then_changes_mirror_equals_scan(self):
+        """A mirror (CHANGES SNAPSHOT) of a namespace with more keys than one snapshot
+        message holds, kept current through puts, deletes, incrs and batches, equals the
+        namespace read back with SCAN; a prefixed mirror equals a prefixed SCAN."""
+        with self.kv.pipeline() as p:
+            for i in range(2500):
+                p.put(self.ns, "k%05d" % i, "v%d" % i)
+            p.execute()
+        mirror = self.kv.mirror(self.ns)
+        self.addCleanup(mirror.close)
+        prefixed = self.kv.mirror(self.ns, prefix="k010")
+        self.addCleanup(prefixed.close)
+        for m in (mirror, prefixed):
+            self.assertTrue(m.synced)
+            self.assertEqual(m.seq, last_sequence(self.kv, self.ns))
+        self.assertEqual(mirror.data, dict(self.kv.scan(self.ns)))
+        self.assertEqual(len(mirror.data), 2500)
+        self.assertEqual(prefixed.data, dict(self.kv.scan(self.ns, prefix="k010")))
+        self.assertEqual(len(prefixed.data), 100)
+        for i in range(0, 2500, 7):
+            self.kv.delete(self.ns, "k%05d" % i)
+        for i in range(0, 2500, 11):
+            self.kv.batch(self.ns, [("put", "k%05d" % i, "new%d" % i), ("incr", "n", i),
+                                    ("del", "k%05d" % (i + 1))])
+        self.kv.put(self.ns, "k010xx", "added")
+        last = self.kv.put(self.ns, "k010zz", "last", if_version=0)
+        for m in (mirror, prefixed):
+            while m.seq < last:
+                self.assertIsNotNone(m.next_event(PATIENCE), "no change came")
+            self.assertEqual(m.seq, last)
+            self.assertEqual(m.poll(), 0)
+        self.assertEqual(mirror.data, dict(self.kv.scan(self.ns)))
+        self.assertEqual(prefixed.data, dict(self.kv.scan(self.ns, prefix="k010")))
+        self.assertEqual(prefixed.data[b"k010zz"], b"last")
+
+    def test_snapshot_of_a_namespace_never_written(self):
+        with self.kv.changes(self.ns, snapshot=True) as feed:
+            self.assertEqual(take(feed, 2), [Snapshot(self.ns, 0, []), Synced(self.ns, 0)])
+            self.kv.put(self.ns, "k", "v")
+            self.assertEqual(feed.next_event(PATIENCE), Change(self.ns, 1, [(b"k", b"v")]))
+
+    def test_from_seq_replays_history(self):
+        for i in range(10):
+            self.kv.put(self.ns, "k", str(i))
+        with self.kv.changes(self.ns, from_seq=4) as feed:
+            events = take(feed, 7)
+        self.assertEqual(events, [Change(self.ns, seq, [(b"k", str(seq - 1).encode())])
+                                  for seq in range(5, 11)] + [Synced(self.ns, 10)])
+        with self.kv.changes(self.ns, from_seq=10) as feed:
+            self.assertEqual(feed.next_event(PATIENCE), Synced(self.ns, 10))
+
+    def test_bad_from_raises_server_error_and_client_stays_usable(self):
+        self.kv.put(self.ns, "k", "v")
+        last = last_sequence(self.kv, self.ns)
+        with self.assertRaises(ServerError) as caught:
+            self.kv.changes(self.ns, from_seq=last + 5)
+        self.assertEqual(caught.exception.code, "ERR")
+        self.assertNotIsInstance(caught.exception, CompactedError)
+        self.assertIn("after the last sequence", caught.exception.message)
+        with self.assertRaises(ServerError) as caught:
+            self.kv.changes("bad/name")
+        self.assertEqual(caught.exception.code, "BADNS")
+        # The same refusals on this client's own connection leave it as it was.
+        for args in (["FROM", "x"], ["FROM", str(last), "SNAPSHOT"], ["BOGUS"], ["FROM"]):
+            with self.assertRaises(ServerError, msg=args) as caught:
+                self.kv.execute_command("CHANGES", self.ns, *args)
+            self.assertEqual(caught.exception.code, "ERR", args)
+        self.assertEqual(self.kv.get(self.ns, "k"), b"v")
+        self.kv.put(self.ns, "k", "w")
+        with self.kv.changes(self.ns, from_seq=last) as feed:
+            self.assertEqual(take(feed, 2), [Change(self.ns, last + 1, [(b"k", b"w")]),
+                                             Synced(self.ns, last + 1)])
+
+    def test_close_ends_the_iteration_and_the_connection(self):
+        before = self.kv.info_dict()["connected_clients"]
+        feed = self.kv.changes(self.ns)
+        self.assertEqual(self.kv.info_dict()["connected_clients"], before + 1)
+        events = []
+
+        def follow():
+            for event in feed:
+                events.append(event)
+
+        thread = threading.Thread(target=follow, daemon=True)
+        thread.start()
+
+        def wait_for(count):
+            deadline = time.monotonic() + PATIENCE
+            while len(events) < count and time.monotonic() < deadline:
+                time.sleep(0.01)
+
+        wait_for(1)  # synced, then a change
+        self.kv.put(self.ns, "k", "v")
+        wait_for(2)
+        feed.close()  # from another thread than the one iterating
+        thread.join(PATIENCE)
+        self.assertFalse(thread.is_alive(), "close() did not end the iteration")
+        self.assertEqual(events, [Synced(self.ns, 0), Change(self.ns, 1, [(b"k", b"v")])])
+        self.assertIsNone(feed.next_event(0))
+        deadline = time.monotonic() + PATIENCE
+        while self.kv.info_dict()["connected_clients"] != before:
+            self.assertLess(time.monotonic(), deadline, "the feed's connection stayed open")
+            time.sleep(0.05)
+        with self.kv.mirror(self.ns) as mirror:
+            self.assertEqual(mirror.data, {b"k": b"v"})
+        self.assertTrue(mirror.feed.closed)
+
+    def test_watch_config_example(self):
+        """Clients/examples/watch_config.py: the mirror's keys, then each change; with
+        --from, the changes after a sequence."""
+        script = os.path.join(REPO_ROOT, "Clients", "examples", "watch_config.py")
+        self.kv.put(self.ns, "theme", "dark")
+        self.kv.put(self.ns, "motd", "hello")
+        watcher = subprocess.Popen(
+            [sys.executable, script, "--socket", self.server.socket, "--namespace", self.ns,
+             "--exit-after", "2"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(watcher.kill)
+        lines = [watcher.stdout.readline() for _ in range(3)]
+        self.assertEqual(lines, [b"synced at 2: 2 keys\n", b"  motd = 'hello'\n",
+                                 b"  theme = 'dark'\n"])
+        self.kv.batch(self.ns, [("put", "theme", "light"), ("del", "motd")])
+        self.kv.put(self.ns, "new", "1")
+        out, err = watcher.communicate(timeout=PATIENCE)
+        self.assertEqual(watcher.returncode, 0, err)
+        self.assertEqual(out, b"3  theme = 'light'\n3  motd deleted\n4  new = '1'\n")
+        run = subprocess.run(
+            [sys.executable, script, "--socket", self.server.socket, "--namespace", self.ns,
+             "--from", "2", "--exit-after", "2"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            timeout=PATIENCE)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout, b"3  theme = 'light'\n3  motd deleted\n4  new = '1'\n")
+
+
+class ChangesRestartTests(unittest.TestCase):
+    """Change feeds across server restarts and compactions: each test runs its own server."""
+
+    def setUp(self):
+        require_server()
+
+    def start(self, server):
+        self.addCleanup(server.cleanup)
+        return server.start()
+
+    @staticmethod
+    def restart(server, kill=True):
+        """Stops the server (SIGKILL, or SIGTERM) and starts it again on the same data
+        directory and socket."""
+        if kill:
+            server.process.send_signal(signal.SIGKILL)
+            server.process.wait(PATIENCE)
+        else:
+            assert server.stop() == 0, server.log()
+        server.start()
+
+    def test_resume_after_kill_9(self):
+        """The feed is not reading when the server is killed: it delivers what it had
+        received, then resumes on the restarted server FROM the last change it delivered
+        and continues with the next sequence: nothing missed, nothing twice."""
+        server = self.start(ServerProcess(fsync="always"))
+        kv = server.client()
+        self.addCleanup(kv.close)
+        feed = kv.changes("feed")
+        self.addCleanup(feed.close)
+        for i in range(1, 11):
+            kv.put("feed", "k%02d" % i, "before")
+        self.assertEqual([e.seq for e in take(feed, 10, Change)], list(range(1, 11)))
+        for i in range(11, 16):
+            kv.put("feed", "k%02d" % i, "unread")  # acknowledged, maybe not yet received
+        self.restart(server)
+        kv.close()
+        for i in range(16, 21):
+            kv.put("feed", "k%02d" % i, "after")
+        changes = take(feed, 10, Change)
+        self.assertEqual([c.seq for c in changes], list(range(11, 21)))
+        self.assertEqual([c.items for c in changes],
+                         [[(b"k%02d" % i, b"unread" if i < 16 else b"after")]
+                          for i in range(11, 21)])
+        self.assertEqual(feed.reconnects, 1)
+        self.assertEqual(rest(feed), [Synced("feed", 20)])  # caught up again; no duplicate
+
+    def test_resume_while_waiting_across_a_restart(self):
+        """A thread waits in the feed (and a mirror) while the server stops (SIGTERM) and
+        then is killed again; the feed keeps trying to connect and resumes each time."""
+        server = self.start(ServerProcess(fsync="always"))
+        kv = server.client()
+        self.addCleanup(kv.close)
+        kv.put("feed", "seed", "0")
+        feed = kv.changes("feed", from_seq=0, reconnect_timeout=PATIENCE)
+        self.addCleanup(feed.close)
+        mirror = kv.mirror("feed", reconnect_timeout=PATIENCE)
+        self.addCleanup(mirror.close)
+        events = []
+        failures = []
+
+        def follow():
+            try:
+                while len([e for e in events if isinstance(e, Change)]) < 31:
+                    event = feed.next_event(PATIENCE)
+                    if event is None:
+                        break
+                    events.append(event)
+            except BaseException as error:  # pragma: no cover - reported below
+                failures.append(error)
+
+        def received():
+            return len([e for e in events if isinstance(e, Change)])
+
+        thread = threading.Thread(target=follow, daemon=True)
+        thread.start()
+        for round_, kill in enumerate((False, True, True)):
+            for i in range(10):
+                kv.put("feed", "r%d" % round_, str(i))
+            deadline = time.monotonic() + PATIENCE
+            while received() < 11 + 10 * round_ and time.monotonic() < deadline:
+                time.sleep(0.01)  # the thread got this round's changes (after resuming)
+            server.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            server.process.wait(PATIENCE)
+            kv.close()
+            time.sleep(0.5)  # the feed finds no server for a while
+            server.start()
+        thread.join(PATIENCE)
+        self.assertFalse(failures, failures)
+        changes = [e for e in events if isinstance(e, Change)]
+        self.assertEqual([c.seq for c in changes], list(range(1, 32)))
+        self.assertEqual(feed.reconnects, 2)  # the last restart came after the 31st change
+        self.assertGreaterEqual(len([e for e in events if isinstance(e, Synced)]), 2)
+        mirror.poll()
+        while mirror.seq < 31:
+            self.assertIsNotNone(mirror.next_event(PATIENCE))
+        self.assertEqual(mirror.data, dict(kv.scan("feed")))
+        self.assertEqual(mirror.data[b"r2"], b"9")
+
+    def test_lagging_follower_resumes(self):
+        """A feed that does not read while 6 MB of changes are written is dropped by the
+        server (-LAGGING); reading again, it resumes FROM the last change it got and
+        delivers every change once."""
+        server = self.start(ServerProcess("--max-output-bytes", "65536",
+                                          "--changes-lag-bytes", "65536"))
+        kv = server.client()
+        self.addCleanup(kv.close)
+        feed = kv.changes("lag")
+        self.addCleanup(feed.close)
+        value = b"x" * 10000
+        with kv.pipeline() as p:
+            for i in range(600):
+                p.put("lag", "k%d" % (i % 10), value + b"%d" % i)
+            p.execute()
+        changes = take(feed, 600, Change)
+        self.assertEqual([c.seq for c in changes], list(range(1, 601)))
+        self.assertEqual([c.items for c in changes],
+                         [[(b"k%d" % (i % 10), value + b"%d" % i)] for i in range(600)])
+        self.assertGreaterEqual(feed.reconnects, 1, "the server never dropped the feed")
+        self.assertEqual([e for e in rest(feed) if isinstance(e, Change)], [])
+
+    def compact_away(self, kv, ns, count):
+        """Writes ``count`` changes twice, compacting after each, so that with
+        ``--changes-history 1`` the first ones are no longer held."""
+        for round_ in range(2):
+            with kv.pipeline() as p:
+                for i in range(count):
+                    p.put(ns, "k%d" % (i % 7), "r%d-%d" % (round_, i))
+                p.execute()
+            kv.compact(ns)
+
+    def test_compacted(self):
+        server = self.start(ServerProcess("--changes-history", "1", fsync="always"))
+        kv = server.client()
+        self.addCleanup(kv.close)
+        kv.put("c", "k", "first")
+        feed = kv.changes("c", from_seq=0)
+        self.addCleanup(feed.close)
+        mirror = kv.mirror("c")
+        self.addCleanup(mirror.close)
+        self.assertEqual(take(feed, 2), [Change("c", 1, [(b"k", b"first")]), Synced("c", 1)])
+        self.assertEqual(mirror.data, {b"k": b"first"})
+        # The server restarts, then many changes are written and compacted away before the
+        # feed and the mirror resume.
+        self.restart(server, kill=False)
+        kv.close()
+        self.compact_away(kv, "c", 50)
+        last = last_sequence(kv, "c")
+        self.assertEqual(last, 101)
+        oldest = kv.info_dict()["ns_c"].get("oldest_sequence")
+        with self.assertRaises(CompactedError) as caught:
+            feed.next_event(PATIENCE)
+        self.assertEqual(caught.exception.code, "COMPACTED")
+        self.assertIsInstance(caught.exception.oldest, int)
+        self.assertGreater(caught.exception.oldest, 2)
+        if oldest is not None:
+            self.assertEqual(caught.exception.oldest, oldest)
+        self.assertTrue(feed.closed)
+        # At once, too: a FROM older than the history held.
+        with self.assertRaises(CompactedError):
+            kv.changes("c", from_seq=1)
+        self.assertEqual(kv.get("c", "k"), b"first")  # this client is still usable
+        # The mirror takes a new snapshot instead, and ends with the namespace's state.
+        self.assertTrue(mirror.wait_synced(PATIENCE) and mirror.seq is not None)
+        while mirror.seq < last:
+            self.assertIsNotNone(mirror.next_event(PATIENCE))
+        self.assertEqual(mirror.data, dict(kv.scan("c")))
+        self.assertEqual(mirror.feed.reconnects, 1)
+        kv.put("c", "k", "latest")
+        while mirror.seq < last + 1:
+            self.assertIsNotNone(mirror.next_event(PATIENCE))
+        self.assertEqual(mirror.data[b"k"], b"latest")
 
 
 if __name__ == "__main__":

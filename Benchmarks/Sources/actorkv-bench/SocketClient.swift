@@ -8,7 +8,8 @@ import ActorKVProtocol
 /// A blocking RESP client on one Unix-socket connection (benchmarks only: no timeouts beyond
 /// the ones run.sh puts around the whole process).
 final class SocketClient {
-    private let fd: Int32
+    /// The connection's descriptor (for `poll`).
+    let fd: Int32
     private var decoder = ReplyDecoder()
     private var readBuffer = [UInt8](repeating: 0, count: 256 * 1024)
 
@@ -63,6 +64,22 @@ final class SocketClient {
             }
             if n == 0 { throw ClientError("connection closed by the server") }
             readBuffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+    }
+
+    /// Reads once (blocking until something comes) and hands every complete reply to `body`.
+    func receiveSome(_ body: (Reply) -> Void) throws(ClientError) {
+        let n = readBuffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 {
+            if errno == EINTR { return }
+            throw ClientError("read: errno \(errno)")
+        }
+        if n == 0 { throw ClientError("connection closed by the server") }
+        readBuffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        do {
+            while let reply = try decoder.next() { body(reply) }
+        } catch {
+            throw ClientError("bad reply: \(error)")
         }
     }
 

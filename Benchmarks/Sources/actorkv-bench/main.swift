@@ -30,6 +30,12 @@ usage: actorkv-bench SUBCOMMAND [options]
                                                   number of successes
   sum-counters       --socket S --target akv|redis --prefix P [--ns NS]
                                                   keys starting with P and the sum of their integer values
+  fanout             --socket S --target akv|redis --watchers W --messages N [--payload B] [--readers R]
+                     [--ns NS] [--seconds SECS]
+                                                  one writer, W watchers: ActorKV PUT + CHANGES against Redis
+                                                  PUBLISH + SUBSCRIBE; delivered messages/s and delivery
+                                                  latency (acknowledged -> read); --messages 0 only holds the
+                                                  watchers for SECS, draining
   gen-resp           --target akv|redis --keys N --out FILE
                                                   RESP file of N puts of random 100-byte values
                                                   (redis-cli --pipe adds its own ECHO)
@@ -95,6 +101,10 @@ do {
     case "sum-counters":
         try ContendedUpdate.sumCounters(path: options.string("socket"), target: options.string("target"),
                                         namespace: options.string("ns", "bench"), prefix: options.string("prefix"))
+    case "fanout":
+        try FanOut.run(path: options.string("socket"), target: options.string("target"), watchers: options.int("watchers"),
+                       messages: options.int("messages"), payload: options.int("payload", 100), readers: max(1, options.int("readers", 2)),
+                       seconds: options.int("seconds", 0), namespace: options.string("ns", "fanout"))
     case "gen-resp":
         try RESPFile.generate(target: options.string("target"), keys: options.int("keys"), path: options.string("out"))
     case "-h", "--help", "help":

@@ -174,18 +174,26 @@ public final class ChangeFeed: Sendable {
 /// Told the name of a namespace whose feed has new deliverable changes (the server wakes its
 /// followers). Set once by whoever serves the followers; until then nobody is told.
 public final class ChangeListener: Sendable {
-    private let handler = Mutex<(@Sendable (String) -> Void)?>(nil)
+    /// The handler, boxed: a closure kept in a `Mutex` directly is re-abstracted each time
+    /// `withLock` hands it out and writes it back, growing a chain of thunks on every call.
+    private final class Handler: Sendable {
+        let call: @Sendable (String) -> Void
+        init(_ call: @escaping @Sendable (String) -> Void) { self.call = call }
+    }
+
+    private let handler = Mutex<Handler?>(nil)
 
     /// A listener that tells nobody yet.
     public init() {}
 
     /// Sets what is told (replacing any earlier handler).
     public func set(_ handler: @escaping @Sendable (String) -> Void) {
-        self.handler.withLock { $0 = handler }
+        let boxed = Handler(handler)
+        self.handler.withLock { $0 = boxed }
     }
 
     func notify(_ namespace: String) {
         let handler = self.handler.withLock { $0 }
-        handler?(namespace)
+        handler?.call(namespace)
     }
 }

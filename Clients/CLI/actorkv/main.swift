@@ -40,6 +40,24 @@ Commands:
                               'incr KEY DELTA'; print one line per op: OK for put and ifversion,
                               1 or 0 (existed) for del, the new value for incr; exit 5, applying
                               nothing, if a guard does not hold
+  changes [--from SEQ | --snapshot] NS [PREFIX]
+                              follow NS's changes (to keys that start with PREFIX) as they are
+                              written, until interrupted: one line per key that a change wrote,
+                              SEQ<TAB>KEY<TAB>VALUE, with SEQ the change's sequence number and KEY
+                              and VALUE escaped as scan escapes them; a deleted key's VALUE is \\N
+                              (unambiguous: in an escaped value a backslash is followed by \\, t, n
+                              or r only). The lines of one change are written, and flushed, together.
+                              --from SEQ  first every change after SEQ (to resume: pass the last
+                                          SEQ you read; 0: every change the server holds)
+                              --snapshot  first every key and its value as of one sequence S, as
+                                          lines S<TAB>KEY<TAB>VALUE, then the changes after S
+                              neither     the changes from now on
+                              If the connection breaks (the server restarts, is killed, drops a
+                              reader that lags), it reconnects and resumes after the last line
+                              printed: no change is missed or printed twice. It gives up (exit 4)
+                              when it cannot reconnect for --timeout seconds (0: it never gives up),
+                              and exits 6 when the server no longer holds the changes after SEQ
+                              (COMPACTED; follow with --snapshot instead)
   compact NS                  snapshot NS and truncate its log
   namespaces                  print the namespace names, one per line
   info                        print the server's INFO text
@@ -66,6 +84,7 @@ Exit status:
      connection with MAXCLIENTS or NOPERM), the server did not answer within --timeout, or the
      connection broke
   5  a condition did not hold (put --if-version, a batch's ifversion): nothing was written
+  6  changes --from SEQ: the server no longer holds every change after SEQ (COMPACTED)
 
 """
 
@@ -79,6 +98,8 @@ enum Exit {
     static let connection: Int32 = 4
     /// A conditional write's condition did not hold: nothing was written.
     static let conditionFailed: Int32 = 5
+    /// `changes --from SEQ`: the changes after SEQ are no longer all held.
+    static let compacted: Int32 = 6
 }
 
 /// A failure that ends the program with `code` after printing `message` on standard error.
@@ -191,6 +212,62 @@ func jsonMember(_ name: String, _ bytes: [UInt8]) -> String {
     return out + "\""
 }
 
+/// The lines `changes` prints for a change stream's events (see `usage`).
+///
+/// A snapshot that a broken connection cut short is followed by a new one, whose lines repeat
+/// the keys that still exist; a key printed from the unfinished snapshot that the new one no
+/// longer holds was deleted meanwhile, and gets a deleted line once the new snapshot is complete.
+/// For that, the keys of a snapshot are remembered while it is printed.
+struct ChangeLines {
+    /// Keys printed from the snapshot being printed; nil when none is.
+    private var snapshotKeys: Set<[UInt8]>?
+    /// Keys printed from unfinished snapshots before it.
+    private var abandoned: Set<[UInt8]> = []
+    private var snapshotSequence: UInt64 = 0
+
+    /// The lines for `event`, together.
+    mutating func lines(for event: ChangeEvent) -> [UInt8] {
+        var out: [UInt8] = []
+        switch event {
+        case .snapshot(let page):
+            if page.isFirst {
+                if let printed = snapshotKeys { abandoned.formUnion(printed) }
+                snapshotKeys = []
+                snapshotSequence = page.sequence
+            }
+            for entry in page.entries {
+                snapshotKeys?.insert(entry.key)
+                Self.append(page.sequence, entry.key, entry.value, to: &out)
+            }
+        case .change(let change):
+            endSnapshot(into: &out)
+            for changed in change.keys { Self.append(change.sequence, changed.key, changed.value, to: &out) }
+        case .synced:
+            endSnapshot(into: &out)
+        }
+        return out
+    }
+
+    /// After a snapshot's last page: deleted lines for the keys only an unfinished one printed.
+    private mutating func endSnapshot(into out: inout [UInt8]) {
+        guard let printed = snapshotKeys else { return }
+        snapshotKeys = nil
+        let gone = abandoned.subtracting(printed).sorted { $0.lexicographicallyPrecedes($1) }
+        abandoned = []
+        for key in gone { Self.append(snapshotSequence, key, nil, to: &out) }
+    }
+
+    /// Appends `SEQ<TAB>KEY<TAB>VALUE` (VALUE `\N` for nil) and a newline.
+    static func append(_ sequence: UInt64, _ key: [UInt8], _ value: [UInt8]?, to out: inout [UInt8]) {
+        out += Array(String(sequence).utf8)
+        out.append(UInt8(ascii: "\t"))
+        out += escapedField(key)
+        out.append(UInt8(ascii: "\t"))
+        out += value.map(escapedField) ?? [UInt8(ascii: "\\"), UInt8(ascii: "N")]
+        out.append(0x0A)
+    }
+}
+
 // MARK: Arguments
 
 /// The program's arguments as raw bytes (not re-encoded: invalid UTF-8 passes through).
@@ -237,6 +314,44 @@ func parseVersion(_ value: String, _ what: String) throws(Failure) -> UInt64 {
         throw usageFailure("\(what) needs a version (an integer from 0 up), not '\(value)'")
     }
     return UInt64(n)
+}
+
+/// Removes `changes`'s options (`--from SEQ`, `--from=SEQ`, `--snapshot`) from its arguments;
+/// returns where to start and the rest. `--` ends the options (for a PREFIX that starts with `--`).
+func takeChangeStart(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (ChangeStart, ArraySlice<[UInt8]>) {
+    var start: ChangeStart?
+    var rest: [[UInt8]] = []
+    var remaining = arguments
+    func set(_ value: ChangeStart) throws(Failure) {
+        guard start == nil else { throw usageFailure("changes: give one of --from SEQ and --snapshot, once") }
+        start = value
+    }
+    while let argument = remaining.popFirst() {
+        let word = text(argument)
+        if word == "--" {
+            rest += remaining
+            break
+        } else if word == "--snapshot" {
+            try set(.snapshot)
+        } else if word == "--from" || word.hasPrefix("--from=") {
+            let value: String
+            if word == "--from" {
+                guard let next = remaining.popFirst() else { throw usageFailure("changes: --from needs a sequence number") }
+                value = text(next)
+            } else {
+                value = String(word.dropFirst("--from=".count))
+            }
+            guard let n = ASCIIDecimal.parse(Array(value.utf8)[...]), n >= 0 else {
+                throw usageFailure("changes: --from needs a sequence number (an integer from 0 up), not '\(value)'")
+            }
+            try set(.after(UInt64(n)))
+        } else if word.hasPrefix("--") {
+            throw usageFailure("changes: unknown option '\(word)' (expected --from SEQ or --snapshot)")
+        } else {
+            rest.append(argument)
+        }
+    }
+    return (start ?? .now, rest[...])
 }
 
 /// A signed 64-bit decimal integer.
@@ -317,6 +432,10 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
     var ifVersion: UInt64?
     if command == "put" || command == "set" {
         (ifVersion, rest) = try takeIfVersion(from: rest)
+    }
+    var changeStart = ChangeStart.now
+    if command == "changes" {
+        (changeStart, rest) = try takeChangeStart(from: rest)
     }
     var args = Array(rest)
 
@@ -417,6 +536,16 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
                 case .counted(let value): try output.line(String(value))
                 }
             }
+        case "changes":
+            try need(1...2, "changes [--from SEQ | --snapshot] NS [PREFIX]")
+            // Reconnecting gives up after --timeout (never with 0), like a wait for a reply.
+            let stream = client.changes(text(args[0]), prefix: args.count > 1 ? args[1] : [], from: changeStart,
+                                        reconnect: ReconnectPolicy(giveUpAfter: timeout))
+            var lines = ChangeLines()
+            for try await event in stream {
+                try output.write(lines.lines(for: event))
+                try output.flush()
+            }
         case "compact":
             try need(1...1, "compact NS")
             try await client.compact(text(args[0]))
@@ -449,6 +578,8 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
             throw Failure(code: Exit.server, message: message.isEmpty ? code : "\(code) \(message)")
         case .cannotConnect, .refused, .timedOut, .connectionLost, .closed:
             throw Failure(code: Exit.connection, message: "actorkv: \(error)")
+        case .compacted:
+            throw Failure(code: Exit.compacted, message: "actorkv: \(error)")
         case .protocolViolation, .decodingFailed, .encodingFailed, .conflict:
             throw Failure(code: Exit.server, message: "actorkv: \(error)")
         }

@@ -9,6 +9,9 @@ import ActorKVProtocol
 ///   ``connectionLost(_:)``, ``closed``; ``isConnectionError``); the next call reconnects,
 /// - the bytes were not what was expected (``protocolViolation(_:)``, ``decodingFailed(namespace:key:reason:)``,
 ///   ``encodingFailed(_:)``), or a read-modify-write kept losing the race (``conflict(_:)``).
+///
+/// A change stream (``ActorKVClient/changes(_:prefix:from:reconnect:)``) can also
+/// end with ``compacted(namespace:requested:oldestAvailable:)``.
 public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered `-CODE message`. `code` is the raw value of a `WireErrorCode` (the
     /// list protocol.md documents): `ERR`, `BADNS`, `BADKEY`, `TOOBIG`, `BADCURSOR`, `CORRUPT`,
@@ -47,6 +50,11 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     /// by someone else between its read and its conditional write on every one of its attempts;
     /// nothing was written by it. `reason` says which key and how many attempts.
     case conflict(String)
+    /// A change stream asked for the changes of `namespace` after sequence `requested`
+    /// (`CHANGES … FROM requested`), and the server no longer holds them all: its oldest change
+    /// is `oldestAvailable` (`-COMPACTED oldest available sequence is N`). Nothing was skipped:
+    /// follow again from a snapshot (``ChangeStart/snapshot``), as a ``ChangeMirror`` does by itself.
+    case compacted(namespace: String, requested: UInt64, oldestAvailable: UInt64)
 
     /// True for ``cannotConnect(path:errno:reason:)``, ``refused(path:code:message:)``,
     /// ``timedOut(_:)``, ``connectionLost(_:)`` and ``closed``: failures of the connection rather
@@ -69,11 +77,13 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The server's error code, typed, for ``server(code:message:)`` and
-    /// ``refused(path:code:message:)``; nil for any other case, and for a code this client does
-    /// not know (a newer server's; ``serverCode`` still has its text).
+    /// ``refused(path:code:message:)`` (and `COMPACTED` for
+    /// ``compacted(namespace:requested:oldestAvailable:)``); nil for any other case, and for a
+    /// code this client does not know (a newer server's; ``serverCode`` still has its text).
     public var wireCode: WireErrorCode? {
         switch self {
         case .server(let code, _), .refused(_, let code, _): return WireErrorCode(rawValue: code)
+        case .compacted: return .compacted
         default: return nil
         }
     }
@@ -104,6 +114,9 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
             return "cannot encode item: \(reason)"
         case .conflict(let reason):
             return "conflict: \(reason)"
+        case .compacted(let namespace, let requested, let oldestAvailable):
+            return "COMPACTED the changes of namespace '\(namespace)' after sequence \(requested) are no longer all "
+                + "held (oldest available sequence is \(oldestAvailable)): follow from a snapshot instead"
         }
     }
 

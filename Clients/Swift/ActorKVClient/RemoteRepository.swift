@@ -126,6 +126,24 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
         throw ActorKVError.conflict("the item '\(String(decoding: id.repositoryKey, as: UTF8.self))' in namespace '\(namespace)' was written by others on each of \(max(1, maxAttempts)) attempts")
     }
 
+    // MARK: Changes
+
+    /// The items' changes as they are written (the namespace's changes, `CHANGES`, with keys
+    /// decoded as ids and values as items): a saved item comes with its new value, a deleted one
+    /// as its id with a nil item. Only ids whose key text starts with `prefix`. See
+    /// ``ActorKVClient/changes(_:prefix:from:reconnect:)`` for where it starts, how it resumes
+    /// after a broken connection, and what it throws; it also throws
+    /// ``ActorKVError/decodingFailed(namespace:key:reason:)`` for bytes that are not an item.
+    ///
+    ///     for try await change in questions.changes(from: .snapshot) {
+    ///         if case .change(_, let items) = change { for c in items { cache[c.id] = c.item } }
+    ///     }
+    public func changes(prefix: String = "", from start: ChangeStart = .now,
+                        reconnect: ReconnectPolicy = .default) -> RepositoryChangeSequence<T> {
+        RepositoryChangeSequence(repository: self,
+                                 changes: client.changes(namespace, prefix: Array(prefix.utf8), from: start, reconnect: reconnect))
+    }
+
     static func encode(_ item: T) throws(ActorKVError) -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -136,7 +154,7 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
         }
     }
 
-    private func decode(_ bytes: [UInt8], key: [UInt8]) throws(ActorKVError) -> T {
+    func decode(_ bytes: [UInt8], key: [UInt8]) throws(ActorKVError) -> T {
         do {
             return try JSONDecoder().decode(T.self, from: Data(bytes))
         } catch {

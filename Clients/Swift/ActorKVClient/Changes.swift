@@ -744,7 +744,7 @@ final class ChangeFollower: Sendable {
         state.connectionStarted()
         if let failure = send(state.request, on: fd) { return ended(failure, progressed: false) }
         // Until the server answers CHANGES, a silent server is a failure; after, silence is idle.
-        FollowSocket.setTimeout(fd, SO_RCVTIMEO, timeout)
+        setTimeout(fd, SO_RCVTIMEO, timeout)
 
         let bufferSize = 64 * 1024
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
@@ -784,7 +784,7 @@ final class ChangeFollower: Sendable {
                 let wasStreaming = state.isStreaming
                 switch state.handle(reply) {
                 case .deliver(let events):
-                    if !wasStreaming && state.isStreaming { FollowSocket.setTimeout(fd, SO_RCVTIMEO, nil) }
+                    if !wasStreaming && state.isStreaming { setTimeout(fd, SO_RCVTIMEO, nil) }
                     for event in events {
                         guard push(event) else { return .stopped }
                     }
@@ -824,40 +824,8 @@ enum FollowSocket {
     /// server whose queue of connections to accept stays full fails with
     /// ``ActorKVError/timedOut(_:)`` after that long.
     static func connect(path: String, timeout: Duration?) throws(ActorKVError) -> Int32 {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let pathBytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard !pathBytes.isEmpty, pathBytes.count < capacity else {
-            throw .cannotConnect(path: path, errno: ENAMETOOLONG,
-                                 reason: pathBytes.isEmpty ? "empty socket path"
-                                     : "socket path is \(pathBytes.count) bytes; at most \(capacity - 1) fit")
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: pathBytes)
-            raw[pathBytes.count] = 0
-        }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .cannotConnect(path: path, errno: errno, reason: errnoText(errno)) }
-        setTimeout(fd, SO_SNDTIMEO, timeout)  // bounds a connect that waits for a full accept queue
-        var result: Int32
-        repeat {
-            result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
-            }
-        } while result != 0 && errno == EINTR
-        guard result == 0 else {
-            let code = errno
-            _ = Glibc.close(fd)
-            if let timeout, code == EAGAIN || code == EWOULDBLOCK || code == EINPROGRESS {
-                throw .timedOut("cannot connect to \(path): the server did not accept the connection within "
-                                + secondsText(timeout))
-            }
-            throw .cannotConnect(path: path, errno: code, reason: errnoText(code))
-        }
-        return fd
+        // Waiting: never nil.
+        try Connection.connectedSocket(path: path, timeout: timeout, waiting: true)!
     }
 
     /// Writes all of `bytes`; returns 0, or the errno of the send that failed.
@@ -872,18 +840,6 @@ enum FollowSocket {
             return n < 0 ? errno : EPIPE
         }
         return 0
-    }
-
-    /// Sets the `SO_RCVTIMEO` or `SO_SNDTIMEO` (`option`) of `fd` to `timeout`; nil waits forever.
-    static func setTimeout(_ fd: Int32, _ option: Int32, _ timeout: Duration?) {
-        var value = timeval()
-        if let timeout, timeout > .zero {
-            let (seconds, attoseconds) = timeout.components
-            value.tv_sec = Int(seconds)
-            value.tv_usec = Int(attoseconds / 1_000_000_000_000)
-            if value.tv_sec == 0 && value.tv_usec == 0 { value.tv_usec = 1 }  // zero would mean forever
-        }
-        _ = setsockopt(fd, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<timeval>.size))
     }
 }
 

@@ -83,14 +83,11 @@ final class Connection: Sendable {
         _ = Glibc.close(fd)
     }
 
-    /// Connects to the Unix socket at `path` and starts the reader and writer threads.
-    ///
-    /// Without `waiting`, the connect is non-blocking: it returns nil if the server's queue of
-    /// connections to accept is full (the only case in which a connect to a Unix socket waits), so
-    /// the caller can wait off its own thread. With `waiting`, it blocks until the server accepts,
-    /// and with a `timeout` gives up after that long with ``ActorKVError/timedOut(_:)``. The
-    /// `timeout` also bounds each wait for a reply.
-    static func open(path: String, timeout: Duration?, waiting: Bool) throws(ActorKVError) -> Connection? {
+    /// A stream socket connected to the Unix socket at `path` (close-on-exec; left non-blocking
+    /// without `waiting`), as ``open(path:timeout:waiting:)`` and a change
+    /// stream's connection need it: nil without `waiting` when the server's accept queue is full;
+    /// with `waiting` and a `timeout`, ``ActorKVError/timedOut(_:)`` once that long has passed.
+    static func connectedSocket(path: String, timeout: Duration?, waiting: Bool) throws(ActorKVError) -> Int32? {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let pathBytes = Array(path.utf8)
@@ -129,6 +126,18 @@ final class Connection: Sendable {
             }
             throw .cannotConnect(path: path, errno: code, reason: errnoText(code))
         }
+        return fd
+    }
+
+    /// Connects to the Unix socket at `path` and starts the reader and writer threads.
+    ///
+    /// Without `waiting`, the connect is non-blocking: it returns nil if the server's queue of
+    /// connections to accept is full (the only case in which a connect to a Unix socket waits), so
+    /// the caller can wait off its own thread. With `waiting`, it blocks until the server accepts,
+    /// and with a `timeout` gives up after that long with ``ActorKVError/timedOut(_:)``. The
+    /// `timeout` also bounds each wait for a reply.
+    static func open(path: String, timeout: Duration?, waiting: Bool) throws(ActorKVError) -> Connection? {
+        guard let fd = try connectedSocket(path: path, timeout: timeout, waiting: waiting) else { return nil }
         if !waiting { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) }  // the threads block
         if let timeout {
             setTimeout(fd, SO_SNDTIMEO, nil)  // the writer's sends block; a timeout shuts them down
@@ -411,7 +420,7 @@ final class Connection: Sendable {
 }
 
 /// Sets the `SO_RCVTIMEO` or `SO_SNDTIMEO` (`option`) of `fd` to `timeout`; nil or zero waits forever.
-private func setTimeout(_ fd: Int32, _ option: Int32, _ timeout: Duration?) {
+func setTimeout(_ fd: Int32, _ option: Int32, _ timeout: Duration?) {
     var value = timeval()
     if let timeout, timeout > .zero {
         let (seconds, attoseconds) = timeout.components

@@ -27,11 +27,17 @@ enum HistoryRetention {
         let keepFrom = covered >= UInt64(history) ? covered - UInt64(history) + 1 : 1
         var count = 0
         while count < older.count {
-            let end = (count + 1 < older.count ? older[count + 1].firstSequence : next) - 1
+            let end = lastSequence(of: count, in: older, next: next)
             guard end < keepFrom, end <= covered else { break }
             count += 1
         }
         return count
+    }
+
+    /// The last change segment `index` of `segments` holds (one before the next segment's first;
+    /// `next` is the first sequence after the last of them). Below its first if it holds none.
+    static func lastSequence(of index: Int, in segments: [SegmentSpan], next: UInt64) -> UInt64 {
+        (index + 1 < segments.count ? segments[index + 1].firstSequence : next) - 1
     }
 
     /// The oldest change the segments hold: the first sequence of the oldest one (if it holds

@@ -399,7 +399,7 @@ public actor Namespace {
     /// With ``FollowFrom/snapshot`` it returns once the snapshot's last change is as durable as
     /// the fsync policy promises, so that it shows no write that a crash could undo.
     public func follow(from start: FollowFrom) async throws(StoreError) -> FollowStart {
-        let oldest = olderSegments.first?.firstSequence ?? activeFirstSequence
+        let oldest = oldestSequence
         if case .sequence(let after) = start {
             guard after <= lastSequence else {
                 throw StoreError(.invalidArgument, "FROM sequence \(after) is after the last sequence of namespace '\(name)' (\(lastSequence))")

@@ -117,8 +117,7 @@ enum NamespaceRecovery {
     /// before it are kept only as history, which compaction does not count).
     static func bytesAfterSnapshot(_ older: [SegmentSpan], next: UInt64, snapshot: UInt64) -> Int {
         older.indices.reduce(0) { total, i in
-            let end = (i + 1 < older.count ? older[i + 1].firstSequence : next) - 1
-            return end > snapshot ? total + older[i].bytes : total
+            HistoryRetention.lastSequence(of: i, in: older, next: next) > snapshot ? total + older[i].bytes : total
         }
     }
 

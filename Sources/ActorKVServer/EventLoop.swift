@@ -531,9 +531,8 @@ final class EventLoop: @unchecked Sendable {
                 switch follower.next(&changeMessages) {
                 case .messages(let messages):
                     guard !messages.isEmpty else { continue }
-                    follower.feed.messagesSent.add(messages.count, ordering: .relaxed)
                     bytes += messages.reduce(0) { $0 + Self.size(of: $1) }
-                    c.enqueue(messages)
+                    send(messages, of: follower, on: c)
                     queued = true
                 case .readHistory(let after, let through):
                     startHistoryRead(c, follower, after: after, through: through)
@@ -547,6 +546,12 @@ final class EventLoop: @unchecked Sendable {
             }
         }
         return queued
+    }
+
+    /// Queues a follower's messages on its connection, counting them for INFO.
+    private func send(_ messages: [Reply], of follower: Follower, on c: Connection) {
+        follower.feed.messagesSent.add(messages.count, ordering: .relaxed)
+        c.enqueue(messages)
     }
 
     /// About how many bytes a message takes on the wire (for sharing turns, not for limits).
@@ -590,9 +595,7 @@ final class EventLoop: @unchecked Sendable {
             switch read.result {
             case .success(let chunk):
                 follower.historyPosition = chunk.next
-                let messages = follower.take(chunk.changes, &changeMessages)
-                follower.feed.messagesSent.add(messages.count, ordering: .relaxed)
-                c.enqueue(messages)
+                send(follower.take(chunk.changes, &changeMessages), of: follower, on: c)
                 pump(c)
             case .failure(let error) where error.code == .compacted:
                 drop(c, follower.laggingReply, lagging: follower)

@@ -7,8 +7,10 @@ import ActorKVStore
 /// It sends, in order: the snapshot (with `SNAPSHOT`), a page at a time; the changes after its
 /// cursor, from the feed's window in memory or, when they are older than the window, from the
 /// log files (``Next/readHistory(after:through:)``, read off the loop); `synced` once, when
-/// nothing deliverable is left; then live changes. A follower that has synced and falls off the
-/// window's front is behind by more than the server holds for it: ``Next/lagging``.
+/// nothing deliverable is left; then live changes. A follower that has synced and misses changes
+/// trimmed from the window's front is behind by more than the server holds for it:
+/// ``Next/lagging``. One that synced before the window's first changes became durable (they
+/// were written before it followed, their fsync still running) reads them from the log files.
 final class Follower {
     /// What it follows.
     let key: FollowKey
@@ -63,7 +65,7 @@ final class Follower {
             synced = true
             return .messages([ChangeMessages.synced(namespace: key.namespace, sequence: cursor)])
         case .beforeWindow(let windowStart, let deliverable):
-            if synced || source == nil { return .lagging }
+            if source == nil || (synced && feed.hasTrimmed(after: cursor)) { return .lagging }
             return .readHistory(after: cursor, through: min(windowStart - 1, deliverable))
         }
     }
@@ -79,9 +81,9 @@ final class Follower {
         return out
     }
 
-    /// Whether it has synced and fallen off the front of the window (checked for a follower
-    /// that is not reading, whose turn would not come).
-    var isLagging: Bool { synced && feed.isBehindWindow(cursor) }
+    /// Whether it has synced and changes it had not taken were trimmed from the window
+    /// (checked for a follower that is not reading, whose turn would not come).
+    var isLagging: Bool { synced && feed.hasTrimmed(after: cursor) }
 
     /// The `-LAGGING` error that ends its connection.
     var laggingReply: Reply {

@@ -174,6 +174,52 @@ struct ChangesServerTests {
         }
     }
 
+    @Test("a watcher that starts while writes wait for their fsync gets them from the log, never -LAGGING (fsync always)")
+    func followerStartingDuringAnFsync() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess(arguments: ["--fsync", "always"])
+            defer { server.stop() }
+            let stop = StopFlag()
+            // Writers keep records waiting for their fsync nearly all the time.
+            let writers = (0..<4).map { w in
+                Worker { () throws -> Int in
+                    let c = try RawConnection(path: server.socketPath)
+                    var i = 0
+                    while !stop.isSet {
+                        _ = try c.command(["PUT", "f", "w\(w)", "\(i)"])
+                        i += 1
+                    }
+                    return i
+                }
+            }
+            defer { stop.set(); _ = writers.map { try? $0.join() } }
+            // Each watcher is the only one, so the feed's window starts anew when it follows:
+            // the records written but not yet durable then are not in it.
+            let info = try RawConnection(path: server.socketPath)
+            var cursor: UInt64 = 0
+            for _ in 0..<100 {
+                while case .bulk(let text) = try info.command(["INFO"]),
+                      !String(decoding: text, as: UTF8.self).contains("followers=0,") {}  // the last watcher has gone
+                let watcher = try RawConnection(path: server.socketPath)
+                try watcher.send("CHANGES f FROM \(cursor)\r\n")
+                var changes = 0
+                for message in try Self.read(watcher, until: { message in
+                    if case .change = message { changes += 1 }
+                    return changes == 5 || { if case .other = message { return true }; return false }()
+                }) {
+                    switch message {
+                    case .header("f", let seq): #expect(seq == cursor)
+                    case .synced("f", let seq): #expect(seq == cursor)
+                    case .change("f", let seq, _):
+                        #expect(seq == cursor + 1, "no gap, no duplicate")
+                        cursor = seq
+                    default: Issue.record("unexpected \(message) after sequence \(cursor)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("resume with FROM after a disconnect and after kill -9 and a restart: nothing missed, nothing twice")
     func resumeAcrossRestart() async throws {
         let server = try ServerProcess(arguments: ["--fsync", "always"])
@@ -322,6 +368,13 @@ struct ChangesServerTests {
 }
 
 private func b(_ s: String) -> [UInt8] { Array(s.utf8) }
+
+/// A flag one thread sets and others poll.
+final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true, ordering: .releasing) }
+}
 
 /// Runs a body on a thread of its own (a writer beside a test's own blocking reads); `join()`
 /// waits for it and returns what it returned, or throws what it threw.

@@ -60,7 +60,19 @@ struct ChangeFeedTests {
         guard case .beforeWindow(let start, 50) = end else { Issue.record("expected beforeWindow, got \(end)"); return }
         #expect(start > 40 && start <= 50, "about 2000 bytes of 200-byte values are kept (from \(start))")
         #expect(Self.drain(feed, after: start - 1).changes == Array(start...50))
-        #expect(feed.isBehindWindow(start - 2) && !feed.isBehindWindow(start - 1))
+        #expect(feed.hasTrimmed(after: start - 2) && !feed.hasTrimmed(after: start - 1))
+    }
+
+    @Test("records written before the first follower, durable only after it caught up, are before the window but not trimmed")
+    func windowStartsAfterUndurableRecords() {
+        let feed = ChangeFeed(namespace: "n", lagBytes: 1 << 20, listener: ChangeListener())
+        feed.addFollower(lastSequence: 13, deliverable: 11)  // 12 and 13 wait for their fsync
+        #expect(feed.read(after: 11, limit: 10) == .caughtUp)
+        feed.publish([Self.put(14, "k", "v")])
+        feed.advanceDeliverable(to: 14)
+        #expect(feed.read(after: 11, limit: 10) == .beforeWindow(windowStart: 14, deliverable: 14), "12-13 are read from the log")
+        #expect(!feed.hasTrimmed(after: 11), "a follower at 11 is not behind by more than the bound")
+        #expect(Self.drain(feed, after: 13).changes == [14])
     }
 
     @Test("compaction keeps the segments that hold the last --changes-history changes, and drops the rest")

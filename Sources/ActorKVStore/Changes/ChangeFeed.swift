@@ -53,6 +53,10 @@ public final class ChangeFeed: Sendable {
         var head = 0
         /// The sequence number of the first change the window holds or would hold.
         var windowStart: UInt64 = 1
+        /// The window's start when the first follower came: the changes from here to
+        /// ``windowStart`` were trimmed; those before it were never held (written before anyone
+        /// followed, or not yet durable then and so delivered from the log files).
+        var firstHeld: UInt64 = 1
         /// Bytes of the changes held.
         var bytes = 0
         /// The last change deliverable to followers.
@@ -87,6 +91,7 @@ public final class ChangeFeed: Sendable {
             if followerCount.load(ordering: .relaxed) == 0 {
                 s = State()
                 s.windowStart = lastSequence + 1
+                s.firstHeld = lastSequence + 1
                 s.deliverable = deliverable
             }
             followerCount.add(1, ordering: .releasing)
@@ -152,9 +157,11 @@ public final class ChangeFeed: Sendable {
         }
     }
 
-    /// Whether a follower at `cursor` has fallen off the window's front.
-    public func isBehindWindow(_ cursor: UInt64) -> Bool {
-        state.withLock { cursor + 1 < $0.windowStart }
+    /// Whether changes after `cursor` that the window held were trimmed before a follower at
+    /// `cursor` took them: it is behind by more than `lagBytes`. (A follower behind a window
+    /// that was never trimmed is not: it reads what it lacks from the log files.)
+    public func hasTrimmed(after cursor: UInt64) -> Bool {
+        state.withLock { s in cursor + 1 < s.windowStart && s.windowStart > s.firstHeld }
     }
 
     /// Drops deliverable changes from the front while more than `lagBytes` are held.

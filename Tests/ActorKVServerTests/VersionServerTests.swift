@@ -61,7 +61,7 @@ struct VersionServerTests {
             ("INCR jobs big -1\r\n", ":9223372036854775806\r\n"),
             ("PUT jobs next 1 IFVERSION -1\r\n", "-ERR IFVERSION needs a version: an integer from 0 to 9223372036854775807, not '-1'\r\n"),
             ("PUT jobs next 1 IFVERSION 01\r\n", "-ERR IFVERSION needs a version: an integer from 0 to 9223372036854775807, not '01'\r\n"),
-            ("PUT jobs next 1 IFVERSION\r\n", "-ERR wrong number of arguments for 'PUT' (usage: PUT ns key value [IFVERSION version])\r\n"),
+            ("PUT jobs next 1 IFVERSION\r\n", "-ERR syntax error\r\n"),
             ("PUT jobs next 1 ELSE 2\r\n", "-ERR unknown PUT option 'ELSE' (expected IFVERSION)\r\n"),
             ("GETV jobs\r\n", "-ERR wrong number of arguments for 'GETV' (usage: GETV ns key)\r\n"),
             ("INCR jobs a 1 2\r\n", "-ERR wrong number of arguments for 'INCR' (usage: INCR ns key [delta])\r\n"),

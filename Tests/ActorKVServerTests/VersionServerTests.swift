@@ -62,7 +62,7 @@ struct VersionServerTests {
             ("PUT jobs next 1 IFVERSION -1\r\n", "-ERR IFVERSION needs a version: an integer from 0 to 9223372036854775807, not '-1'\r\n"),
             ("PUT jobs next 1 IFVERSION 01\r\n", "-ERR IFVERSION needs a version: an integer from 0 to 9223372036854775807, not '01'\r\n"),
             ("PUT jobs next 1 IFVERSION\r\n", "-ERR syntax error\r\n"),
-            ("PUT jobs next 1 ELSE 2\r\n", "-ERR unknown PUT option 'ELSE' (expected IFVERSION)\r\n"),
+            ("PUT jobs next 1 ELSE 2\r\n", "-ERR unknown PUT option 'ELSE' (expected PX, EX, EPHEMERAL or IFVERSION)\r\n"),
             ("GETV jobs\r\n", "-ERR wrong number of arguments for 'GETV' (usage: GETV ns key)\r\n"),
             ("INCR jobs a 1 2\r\n", "-ERR wrong number of arguments for 'INCR' (usage: INCR ns key [delta])\r\n"),
             ("BATCH jobs IFVERSION next\r\n", "-ERR BATCH op 1: IFVERSION needs a key and a version; nothing was applied\r\n"),

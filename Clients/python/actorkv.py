@@ -28,17 +28,29 @@ Errors all derive from :class:`ActorKVError`:
 * :class:`ProtocolError` -- the server's reply could not be parsed;
 * :class:`ConflictError` -- :meth:`Client.update` lost the race on every attempt;
 * :class:`CompactedError` -- a :class:`ServerError` (code ``COMPACTED``): the changes a
-  change feed asked for are no longer held by the server.
+  change feed asked for are no longer held by the server;
+* :class:`LockTimeout` -- a :class:`Lock` stayed held by someone else for all of its timeout
+  (also a built-in :class:`TimeoutError`).
 
 A :class:`Client` is one connection and is not thread-safe: give each thread its own client.
 
 To follow a namespace's changes as they are written, see :meth:`Client.changes` (an iterator of
 :class:`Change` events that reconnects and resumes by itself) and :meth:`Client.mirror` (a local
 dict kept current).
+
+Keys can expire (``put(..., ttl=seconds)``, :meth:`Client.pexpire`, :meth:`Client.persist`,
+:meth:`Client.pttl`) or belong to a connection (``put(..., ephemeral=True)``: deleted when it
+closes, even if the process is killed). On those, :meth:`Client.lock` builds a lock shared by
+every process, released by the server if its holder dies, with a fencing token::
+
+    with kv.lock("locks", "job-42", timeout=10) as lock:   # LockTimeout if still held
+        storage.write(data, fence=lock.token)              # larger for each new holder
 """
 
 import builtins
 import collections
+import math
+import os
 import random
 import re
 import select
@@ -56,6 +68,8 @@ __all__ = [
     "CompactedError",
     "ConflictError",
     "ERROR_CODES",
+    "Lock",
+    "LockTimeout",
     "Mirror",
     "NOT_READY",
     "Pipeline",
@@ -188,6 +202,25 @@ class ConflictError(ActorKVError):
     """A read-modify-write (:meth:`Client.update`) found the key written by someone else
     between its read and its conditional write on every one of its attempts. Nothing was
     written by it; the message names the key and the number of attempts."""
+
+
+class LockTimeout(ActorKVError, builtins.TimeoutError):
+    """A :class:`Lock` was not acquired within its ``timeout``: someone else held it the whole
+    time. Nothing is held (the lock's connection is closed). It is also a built-in
+    :class:`TimeoutError`, but not an :class:`ActorKVConnectionError`: the server answered.
+
+    Attributes:
+        namespace: the lock's namespace (str).
+        key: the lock's key (bytes).
+        timeout: the seconds waited.
+    """
+
+    def __init__(self, namespace, key, timeout):
+        self.namespace = namespace
+        self.key = key
+        self.timeout = timeout
+        super().__init__("the lock %r in namespace %r was held by someone else for all of %g s"
+                         % (key, namespace, timeout))
 
 
 # --------------------------------------------------------------------------------------------
@@ -570,6 +603,50 @@ def _check_delta(delta, what="delta"):
     return _check_int(delta, what, _INT64_MIN, _INT64_MAX)
 
 
+def _ttl_milliseconds(ttl, what="ttl"):
+    """A time to live in seconds (an int or a float, more than 0) as the whole milliseconds
+    ``PX`` takes: rounded to the nearest, and at least 1. ``TypeError`` for anything but an
+    int or float (a bool included), ``ValueError`` for 0 or less, NaN, infinity or more
+    milliseconds than a signed 64-bit integer holds."""
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise TypeError("%s must be a number of seconds (int or float), not %s"
+                        % (what, type(ttl).__name__))
+    if isinstance(ttl, float) and not math.isfinite(ttl):
+        raise ValueError("%s must be a finite number of seconds, not %r" % (what, ttl))
+    if not ttl > 0:
+        raise ValueError("%s must be more than 0 seconds, not %r" % (what, ttl))
+    milliseconds = ttl * 1000 if isinstance(ttl, int) else int(round(ttl * 1000.0))
+    if milliseconds > _INT64_MAX:
+        raise ValueError("%s of %r seconds is too long" % (what, ttl))
+    return max(1, milliseconds)
+
+
+def _check_timeout(timeout, what="timeout"):
+    """Seconds to wait: None (no limit), or an int or float from 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError("%s must be None or a number of seconds, not %s"
+                        % (what, type(timeout).__name__))
+    if not timeout >= 0 or (isinstance(timeout, float) and math.isinf(timeout)):
+        raise ValueError("%s must be None or a finite number of seconds from 0, not %r"
+                         % (what, timeout))
+    return timeout
+
+
+def _boolean(reply):
+    """``:1``/``:0`` as True/False."""
+    if reply not in (0, 1) or isinstance(reply, bool):
+        raise ProtocolError("expected :0 or :1, got %r" % (reply,))
+    return reply == 1
+
+
+def _pttl(reply):
+    if not isinstance(reply, int) or reply < -2:
+        raise ProtocolError("unexpected PTTL reply %r" % (reply,))
+    return reply
+
+
 def _scan_page(reply):
     if not isinstance(reply, list) or len(reply) != 2 or not isinstance(reply[1], list) \
             or len(reply[1]) % 2:
@@ -627,8 +704,9 @@ class _Commands(object):
             return self._call(_identity, "PING")
         return self._call(_identity, "PING", message)
 
-    def put(self, namespace, key, value, if_version=None):
-        """``PUT ns key value``: stores ``value`` under ``key``; returns True.
+    def put(self, namespace, key, value, if_version=None, *, ttl=None, ephemeral=False):
+        """``PUT ns key value [PX ms] [EPHEMERAL] [IFVERSION v]``: stores ``value`` under
+        ``key``; returns True.
 
         With ``if_version`` (an int, 0 to 2**63 - 1), ``PUT ns key value IFVERSION v``: stores
         the value only if the key's version is still ``if_version`` (as :meth:`getv` gave it;
@@ -636,13 +714,30 @@ class _Commands(object):
         the condition did not hold and nothing was written. ``TypeError``/``ValueError`` for
         an ``if_version`` that is not such an int, before anything is sent.
 
+        With ``ttl`` (keyword only; seconds, an int or a float, more than 0), the key expires
+        that long from now: sent as ``PX`` milliseconds (rounded to the nearest, at least 1).
+        Once expired the key is gone for every read, and its deletion is logged (watchers see
+        it). A put without ``ttl`` removes any expiry the key had. ``TypeError``/
+        ``ValueError`` for a ``ttl`` that is not such a number, before anything is sent.
+
+        With ``ephemeral=True`` (keyword only), the key belongs to this client's connection:
+        the server deletes it when the connection closes, for whatever reason (:meth:`close`,
+        the process exiting or being killed, the connection being lost), and at its own next
+        start if it stopped first. A put without ``ephemeral`` makes the key persistent again,
+        whoever owned it. (Note that this client reconnects by itself after a lost
+        connection: keys it wrote as ephemeral before are gone by then.)
+
         The namespace is created by its first write. Raises :class:`ServerError` with code
         ``BADNS`` (invalid namespace name), ``BADKEY`` (empty or too long key) or ``TOOBIG``.
         """
+        args = ["PUT", namespace, key, value]
+        if ttl is not None:
+            args += ["PX", _ttl_milliseconds(ttl)]
+        if ephemeral:
+            args.append("EPHEMERAL")
         if if_version is None:
-            return self._call(_is_ok, "PUT", namespace, key, value)
-        return self._call(_new_version, "PUT", namespace, key, value,
-                          "IFVERSION", _check_version(if_version))
+            return self._call(_is_ok, *args)
+        return self._call(_new_version, *(args + ["IFVERSION", _check_version(if_version)]))
 
     def get(self, namespace, key):
         """``GET ns key``: returns the value as bytes, or None if the key (or namespace) does
@@ -688,6 +783,25 @@ class _Commands(object):
         key = keys[0]
         return self._call(_batch_applied, "BATCH", namespace,
                           "IFVERSION", key, _check_version(if_version), "DEL", key)
+
+    def pexpire(self, namespace, key, ms):
+        """``PEXPIRE ns key ms``: makes the key expire ``ms`` milliseconds (an int) from now,
+        keeping its value, version and owner (an expiry change is not a write: watchers do not
+        see it). ``ms`` of 0 or less deletes the key now, as in Redis. Returns True if the key
+        existed, False if not. ``TypeError``/``ValueError`` for an ``ms`` that is not a signed
+        64-bit int, before anything is sent."""
+        return self._call(_boolean, "PEXPIRE", namespace, key,
+                          _check_int(ms, "ms", _INT64_MIN, _INT64_MAX))
+
+    def persist(self, namespace, key):
+        """``PERSIST ns key``: removes the key's expiry. Returns True if it had one, False if
+        the key is absent or had none (Redis's rule)."""
+        return self._call(_boolean, "PERSIST", namespace, key)
+
+    def pttl(self, namespace, key):
+        """``PTTL ns key``: the milliseconds the key has left (an int, 0 or more); -1 if it
+        does not expire, -2 if it does not exist (Redis's convention)."""
+        return self._call(_pttl, "PTTL", namespace, key)
 
     def exists(self, namespace, *keys):
         """``EXISTS ns key [key ...]``: returns how many of the keys exist (a key named twice
@@ -1090,6 +1204,30 @@ class Client(_Commands):
                 mirror.close()
                 raise
         return mirror
+
+
+    def lock(self, namespace, key, timeout=None, ttl=None, owner=None):
+        """Returns a :class:`Lock` on ``key`` of ``namespace`` (not yet acquired): a lock
+        shared by every client of the server, held on a connection of its own and released
+        by the server if that connection closes (the holder exits, crashes or is killed)::
+
+            with kv.lock("locks", "job-42", timeout=10) as lock:
+                ...                     # nobody else holds locks/job-42 meanwhile
+                lock.token              # the fencing token: larger for each new holder
+
+        Args:
+            timeout: seconds :meth:`Lock.acquire` (and ``with``) waits for the lock before
+                raising :class:`LockTimeout` (None: as long as it takes; 0: one try).
+            ttl: seconds after which the server releases the lock even if its holder is
+                still connected (None: only when released or disconnected).
+            owner: the value stored under the key while the lock is held, saying who holds
+                it (default ``host:pid``).
+
+        ``TypeError``/``ValueError`` for arguments that are wrong, before anything is sent.
+        See :class:`Lock`.
+        """
+        return Lock(self.path, namespace, key, timeout=timeout, ttl=ttl, owner=owner,
+                    io_timeout=self.timeout)
 
 
 def _taking(items):
@@ -1685,3 +1823,198 @@ class Mirror(object):
     def __repr__(self):
         return "<actorkv.Mirror namespace=%r keys=%d seq=%r%s>" % (
             self.namespace, len(self.data), self.seq, " synced" if self.synced else "")
+
+
+# --------------------------------------------------------------------------------------------
+# Locks
+
+
+#: Default for :meth:`Lock.acquire`'s ``timeout``: the lock's own.
+_LOCK_DEFAULT = object()
+
+
+class Lock(object):
+    """A lock on one key, shared by every client of the server: made by :meth:`Client.lock`.
+
+    ::
+
+        with kv.lock("locks", "job-42", timeout=10) as lock:
+            run_job(fencing_token=lock.token)
+
+    Acquiring puts the key on a connection dedicated to holding the lock, only if it is
+    absent, as an ephemeral key (``PUT ns key owner IFVERSION 0 EPHEMERAL [PX ms]``). The
+    key's new version is the lock's **fencing token**, :attr:`token`: each holder's is larger
+    than every earlier holder's, so a resource that remembers the largest token it has seen
+    can refuse a late write from a holder that lost the lock (say, after its ``ttl`` ran
+    out while it was paused). While the key is held by someone else, the lock follows the key
+    (``CHANGES ns PREFIX key``, on another connection of its own) and tries again each time
+    the key is deleted: no polling.
+
+    Releasing deletes the key only if it still holds this lock's token
+    (``BATCH ns IFVERSION key token DEL key``) and closes the connection. If the holder dies
+    instead -- its process exits or is killed with SIGKILL, its connection is lost -- the
+    server deletes the key as the connection closes, and a waiter gets the lock at once.
+    After a server restart, locks held before it are free.
+
+    ``with`` acquires (waiting up to ``timeout``; :class:`LockTimeout` if it cannot) and
+    releases on leaving, also when the block raises. :meth:`acquire` and :meth:`release` do
+    the same by hand. A lock object may be acquired again after it is released; it is not
+    reentrant (acquiring it while held raises ``RuntimeError``), and like a :class:`Client`
+    it is not thread-safe: give each thread its own. Keep a reference to it while it is held:
+    a lock that is garbage-collected closes its connection, and the server releases it.
+
+    Attributes:
+        namespace: the namespace (str).
+        key: the key (bytes).
+        owner: the value stored under the key while held (bytes).
+        timeout: the default for :meth:`acquire` (seconds, or None).
+        ttl: the lease in seconds, or None.
+        token: the fencing token (int) of the current or last hold; None before the
+            first acquire.
+    """
+
+    def __init__(self, path, namespace, key, timeout=None, ttl=None, owner=None,
+                 io_timeout=10.0):
+        """See :meth:`Client.lock`; ``path`` is the server's socket and ``io_timeout`` the
+        :class:`Client` timeout of the lock's connections."""
+        self.path = path
+        self._ns = _to_bytes(namespace, "namespace")
+        self.namespace = _decode_text(self._ns)
+        self.key = _to_bytes(key, "key")
+        if not self.key:
+            raise ValueError("a lock needs a non-empty key")
+        self.timeout = _check_timeout(timeout)
+        self.ttl = ttl
+        self._ttl_ms = None if ttl is None else _ttl_milliseconds(ttl)
+        if owner is None:
+            owner = "%s:%d" % (socket.gethostname(), os.getpid())
+        self.owner = _to_bytes(owner, "owner")
+        self.io_timeout = io_timeout
+        self.token = None
+        self._client = None  # the connection holding the lock, while held
+
+    @property
+    def locked(self):
+        """True while this object holds the lock (as far as it knows: with a ``ttl``, or if
+        its connection was lost, the server may have released it already)."""
+        return self._client is not None
+
+    def _try(self, client):
+        """One attempt: the token, or None if the key is held."""
+        args = ["PUT", self._ns, self.key, self.owner, "IFVERSION", 0, "EPHEMERAL"]
+        if self._ttl_ms is not None:
+            args += ["PX", self._ttl_ms]
+        try:
+            return client._call(_new_version, *args)
+        except ActorKVConnectionError:
+            # The connection was lost while waiting (the server restarted, say). Whatever
+            # that PUT did, the server undoes as it closes the connection (the key is
+            # ephemeral), so trying once more on a new connection is safe.
+            return client._call(_new_version, *args)
+
+    def acquire(self, timeout=_LOCK_DEFAULT):
+        """Acquires the lock, waiting up to ``timeout`` seconds (default: the lock's
+        ``timeout``; None: as long as it takes; 0: one try) while someone else holds it.
+        Returns the fencing token (an int, also :attr:`token`).
+
+        Raises :class:`LockTimeout` if the lock stayed held by others for all of
+        ``timeout``; ``RuntimeError`` if this object holds it already;
+        :class:`ServerError` for a bad namespace or key; :class:`ActorKVConnectionError`
+        if the server cannot be reached. Whatever it raises, it holds nothing afterwards.
+        """
+        if self._client is not None:
+            raise RuntimeError("the lock %r in namespace %r is already held by this Lock"
+                               % (self.key, self.namespace))
+        timeout = self.timeout if timeout is _LOCK_DEFAULT else _check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        client = Client(self.path, timeout=self.io_timeout)
+        feed = None
+        try:
+            token = self._try(client)
+            if token is None and timeout != 0:
+                feed = self._follow()
+                token = self._try(client)  # the holder may have gone before the feed began
+                reconnects = feed.reconnects
+                while token is None:
+                    remaining = None
+                    if deadline is not None:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                    event = feed.next_event(remaining)
+                    if event is None:
+                        if feed.closed:  # pragma: no cover - only this method closes it
+                            raise ActorKVConnectionError("the lock's change feed was closed")
+                        continue  # the deadline passed (checked above)
+                    if isinstance(event, Change):
+                        if any(key == self.key and value is None for key, value in event.items):
+                            token = self._try(client)
+                    elif isinstance(event, Snapshot):
+                        # The feed could not resume where it stopped (the server no longer
+                        # held those changes) and started again from the current keys.
+                        token = self._try(client)
+                    elif feed.reconnects != reconnects:
+                        # Caught up again after a lost connection (a server restart frees
+                        # every lock): the deletes missed meanwhile came before this Synced.
+                        reconnects = feed.reconnects
+                        token = self._try(client)
+        except BaseException:
+            client.close()  # a PUT that went through is undone by the server as it closes
+            raise
+        finally:
+            if feed is not None:
+                feed.close()
+        if token is None:
+            client.close()
+            raise LockTimeout(self.namespace, self.key, timeout)
+        self._client = client
+        self.token = token
+        return token
+
+    def _follow(self):
+        return ChangeFeed(self.path, self._ns, prefix=self.key, timeout=self.io_timeout,
+                          resnapshot=True)
+
+    def release(self):
+        """Releases the lock: deletes the key if it still holds this lock's token
+        (``BATCH ns IFVERSION key token DEL key``), then closes the lock's connection.
+
+        Returns True if the lock was still held by this object until now, False if the
+        server had already released it (its ``ttl`` ran out -- another holder may have had
+        it meanwhile -- or the connection was lost). Raises ``RuntimeError`` if this object
+        does not hold the lock.
+        """
+        client = self._client
+        if client is None:
+            raise RuntimeError("the lock %r in namespace %r is not held by this Lock"
+                               % (self.key, self.namespace))
+        self._client = None
+        try:
+            if not client.connected:
+                return False  # lost: the server deleted the key as the connection closed
+            return client.delete(self._ns, self.key, if_version=self.token)
+        except ActorKVConnectionError:
+            return False  # closing the connection releases the lock too
+        finally:
+            client.close()
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info):
+        if self._client is not None:
+            self.release()
+
+    def __del__(self):
+        try:
+            client, self._client = self._client, None
+            if client is not None:
+                client.close()  # the server releases the lock
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return "<actorkv.Lock namespace=%r key=%r %s>" % (
+            self.namespace, self.key,
+            "held token=%d" % self.token if self._client is not None else "not held")

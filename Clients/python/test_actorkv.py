@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import actorkv  # noqa: E402
 from actorkv import (  # noqa: E402
     NOT_READY, ActorKVConnectionError, ActorKVError, Change, Client, CompactedError,
-    ConflictError, ProtocolError, ReplyParser, ServerError, Snapshot, Synced, encode_command,
-    parse_info,
+    ConflictError, Lock, LockTimeout, ProtocolError, ReplyParser, ServerError, Snapshot, Synced,
+    encode_command, parse_info,
 )
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -2002,6 +2002,670 @@ class ChangesRestartTests(unittest.TestCase):
         while mirror.seq < last + 1:
             self.assertIsNotNone(mirror.next_event(PATIENCE))
         self.assertEqual(mirror.data[b"k"], b"latest")
+
+
+# ============================================================================================
+# Expiry (PX, PEXPIRE, PERSIST, PTTL), ephemeral keys and locks
+
+
+#: A child process that holds an ephemeral key (and writes a plain one next to it), or a
+#: lock, and prints "held" (or the lock's token); then it waits until it is killed or its
+#: stdin closes.
+HOLDER = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from actorkv import Client
+socket_path, namespace, key, mode = sys.argv[2:6]
+kv = Client(socket_path, timeout=60)
+if mode == "ephemeral":
+    kv.put(namespace, key, "child-%d" % os.getpid(), ephemeral=True)
+    kv.put(namespace, key + ".plain", "stays")
+    print("held", flush=True)
+else:
+    lock = kv.lock(namespace, key, timeout=60)  # held while this reference lives
+    print(lock.acquire(), flush=True)
+sys.stdin.readline()
+"""
+
+#: A worker that, ``rounds`` times, takes the lock and under it reads a count from a plain
+#: file, waits a little (so that without the lock other workers would read the same count)
+#: and writes the count + 1; it appends each hold's token and its pid to another file.
+LOCK_WORKER = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+from actorkv import Client
+socket_path, namespace, key, counter, tokens, rounds = sys.argv[2:8]
+with Client(socket_path, timeout=60) as kv:
+    kv.ping()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for _ in range(int(rounds)):
+        with kv.lock(namespace, key, timeout=120) as lock:
+            with open(counter) as f:
+                count = int(f.read())
+            time.sleep(0.002)
+            with open(counter, "w") as f:
+                f.write(str(count + 1))
+            with open(tokens, "a") as f:
+                f.write("%d %d\n" % (lock.token, os.getpid()))
+print("done", flush=True)
+"""
+
+
+def spawn(test, script, *args):
+    """Starts ``python3 -c script <client dir> args...`` with pipes; killed at cleanup."""
+    client_dir = os.path.dirname(os.path.abspath(actorkv.__file__))
+    child = subprocess.Popen([sys.executable, "-c", script, client_dir] + [str(a) for a in args],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+
+    def cleanup():
+        if child.poll() is None:
+            child.kill()
+        child.wait(PATIENCE)
+        for stream in (child.stdin, child.stdout, child.stderr):
+            stream.close()
+
+    test.addCleanup(cleanup)
+    return child
+
+
+def read_line(child):
+    """The child's next line of output (stripped); fails with its stderr if it exited."""
+    line = child.stdout.readline()
+    if not line:
+        child.wait(PATIENCE)
+        raise AssertionError("the child exited with %s: %s" % (
+            child.returncode, child.stderr.read().decode("utf-8", "replace")))
+    return line.decode("ascii").strip()
+
+
+def wait_deleted(feed, key, timeout=PATIENCE):
+    """Reads ``feed`` until a change deletes ``key``; returns that change. Fails if none
+    comes within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    seen = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError("no delete of %r within %g s; events: %r" % (key, timeout, seen))
+        event = feed.next_event(remaining)
+        if event is None:
+            continue
+        seen.append(event)
+        if isinstance(event, Change) and (key, None) in event.items:
+            return event
+
+
+def wait_until(condition, what, timeout=PATIENCE):
+    """Polls ``condition()`` (a test's own check, not the client's) until it is true."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting until " + what)
+        time.sleep(0.02)
+
+
+def followers(kv, ns):
+    """How many change feeds follow namespace ``ns`` (INFO)."""
+    return (kv.info_dict().get("ns_" + ns) or {}).get("followers", 0)
+
+
+class ExpiryArgumentTests(unittest.TestCase):
+    """What put(ttl=, ephemeral=), pexpire, persist, pttl and lock send, and the arguments they
+    refuse before sending anything (no server: sending would raise ActorKVConnectionError)."""
+
+    def test_put_options_as_sent(self):
+        p = Client("/nonexistent/actorkv.sock", connect=False).pipeline()
+        p.put("ns", "k", "v", ttl=1.5, ephemeral=True, if_version=0)
+        p.put("ns", "k", "v", ttl=2)
+        p.put("ns", "k", "v", ttl=0.0001)   # rounded up to the least PX takes
+        p.put("ns", "k", "v", ttl=0.0123456)
+        p.put("ns", "k", "v", 7, ttl=60)    # if_version stays the fourth positional argument
+        p.put("ns", "k", "v", ephemeral=True)
+        p.put("ns", "k", "v", ttl=None, ephemeral=False)
+        p.pexpire("ns", "k", 2500).pexpire("ns", "k", -1).persist("ns", "k").pttl("ns", "k")
+        self.assertEqual([payload for _, payload in p._queue], [
+            encode_command("PUT", "ns", "k", "v", "PX", "1500", "EPHEMERAL", "IFVERSION", "0"),
+            encode_command("PUT", "ns", "k", "v", "PX", "2000"),
+            encode_command("PUT", "ns", "k", "v", "PX", "1"),
+            encode_command("PUT", "ns", "k", "v", "PX", "12"),
+            encode_command("PUT", "ns", "k", "v", "PX", "60000", "IFVERSION", "7"),
+            encode_command("PUT", "ns", "k", "v", "EPHEMERAL"),
+            encode_command("PUT", "ns", "k", "v"),
+            encode_command("PEXPIRE", "ns", "k", "2500"),
+            encode_command("PEXPIRE", "ns", "k", "-1"),
+            encode_command("PERSIST", "ns", "k"),
+            encode_command("PTTL", "ns", "k"),
+        ])
+
+    def test_arguments_checked_before_sending(self):
+        client = Client("/nonexistent/actorkv.sock", connect=False)
+        type_errors = [
+            lambda: client.put("ns", "k", "v", ttl="5"),
+            lambda: client.put("ns", "k", "v", ttl=True),
+            lambda: client.put("ns", "k", "v", ttl=[1]),
+            lambda: client.pexpire("ns", "k", 1.5),
+            lambda: client.pexpire("ns", "k", "100"),
+            lambda: client.pexpire("ns", "k", True),
+            lambda: client.pexpire("ns", "k", None),
+            lambda: client.lock("ns", "k", timeout="10"),
+            lambda: client.lock("ns", "k", timeout=True),
+            lambda: client.lock("ns", "k", ttl="10"),
+            lambda: client.lock("ns", None),
+            lambda: client.lock("ns", "k").acquire(timeout="1"),
+        ]
+        value_errors = [
+            lambda: client.put("ns", "k", "v", ttl=0),
+            lambda: client.put("ns", "k", "v", ttl=0.0),
+            lambda: client.put("ns", "k", "v", ttl=-1),
+            lambda: client.put("ns", "k", "v", ttl=-0.5),
+            lambda: client.put("ns", "k", "v", ttl=float("nan")),
+            lambda: client.put("ns", "k", "v", ttl=float("inf")),
+            lambda: client.put("ns", "k", "v", ttl=1e300),
+            lambda: client.put("ns", "k", "v", ttl=1 << 63),
+            lambda: client.put("ns", "k", "v", ttl=0, if_version=0),
+            lambda: client.pexpire("ns", "k", 1 << 63),
+            lambda: client.pexpire("ns", "k", -(1 << 63) - 1),
+            lambda: client.lock("ns", "k", ttl=0),
+            lambda: client.lock("ns", "k", ttl=-3),
+            lambda: client.lock("ns", "k", timeout=-1),
+            lambda: client.lock("ns", "k", timeout=float("nan")),
+            lambda: client.lock("ns", "k", timeout=float("inf")),
+            lambda: client.lock("ns", ""),
+            lambda: client.lock("ns", "k").acquire(timeout=-0.1),
+        ]
+        for index, call in enumerate(type_errors):
+            with self.assertRaises(TypeError, msg=index):
+                call()
+        for index, call in enumerate(value_errors):
+            with self.assertRaises(ValueError, msg=index):
+                call()
+        self.assertFalse(client.connected)
+        p = client.pipeline()
+        with self.assertRaises(ValueError):
+            p.put("ns", "k", "v", ttl=-1)
+        with self.assertRaises(TypeError):
+            p.pexpire("ns", "k", 0.5)
+        self.assertEqual(len(p), 0)  # nothing queued
+        # Valid arguments get as far as the missing server.
+        with self.assertRaises(ActorKVConnectionError):
+            client.put("ns", "k", "v", ttl=0.0001, ephemeral=True)
+        with self.assertRaises(ActorKVConnectionError):
+            client.pexpire("ns", "k", -(1 << 63))
+        with self.assertRaises(ActorKVConnectionError):
+            client.lock("ns", "k", timeout=0, ttl=1).acquire()
+
+    def test_lock_states_and_errors(self):
+        self.assertTrue(issubclass(LockTimeout, ActorKVError))
+        self.assertTrue(issubclass(LockTimeout, TimeoutError))
+        self.assertFalse(issubclass(LockTimeout, ActorKVConnectionError))
+        lock = Client("/nonexistent/actorkv.sock", connect=False).lock(
+            "ns", "job", timeout=2.5, ttl=30, owner="me")
+        self.assertIsInstance(lock, Lock)
+        self.assertEqual((lock.namespace, lock.key, lock.owner, lock.timeout, lock.ttl),
+                         ("ns", b"job", b"me", 2.5, 30))
+        self.assertIsNone(lock.token)
+        self.assertFalse(lock.locked)
+        with self.assertRaises(RuntimeError):
+            lock.release()  # not held
+        with self.assertRaises(ActorKVConnectionError):
+            with lock:
+                self.fail("the body ran without the lock")
+        self.assertFalse(lock.locked)
+        error = LockTimeout("ns", b"job", 2.5)
+        self.assertEqual((error.namespace, error.key, error.timeout), ("ns", b"job", 2.5))
+        self.assertIn("2.5", str(error))
+
+
+class ExpiryTests(ServerTestCase):
+    """Keys with a deadline: put(ttl=...), pexpire, persist, pttl on a real server."""
+
+    def test_expired_key_is_gone_for_every_read_and_deleted_for_watchers(self):
+        feed = self.kv.changes(self.ns)
+        self.addCleanup(feed.close)
+        self.kv.put(self.ns, "plain", "p")
+        self.assertTrue(self.kv.put(self.ns, "short", "v", ttl=0.2))
+        wait_until(lambda: self.kv.get(self.ns, "short") is None, "the key expired")
+        # Gone for every read at once, whether or not its logged delete has happened yet.
+        self.assertEqual(self.kv.pttl(self.ns, "short"), -2)
+        self.assertIsNone(self.kv.getv(self.ns, "short"))
+        self.assertEqual(self.kv.exists(self.ns, "short", "plain"), 1)
+        self.assertEqual(self.kv.count(self.ns), 1)
+        self.assertEqual(list(self.kv.scan(self.ns)), [(b"plain", b"p")])
+        with self.kv.mirror(self.ns) as mirror:  # CHANGES ... SNAPSHOT
+            self.assertEqual(mirror.data, {b"plain": b"p"})
+        # And removed by a logged delete that watchers see.
+        change = wait_deleted(feed, b"short")
+        self.assertEqual(change.items, [(b"short", None)])
+        self.assertFalse(self.kv.persist(self.ns, "short"))
+        self.assertFalse(self.kv.pexpire(self.ns, "short", 10000))
+
+    def test_pttl_shows_the_deadline_in_milliseconds(self):
+        self.assertEqual(self.kv.pttl(self.ns, "absent"), -2)
+        self.kv.put(self.ns, "forever", "v")
+        self.assertEqual(self.kv.pttl(self.ns, "forever"), -1)
+        self.kv.put(self.ns, "seconds", "v", ttl=30)
+        self.assertTrue(20000 < self.kv.pttl(self.ns, "seconds") <= 30000)
+        self.kv.put(self.ns, "fraction", "v", ttl=1000.25)  # sent as PX 1000250
+        self.assertTrue(990000 < self.kv.pttl(self.ns, "fraction") <= 1000250)
+        self.kv.put(self.ns, "short", "v", ttl=1.5)         # PX 1500, not EX 2
+        self.assertLessEqual(self.kv.pttl(self.ns, "short"), 1500)
+        self.assertNotEqual(self.kv.pttl(self.ns, "short"), -1)
+        version = self.kv.put(self.ns, "guarded", "v", if_version=0, ttl=600)
+        self.assertIsInstance(version, int)
+        self.assertEqual(self.kv.getv(self.ns, "guarded"), (b"v", version))
+        self.assertTrue(500000 < self.kv.pttl(self.ns, "guarded") <= 600000)
+        self.assertIsNone(self.kv.put(self.ns, "guarded", "w", if_version=0, ttl=600))
+        self.assertEqual(self.kv.get(self.ns, "guarded"), b"v")
+
+    def test_put_without_ttl_removes_the_deadline(self):
+        feed = self.kv.changes(self.ns)
+        self.addCleanup(feed.close)
+        self.kv.put(self.ns, "k", "first", ttl=0.2)
+        self.kv.put(self.ns, "k", "second")
+        self.assertEqual(self.kv.pttl(self.ns, "k"), -1)
+        self.kv.put(self.ns, "later", "v", ttl=0.4)  # its deadline is after k's first one
+        wait_deleted(feed, b"later")
+        self.assertEqual(self.kv.get(self.ns, "k"), b"second")
+        self.assertEqual(self.kv.pttl(self.ns, "k"), -1)
+
+    def test_pexpire_persist_pttl(self):
+        self.assertFalse(self.kv.pexpire(self.ns, "k", 1000))
+        self.assertFalse(self.kv.persist(self.ns, "k"))
+        self.assertEqual(self.kv.pttl(self.ns, "k"), -2)
+        version = self.kv.put(self.ns, "k", "v", if_version=0)
+        self.assertFalse(self.kv.persist(self.ns, "k"))  # no deadline to remove
+        feed = self.kv.changes(self.ns)
+        self.addCleanup(feed.close)
+        self.assertTrue(self.kv.pexpire(self.ns, "k", 600000))
+        self.assertTrue(500000 < self.kv.pttl(self.ns, "k") <= 600000)
+        self.assertEqual(self.kv.getv(self.ns, "k"), (b"v", version))  # same value, version
+        self.assertTrue(self.kv.persist(self.ns, "k"))
+        self.assertEqual(self.kv.pttl(self.ns, "k"), -1)
+        self.assertFalse(self.kv.persist(self.ns, "k"))
+        self.assertEqual(self.kv.getv(self.ns, "k"), (b"v", version))
+        # Neither was a change: the next one the watcher sees is this put.
+        self.kv.put(self.ns, "marker", "m")
+        self.assertEqual(take(feed, 1, Change)[0].items, [(b"marker", b"m")])
+        # 0 or less deletes the key now, and that is a change.
+        self.assertTrue(self.kv.pexpire(self.ns, "k", 0))
+        self.assertIsNone(self.kv.get(self.ns, "k"))
+        self.assertEqual(self.kv.pttl(self.ns, "k"), -2)
+        self.assertEqual(take(feed, 1, Change)[0].items, [(b"k", None)])
+        self.kv.put(self.ns, "k2", "v")
+        self.assertTrue(self.kv.pexpire(self.ns, "k2", -5))
+        self.assertEqual(self.kv.exists(self.ns, "k2"), 0)
+        # A short pexpire makes the key expire like a ttl.
+        self.kv.put(self.ns, "k3", "v")
+        self.assertTrue(self.kv.pexpire(self.ns, "k3", 100))
+        wait_deleted(feed, b"k3")
+        self.assertIsNone(self.kv.get(self.ns, "k3"))
+
+    def test_pipeline(self):
+        with self.kv.pipeline() as p:
+            p.put(self.ns, "k", "v", ttl=600).pttl(self.ns, "k").persist(self.ns, "k")
+            p.pttl(self.ns, "k").pexpire(self.ns, "k", 600000).pexpire(self.ns, "none", 1)
+            p.put(self.ns, "k", "w", ttl=5, if_version=0)
+            results = p.execute()
+        self.assertTrue(results[0])
+        self.assertTrue(500000 < results[1] <= 600000)
+        self.assertEqual(results[2:7], [True, -1, True, False, None])
+
+    def test_server_refuses_a_bad_expire_time(self):
+        """The client never sends these; the server's answers, per the contract."""
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("PUT", self.ns, "k", "v", "PX", "0")
+        self.assertEqual(caught.exception.code, "ERR")
+        self.assertIn("invalid expire time", caught.exception.message)
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("PUT", self.ns, "k", "v", "PX", "10", "EX", "1")
+        self.assertEqual(caught.exception.message, "syntax error")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("PUT", self.ns, "k", "v", "EPHEMERAL", "EPHEMERAL")
+        self.assertEqual(caught.exception.message, "syntax error")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("PUT", self.ns, "k", "v", "PX")
+        self.assertEqual(caught.exception.message, "syntax error")
+        # An unknown option is an ERR (the contract says "syntax error"; the server names the
+        # option, which is no less clear: only the code is checked).
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("PUT", self.ns, "k", "v", "KEEPTTL")
+        self.assertEqual(caught.exception.code, "ERR")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("PEXPIRE", self.ns, "k", "1.5")
+        self.assertEqual(caught.exception.code, "ERR")
+        self.assertIsNone(self.kv.get(self.ns, "k"))
+        self.assertEqual(self.kv.execute_command("put", self.ns, "k", "v", "ex", "100"), "OK")
+        self.assertTrue(90000 < self.kv.pttl(self.ns, "k") <= 100000)
+
+
+class EphemeralTests(ServerTestCase):
+    """put(..., ephemeral=True): the key goes when the connection that wrote it closes."""
+
+    def test_deleted_when_its_client_closes(self):
+        other = self.server.client()
+        self.addCleanup(other.close)
+        self.assertTrue(other.put(self.ns, "e1", "v", ephemeral=True))
+        self.assertIsInstance(other.put(self.ns, "e2", "v", ephemeral=True, if_version=0), int)
+        other.put(self.ns, "plain", "p")
+        self.assertEqual(self.kv.get(self.ns, "e1"), b"v")
+        self.assertEqual(self.kv.pttl(self.ns, "e1"), -1)
+        feed = self.kv.changes(self.ns)
+        self.addCleanup(feed.close)
+        other.close()
+        deleted = set()
+        while deleted != {b"e1", b"e2"}:
+            change = take(feed, 1, Change)[0]
+            deleted.update(key for key, value in change.items if value is None)
+            self.assertLessEqual(deleted, {b"e1", b"e2"})
+        self.assertEqual(self.kv.exists(self.ns, "e1", "e2"), 0)
+        self.assertEqual(self.kv.get(self.ns, "plain"), b"p")
+
+    def test_deleted_when_its_process_is_killed(self):
+        child = spawn(self, HOLDER, self.server.socket, self.ns, "e", "ephemeral")
+        self.assertEqual(read_line(child), "held")
+        self.assertEqual(self.kv.get(self.ns, "e"), b"child-%d" % child.pid)
+        feed = self.kv.changes(self.ns)
+        self.addCleanup(feed.close)
+        child.send_signal(signal.SIGKILL)
+        wait_deleted(feed, b"e")
+        self.assertIsNone(self.kv.get(self.ns, "e"))
+        self.assertEqual(self.kv.get(self.ns, "e.plain"), b"stays")
+
+    def close_and_wait(self, client, feed):
+        """Closes ``client`` and returns once the server has dealt with it: ``client`` writes
+        an ephemeral marker first, and after its delete this client writes one more change;
+        returns the changes the feed saw up to that one."""
+        client.put(self.ns, "marker", "m", ephemeral=True)
+        client.close()
+        seen = [wait_deleted(feed, b"marker")]
+        self.kv.put(self.ns, "after", "a")
+        while (b"after", b"a") not in seen[-1].items:
+            seen += take(feed, 1, Change)
+        return seen
+
+    def test_plain_put_makes_the_key_persistent(self):
+        other = self.server.client()
+        self.addCleanup(other.close)
+        feed = self.kv.changes(self.ns)
+        self.addCleanup(feed.close)
+        other.put(self.ns, "taken-over", "e", ephemeral=True)
+        self.kv.put(self.ns, "taken-over", "plain")    # by another connection
+        other.put(self.ns, "rewritten", "e", ephemeral=True)
+        other.put(self.ns, "rewritten", "plain")       # by the same one
+        seen = self.close_and_wait(other, feed)
+        deletes = [key for change in seen for key, value in change.items if value is None]
+        self.assertEqual(deletes, [b"marker"])
+        self.assertEqual(self.kv.get(self.ns, "taken-over"), b"plain")
+        self.assertEqual(self.kv.get(self.ns, "rewritten"), b"plain")
+
+    def test_belongs_to_the_last_connection_that_wrote_it(self):
+        first = self.server.client()
+        second = self.server.client()
+        self.addCleanup(first.close)
+        self.addCleanup(second.close)
+        feed = self.kv.changes(self.ns)
+        self.addCleanup(feed.close)
+        first.put(self.ns, "k", "first", ephemeral=True)
+        second.put(self.ns, "k", "second", ephemeral=True)
+        self.close_and_wait(first, feed)
+        self.assertEqual(self.kv.get(self.ns, "k"), b"second")
+        second.close()
+        wait_deleted(feed, b"k")
+        self.assertIsNone(self.kv.get(self.ns, "k"))
+
+    def test_pexpire_and_persist_keep_the_owner(self):
+        other = self.server.client()
+        self.addCleanup(other.close)
+        feed = self.kv.changes(self.ns)
+        self.addCleanup(feed.close)
+        other.put(self.ns, "k", "v", ephemeral=True, ttl=600)
+        self.assertTrue(self.kv.persist(self.ns, "k"))     # from another connection
+        self.assertTrue(self.kv.pexpire(self.ns, "k", 600000))
+        other.close()
+        wait_deleted(feed, b"k")
+        self.assertIsNone(self.kv.get(self.ns, "k"))
+
+
+class LockTests(ServerTestCase):
+    """client.lock(): mutual exclusion between connections and processes, on a real server."""
+
+    def other_client(self):
+        client = self.server.client()
+        self.addCleanup(client.close)
+        return client
+
+    def start_waiter(self, lock, timeout=PATIENCE):
+        """Runs ``lock.acquire(timeout)`` in a thread; returns (thread, outcome list)."""
+        outcome = []
+
+        def wait():
+            try:
+                outcome.append(lock.acquire(timeout))
+            except BaseException as error:  # reported by the test
+                outcome.append(error)
+
+        thread = threading.Thread(target=wait, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, PATIENCE)
+        return thread, outcome
+
+    def test_holds_the_key_with_its_token_and_releases_it(self):
+        lock = self.kv.lock(self.ns, "job", timeout=5)
+        self.assertIsNone(lock.token)
+        with lock as held:
+            self.assertIs(held, lock)
+            self.assertTrue(lock.locked)
+            self.assertIsInstance(lock.token, int)
+            self.assertEqual(lock.owner, ("%s:%d" % (socket.gethostname(), os.getpid())).encode())
+            self.assertEqual(self.kv.getv(self.ns, "job"), (lock.owner, lock.token))
+            self.assertEqual(self.kv.pttl(self.ns, "job"), -1)
+            self.assertIn("held token=%d" % lock.token, repr(lock))
+            first = lock.token
+        self.assertFalse(lock.locked)
+        self.assertEqual(lock.token, first)  # the last hold's token stays readable
+        self.assertIsNone(self.kv.get(self.ns, "job"))
+        # Again, by hand: a larger token.
+        second = lock.acquire()
+        self.assertGreater(second, first)
+        self.assertEqual(lock.token, second)
+        with self.assertRaises(RuntimeError):
+            lock.acquire()  # not reentrant
+        self.assertTrue(lock.release())
+        self.assertIsNone(self.kv.get(self.ns, "job"))
+        with self.assertRaises(RuntimeError):
+            lock.release()
+        # With a ttl, the key has a deadline.
+        with self.kv.lock(self.ns, "job", ttl=600, owner="worker-7") as lock:
+            self.assertEqual(self.kv.get(self.ns, "job"), b"worker-7")
+            self.assertTrue(500000 < self.kv.pttl(self.ns, "job") <= 600000)
+            self.assertGreater(lock.token, second)
+
+    def test_released_when_the_body_raises(self):
+        with self.assertRaises(KeyError):
+            with self.kv.lock(self.ns, "job", timeout=5) as lock:
+                self.assertEqual(self.kv.get(self.ns, "job"), lock.owner)
+                raise KeyError("boom")
+        self.assertFalse(lock.locked)
+        self.assertIsNone(self.kv.get(self.ns, "job"))
+        with self.kv.lock(self.ns, "job", timeout=0):
+            pass
+
+    def test_bad_namespace_is_a_server_error(self):
+        with self.assertRaises(ServerError) as caught:
+            with self.kv.lock("bad/ns", "job", timeout=0):
+                self.fail("the body ran")
+        self.assertEqual(caught.exception.code, "BADNS")
+
+    def test_waiter_gets_the_lock_when_it_is_released(self):
+        holder = self.kv.lock(self.ns, "job")
+        first = holder.acquire()
+        waiter = self.other_client().lock(self.ns, "job")
+        thread, outcome = self.start_waiter(waiter)
+        wait_until(lambda: followers(self.kv, self.ns) >= 1, "the waiter follows the key")
+        # Changes to other keys under the same prefix do not hand it the lock.
+        self.kv.put(self.ns, "job-2", "x")
+        self.kv.delete(self.ns, "job-2")
+        with self.kv.lock(self.ns, "job-3", timeout=0):  # another key: not blocked
+            pass
+        self.assertEqual(outcome, [])
+        self.assertEqual(self.kv.getv(self.ns, "job"), (holder.owner, first))
+        self.assertTrue(holder.release())
+        thread.join(PATIENCE)
+        self.assertEqual(len(outcome), 1)
+        self.assertIsInstance(outcome[0], int, outcome)
+        self.assertGreater(outcome[0], first)
+        self.assertEqual(self.kv.getv(self.ns, "job"), (waiter.owner, outcome[0]))
+        self.assertTrue(waiter.release())
+        wait_until(lambda: followers(self.kv, self.ns) == 0, "the waiter's feed is closed")
+
+    def test_timeout_raises_lock_timeout(self):
+        holder = self.kv.lock(self.ns, "job")
+        token = holder.acquire()
+        other = self.other_client()
+        before = self.kv.info_dict()["connected_clients"]
+        for timeout in (0, 0.3):
+            with self.assertRaises(LockTimeout) as caught:
+                with other.lock(self.ns, "job", timeout=timeout):
+                    self.fail("the body ran without the lock")
+            self.assertEqual((caught.exception.namespace, caught.exception.key,
+                              caught.exception.timeout), (self.ns, b"job", timeout))
+        lock = other.lock(self.ns, "job", timeout=60)
+        with self.assertRaises(LockTimeout):
+            lock.acquire(timeout=0.2)  # acquire's own timeout wins
+        self.assertFalse(lock.locked)
+        self.assertEqual(self.kv.getv(self.ns, "job"), (holder.owner, token))  # still held
+        # The failed attempts left no connection behind.
+        wait_until(lambda: self.kv.info_dict()["connected_clients"] <= before,
+                   "the timed-out locks' connections are closed")
+        self.assertTrue(holder.release())
+        self.assertIsNone(self.kv.get(self.ns, "job"))
+        self.assertIsInstance(lock.acquire(timeout=0), int)
+        lock.release()
+
+    def test_ttl_frees_the_lock_and_a_late_release_does_not_touch_the_next_holder(self):
+        first = self.kv.lock(self.ns, "job", ttl=0.3)
+        token = first.acquire()
+        self.assertNotEqual(self.kv.pttl(self.ns, "job"), -1)
+        self.assertLessEqual(self.kv.pttl(self.ns, "job"), 300)
+        second = self.other_client().lock(self.ns, "job", timeout=PATIENCE)
+        later = second.acquire()  # once the first one's key has expired
+        self.assertGreater(later, token)
+        self.assertFalse(first.release())  # no longer held: nothing deleted
+        self.assertEqual(self.kv.getv(self.ns, "job"), (second.owner, later))
+        self.assertTrue(second.release())
+
+    def test_mutual_exclusion_across_processes(self):
+        """5 processes x 20 rounds of read-increment-write of a plain file under the lock:
+        no increment is lost, and the tokens, in the order the holds happened, increase."""
+        directory = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
+        self.addCleanup(shutil.rmtree, directory, True)
+        counter = os.path.join(directory, "counter")
+        tokens = os.path.join(directory, "tokens")
+        with open(counter, "w") as f:
+            f.write("0")
+        workers = [spawn(self, LOCK_WORKER, self.server.socket, self.ns, "counter-lock",
+                         counter, tokens, 20) for _ in range(5)]
+        for worker in workers:
+            self.assertEqual(read_line(worker), "ready")
+        for worker in workers:  # all at once
+            worker.stdin.write(b"go\n")
+            worker.stdin.flush()
+        for worker in workers:
+            out, err = worker.communicate(timeout=PATIENCE * 3)
+            self.assertEqual(worker.returncode, 0, err.decode("utf-8", "replace"))
+            self.assertEqual(out, b"done\n")
+        with open(counter) as f:
+            self.assertEqual(f.read(), "100")
+        with open(tokens) as f:
+            holds = [tuple(int(field) for field in line.split()) for line in f]
+        self.assertEqual(len(holds), 100)
+        order = [token for token, _ in holds]
+        self.assertEqual(order, sorted(set(order)), "tokens must increase from hold to hold")
+        self.assertEqual(sorted(set(pid for _, pid in holds)), sorted(w.pid for w in workers))
+        self.assertIsNone(self.kv.get(self.ns, "counter-lock"))
+
+    def test_killed_holder_releases_the_lock_to_a_waiter(self):
+        child = spawn(self, HOLDER, self.server.socket, self.ns, "job", "lock")
+        token = int(read_line(child))
+        self.assertEqual(self.kv.getv(self.ns, "job"),
+                         (("%s:%d" % (socket.gethostname(), child.pid)).encode(), token))
+        waiter = self.other_client().lock(self.ns, "job")
+        thread, outcome = self.start_waiter(waiter)
+        wait_until(lambda: followers(self.kv, self.ns) >= 1, "the waiter follows the key")
+        self.assertEqual(outcome, [])
+        killed = time.monotonic()
+        child.send_signal(signal.SIGKILL)
+        thread.join(PATIENCE)
+        self.assertEqual(len(outcome), 1, "the waiter did not get the lock")
+        self.assertIsInstance(outcome[0], int, outcome)
+        self.assertGreater(outcome[0], token)
+        self.assertEqual(self.kv.getv(self.ns, "job"), (waiter.owner, outcome[0]))
+        self.assertLess(time.monotonic() - killed, PATIENCE)
+        self.assertTrue(waiter.release())
+
+
+class ExpiryRestartTests(unittest.TestCase):
+    """Ephemeral keys, deadlines and locks across a server restart (own servers)."""
+
+    def setUp(self):
+        require_server()
+
+    def test_ephemeral_keys_are_gone_and_deadlines_kept_after_a_restart(self):
+        server = ServerProcess(fsync="always")
+        self.addCleanup(server.cleanup)
+        server.start()
+        holder = server.client()
+        self.addCleanup(holder.close)
+        holder.put("r", "ephemeral", "e", ephemeral=True)
+        holder.put("r", "plain", "p")
+        holder.put("r", "expiring", "x", ttl=600)
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(PATIENCE)
+        server.start()
+        with server.client() as kv:
+            self.assertIsNone(kv.get("r", "ephemeral"))
+            self.assertEqual(kv.get("r", "plain"), b"p")
+            self.assertEqual(kv.get("r", "expiring"), b"x")
+            self.assertTrue(500000 < kv.pttl("r", "expiring") <= 600000)
+            self.assertEqual(kv.pttl("r", "plain"), -1)
+        self.assertEqual(server.stop(), 0, server.log())
+
+    def test_waiter_gets_the_lock_after_a_server_restart(self):
+        server = ServerProcess(fsync="always")
+        self.addCleanup(server.cleanup)
+        server.start()
+        holder_client = server.client()
+        self.addCleanup(holder_client.close)
+        holder = holder_client.lock("r", "job")
+        token = holder.acquire()
+        waiter = server.client().lock("r", "job", timeout=PATIENCE)
+        outcome = []
+
+        def wait():
+            try:
+                outcome.append(waiter.acquire())
+            except BaseException as error:
+                outcome.append(error)
+
+        thread = threading.Thread(target=wait, daemon=True)
+        thread.start()
+        with server.client() as kv:
+            wait_until(lambda: followers(kv, "r") >= 1, "the waiter follows the key")
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(PATIENCE)
+        self.assertEqual(outcome, [])
+        server.start()
+        thread.join(PATIENCE)
+        self.assertEqual(len(outcome), 1, "the waiter did not get the lock")
+        self.assertIsInstance(outcome[0], int, outcome)
+        self.assertGreater(outcome[0], token)
+        self.assertFalse(holder.release())  # its connection died with the old server
+        with server.client() as kv:
+            self.assertEqual(kv.getv("r", "job"), (waiter.owner, outcome[0]))
+        self.assertTrue(waiter.release())
+        self.assertEqual(server.stop(), 0, server.log())
 
 
 if __name__ == "__main__":

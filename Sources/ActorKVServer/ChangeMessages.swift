@@ -73,7 +73,7 @@ struct ChangeMessages {
             case .delete(let key) where key.starts(with: prefix):
                 pairs.append(.bulk(key))
                 pairs.append(.null)
-            case .put, .delete:
+            case .put, .delete, .lifetime:  // outside the prefix; a lifetime changes no value
                 continue
             }
         }

@@ -23,6 +23,8 @@ public final class ClientSession: Sendable {
         var follows: Set<FollowKey> = []
         /// Follows started by CHANGES and not yet taken over by the event loop.
         var newFollows: [NewFollow] = []
+        /// The namespaces in which this connection wrote ephemeral keys (`PUT … EPHEMERAL`).
+        var ownedIn: Set<String> = []
     }
 
     private let state = Mutex(State())
@@ -62,6 +64,20 @@ public final class ClientSession: Sendable {
     /// Hands a started follow to the event loop, which takes it after the CHANGES reply.
     func addFollow(_ follow: NewFollow) {
         state.withLock { $0.newFollows.append(follow) }
+    }
+
+    /// Notes that the connection writes ephemeral keys in `namespace` (before it writes them, so
+    /// that the end of the session finds them).
+    func noteOwnedKeys(in namespace: String) {
+        state.withLock { _ = $0.ownedIn.insert(namespace) }
+    }
+
+    /// The namespaces in which the connection wrote ephemeral keys, once (its end releases them).
+    func takeOwnedNamespaces() -> Set<String> {
+        state.withLock { s in
+            defer { s.ownedIn.removeAll() }
+            return s.ownedIn
+        }
     }
 
     /// The follows started since the last call (the event loop serves them from now on).

@@ -73,7 +73,21 @@ public struct CommandProcessor: Sendable {
     public func endSession(_ session: ClientSession, reason: SessionEnd) {
         // Follows started by a CHANGES that finished after the connection closed.
         for follow in session.takeNewFollows() { follow.start.feed.removeFollower() }
+        releaseEphemeralKeys(of: session)
         sessionEnded?(session, reason)
+    }
+
+    /// Deletes the keys the session owned (`PUT … EPHEMERAL`), in the background: each as a
+    /// logged delete that followers see.
+    private func releaseEphemeralKeys(of session: ClientSession) {
+        let namespaces = session.takeOwnedNamespaces()
+        guard !namespaces.isEmpty else { return }
+        let (store, owner) = (self.store, session.id)
+        Task {
+            for name in namespaces {
+                _ = await (try? store.existingNamespace(name))?.releaseOwner(owner)
+            }
+        }
     }
 
     /// One connection's commands handed over by the event loop, and later its replies.

@@ -92,8 +92,8 @@ final class Follower {
 
     private func nextSnapshotPage() -> Reply {
         let page = snapshot!.page(after: snapshotAfter, prefix: key.prefix, limit: Self.snapshotPage)
-        let message = ChangeMessages.snapshot(namespace: key.namespace, sequence: cursor, entries: page)
-        if page.count < Self.snapshotPage { snapshot = nil } else { snapshotAfter = page.last!.key }
+        let message = ChangeMessages.snapshot(namespace: key.namespace, sequence: cursor, entries: page.entries)
+        if let next = page.next { snapshotAfter = next } else { snapshot = nil }
         return message
     }
 }

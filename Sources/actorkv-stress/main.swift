@@ -87,6 +87,7 @@ struct AckFile {
             switch m {
             case .put(let key, let value): return "+" + String(decoding: key, as: UTF8.self) + "=" + String(decoding: value, as: UTF8.self)
             case .delete(let key): return "-" + String(decoding: key, as: UTF8.self)
+            case .lifetime(let key, let lifetime): return "~" + String(decoding: key, as: UTF8.self) + "@\(lifetime.deadline)"
             }
         }.joined(separator: ";")
         append("I \(id) \(kind) \(text)")

@@ -12,7 +12,7 @@ struct CommandTableTests {
     /// here fails ``everyCommandHasASample()``: its flags must be checked too.
     static let samples: [String: [String]] = [
         "GET": ["GET", "ns", "k"], "GETV": ["GETV", "ns", "k"], "PUT": ["PUT", "ns", "k", "v", "IFVERSION", "0"],
-        "INCR": ["INCR", "ns", "k", "-2"], "DEL": ["DEL", "ns", "k", "j"], "CHANGES": ["CHANGES", "ns", "PREFIX", "a", "FROM", "3"],
+        "INCR": ["INCR", "ns", "k", "-2"], "PEXPIRE": ["PEXPIRE", "ns", "k", "100"], "PERSIST": ["PERSIST", "ns", "k"], "PTTL": ["PTTL", "ns", "k"], "DEL": ["DEL", "ns", "k", "j"], "CHANGES": ["CHANGES", "ns", "PREFIX", "a", "FROM", "3"],
         "EXISTS": ["EXISTS", "ns", "k"], "COUNT": ["COUNT", "ns"], "SCAN": ["SCAN", "ns", "0", "COUNT", "5"],
         "BATCH": ["BATCH", "ns", "PUT", "k", "v", "DEL", "j"], "PING": ["PING"], "ECHO": ["ECHO", "x"],
         "QUIT": ["QUIT"], "CLIENT": ["CLIENT", "ID"], "INFO": ["INFO"], "NAMESPACES": ["NAMESPACES"],

@@ -143,7 +143,7 @@ struct ChangeFeedTests {
             defer { start.feed.removeFollower() }
             try await ns.put(b("a/2"), b("z"))
             #expect(start.sequence == 2)
-            let page = try #require(start.snapshot).page(after: nil, prefix: b("a/"), limit: 10)
+            let page = try #require(start.snapshot).page(after: nil, prefix: b("a/"), limit: 10).entries
             #expect(page.map(\.key) == [b("a/1")])
             #expect(start.feed.read(after: 2, limit: 10) == .changes([Change(sequence: 3, mutations: [.put(key: b("a/2"), value: b("z"))])]))
         }

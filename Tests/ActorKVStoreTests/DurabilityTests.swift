@@ -206,7 +206,7 @@ struct DurabilityTests {
         case .emptyFile:
             damaged = []
         case .unknownVersion:
-            let range = try #require(original.firstRange(of: b("\"version\":2")))
+            let range = try #require(original.firstRange(of: b("\"version\":3")))
             damaged[range.upperBound - 1] = UInt8(ascii: "7")
             damaged = SnapshotCodecTests.resealed(damaged)
             expectedOffset = range.upperBound - 1

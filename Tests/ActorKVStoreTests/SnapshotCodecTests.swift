@@ -62,7 +62,7 @@ struct SnapshotCodecTests {
         #expect(text.contains("[{\"base64\":\"AA==\"},{\"base64\":\"AA==\"},1]") == false)  // NUL is valid UTF-8
         #expect(text.contains("[\"\\u0000\",\"\\u0000\",1]"))
         #expect(text.contains("[\"plain\",\"value\",1]"))
-        #expect(text.hasPrefix("{\"format\":\"actorkv-snapshot\",\"version\":2,\"namespace\":\"config\""))
+        #expect(text.hasPrefix("{\"format\":\"actorkv-snapshot\",\"version\":3,\"namespace\":\"config\""))
     }
 
     @Test("an empty map and one large value round-trip; chunked output equals one-shot output")
@@ -97,7 +97,7 @@ struct SnapshotCodecTests {
         let object = try JSONSerialization.jsonObject(with: Data(document))
         let root = try #require(object as? [String: Any])
         #expect(root["format"] as? String == "actorkv-snapshot")
-        #expect((root["version"] as? NSNumber)?.intValue == 2)
+        #expect((root["version"] as? NSNumber)?.intValue == 3)
         #expect(root["namespace"] as? String == "config")
         #expect((root["lastSequence"] as? NSNumber)?.intValue == 42)
         #expect((root["count"] as? NSNumber)?.intValue == Self.pairs.count)
@@ -139,12 +139,12 @@ struct SnapshotCodecTests {
     @Test("an unknown version is refused with the offset of the version number")
     func unknownVersion() throws {
         let document = SnapshotCodec.encode(Self.map(Self.pairs), header: Self.header)
-        let range = try #require(document.firstRange(of: b("\"version\":2")))
-        var v3 = document
-        v3[range.upperBound - 1] = UInt8(ascii: "3")
-        let failure = try #require(Self.failure(Self.resealed(v3)))
+        let range = try #require(document.firstRange(of: b("\"version\":3")))
+        var v4 = document
+        v4[range.upperBound - 1] = UInt8(ascii: "4")
+        let failure = try #require(Self.failure(Self.resealed(v4)))
         #expect(failure.offset == range.upperBound - 1)
-        #expect(failure.reason.contains("version 3"))
+        #expect(failure.reason.contains("version 4"))
     }
 
     @Test("keys out of order or duplicated are refused at the entry")

@@ -38,9 +38,10 @@ struct SnapshotWindowTests {
             let document = SnapshotCodec.encode(original, header: SnapshotCodecTests.header)
             let path = try Self.write(document, in: dir)
             let window = try FileWindow(path: path, capacity: capacity, system: .plain)
-            guard case .decoded(let header, let decoded) = try SnapshotCodec.decode(window: window, reserve: reserve) else {
+            guard case .decoded(let contents) = try SnapshotCodec.decode(window: window, reserve: reserve) else {
                 Issue.record("\(count) entries, window \(capacity)/\(reserve): fell back to the whole file"); continue
             }
+            let (header, decoded) = (contents.header, contents.map)
             #expect(header == SnapshotCodecTests.header)
             #expect(Self.entries(decoded) == Self.entries(original), "\(count) entries")
             try decoded.checkInvariants()
@@ -86,8 +87,8 @@ struct SnapshotWindowTests {
             switch (windowed, whole) {
             case (.needsWholeFile, _):
                 fellBack += 1
-            case (.decoded(let header, let map), .success(let expected)):
-                #expect(header == expected.header && Self.entries(map) == Self.entries(expected.map), "byte \(position)")
+            case (.decoded(let contents), .success(let expected)):
+                #expect(contents.header == expected.header && Self.entries(contents.map) == Self.entries(expected.map), "byte \(position)")
             case (.decoded, .failure(let failure)):
                 Issue.record("byte \(position): the window decoded a snapshot the whole-file decoder refuses (\(failure.reason))")
             }

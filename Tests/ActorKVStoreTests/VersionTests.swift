@@ -75,7 +75,7 @@ struct VersionTests {
             try await ns.compact()
         }
         let rewritten = String(decoding: try readFile(dir.data + "/config/snapshot.json"), as: UTF8.self)
-        #expect(rewritten.hasPrefix("{\"format\":\"actorkv-snapshot\",\"version\":2,"))
+        #expect(rewritten.hasPrefix("{\"format\":\"actorkv-snapshot\",\"version\":3,"))
         #expect(rewritten.contains("[\"blob\",\"\\u0000\\u00ff\\n\",5]") || rewritten.contains("[\"blob\",{\"base64\":\"AP8K\"},5]"))
         #expect(rewritten.contains("[\"counter\",\"42\",8]"))
         try await withStore(dir.data) { store in

@@ -214,7 +214,7 @@ struct WritePlannerTests {
                 guard case .batch = outcome else { return outcome }
                 return .version(sequence)
             case .batch(let steps): return apply(steps: steps, single: false)
-            case .exists, .count, .scan: preconditionFailure("not generated")
+            case .exists, .count, .scan, .lifetimePut, .setTimeToLive, .timeToLive: preconditionFailure("not generated")
             }
         }
 

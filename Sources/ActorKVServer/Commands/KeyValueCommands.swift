@@ -12,8 +12,19 @@ enum KeyValueCommands {
         CommandSpec(name: "GETV", usage: "GETV ns key", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try Command.namespace(args[0]), .getVersioned(args[1]))
         },
-        CommandSpec(name: "PUT", usage: "PUT ns key value [IFVERSION version]", arity: .between(3, 5, step: 2),
+        CommandSpec(name: "PUT", usage: "PUT ns key value [PX ms | EX s] [EPHEMERAL] [IFVERSION version]", arity: .between(3, 8),
                     flags: [.namespaced, .write], parse: parsePut),
+        CommandSpec(name: "PEXPIRE", usage: "PEXPIRE ns key ms", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            let ns = try Command.namespace(args[0])
+            guard let ms = ASCIIDecimal.parse(args[2]) else { throw invalidExpireTime("PEXPIRE") }
+            return .data(namespace: ns, .setTimeToLive(key: args.array(1), milliseconds: ms))
+        },
+        CommandSpec(name: "PERSIST", usage: "PERSIST ns key", arity: .exactly(2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .setTimeToLive(key: args.array(1), milliseconds: nil))
+        },
+        CommandSpec(name: "PTTL", usage: "PTTL ns key", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .timeToLive(args.array(1)))
+        },
         CommandSpec(name: "INCR", usage: "INCR ns key [delta]", arity: .between(2, 3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
             let ns = try Command.namespace(args[0])
             let delta = args.count == 3 ? try parseDelta(args[2]) : 1
@@ -43,25 +54,93 @@ enum KeyValueCommands {
     private static let delOp = Array("DEL".utf8)
     private static let ifVersionWord = Array("IFVERSION".utf8)
     private static let incrOp = Array("INCR".utf8)
+    private static let ephemeralWord = Array("EPHEMERAL".utf8)
+    private static let pxWord = Array("PX".utf8)
+    private static let exWord = Array("EX".utf8)
 
-    /// `PUT ns key value [IFVERSION version]`: options after the value, each a name (any ASCII
-    /// case) and its argument.
+    /// `PUT ns key value [PX ms | EX s] [EPHEMERAL] [IFVERSION version]`: options after the
+    /// value, in any order and any ASCII case, each at most once.
     private static func parsePut(_ args: CommandArguments) throws(CommandError) -> Command {
         let ns = try Command.namespace(args[0])
         guard args.count > 3 else { return .data(namespace: ns, .put(key: args[1], value: args[2])) }
-        var ifVersion: UInt64?
-        var i = 3
-        while i + 1 < args.count {
-            if CommandTable.matches(args[i], ifVersionWord) {
-                guard ifVersion == nil else { throw CommandError(.syntax, "IFVERSION given twice") }
-                ifVersion = try parseVersion(args[i + 1])
-            } else {
-                throw CommandError(.syntax, "unknown PUT option '\(Command.printable(args[i]))' (expected IFVERSION)")
-            }
-            i += 2
+        let options = try PutOptions(args)
+        if options.ephemeral {
+            let put = LifetimePut(key: args.array(1), value: args.array(2), milliseconds: options.milliseconds, ifVersion: options.ifVersion)
+            return .local(LocalCommand { context in await putEphemeral(put, in: ns, context) })
         }
-        guard let ifVersion else { return .data(namespace: ns, .put(key: args[1], value: args[2])) }
+        if options.milliseconds != 0 {
+            return .data(namespace: ns, .lifetimePut(LifetimePut(key: args.array(1), value: args.array(2), milliseconds: options.milliseconds,
+                                                                 ifVersion: options.ifVersion)))
+        }
+        guard let ifVersion = options.ifVersion else { return .data(namespace: ns, .put(key: args[1], value: args[2])) }
         return .data(namespace: ns, .conditionalPut(key: args.array(1), value: args[2], ifVersion: ifVersion))
+    }
+
+    /// The options of a PUT after its value.
+    private struct PutOptions {
+        var milliseconds: UInt64 = 0
+        var ephemeral = false
+        var ifVersion: UInt64?
+
+        init(_ args: CommandArguments) throws(CommandError) {
+            var i = 3
+            var expiry = false
+            while i < args.count {
+                let name = args[i]
+                if CommandTable.matches(name, ephemeralWord) {
+                    guard !ephemeral else { throw syntaxError }
+                    ephemeral = true
+                    i += 1
+                    continue
+                }
+                guard i + 1 < args.count else {
+                    if CommandTable.matches(name, ifVersionWord) || CommandTable.matches(name, pxWord) || CommandTable.matches(name, exWord) { throw syntaxError }
+                    throw unknownOption(name)
+                }
+                if CommandTable.matches(name, ifVersionWord) {
+                    guard ifVersion == nil else { throw CommandError(.syntax, "IFVERSION given twice") }
+                    ifVersion = try parseVersion(args[i + 1])
+                } else if CommandTable.matches(name, pxWord) || CommandTable.matches(name, exWord) {
+                    guard !expiry else { throw syntaxError }
+                    expiry = true
+                    milliseconds = try Self.milliseconds(args[i + 1], seconds: CommandTable.matches(name, exWord))
+                } else {
+                    throw unknownOption(name)
+                }
+                i += 2
+            }
+        }
+
+        /// A PX (or, `seconds`, EX) argument in milliseconds: a positive integer, as Redis's SET takes.
+        private static func milliseconds(_ text: ArraySlice<UInt8>, seconds: Bool) throws(CommandError) -> UInt64 {
+            guard let n = ASCIIDecimal.parse(text), n > 0 else { throw invalidExpireTime("PUT") }
+            guard seconds else { return UInt64(n) }
+            let (ms, overflow) = n.multipliedReportingOverflow(by: 1000)
+            guard !overflow else { throw invalidExpireTime("PUT") }
+            return UInt64(ms)
+        }
+
+        private var syntaxError: CommandError { CommandError(.syntax, "syntax error") }
+
+        private func unknownOption(_ name: ArraySlice<UInt8>) -> CommandError {
+            CommandError(.syntax, "unknown PUT option '\(Command.printable(name))' (expected PX, EX, EPHEMERAL or IFVERSION)")
+        }
+    }
+
+    /// Redis's error for a TTL that is not a positive integer (or, PEXPIRE, not an integer).
+    static func invalidExpireTime(_ command: String) -> CommandError {
+        CommandError(.syntax, "invalid expire time in '\(command)' command")
+    }
+
+    /// Runs a `PUT … EPHEMERAL`: the key is owned by this connection's session, which deletes it
+    /// when the connection ends (see ``CommandProcessor/endSession(_:reason:)``).
+    private static func putEphemeral(_ put: LifetimePut, in namespace: String, _ context: CommandContext) async -> Reply {
+        var put = put
+        put.owner = context.session.id
+        context.session.noteOwnedKeys(in: namespace)
+        let operations = [Operation.lifetimePut(put)]
+        let execution = await context.store.execute(operations, inNamespace: namespace)
+        return reply(for: await execution.settled(operations)[0], of: operations[0])
     }
 
     /// A version argument: a decimal integer from 0 (absent) to 2^63-1, written as Redis writes

@@ -18,6 +18,7 @@ public struct Change: Sendable, Equatable {
             switch mutation {
             case .put(let key, let value): total + key.count + value.count + 16
             case .delete(let key): total + key.count + 16
+            case .lifetime: total
             }
         }
     }

@@ -23,12 +23,23 @@ public struct FollowStart: Sendable {
 }
 
 /// A namespace's keys and values as of one change, read a page at a time (a copy-on-write copy
-/// of its map: later writes do not show).
+/// of its map and its keys' lifetimes: later writes do not show). Keys whose deadline has
+/// passed when a page is read are left out: they are gone for every read, and their deletes
+/// follow as changes.
 public struct ChangeSnapshot: Sendable {
     let map: OrderedMap
+    let lifetimes: KeyLifetimes
 
-    /// Up to `limit` keys and values under `prefix` after `after` (nil: from the first), in key order.
-    public func page(after: [UInt8]?, prefix: [UInt8], limit: Int) -> [(key: [UInt8], value: [UInt8])] {
-        map.entries(after: after, prefix: prefix, limit: limit)
+    /// Up to `limit` keys and values under `prefix` after `after` (nil: from the first), in key
+    /// order, less any that have expired. The second element is the last key looked at, where
+    /// the next page goes on (nil: this was the last page).
+    public func page(after: [UInt8]?, prefix: [UInt8], limit: Int) -> (entries: [(key: [UInt8], value: [UInt8])], next: [UInt8]?) {
+        var entries = map.entries(after: after, prefix: prefix, limit: limit)
+        let next = entries.count < limit ? nil : entries.last?.key
+        if lifetimes.hasDeadlines {
+            let now = WallClock.milliseconds()
+            entries.removeAll { lifetimes.hasExpired($0.key, at: now) }
+        }
+        return (entries, next)
     }
 }

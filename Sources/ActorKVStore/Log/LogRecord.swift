@@ -4,6 +4,17 @@ public enum Mutation: Sendable, Equatable {
     case put(key: [UInt8], value: [UInt8])
     /// Remove `key` (a no-op when it is absent).
     case delete(key: [UInt8])
+    /// Give `key` this lifetime (a deadline, an owner), keeping its value and version; a no-op
+    /// when the key is absent. It follows the put of a `PUT … PX/EX/EPHEMERAL` in the same
+    /// record, or stands alone (`PEXPIRE`, `PERSIST`). A put or a delete clears the lifetime.
+    case lifetime(key: [UInt8], Lifetime)
+
+    /// The key the mutation writes.
+    public var key: [UInt8] {
+        switch self {
+        case .put(let key, _), .delete(let key), .lifetime(let key, _): return key
+        }
+    }
 }
 
 /// One entry of the append-only log: every mutation of one write, applied all-or-nothing.
@@ -36,7 +47,10 @@ public struct LogRecord: Sendable, Equatable {
 ///
 ///     u32 bodyLength | u32 crc32c(bodyLength bytes + body) | body
 ///     body = u64 sequence | u32 durableLag | u32 mutationCount | mutation*
-///     mutation = u8 kind (1 put, 2 delete) | u32 keyLength | key | [u32 valueLength | value]
+///     mutation = u8 kind (1 put, 2 delete, 3 lifetime) | u32 keyLength | key
+///                | [u32 valueLength | value]     (put)
+///                | [u64 deadline | u8 flags]    (lifetime: deadline in ms since the epoch, 0 none;
+///                                                flags bit 0: ephemeral, the other bits 0)
 public enum LogRecordCodec {
     /// Bytes before the body.
     public static let headerLength = 8
@@ -65,6 +79,7 @@ public enum LogRecordCodec {
             switch mutation {
             case .put(let key, let value): return total + putOverhead + key.count + value.count
             case .delete(let key): return total + 5 + key.count
+            case .lifetime(let key, _): return total + lifetimeOverhead + key.count
             }
         }
     }
@@ -85,6 +100,11 @@ public enum LogRecordCodec {
             case .delete(let key):
                 buffer.append(2)
                 appendBytes(key, to: &buffer)
+            case .lifetime(let key, let lifetime):
+                buffer.append(3)
+                appendBytes(key, to: &buffer)
+                append(lifetime.deadline, to: &buffer)
+                buffer.append(lifetime.isEphemeral ? 1 : 0)
             }
         }
         finishRecord(at: start, in: &buffer)
@@ -92,6 +112,8 @@ public enum LogRecordCodec {
 
     /// The bytes a put adds to a body besides its key and value: its tag and their two lengths.
     static let putOverhead = 9
+    /// The bytes a lifetime adds besides its key: its tag, the key's length, deadline and flags.
+    static let lifetimeOverhead = 14
 
     /// The body length of the record of one put of `key` and `value`.
     public static func putBodyLength(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>) -> Int {
@@ -183,6 +205,12 @@ public enum LogRecordCodec {
             switch try reader.u8() {
             case 1: mutations.append(.put(key: try reader.lengthPrefixed(), value: try reader.lengthPrefixed()))
             case 2: mutations.append(.delete(key: try reader.lengthPrefixed()))
+            case 3:
+                let key = try reader.lengthPrefixed()
+                let deadline = try reader.u64()
+                let flags = try reader.u8()
+                guard flags <= 1 else { throw .init(reason: "unknown lifetime flags \(flags)") }
+                mutations.append(.lifetime(key: key, Lifetime(deadline: deadline, owner: flags == 1 ? Lifetime.recoveredOwner : 0)))
             case let kind: throw .init(reason: "unknown mutation kind \(kind)")
             }
         }

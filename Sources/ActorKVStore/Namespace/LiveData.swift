@@ -3,25 +3,38 @@
 struct LiveData: Sendable {
     var map = OrderedMap()
     var bytes = 0
+    /// The deadlines and owners of the keys that have one.
+    var lifetimes = KeyLifetimes()
 
     /// Applies one mutation, written by the log record numbered `version`; returns whether it
-    /// removed an existing key.
+    /// removed a key that existed (and, with a `now`, had not expired by then).
     @discardableResult
-    mutating func apply(_ mutation: Mutation, version: UInt64) -> Bool {
+    mutating func apply(_ mutation: Mutation, version: UInt64, now: UInt64 = 0) -> Bool {
         switch mutation {
         case .put(let key, let value):
             put(key: key[...], value: value[...], version: version)  // a whole array's slice: a new key keeps the array itself
             return false
         case .delete(let key):
-            guard let old = map.removeValue(forKey: key) else { return false }
-            bytes -= key.count + old.count
-            return true
+            return delete(key, now: now)
+        case .lifetime(let key, let lifetime):
+            if map.contains(key) { lifetimes.set(key, lifetime) }
+            return false
         }
+    }
+
+    /// Removes `key`; returns whether it existed and had not expired at `now` (0: ignore deadlines).
+    mutating func delete(_ key: [UInt8], now: UInt64) -> Bool {
+        let expired = now != 0 && lifetimes.hasExpired(key, at: now)
+        lifetimes.clear(key)
+        guard let old = map.removeValue(forKey: key) else { return false }
+        bytes -= key.count + old.count
+        return !expired
     }
 
     /// Stores `value` with `version` for `key` (see `OrderedMap.updateValue(copying:forKey:version:)`):
     /// the one way a put reaches the map, from a request's bytes in place or from a mutation's arrays.
     mutating func put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, version: UInt64) {
+        if !lifetimes.isEmpty { lifetimes.clear(Array(key)) }
         if let old = map.updateValue(copying: value, forKey: key, version: version) {
             bytes += value.count - old
         } else {

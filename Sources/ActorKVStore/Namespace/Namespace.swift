@@ -36,6 +36,13 @@ public actor Namespace {
     /// The feed of this namespace's changes, which its followers read.
     public nonisolated let feed: ChangeFeed
     private var compactionTask: Task<Void, any Error>?
+    /// The wall-clock time of the run of operations being performed (milliseconds since the
+    /// epoch), read only when some key has a deadline; 0 otherwise.
+    private var runNow: UInt64 = 0
+    /// Deletes expired keys while any key has a deadline (``sweepExpired()``).
+    private var sweeper: Task<Void, Never>?
+    /// A sweep asked for by a read that met an expired key.
+    private var promptSweep: Task<Void, Never>?
     private var statistics: NamespaceStatistics
     private var writeFailure: StoreError?
     private var closed = false
@@ -78,18 +85,43 @@ public actor Namespace {
     // MARK: - Reads
 
     /// The value stored under `key`, or nil.
-    public func get(_ key: [UInt8]) -> [UInt8]? { data.map[key] }
+    public func get(_ key: [UInt8]) -> [UInt8]? {
+        startRun()
+        guard case .value(let value) = perform(.get(key[...])) else { return nil }
+        return value
+    }
 
     /// The value stored under `key` and its version, or nil.
     public func versioned(_ key: [UInt8]) -> VersionedValue? {
-        data.map.versionedValue(key)
+        startRun()
+        guard case .versioned(let value) = perform(.getVersioned(key[...])) else { return nil }
+        return value
     }
 
     /// The number of keys.
-    public func count() -> Int { data.map.count }
+    public func count() -> Int {
+        startRun()
+        guard case .integer(let count) = perform(.count) else { return 0 }
+        return count
+    }
+
+    /// The milliseconds left before `key` expires: -1 when it has no deadline, -2 when it is absent.
+    public func timeToLive(_ key: [UInt8]) -> Int {
+        startRun()
+        guard case .integer(let left) = perform(.timeToLive(key)) else { return -2 }
+        return left
+    }
 
     /// Up to `limit` entries after `cursor` whose keys start with `prefix`, in key order.
     public func scan(from cursor: ScanCursor = .start, prefix: [UInt8] = [], limit: Int = 100) -> ScanPage {
+        startRun()
+        return scanPage(from: cursor, prefix: prefix, limit: limit)
+    }
+
+    /// ``scan(from:prefix:limit:)`` within a run: keys that have expired by ``runNow`` are left
+    /// out (a page may then hold fewer than `limit`; its cursor still goes on after the last key
+    /// looked at).
+    private func scanPage(from cursor: ScanCursor, prefix: [UInt8], limit: Int) -> ScanPage {
         let limit = min(max(1, limit), Int.max - 1)  // limit + 1 below must not overflow
         var found = data.map.entries(after: cursor.afterKey, prefix: prefix, limit: limit + 1)
         var next = ScanCursor.start
@@ -97,7 +129,28 @@ public actor Namespace {
             found.removeLast()
             next = .after(found[found.count - 1].key)
         }
+        if data.lifetimes.hasDeadlines {
+            found.removeAll { hasExpired($0.key) }
+        }
         return ScanPage(entries: found.map { KeyValue(key: $0.key, value: $0.value) }, next: next)
+    }
+
+    /// Reads ``runNow`` for a run of operations: the wall clock when any key has a deadline.
+    private func startRun() {
+        runNow = data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0
+    }
+
+    /// Whether `key` has expired by ``runNow``; one that has is noted for prompt deletion.
+    private func hasExpired(_ key: [UInt8]) -> Bool {
+        guard runNow != 0, data.lifetimes.hasExpired(key, at: runNow) else { return false }
+        scheduleSweep()
+        return true
+    }
+
+    /// ``hasExpired(_:)-(Array)`` for a key that is a slice of a larger buffer.
+    private func hasExpired(_ key: ArraySlice<UInt8>) -> Bool {
+        guard runNow != 0 else { return false }
+        return hasExpired(Array(key))
     }
 
     // MARK: - Writes
@@ -197,9 +250,10 @@ public actor Namespace {
     /// in order. A write whose record could not be written fails with an `io` error and is not
     /// applied; reads see the effect of every successful write before them.
     public func execute(_ operations: [Operation]) -> Execution {
+        startRun()
         var planner = WritePlanner(count: operations.count, lastSequence: lastSequence, limits: options.limits,
                                    blocker: writeBlocker(), syncer: syncer)
-        planner.plan(operations, in: data.map)
+        planner.plan(operations, in: data, now: runNow)
         if planner.hasRecords {
             do {
                 try appendToLog(planner.buffer)
@@ -214,6 +268,7 @@ public actor Namespace {
         var versions = RecordNumbers(written: planner.written, after: planner.startSequence)
         performPending(operations, planner.resolved, &versions, &outcomes)
         if planner.hasRecords { afterWrite() }
+        if sweeper == nil && data.lifetimes.hasDeadlines { startSweeper() }
         let wait = !planner.hasRecords || options.durability != .always
             ? Durability.immediate : Durability(syncer: syncer, sequence: planner.sequence)
         return Execution(outcomes: outcomes.map { $0! }, durability: wait)
@@ -239,7 +294,7 @@ public actor Namespace {
                 lookUp(&gets, operations, &outcomes)
                 if !write.mutations.isEmpty {
                     let version = versions.number(of: index)
-                    for mutation in write.mutations { data.apply(mutation, version: version) }
+                    for mutation in write.mutations { data.apply(mutation, version: version, now: runNow) }
                 }
                 outcomes[index] = write.outcome
                 continue
@@ -289,30 +344,38 @@ public actor Namespace {
         }
         let targets = indices
         data.map.values(forKeys: keys) { i, value in outcomes[targets[i]] = .value(value) }
+        if runNow != 0 {
+            for (i, key) in keys.enumerated() where hasExpired(key) { outcomes[targets[i]] = .value(nil) }
+        }
     }
 
     /// Performs a read, or a plain write whose record is numbered `version`.
     private func perform(_ operation: Operation, version: UInt64 = 0) -> Outcome {
         switch operation {
-        case .get(let key): return .value(data.map[key])
+        case .get(let key): return .value(hasExpired(key) ? nil : data.map[key])
         case .getVersioned(let key):
-            return .versioned(data.map.versionedValue(key))
-        case .exists(let keys): return .integer(keys.reduce(0) { $0 + (data.map[$1] == nil ? 0 : 1) })
-        case .count: return .integer(data.map.count)
-        case .scan(let cursor, let prefix, let limit): return .page(scan(from: cursor, prefix: prefix, limit: limit))
+            return .versioned(hasExpired(key) ? nil : data.map.versionedValue(key))
+        case .exists(let keys): return .integer(keys.reduce(0) { $0 + (data.map.contains($1) && !hasExpired($1) ? 1 : 0) })
+        case .count: return .integer(data.map.count - data.lifetimes.expiredCount(at: runNow))
+        case .scan(let cursor, let prefix, let limit): return .page(scanPage(from: cursor, prefix: prefix, limit: limit))
+        case .timeToLive(let key):
+            guard data.map.contains(key), !hasExpired(key) else { return .integer(-2) }
+            let deadline = data.lifetimes.lifetime(of: key).deadline
+            guard deadline != 0 else { return .integer(-1) }
+            return .integer(Int(deadline - min(deadline, runNow == 0 ? WallClock.milliseconds() : runNow)))
         case .put(let key, let value):
             data.put(key: key, value: value, version: version)
             return .stored
         case .delete(let keys):
-            return .integer(keys.reduce(0) { $0 + (data.apply(.delete(key: $1), version: version) ? 1 : 0) })
+            return .integer(keys.reduce(0) { $0 + (data.delete($1, now: runNow) ? 1 : 0) })
         case .batch(let steps):
             return .batch(steps.map { step -> Outcome in
                 let mutation = step.plainMutation!
-                let removed = data.apply(mutation, version: version)
+                let removed = data.apply(mutation, version: version, now: runNow)
                 if case .put = mutation { return .stored }
                 return .integer(removed ? 1 : 0)
             })
-        case .update, .increment, .conditionalPut:
+        case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive:
             preconditionFailure("Namespace: a write that reads is resolved while planning, never performed unresolved")
         }
     }
@@ -390,6 +453,118 @@ public actor Namespace {
         }
     }
 
+    // MARK: - Lifetimes
+
+    /// Keys deleted per record by a sweep, and records per ``sweepExpired()``: bounded work per
+    /// turn on the actor, as Redis's active expire cycle bounds its own.
+    static let sweepBatch = 200
+    static let sweepRecords = 10
+
+    /// Deletes keys whose deadline has passed, each batch as one logged record that followers
+    /// see as deletes, at most ``sweepBatch`` × ``sweepRecords`` keys; returns how many.
+    @discardableResult
+    public func sweepExpired() -> Int {
+        var removed = 0
+        for _ in 0..<Self.sweepRecords {
+            let due = data.lifetimes.takeDue(at: WallClock.milliseconds(), limit: Self.sweepBatch)
+            guard !due.isEmpty else { break }
+            if case .failure(let error) = deleteOnItsOwn(due) {
+                data.lifetimes.requeue(due)  // tried again at the next sweep
+                options.log("namespace \(name): deleting \(due.count) expired keys failed: \(error.message)")
+                break
+            }
+            removed += due.count
+            if due.count < Self.sweepBatch { break }
+        }
+        return removed
+    }
+
+    /// Deletes every key `owner` holds (its connection ended), a thousand per logged record;
+    /// returns how many. ``Lifetime/recoveredOwner`` names the ephemeral keys of an earlier run.
+    @discardableResult
+    public func releaseOwner(_ owner: UInt64) -> Int {
+        let keys = data.lifetimes.keys(ownedBy: owner)
+        var removed = 0
+        var start = 0
+        while start < keys.count {
+            let chunk = Array(keys[start..<min(keys.count, start + 1000)])
+            start += chunk.count
+            if case .failure(let error) = deleteOnItsOwn(chunk) {
+                options.log("namespace \(name): deleting \(keys.count - removed) ephemeral keys failed: \(error.message)")
+                break
+            }
+            removed += chunk.count
+        }
+        return removed
+    }
+
+    /// Deletes `keys` as one logged record that nobody waits for: under `always`, the fsync that
+    /// makes it deliverable to followers is asked for here (a write's own caller would wait for it).
+    private func deleteOnItsOwn(_ keys: [[UInt8]]) -> Outcome {
+        let run = execute([.delete(keys)])
+        if !run.durability.isImmediate {
+            Task { try? await run.durability.wait() }
+        }
+        return run.outcomes[0]
+    }
+
+    /// When the namespace opens: deletes the ephemeral keys of the server's previous run (their
+    /// connections are gone) and the keys whose deadline passed meanwhile (both as logged
+    /// deletes, which followers resuming from before see), and starts sweeping. Returns how many
+    /// keys of each kind it deleted.
+    func endEarlierLifetimes() async -> (ephemeral: Int, expired: Int) {
+        let ephemeral = releaseOwner(Lifetime.recoveredOwner)
+        var expired = 0
+        while true {
+            let removed = sweepExpired()
+            expired += removed
+            if removed < Self.sweepBatch * Self.sweepRecords { break }
+        }
+        if data.lifetimes.hasDeadlines { startSweeper() }
+        // Durable before the namespace serves anyone (under `always`; else as the policy says).
+        if ephemeral + expired > 0 { try? await syncer.waitDurable(lastSequence) }
+        return (ephemeral, expired)
+    }
+
+    /// Starts the task that sweeps expired keys about ten times a second (sooner when the next
+    /// deadline comes sooner) for as long as any key has a deadline.
+    private func startSweeper() {
+        guard !closed else { return }
+        sweeper = Task { [weak self] in
+            while !Task.isCancelled {
+                guard let delay = await self?.nextSweepDelay() else { return }
+                try? await Task.sleep(nanoseconds: delay)
+                await self?.sweepExpired()
+            }
+        }
+    }
+
+    /// How long until the next sweep, in nanoseconds; nil (and the sweeper ends) when no key has
+    /// a deadline left.
+    private func nextSweepDelay() -> UInt64? {
+        guard data.lifetimes.hasDeadlines, !closed, let earliest = data.lifetimes.earliestDeadline else {
+            sweeper = nil
+            return nil
+        }
+        let now = WallClock.milliseconds()
+        let wait = earliest > now ? min(earliest - now, Self.sweepInterval) : 0
+        return wait * 1_000_000
+    }
+
+    /// The longest wait between sweeps, in milliseconds.
+    static let sweepInterval: UInt64 = 100
+
+    /// Sweeps soon: a read met a key whose deadline has passed (lazy expiry).
+    private func scheduleSweep() {
+        guard promptSweep == nil, !closed else { return }
+        promptSweep = Task { [weak self] in await self?.promptSweepDone() }
+    }
+
+    private func promptSweepDone() {
+        promptSweep = nil
+        sweepExpired()
+    }
+
     // MARK: - Change feed
 
     /// Adds a follower of this namespace's changes, starting `from` there. Throws
@@ -415,7 +590,7 @@ public actor Namespace {
             return FollowStart(feed: feed, sequence: after, snapshot: nil, namespace: self)
         case .snapshot:
             let sequence = lastSequence
-            let snapshot = ChangeSnapshot(map: data.map)
+            let snapshot = ChangeSnapshot(map: data.map, lifetimes: data.lifetimes)
             if always {
                 do { try await syncer.waitDurable(sequence) } catch {
                     feed.removeFollower()
@@ -481,6 +656,7 @@ public actor Namespace {
             // nodes that writes copied meanwhile are freed there, not on this actor (at 1M keys
             // that was a pause of tens of milliseconds for the writers).
             let frozen = FrozenMap(data.map)
+            let lifetimes = data.lifetimes
             let keyCount = data.map.count
             try rotate()
             let dropping = Array(olderSegments.prefix(HistoryRetention.droppable(
@@ -489,7 +665,7 @@ public actor Namespace {
             let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)))
             let files = self.files
             let size = try await BlockingIO.run { () throws(StoreError) in
-                let size = try SnapshotWriter.write(frozen.take(), header: header, files: files)
+                let size = try SnapshotWriter.write(frozen.take(), lifetimes: lifetimes, header: header, files: files)
                 try files.removeSegments(dropping.map(\.number))
                 return size
             }
@@ -537,6 +713,8 @@ public actor Namespace {
         s.followers = feed.followers
         s.changesSent = feed.messagesSent.load(ordering: .relaxed)
         s.followersDropped = feed.followersDropped.load(ordering: .relaxed)
+        s.expiringKeys = data.lifetimes.expiringCount
+        s.ephemeralKeys = data.lifetimes.ephemeralCount
         if s.failure == nil { s.failure = syncer.failure?.message }  // a background fsync failed: writes are refused
         return s
     }
@@ -546,6 +724,8 @@ public actor Namespace {
     @discardableResult
     public func close() async -> StoreError? {
         closed = true
+        sweeper?.cancel()
+        promptSweep?.cancel()
         while let running = compactionTask { _ = try? await running.value }
         let syncer = self.syncer
         if let earlier = syncer.failure { return earlier }

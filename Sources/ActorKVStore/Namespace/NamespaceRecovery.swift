@@ -179,16 +179,16 @@ enum NamespaceRecovery {
     private static func loadSnapshot(name: String, files: NamespaceFiles, present: Bool) throws(StoreError) -> SnapshotState {
         guard present else { return SnapshotState(data: LiveData(), lastSequence: 0, createdAt: 0) }
         let path = files.snapshotPath
-        let decoded: (header: SnapshotCodec.Header, map: OrderedMap)
+        let decoded: SnapshotCodec.Contents
         switch try SnapshotCodec.decode(window: FileWindow(path: path, capacity: SnapshotCodec.windowCapacity, system: files.system)) {
-        case .decoded(let header, let map):
-            decoded = (header, map)
+        case .decoded(let contents):
+            decoded = contents
         case .needsWholeFile:
             // Damaged, or an entry longer than the window's reserve: the whole-file decoder gives
             // the verdict (and the offset of any damage).
             let whole = try FileWindow(path: path, capacity: .max, system: files.system)
             do {
-                decoded = try whole.withBytes { (bytes) throws(SnapshotCodec.Failure) in try SnapshotCodec.decode(bytes) }
+                decoded = try whole.withBytes { (bytes) throws(SnapshotCodec.Failure) in try SnapshotCodec.decodeContents(bytes) }
             } catch {
                 throw StoreError.corrupt(path, offset: error.offset, error.reason)
             }
@@ -196,7 +196,7 @@ enum NamespaceRecovery {
         guard decoded.header.namespace == name else {
             throw StoreError.corrupt(path, offset: 0, "the snapshot belongs to namespace '\(decoded.header.namespace)'")
         }
-        let data = LiveData(map: decoded.map, bytes: LiveData.byteCount(of: decoded.map))
+        let data = LiveData(map: decoded.map, bytes: LiveData.byteCount(of: decoded.map), lifetimes: decoded.lifetimes)
         return SnapshotState(data: data, lastSequence: decoded.header.lastSequence, createdAt: decoded.header.createdAt)
     }
 

@@ -29,6 +29,16 @@ public enum Operation: Sendable {
     /// as the writes before it in the same run (and the same batch) left it. The outcome is the
     /// key's value afterwards.
     case update(key: [UInt8], Update)
+    /// Set a key with a lifetime (a deadline, an owner), and optionally only if its version is
+    /// `ifVersion`: the outcome is ``Outcome/stored``, or with a condition the key's new version
+    /// or ``Outcome/conditionFailed``. Boxed: rarer than a plain PUT, and larger.
+    indirect case lifetimePut(LifetimePut)
+    /// Give an existing key a deadline `milliseconds` from now (at or before now: delete it), or
+    /// remove its deadline (nil); the outcome is ``Outcome/integer(_:)`` 1, or 0 when the key is
+    /// absent (or, removing, has no deadline). The value, version and owner stay.
+    case setTimeToLive(key: [UInt8], milliseconds: Int64?)
+    /// The milliseconds left before `key` expires: -1 when it has no deadline, -2 when it is absent.
+    case timeToLive([UInt8])
     /// The number of keys.
     case count
     /// One page of keys and values in key order.
@@ -43,8 +53,8 @@ public enum Operation: Sendable {
     /// Whether the operation changes data (and so is logged and waits for durability).
     public var isWrite: Bool {
         switch self {
-        case .put, .conditionalPut, .increment, .delete, .batch, .update: return true
-        case .get, .getVersioned, .exists, .count, .scan: return false
+        case .put, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive: return true
+        case .get, .getVersioned, .exists, .count, .scan, .timeToLive: return false
         }
     }
 
@@ -52,9 +62,9 @@ public enum Operation: Sendable {
     /// planner to resolve it before its record can be encoded.
     var readsBeforeWriting: Bool {
         switch self {
-        case .update, .conditionalPut, .increment: return true
+        case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
-        case .get, .getVersioned, .exists, .put, .delete, .count, .scan: return false
+        case .get, .getVersioned, .exists, .put, .delete, .count, .scan, .timeToLive: return false
         }
     }
 
@@ -65,14 +75,38 @@ public enum Operation: Sendable {
         switch self {
         case .put, .update, .increment: return true
         case .conditionalPut(_, _, let version): return version == 0
+        case .lifetimePut(let put): return (put.ifVersion ?? 0) == 0
         case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps) && steps.contains { $0.mayWriteValue }
-        case .get, .getVersioned, .exists, .delete, .count, .scan: return false
+        case .get, .getVersioned, .exists, .delete, .count, .scan, .setTimeToLive, .timeToLive: return false
         }
     }
 
     /// Whether every guard among `steps` holds for keys that do not exist (asks for version 0).
     static func guardsHoldWhereNothingExists(_ steps: [BatchStep]) -> Bool {
         steps.allSatisfy { if case .ifVersion(_, let version) = $0 { return version == 0 }; return true }
+    }
+}
+
+/// A PUT with a lifetime (``Operation/lifetimePut(_:)``).
+public struct LifetimePut: Sendable {
+    /// The key.
+    public var key: [UInt8]
+    /// The value.
+    public var value: [UInt8]
+    /// Milliseconds from the write until the key expires; 0: no deadline.
+    public var milliseconds: UInt64
+    /// The connection that owns the key (ephemeral); 0: nobody.
+    public var owner: UInt64
+    /// Write only if the key's version is this (0: only if absent); nil: unconditionally.
+    public var ifVersion: UInt64?
+
+    /// A put of `value` under `key` with this lifetime and condition.
+    public init(key: [UInt8], value: [UInt8], milliseconds: UInt64 = 0, owner: UInt64 = 0, ifVersion: UInt64? = nil) {
+        self.key = key
+        self.value = value
+        self.milliseconds = milliseconds
+        self.owner = owner
+        self.ifVersion = ifVersion
     }
 }
 
@@ -98,6 +132,7 @@ public enum BatchStep: Sendable {
         switch mutation {
         case .put(let key, let value): self = .put(key: key, value: value)
         case .delete(let key): self = .delete(key: key)
+        case .lifetime: preconditionFailure("BatchStep: a lifetime is written by a PUT with one, not as a batch step")
         }
     }
 
@@ -264,4 +299,8 @@ public struct NamespaceStatistics: Sendable, Equatable {
     public var changesSent = 0
     /// Followers dropped for falling too far behind (`-LAGGING`).
     public var followersDropped = 0
+    /// Keys with a deadline (`PX`, `EX`, `PEXPIRE`).
+    public var expiringKeys = 0
+    /// Keys owned by a connection (`EPHEMERAL`).
+    public var ephemeralKeys = 0
 }

@@ -63,10 +63,16 @@ struct WritePlanner {
         return taken
     }
 
-    /// Plans every operation, in order, against `map` as the namespace holds it before the run.
-    mutating func plan(_ operations: [Operation], in map: OrderedMap) {
-        for index in operations.indices { plan(operations[index], at: index, of: operations, in: map) }
+    /// Plans every operation, in order, against `data` as the namespace holds it before the run;
+    /// `now` (milliseconds since the epoch; 0 when no key has a lifetime) decides which keys have
+    /// expired, and the deadlines that PX and EX give.
+    mutating func plan(_ operations: [Operation], in data: LiveData, now: UInt64) {
+        base = Base(map: data.map, lifetimes: data.lifetimes, now: now)
+        for index in operations.indices { plan(operations[index], at: index, of: operations) }
     }
+
+    /// The state before the run: what the overlay reads beneath the run's own writes.
+    private var base = Base(map: OrderedMap(), lifetimes: KeyLifetimes(), now: 0)
 
     /// The records could not be written: every write planned fails with `error`, and so does every
     /// write resolved against them (what it read will not be there).
@@ -77,7 +83,7 @@ struct WritePlanner {
         resolved.removeAll()
     }
 
-    private mutating func plan(_ operation: Operation, at index: Int, of operations: [Operation], in map: OrderedMap) {
+    private mutating func plan(_ operation: Operation, at index: Int, of operations: [Operation]) {
         if let problem = limits.problem(with: operation) {
             outcomes[index] = .failure(problem)
             return
@@ -95,14 +101,18 @@ struct WritePlanner {
             let mutations = steps.lazy.map { $0.plainMutation! }
             if record(mutations, of: index) { overlay?.note(mutations, version: sequence) }
         case .batch(let steps):
-            resolve(steps, at: index, in: map)
+            resolve(steps, at: index)
         case .update(let key, let update):
-            resolve(.update(key: key, update), at: index, in: map)
+            resolve(.update(key: key, update), at: index)
         case .increment(let key, let delta):
-            resolve(.increment(key: key, by: delta), at: index, in: map)
+            resolve(.increment(key: key, by: delta), at: index)
         case .conditionalPut(let key, let value, let version):
-            resolveConditionalPut(key: key, value: value, ifVersion: version, at: index, in: map)
-        case .get, .getVersioned, .exists, .count, .scan:
+            resolveConditionalPut(key: key, value: value, ifVersion: version, at: index)
+        case .lifetimePut(let put):
+            resolve(put, at: index)
+        case .setTimeToLive(let key, let milliseconds):
+            resolveTimeToLive(key: key, milliseconds: milliseconds, at: index)
+        case .get, .getVersioned, .exists, .count, .scan, .timeToLive:
             return
         }
     }
@@ -110,8 +120,8 @@ struct WritePlanner {
     /// Resolves a single-step write (an INCR, an update) against the overlay (and, beneath it,
     /// `map`) and records its mutation, if any: the short way of a one-step batch, with no
     /// arrays of steps and results and no overlay of the batch's own writes.
-    private mutating func resolve(_ step: BatchStep, at index: Int, in map: OrderedMap) {
-        switch resolve(step, current: overlay!.entry(of: step.key, in: map)) {
+    private mutating func resolve(_ step: BatchStep, at index: Int) {
+        switch resolve(step, current: overlay!.entry(of: step.key, in: base)) {
         case .failure(let refusal):
             outcomes[index] = refusal.outcome
         case .success(let resolvedStep):
@@ -128,8 +138,8 @@ struct WritePlanner {
     /// Resolves a conditional put: writes `value` under `key` if the key's version (0: absent)
     /// is `ifVersion`, its outcome being the version the record gives the key; otherwise
     /// ``Outcome/conditionFailed`` with nothing recorded.
-    private mutating func resolveConditionalPut(key: [UInt8], value: ArraySlice<UInt8>, ifVersion: UInt64, at index: Int, in map: OrderedMap) {
-        guard (overlay!.entry(of: key, in: map)?.version ?? 0) == ifVersion else {
+    private mutating func resolveConditionalPut(key: [UInt8], value: ArraySlice<UInt8>, ifVersion: UInt64, at index: Int) {
+        guard (overlay!.entry(of: key, in: base)?.version ?? 0) == ifVersion else {
             outcomes[index] = .conditionFailed
             return
         }
@@ -142,6 +152,58 @@ struct WritePlanner {
         keep(Resolved(mutations: [mutation], outcome: .version(sequence)), at: index)
     }
 
+    /// Resolves a put with a lifetime: a put and the key's lifetime in one record, if the
+    /// condition (if any) holds.
+    private mutating func resolve(_ put: LifetimePut, at index: Int) {
+        if let ifVersion = put.ifVersion, (overlay!.entry(of: put.key, in: base)?.version ?? 0) != ifVersion {
+            outcomes[index] = .conditionFailed
+            return
+        }
+        let deadline = put.milliseconds == 0 ? 0 : now() + put.milliseconds
+        let mutations: [Mutation] = [.put(key: put.key, value: put.value), .lifetime(key: put.key, Lifetime(deadline: deadline, owner: put.owner))]
+        guard record(mutations, of: index) else { return }
+        overlay!.note(mutations, version: sequence)
+        keep(Resolved(mutations: mutations, outcome: put.ifVersion == nil ? .stored : .version(sequence)), at: index)
+    }
+
+    /// Resolves `PEXPIRE` (`milliseconds`) or `PERSIST` (nil) of `key`: a lifetime with the new
+    /// deadline and the same owner, or a delete when the deadline is already past; nothing when
+    /// the key is absent or (`PERSIST`) has no deadline.
+    private mutating func resolveTimeToLive(key: [UInt8], milliseconds: Int64?, at index: Int) {
+        guard overlay!.entry(of: key, in: base) != nil else {
+            keep(Resolved(mutations: [], outcome: .integer(0)), at: index)
+            return
+        }
+        let current = overlay!.lifetime(of: key, in: base)
+        let mutation: Mutation
+        if let milliseconds {
+            let now = now()
+            guard milliseconds > 0 else { return record(.delete(key: key), outcome: .integer(1), at: index) }
+            let deadline = now.addingReportingOverflow(UInt64(milliseconds))
+            mutation = .lifetime(key: key, Lifetime(deadline: deadline.overflow ? UInt64.max : deadline.partialValue, owner: current.owner))
+        } else {
+            guard current.deadline != 0 else {
+                keep(Resolved(mutations: [], outcome: .integer(0)), at: index)
+                return
+            }
+            mutation = .lifetime(key: key, Lifetime(deadline: 0, owner: current.owner))
+        }
+        record(mutation, outcome: .integer(1), at: index)
+    }
+
+    /// Records a single resolved mutation with its outcome.
+    private mutating func record(_ mutation: Mutation, outcome: Outcome, at index: Int) {
+        guard record(CollectionOfOne(mutation), of: index) else { return }
+        overlay!.note(mutation, version: sequence)
+        keep(Resolved(mutations: [mutation], outcome: outcome), at: index)
+    }
+
+    /// The run's wall-clock time: the one given to ``plan(_:in:now:)``, or read once now.
+    private mutating func now() -> UInt64 {
+        if base.now == 0 { base.now = WallClock.milliseconds() }
+        return base.now
+    }
+
     /// Keeps what operation `index` was resolved to, for the apply step.
     private mutating func keep(_ write: Resolved, at index: Int) {
         if resolved.isEmpty { resolved = [Resolved?](repeating: nil, count: outcomes.count) }
@@ -152,10 +214,10 @@ struct WritePlanner {
     /// seeing the ones before it; records their mutations as one record, or refuses them all:
     /// with the error of a step that refused, or ``Outcome/conditionFailed`` when a guard does
     /// not hold.
-    private mutating func resolve(_ steps: [BatchStep], at index: Int, in map: OrderedMap) {
+    private mutating func resolve(_ steps: [BatchStep], at index: Int) {
         let version = sequence + 1  // the number the record gets if there is one
         var scratch = RunOverlay()  // this batch's own writes, over the run's
-        func current(_ key: [UInt8]) -> VersionedValue? { scratch.noted(key) ?? overlay!.entry(of: key, in: map) }
+        func current(_ key: [UInt8]) -> VersionedValue? { scratch.noted(key) ?? overlay!.entry(of: key, in: base) }
         var mutations: [Mutation] = []
         var results: [Outcome] = []
         results.reserveCapacity(steps.count)
@@ -257,7 +319,7 @@ struct WritePlanner {
             case .put(let key, let value): overlay.note(.put(key: Array(key), value: Array(value)), version: version)
             case .delete(let keys): overlay.note(keys.lazy.map { .delete(key: $0) }, version: version)
             case .batch(let steps): overlay.note(steps.lazy.map { $0.plainMutation! }, version: version)
-            case .update, .increment, .conditionalPut, .get, .getVersioned, .exists, .count, .scan:
+            case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .get, .getVersioned, .exists, .count, .scan, .timeToLive:
                 preconditionFailure("WritePlanner: no plain record for this operation")
             }
         }
@@ -298,17 +360,42 @@ struct WritePlanner {
     }
 }
 
+/// What a run's writes are planned over: the namespace's map and lifetimes before the run, and
+/// the run's wall-clock time (0 until needed when no key has a deadline).
+struct Base {
+    var map: OrderedMap
+    var lifetimes: KeyLifetimes
+    var now: UInt64
+}
+
 /// The values and versions that the writes planned so far in a run give their keys (nil:
-/// deleted), over the map they are not applied to yet.
+/// deleted), and the lifetimes they give them, over the state they are not applied to yet.
 struct RunOverlay {
-    private var entries: [OverlayKey: VersionedValue?] = [:]
+    private var entries: [HashedKey: VersionedValue?] = [:]
+    /// Lifetimes given by the run's writes (a put or delete after one removes it again).
+    private var lifetimes: [HashedKey: Lifetime] = [:]
 
     /// Notes what `mutation`, in the record numbered `version`, does.
     mutating func note(_ mutation: Mutation, version: UInt64) {
         switch mutation {
-        case .put(let key, let value): entries[OverlayKey(key)] = .some(VersionedValue(value: value, version: version))
-        case .delete(let key): entries[OverlayKey(key)] = .some(nil)
+        case .put(let key, let value):
+            entries[HashedKey(key)] = .some(VersionedValue(value: value, version: version))
+            if !lifetimes.isEmpty { lifetimes[HashedKey(key)] = nil }
+        case .delete(let key):
+            entries[HashedKey(key)] = .some(nil)
+            if !lifetimes.isEmpty { lifetimes[HashedKey(key)] = nil }
+        case .lifetime(let key, let lifetime):
+            lifetimes[HashedKey(key)] = lifetime
         }
+    }
+
+    /// The lifetime of `key` after the noted writes: one they gave it, none if they wrote it
+    /// without one, else what `base` holds.
+    func lifetime(of key: [UInt8], in base: Base) -> Lifetime {
+        let hashed = HashedKey(key)
+        if let lifetime = lifetimes[hashed] { return lifetime }
+        if entries[hashed] != nil { return .none }
+        return base.lifetimes.lifetime(of: key)
     }
 
     /// Notes what each of `mutations`, all in the record numbered `version`, does, in order.
@@ -318,24 +405,13 @@ struct RunOverlay {
 
     /// What the noted writes left under `key`: nil if none of them touched it, `.some(nil)` if
     /// the last one deleted it.
-    func noted(_ key: [UInt8]) -> VersionedValue?? { entries[OverlayKey(key)] }
+    func noted(_ key: [UInt8]) -> VersionedValue?? { entries[HashedKey(key)] }
 
-    /// The value and version under `key` after the noted writes, reading `map` where they did
-    /// not touch it.
-    func entry(of key: [UInt8], in map: OrderedMap) -> VersionedValue? {
-        if let noted = entries[OverlayKey(key)] { return noted }
-        return map.versionedValue(key)
-    }
-}
-
-/// A key of the overlay, hashed as one run of bytes: `[UInt8]`'s own hashing feeds the hasher
-/// one byte at a time, several times slower for keys of a few dozen bytes.
-private struct OverlayKey: Hashable {
-    let bytes: [UInt8]
-
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-    func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    /// The value and version under `key` after the noted writes, reading `base` where they did
+    /// not touch it (a key whose deadline has passed is absent).
+    func entry(of key: [UInt8], in base: Base) -> VersionedValue? {
+        if let noted = entries[HashedKey(key)] { return noted }
+        if base.lifetimes.hasExpired(key, at: base.now) { return nil }
+        return base.map.versionedValue(key)
     }
 }

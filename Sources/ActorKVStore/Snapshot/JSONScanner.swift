@@ -167,7 +167,9 @@ struct JSONScanner {
         }
     }
 
-    private mutating func literal(_ word: String) throws(Failure) {
+    /// Reads the literal `word` (`true`, `false`, `null`), after any whitespace.
+    mutating func literal(_ word: String) throws(Failure) {
+        skipWhitespace()
         for c in word.utf8 {
             guard position < bytes.count, bytes[position] == c else { throw fail("expected \(word)") }
             position += 1

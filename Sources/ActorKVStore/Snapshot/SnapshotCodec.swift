@@ -10,7 +10,9 @@ import ActorKVProtocol
 ///     ],"crc32c":"1a2b3c4d"}
 ///
 /// Entries are `[key, value, version]` in ascending key order: the version is the sequence
-/// number of the log record that last wrote the key, from 1 to `lastSequence`. A key or value
+/// number of the log record that last wrote the key, from 1 to `lastSequence`. A key with a
+/// lifetime has a fourth element, `{"deadline":1763800000000}` (milliseconds since the epoch),
+/// `{"ephemeral":true}` or both (format version 3; version 2 has no lifetimes). A key or value
 /// that is valid UTF-8 is a JSON string; any other bytes are `{"base64":"…"}`, so every byte
 /// string round-trips. Format version 1 (before keys had versions) has `[key, value]` pairs and
 /// is still read: its keys take `lastSequence` as their version. `lastSequence` comes before
@@ -22,9 +24,20 @@ public enum SnapshotCodec {
     /// The value of the `format` field.
     public static let formatName = "actorkv-snapshot"
     /// The format version this code writes.
-    public static let currentVersion: UInt64 = 2
-    /// The format versions this code reads: 1 has no per-key versions.
-    public static let readableVersions: ClosedRange<UInt64> = 1...2
+    public static let currentVersion: UInt64 = 3
+    /// The format versions this code reads: 1 has no per-key versions, 2 no lifetimes.
+    public static let readableVersions: ClosedRange<UInt64> = 1...3
+
+    /// What a snapshot holds.
+    public struct Contents: Sendable {
+        /// The fields other than the entries.
+        public var header: Header
+        /// The keys, values and versions.
+        public var map: OrderedMap
+        /// The lifetimes of the keys that have one (an ephemeral key's owner is
+        /// ``Lifetime/recoveredOwner``).
+        public var lifetimes: KeyLifetimes
+    }
 
     /// The fields of a snapshot other than its entries.
     public struct Header: Sendable, Equatable {
@@ -53,7 +66,7 @@ public enum SnapshotCodec {
 
     /// Encodes `map` with `header`, handing the bytes to `sink` in chunks of about `chunkSize`,
     /// so that a large map never exists twice in memory.
-    public static func encode<E: Error>(_ map: OrderedMap, header: Header, chunkSize: Int = 1 << 20,
+    public static func encode<E: Error>(_ map: OrderedMap, header: Header, lifetimes: KeyLifetimes = KeyLifetimes(), chunkSize: Int = 1 << 20,
                                         sink: (UnsafeRawBufferPointer) throws(E) -> Void) throws(E) {
         var writer = ChunkWriter(chunkSize: chunkSize)
         writer.append("{\"format\":\"\(formatName)\",\"version\":\(currentVersion),\"namespace\":")
@@ -70,6 +83,7 @@ public enum SnapshotCodec {
             appendValue(value, to: &writer.buffer)
             writer.buffer.append(UInt8(ascii: ","))
             ASCIIDecimal.append(magnitude: version, to: &writer.buffer)
+            if !lifetimes.isEmpty { appendLifetime(lifetimes.lifetime(of: key), to: &writer.buffer) }
             writer.buffer.append(UInt8(ascii: "]"))
             do throws(E) { try writer.flushIfFull(sink) } catch { failure = error; return false }
             return true
@@ -83,15 +97,36 @@ public enum SnapshotCodec {
     }
 
     /// Encodes a whole snapshot into one array (for tests and small maps).
-    public static func encode(_ map: OrderedMap, header: Header) -> [UInt8] {
+    public static func encode(_ map: OrderedMap, header: Header, lifetimes: KeyLifetimes = KeyLifetimes()) -> [UInt8] {
         var out: [UInt8] = []
-        encode(map, header: header) { (chunk: UnsafeRawBufferPointer) throws(Never) in out.append(contentsOf: chunk) }
+        encode(map, header: header, lifetimes: lifetimes) { (chunk: UnsafeRawBufferPointer) throws(Never) in out.append(contentsOf: chunk) }
         return out
+    }
+
+    /// Appends `,{"deadline":…,"ephemeral":true}` for a key with a lifetime (nothing for none).
+    private static func appendLifetime(_ lifetime: Lifetime, to out: inout [UInt8]) {
+        guard !lifetime.isNone else { return }
+        out.append(contentsOf: ",{".utf8)
+        if lifetime.deadline != 0 {
+            out.append(contentsOf: "\"deadline\":".utf8)
+            ASCIIDecimal.append(magnitude: lifetime.deadline, to: &out)
+        }
+        if lifetime.isEphemeral {
+            if lifetime.deadline != 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: "\"ephemeral\":true".utf8)
+        }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Decodes a snapshot, checking its format, version and checksum and that its keys are in
     /// strictly ascending order.
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(Failure) -> (header: Header, map: OrderedMap) {
+        let contents = try decodeContents(bytes)
+        return (contents.header, contents.map)
+    }
+
+    /// Decodes a snapshot with its keys' lifetimes, as ``decode(_:)-(UnsafeRawBufferPointer)`` does.
+    public static func decodeContents(_ bytes: UnsafeRawBufferPointer) throws(Failure) -> Contents {
         var parser = SnapshotParser(bytes)
         do throws(JSONScanner.Failure) {
             return try parser.parse()
@@ -116,8 +151,7 @@ public enum SnapshotCodec {
     static func decode(window: FileWindow, reserve: Int = windowReserve) throws(StoreError) -> WindowedDecode {
         var parser = SnapshotParser(window: window, reserve: reserve)
         do throws(JSONScanner.Failure) {
-            let (header, map) = try parser.parse()
-            return .decoded(header, map)
+            return .decoded(try parser.parse())
         } catch {
             if let failure = parser.readFailure { throw failure }
             return .needsWholeFile
@@ -127,7 +161,7 @@ public enum SnapshotCodec {
     /// The outcome of ``decode(window:reserve:)``.
     enum WindowedDecode {
         /// The snapshot, read in windows.
-        case decoded(Header, OrderedMap)
+        case decoded(Contents)
         /// The windowed pass stopped short; decode the whole file instead.
         case needsWholeFile
     }
@@ -197,6 +231,7 @@ private struct SnapshotParser {
     var createdAt: UInt64 = 0
     var count: UInt64?
     var map: OrderedMap?
+    var lifetimes = KeyLifetimes()
     /// When reading a file a window at a time: the window, which `scanner` reads.
     private var window: FileWindow?
     /// The bytes that must lie ahead of an entry in the window (see `SnapshotCodec.decode(window:reserve:)`).
@@ -215,7 +250,7 @@ private struct SnapshotParser {
         scanner = JSONScanner(window.bytes)
     }
 
-    mutating func parse() throws(JSONScanner.Failure) -> (header: SnapshotCodec.Header, map: OrderedMap) {
+    mutating func parse() throws(JSONScanner.Failure) -> SnapshotCodec.Contents {
         try scanner.expect(UInt8(ascii: "{"))
         var checksumCovers: Int?
         var commaAt = 0
@@ -260,14 +295,14 @@ private struct SnapshotParser {
         case "entries":
             guard let version else { throw scanner.fail("entries before the format version") }
             guard let lastSequence else { throw scanner.fail("entries before lastSequence") }
-            map = try entries(versioned: version >= 2, lastSequence: lastSequence)
+            map = try entries(versioned: version >= 2, withLifetimes: version >= 3, lastSequence: lastSequence)
         default: try scanner.skipValue()
         }
     }
 
     /// The entries: `[key, value, version]` when `versioned`, else `[key, value]`, whose version
-    /// is `lastSequence`.
-    private mutating func entries(versioned: Bool, lastSequence: UInt64) throws(JSONScanner.Failure) -> OrderedMap {
+    /// is `lastSequence`; `withLifetimes`, perhaps a lifetime after the version.
+    private mutating func entries(versioned: Bool, withLifetimes: Bool, lastSequence: UInt64) throws(JSONScanner.Failure) -> OrderedMap {
         var builder = OrderedMap.Builder()
         try scanner.expect(UInt8(ascii: "["))
         if scanner.consume(UInt8(ascii: "]")) { return builder.build() }
@@ -279,6 +314,7 @@ private struct SnapshotParser {
             try scanner.expect(UInt8(ascii: ","))
             let value = try bytesValue()
             let version = versioned ? try entryVersion(upTo: lastSequence) : lastSequence
+            if withLifetimes && scanner.consume(UInt8(ascii: ",")) { lifetimes.set(key, try lifetime()) }
             try scanner.expect(UInt8(ascii: "]"))
             guard builder.append(key: key, value: value, version: version) else {
                 throw JSONScanner.Failure(offset: start, reason: "keys out of order or duplicated")
@@ -297,6 +333,29 @@ private struct SnapshotParser {
             throw JSONScanner.Failure(offset: start, reason: "version \(version) is not between 1 and lastSequence \(lastSequence)")
         }
         return version
+    }
+
+    /// An entry's lifetime: `{"deadline":N,"ephemeral":true}`, either field optional, not empty.
+    private mutating func lifetime() throws(JSONScanner.Failure) -> Lifetime {
+        let start = scanner.position
+        var lifetime = Lifetime.none
+        try scanner.expect(UInt8(ascii: "{"))
+        repeat {
+            let field = String(decoding: try scanner.string(), as: UTF8.self)
+            try scanner.expect(UInt8(ascii: ":"))
+            switch field {
+            case "deadline":
+                lifetime.deadline = try scanner.unsignedInteger()
+            case "ephemeral":
+                try scanner.literal("true")
+                lifetime.owner = Lifetime.recoveredOwner
+            default:
+                throw scanner.fail("unknown lifetime field \"\(field)\"")
+            }
+        } while scanner.consume(UInt8(ascii: ","))
+        try scanner.expect(UInt8(ascii: "}"))
+        guard !lifetime.isNone else { throw JSONScanner.Failure(offset: start, reason: "an empty lifetime") }
+        return lifetime
     }
 
     private mutating func bytesValue() throws(JSONScanner.Failure) -> [UInt8] {
@@ -337,7 +396,7 @@ private struct SnapshotParser {
         scanner = JSONScanner(current.bytes)
     }
 
-    private func finish() throws(JSONScanner.Failure) -> (header: SnapshotCodec.Header, map: OrderedMap) {
+    private func finish() throws(JSONScanner.Failure) -> SnapshotCodec.Contents {
         guard version != nil else { throw scanner.fail("missing version") }
         guard let namespace else { throw scanner.fail("missing namespace") }
         guard let lastSequence else { throw scanner.fail("missing lastSequence") }
@@ -348,6 +407,7 @@ private struct SnapshotParser {
         if let count, count != UInt64(map.count) {
             throw scanner.fail("count says \(count) entries but \(map.count) were read")
         }
-        return (SnapshotCodec.Header(namespace: namespace, lastSequence: lastSequence, createdAt: createdAt), map)
+        return SnapshotCodec.Contents(header: SnapshotCodec.Header(namespace: namespace, lastSequence: lastSequence, createdAt: createdAt),
+                                      map: map, lifetimes: lifetimes)
     }
 }

@@ -132,7 +132,9 @@ public actor Store {
         switch operation {
         case .get: return .value(nil)
         case .getVersioned: return .versioned(nil)
-        case .exists, .count, .delete: return .integer(0)
+        case .exists, .count, .delete, .setTimeToLive: return .integer(0)
+        case .timeToLive: return .integer(-2)
+        case .lifetimePut: return .conditionFailed  // a version other than 0: no key has it
         case .scan: return .page(ScanPage(entries: [], next: .start))
         case .conditionalPut: return .conditionFailed  // a version other than 0: no key has it
         case .batch(let steps):
@@ -168,7 +170,7 @@ public actor Store {
         }
         let feed = feed(for: name)
         feed.addFollower(lastSequence: 0, deliverable: 0)
-        return FollowStart(feed: feed, sequence: 0, snapshot: start == .snapshot ? ChangeSnapshot(map: OrderedMap()) : nil, namespace: nil)
+        return FollowStart(feed: feed, sequence: 0, snapshot: start == .snapshot ? ChangeSnapshot(map: OrderedMap(), lifetimes: KeyLifetimes()) : nil, namespace: nil)
     }
 
     /// The namespace called `name`, created if it does not exist yet.
@@ -219,8 +221,9 @@ public actor Store {
                 }
                 let ns = Namespace(name: name, files: files, options: options, recovered: recovered, keeper: self.keeper,
                                    feed: self.feed(for: name))
+                let (ephemeral, expired) = await ns.endEarlierLifetimes()
                 self.finishOpening(name, ns)
-                options.log("namespace \(name): opened: \(recovered.data.map.count) keys, snapshot through sequence \(recovered.snapshotSequence), \(recovered.recordsReplayed) log records replayed, \(recovered.tornBytesCut) torn bytes cut")
+                options.log("namespace \(name): opened: \(recovered.data.map.count) keys, snapshot through sequence \(recovered.snapshotSequence), \(recovered.recordsReplayed) log records replayed, \(recovered.tornBytesCut) torn bytes cut, \(ephemeral) ephemeral keys of the previous run and \(expired) expired keys deleted")
                 return ns
             } catch {
                 let storeError = error as? StoreError ?? StoreError(.io, "\(error)")

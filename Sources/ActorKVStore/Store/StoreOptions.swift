@@ -58,7 +58,8 @@ extension StoreLimits {
         case .count, .scan: return nil
         case .put(let key, let value): return keyProblem(key) ?? valueProblem(value)
         case .conditionalPut(let key, let value, _): return keyProblem(key) ?? valueProblem(value)
-        case .update(let key, _), .increment(let key, _): return keyProblem(key)
+        case .update(let key, _), .increment(let key, _), .setTimeToLive(let key, _), .timeToLive(let key): return keyProblem(key)
+        case .lifetimePut(let put): return keyProblem(put.key) ?? valueProblem(put.value)
         case .batch(let steps):
             if steps.isEmpty { return StoreError(.invalidArgument, "a batch needs at least one operation") }
             for step in steps {

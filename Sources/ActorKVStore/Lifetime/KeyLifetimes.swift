@@ -1,0 +1,187 @@
+/// The lifetimes of a namespace's keys that have one: deadlines and owners, beside the map, so
+/// that a key without a lifetime costs nothing for it. Pure bookkeeping: the namespace decides
+/// when to delete.
+///
+/// Deadlines are also kept in a min-heap, so that the keys due for deletion are found without
+/// looking at the others. A key's heap entry is not removed when its deadline changes or the key
+/// goes: it is skipped when it reaches the top (its deadline no longer matches), and the heap is
+/// rebuilt when such stale entries outnumber the live ones.
+public struct KeyLifetimes: Sendable {
+    private var lifetimes: [HashedKey: Lifetime] = [:]
+    /// The keys each owner holds.
+    private var owned: [UInt64: Set<HashedKey>] = [:]
+    private var heap = DeadlineHeap()
+    /// No lifetimes.
+    public init() {}
+
+    /// Keys with a deadline.
+    private(set) var expiringCount = 0
+    /// Keys owned by a connection (ephemeral).
+    private(set) var ephemeralCount = 0
+
+    /// Whether no key has a lifetime (the common case: then reads need no checks).
+    var isEmpty: Bool { lifetimes.isEmpty }
+
+    /// Whether any key has a deadline.
+    var hasDeadlines: Bool { expiringCount > 0 }
+
+    /// The lifetime of `key` (``Lifetime/none`` when it has none).
+    func lifetime(of key: [UInt8]) -> Lifetime {
+        lifetimes.isEmpty ? .none : lifetimes[HashedKey(key)] ?? .none
+    }
+
+    /// Whether `key` has a deadline that has passed at `now`.
+    @inline(__always)
+    func hasExpired(_ key: [UInt8], at now: UInt64) -> Bool {
+        guard expiringCount > 0 else { return false }
+        return lifetimes[HashedKey(key)]?.hasExpired(at: now) ?? false
+    }
+
+    /// ``hasExpired(_:at:)-(Array)`` for a key that is a slice of a larger buffer.
+    @inline(__always)
+    func hasExpired(_ key: ArraySlice<UInt8>, at now: UInt64) -> Bool {
+        guard expiringCount > 0 else { return false }
+        return hasExpired(Array(key), at: now)
+    }
+
+    /// Gives `key` this lifetime (``Lifetime/none``: forgets it).
+    mutating func set(_ key: [UInt8], _ lifetime: Lifetime) {
+        let hashed = HashedKey(key)
+        let old = lifetimes[hashed] ?? .none
+        guard old != lifetime else { return }
+        if old.deadline != 0 { expiringCount -= 1 }
+        if old.owner != 0 {
+            ephemeralCount -= 1
+            disown(hashed, by: old.owner)
+        }
+        if lifetime.isNone {
+            lifetimes[hashed] = nil
+        } else {
+            lifetimes[hashed] = lifetime
+        }
+        if lifetime.owner != 0 {
+            ephemeralCount += 1
+            owned[lifetime.owner, default: []].insert(hashed)
+        }
+        if lifetime.deadline != 0 {
+            expiringCount += 1
+            heap.push(deadline: lifetime.deadline, key: key)
+            if heap.count > 64 && heap.count > 2 * expiringCount { rebuildHeap() }
+        }
+    }
+
+    /// Forgets `key`'s lifetime (it was written without one, or deleted).
+    @inline(__always)
+    mutating func clear(_ key: [UInt8]) {
+        guard !lifetimes.isEmpty else { return }
+        set(key, .none)
+    }
+
+    /// Up to `limit` keys whose deadline has passed at `now`, earliest first, taken off the
+    /// heap (put them back with ``set(_:_:)`` if they are not deleted after all).
+    mutating func takeDue(at now: UInt64, limit: Int) -> [[UInt8]] {
+        var due: [[UInt8]] = []
+        while due.count < limit, let top = heap.top, top.deadline <= now {
+            heap.pop()
+            // A stale entry: the key's deadline changed, or it has none now.
+            guard lifetimes[HashedKey(top.key)]?.deadline == top.deadline else { continue }
+            due.append(top.key)
+        }
+        return due
+    }
+
+    /// Puts keys taken by ``takeDue(at:limit:)`` back on the heap (their deletion failed).
+    mutating func requeue(_ keys: [[UInt8]]) {
+        for key in keys {
+            if let deadline = lifetimes[HashedKey(key)]?.deadline, deadline != 0 { heap.push(deadline: deadline, key: key) }
+        }
+    }
+
+    /// How many keys have a deadline that has passed at `now` (they are gone for reads, not yet
+    /// deleted). Visits only the heap entries due by then.
+    func expiredCount(at now: UInt64) -> Int {
+        guard expiringCount > 0 else { return 0 }
+        var count = 0
+        heap.forEachDue(at: now) { deadline, key in
+            if lifetimes[HashedKey(key)]?.deadline == deadline { count += 1 }
+        }
+        return count
+    }
+
+    /// The earliest deadline held (perhaps of a stale entry), or nil.
+    var earliestDeadline: UInt64? { heap.top?.deadline }
+
+    /// The keys `owner` holds.
+    func keys(ownedBy owner: UInt64) -> [[UInt8]] {
+        owned[owner].map { $0.map(\.bytes) } ?? []
+    }
+
+    /// Every key with its lifetime, in no particular order.
+    func forEach(_ body: (_ key: [UInt8], _ lifetime: Lifetime) -> Void) {
+        for (key, lifetime) in lifetimes { body(key.bytes, lifetime) }
+    }
+
+    private mutating func disown(_ key: HashedKey, by owner: UInt64) {
+        owned[owner]?.remove(key)
+        if owned[owner]?.isEmpty == true { owned[owner] = nil }
+    }
+
+    private mutating func rebuildHeap() {
+        var fresh = DeadlineHeap()
+        for (key, lifetime) in lifetimes where lifetime.deadline != 0 {
+            fresh.push(deadline: lifetime.deadline, key: key.bytes)
+        }
+        heap = fresh
+    }
+}
+
+/// A binary min-heap of deadlines and their keys.
+struct DeadlineHeap: Sendable {
+    private var entries: [(deadline: UInt64, key: [UInt8])] = []
+
+    /// Entries held.
+    var count: Int { entries.count }
+
+    /// The earliest entry.
+    var top: (deadline: UInt64, key: [UInt8])? { entries.first }
+
+    mutating func push(deadline: UInt64, key: [UInt8]) {
+        entries.append((deadline, key))
+        var child = entries.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard entries[child].deadline < entries[parent].deadline else { break }
+            entries.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() {
+        guard !entries.isEmpty else { return }
+        entries.swapAt(0, entries.count - 1)
+        entries.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var smallest = parent
+            if left < entries.count && entries[left].deadline < entries[smallest].deadline { smallest = left }
+            if right < entries.count && entries[right].deadline < entries[smallest].deadline { smallest = right }
+            guard smallest != parent else { return }
+            entries.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+
+    /// Calls `body` with every entry whose deadline is at or before `now` (a subtree whose root
+    /// is later holds none).
+    func forEachDue(at now: UInt64, _ body: (UInt64, [UInt8]) -> Void) {
+        var stack = entries.isEmpty ? [] : [0]
+        while let index = stack.popLast() {
+            guard entries[index].deadline <= now else { continue }
+            body(entries[index].deadline, entries[index].key)
+            let left = 2 * index + 1
+            if left < entries.count { stack.append(left) }
+            if left + 1 < entries.count { stack.append(left + 1) }
+        }
+    }
+}

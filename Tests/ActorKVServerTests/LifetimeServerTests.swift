@@ -1,0 +1,236 @@
+import ActorKVProtocol
+import ActorKVTestSupport
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Expiry and ephemeral keys over real sockets to a real server: a key with PX vanishes for
+/// every read at its deadline and watchers see its delete, also across kill -9; a connection's
+/// ephemeral keys go when it ends, however it ends (QUIT, close, the client killed with kill -9),
+/// and after the server is killed they are gone at restart while persistent keys all stay; the
+/// lock recipe and its fencing token; every refusal.
+@Suite("Expiry and ephemeral keys over the wire")
+struct LifetimeServerTests {
+    private typealias Message = ChangesServerTests.Message
+
+    /// Waits up to `seconds` for `condition`, checking every 10 ms.
+    private static func eventually(_ seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(10_000)
+        }
+        return try condition()
+    }
+
+    @Test("a key with PX is gone for every read at its deadline, a watcher sees its delete; PERSIST keeps one; PTTL; errors")
+    func expiryOnTheWire() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess(arguments: ["--fsync", "always"])
+            defer { server.stop() }
+            let c = try RawConnection(path: server.socketPath)
+            let watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES e\r\n")
+            let first = try ChangesServerTests.read(watcher) { if case .synced = $0 { return true }; return false }
+            #expect(first == [.header("e", 0), .synced("e", 0)])
+            #expect(try c.command(["PUT", "e", "short", "1", "px", "300"]) == .simple("OK"))
+            #expect(try c.command(["PUT", "e", "kept", "2", "PX", "300"]) == .simple("OK"))
+            #expect(try c.command(["PUT", "e", "plain", "3"]) == .simple("OK"))
+            #expect(try c.command(["PUT", "e", "long", "4", "EX", "100"]) == .simple("OK"))
+            #expect(try c.command(["PERSIST", "e", "kept"]) == .integer(1))
+            #expect(try c.command(["PERSIST", "e", "kept"]) == .integer(0), "no deadline left")
+            #expect(try c.command(["PERSIST", "e", "missing"]) == .integer(0))
+            guard case .integer(let left) = try c.command(["PTTL", "e", "short"]) else { Issue.record("PTTL"); return }
+            #expect(left > 0 && left <= 300)
+            guard case .integer(let long) = try c.command(["PTTL", "e", "long"]) else { Issue.record("PTTL"); return }
+            #expect(long > 90_000 && long <= 100_000)
+            #expect(try c.command(["PTTL", "e", "plain"]) == .integer(-1))
+            #expect(try c.command(["PTTL", "e", "missing"]) == .integer(-2))
+            #expect(try c.command(["COUNT", "e"]) == .integer(4))
+            usleep(400_000)  // past the deadline
+            #expect(try c.command(["GET", "e", "short"]) == .null)
+            #expect(try c.command(["GETV", "e", "short"]) == .null)
+            #expect(try c.command(["EXISTS", "e", "short", "kept"]) == .integer(1))
+            #expect(try c.command(["PTTL", "e", "short"]) == .integer(-2))
+            #expect(try c.command(["COUNT", "e"]) == .integer(3))
+            guard case .array(let page) = try c.command(["SCAN", "e", "0"]), page.count == 2, case .array(let flat) = page[1] else {
+                Issue.record("SCAN"); return
+            }
+            #expect(flat.count == 6, "kept, long and plain: \(flat)")
+            #expect(try c.command(["GET", "e", "kept"]) == .bulk(Array("2".utf8)))
+            // The watcher sees the puts (a PERSIST is no change of value), then the delete.
+            let messages = try ChangesServerTests.read(watcher) { message in
+                if case .change(_, _, let pairs) = message { return pairs.first?.value == nil }
+                return false
+            }
+            let keys = messages.compactMap { message -> String? in
+                guard case .change(_, _, let pairs) = message else { return nil }
+                return pairs.map { String(decoding: $0.key, as: UTF8.self) + ($0.value == nil ? " deleted" : "") }.joined(separator: ",")
+            }
+            #expect(keys == ["short", "kept", "plain", "long", "short deleted"])
+            // Refusals, nothing written.
+            #expect(try c.command(["PUT", "e", "x", "1", "PX", "0"]) == .error("ERR invalid expire time in 'PUT' command"))
+            #expect(try c.command(["PUT", "e", "x", "1", "EX", "-5"]) == .error("ERR invalid expire time in 'PUT' command"))
+            #expect(try c.command(["PUT", "e", "x", "1", "EX", "9223372036854775807"]) == .error("ERR invalid expire time in 'PUT' command"))
+            #expect(try c.command(["PUT", "e", "x", "1", "PX", "10", "EX", "10"]) == .error("ERR syntax error"))
+            #expect(try c.command(["PUT", "e", "x", "1", "EPHEMERAL", "ephemeral"]) == .error("ERR syntax error"))
+            #expect(try c.command(["PUT", "e", "x", "1", "PX"]) == .error("ERR syntax error"))
+            #expect(try c.command(["PEXPIRE", "e", "x", "soon"]) == .error("ERR invalid expire time in 'PEXPIRE' command"))
+            #expect(try c.command(["EXISTS", "e", "x"]) == .integer(0))
+            // PEXPIRE keeps the version; at or below 0 it deletes.
+            guard case .array(let before) = try c.command(["GETV", "e", "plain"]) else { Issue.record("GETV"); return }
+            #expect(try c.command(["PEXPIRE", "e", "plain", "60000"]) == .integer(1))
+            #expect(try c.command(["GETV", "e", "plain"]) == .array(before), "a deadline does not change the version")
+            #expect(try c.command(["PEXPIRE", "e", "plain", "0"]) == .integer(1))
+            #expect(try c.command(["GET", "e", "plain"]) == .null)
+            #expect(try c.command(["PEXPIRE", "e", "plain", "100"]) == .integer(0))
+            // A put after expiry starts afresh: IFVERSION 0 holds, INCR counts from 0.
+            #expect(try c.command(["PUT", "e", "n", "41", "PX", "50"]) == .simple("OK"))
+            usleep(100_000)
+            #expect(try c.command(["INCR", "e", "n"]) == .integer(1))
+            #expect(try c.command(["PTTL", "e", "n"]) == .integer(-1))
+        }
+    }
+
+    @Test("deadlines survive kill -9: after a restart past the deadline the key is gone and a watcher resuming sees its delete")
+    func expiryAcrossRestart() async throws {
+        let server = try ServerProcess(arguments: ["--fsync", "always"])
+        defer { server.stop() }
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["PUT", "r", "soon", "1", "PX", "500"]) == .simple("OK"))
+            #expect(try c.command(["PUT", "r", "later", "2", "EX", "3600"]) == .simple("OK"))
+            #expect(try c.command(["PUT", "r", "cleared", "3", "PX", "500"]) == .simple("OK"))
+            #expect(try c.command(["PUT", "r", "cleared", "4"]) == .simple("OK"))
+            #expect(try c.command(["COMPACT", "r"]) == .simple("OK"))  // the deadlines in the snapshot
+            #expect(try c.command(["PUT", "r", "tail", "5", "PX", "500"]) == .simple("OK"))  // and one in the log
+        }
+        try await server.signal(SIGKILL)
+        usleep(700_000)
+        try await server.restart()
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["EXISTS", "r", "soon", "tail"]) == .integer(0))
+            #expect(try c.command(["GET", "r", "cleared"]) == .bulk(Array("4".utf8)))
+            guard case .integer(let left) = try c.command(["PTTL", "r", "later"]) else { Issue.record("PTTL"); return }
+            #expect(left > 3_500_000, "the deadline of the snapshot survived")
+            #expect(try c.command(["COUNT", "r"]) == .integer(2))
+            let watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES r FROM 5\r\n")
+            let got = try ChangesServerTests.read(watcher) { if case .synced = $0 { return true }; return false }
+            let deleted = got.flatMap { message -> [String] in
+                guard case .change(_, _, let pairs) = message else { return [] }
+                return pairs.filter { $0.value == nil }.map { String(decoding: $0.key, as: UTF8.self) }
+            }
+            #expect(Set(deleted) == ["soon", "tail"], "the deletes were logged at startup: \(got)")
+        }
+    }
+
+    @Test("a connection's ephemeral keys go when it ends: QUIT, close, kill -9 of the client; another's PUT takes a key over")
+    func ephemeralKeysEndWithTheirConnection() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            let c = try RawConnection(path: server.socketPath)
+            let watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES p\r\n")
+            _ = try ChangesServerTests.read(watcher) { if case .synced = $0 { return true }; return false }
+            for (name, end) in [("quit", "QUIT"), ("close", "")] {
+                let owner = try RawConnection(path: server.socketPath)
+                #expect(try owner.command(["PUT", "p", "\(name)-1", "x", "EPHEMERAL"]) == .simple("OK"))
+                #expect(try owner.command(["PUT", "p", "\(name)-2", "y", "ephemeral", "PX", "60000"]) == .simple("OK"))
+                #expect(try c.command(["EXISTS", "p", "\(name)-1", "\(name)-2"]) == .integer(2))
+                if !end.isEmpty { _ = try owner.command([end]) }
+                withExtendedLifetime(owner) {}
+            }
+            #expect(try Self.eventually { try c.command(["COUNT", "p"]) == .integer(0) }, "every ephemeral key was deleted")
+            // A client process killed with kill -9: the kernel closes its socket.
+            let script = """
+            import socket, sys, time
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            s.sendall(b"PUT p killed-1 a EPHEMERAL\\r\\nPUT p killed-2 b EPHEMERAL\\r\\nPUT p taken c EPHEMERAL\\r\\n")
+            got = b""
+            while got.count(b"+OK") < 3: got += s.recv(100)
+            print("held", flush=True); time.sleep(600)
+            """
+            let child = try ChildProcess("/usr/bin/env", ["python3", "-c", script, server.socketPath], stdout: .pipe)
+            var line: [UInt8] = []
+            var byte: UInt8 = 0
+            while read(child.stdoutFD, &byte, 1) == 1 && byte != 10 { line.append(byte) }
+            #expect(String(decoding: line, as: UTF8.self) == "held")
+            #expect(try c.command(["PUT", "p", "taken", "mine"]) == .simple("OK"), "a plain PUT makes the key persistent")
+            #expect(try c.command(["COUNT", "p"]) == .integer(3))
+            let killed = Date()
+            child.signal(SIGKILL)
+            _ = child.waitForExit()
+            #expect(try Self.eventually { try c.command(["COUNT", "p"]) == .integer(1) })
+            let latency = Date().timeIntervalSince(killed)
+            #expect(try c.command(["GET", "p", "taken"]) == .bulk(Array("mine".utf8)))
+            // The watcher saw each ephemeral key's delete.
+            var deleted: Set<String> = []
+            while deleted.count < 6 {
+                guard case .change(_, _, let pairs) = Message(try watcher.reply()) else { continue }
+                for pair in pairs where pair.value == nil { deleted.insert(String(decoding: pair.key, as: UTF8.self)) }
+            }
+            #expect(deleted == ["quit-1", "quit-2", "close-1", "close-2", "killed-1", "killed-2"])
+            print("ephemeral keys of a client killed with kill -9 deleted within \(Int(latency * 1000)) ms")
+        }
+    }
+
+    @Test("the server killed with kill -9: at restart its ephemeral keys are gone, its persistent keys all there")
+    func ephemeralKeysAfterServerCrash() async throws {
+        let server = try ServerProcess(arguments: ["--fsync", "always"])
+        defer { server.stop() }
+        try await onOwnThread {
+            let owner = try RawConnection(path: server.socketPath)
+            for i in 0..<20 { #expect(try owner.command(["PUT", "s", "persistent-\(i)", "v"]) == .simple("OK")) }
+            for i in 0..<10 { #expect(try owner.command(["PUT", "s", "eph-\(i)", "v", "EPHEMERAL"]) == .simple("OK")) }
+            #expect(try owner.command(["COMPACT", "s"]) == .simple("OK"))  // some in the snapshot
+            for i in 10..<15 { #expect(try owner.command(["PUT", "s", "eph-\(i)", "v", "EPHEMERAL"]) == .simple("OK")) }
+            #expect(try owner.command(["COUNT", "s"]) == .integer(35))
+            server.process.signal(SIGKILL)  // with the owner still connected
+            _ = server.process.waitForExit()
+            withExtendedLifetime(owner) {}
+        }
+        try await server.restart()
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["COUNT", "s"]) == .integer(20))
+            #expect(try c.command(["EXISTS", "s", "eph-0", "eph-14"]) == .integer(0))
+            #expect(server.log.contains("15 ephemeral keys of the previous run"))
+        }
+    }
+
+    @Test("the lock recipe: one holder at a time, a waiter wakes on the delete, each new holder's fencing token is larger")
+    func lockRecipe() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            let first = try RawConnection(path: server.socketPath)
+            let second = try RawConnection(path: server.socketPath)
+            let acquire = ["PUT", "locks", "job-42", "owner", "IFVERSION", "0", "EPHEMERAL"]
+            guard case .integer(let token1) = try first.command(acquire) else { Issue.record("not acquired"); return }
+            #expect(try second.command(acquire) == .null, "held")
+            let waiter = try RawConnection(path: server.socketPath)
+            try waiter.send("CHANGES locks PREFIX job-42\r\n")
+            _ = try waiter.reply()  // the header
+            first.shutdownBoth()   // the holder goes away
+            let seen = try ChangesServerTests.read(waiter) { if case .change(_, _, let pairs) = $0 { return pairs.first?.value == nil }; return false }
+            #expect(ChangesServerTests.sequences(seen).count == 1, "the holder's connection ended: its key's delete, \(seen)")
+            guard case .integer(let token2) = try second.command(acquire) else { Issue.record("not acquired after the delete"); return }
+            #expect(token2 > token1)
+            // Release with the token; a stale token releases nothing.
+            let stale = try second.command(["BATCH", "locks", "IFVERSION", "job-42", "\(token1)", "DEL", "job-42"])
+            #expect(stale == .null, "the wire has *-1 (pinned in VersionServerTests); the decoder reads it as null: \(stale)")
+            #expect(try second.command(["BATCH", "locks", "IFVERSION", "job-42", "\(token2)", "DEL", "job-42"]) == .array([.simple("OK"), .integer(1)]))
+            #expect(try second.command(["EXISTS", "locks", "job-42"]) == .integer(0))
+        }
+    }
+}
+
+extension RawConnection {
+    /// Shuts the socket down both ways, as a client that goes away.
+    func shutdownBoth() { shutdown(fd, Int32(SHUT_RDWR)) }
+}

@@ -228,7 +228,7 @@ final class Shared<Value: Sendable>: Sendable {
 /// `total_commands_processed` from INFO.
 func commandsProcessed(_ kv: ActorKVClient) async throws -> Int {
     let info = try await kv.info()
-    guard let line = info.split(separator: "\n").first(where: { $0.hasPrefix("total_commands_processed:") }),
+    guard let line = info.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix("total_commands_processed:") }),
           let n = Int(line.dropFirst("total_commands_processed:".count).trimmingCharacters(in: .whitespacesAndNewlines)) else {
         throw TestFailure("no total_commands_processed in INFO")
     }

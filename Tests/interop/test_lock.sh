@@ -52,15 +52,16 @@ expect_eq "... and the count is exactly 40" 40 "$(cat "$W/count")"
 holder=$!
 PIDS+=("$holder")
 for _ in $(seq 200); do [ -s "$W/holder.pid" ] && break; sleep 0.05; done
-kv lock --timeout 0.2 shlocks busy -- touch "$W/ran"
+kv lock --timeout 0.2 shlocks busy -- touch "$W/ran" 2>"$W/err"
 status=$?
 expect_eq "lock --timeout 0.2 on a held lock exits 7" 7 "$status"
 check "... and does not run the command" test ! -e "$W/ran"
+expect_contains "... and says why, naming the holder" "lock not acquired: key 'busy' in namespace 'shlocks' was held by another holder for the whole 0.2 s (held by " "$(cat "$W/err")"
 expect_contains "the holder is named by the key's value" ":$holder" "$(rcli GET shlocks busy)"
 # kill -9 of actorkv: its command still runs and keeps the lock; once the command dies too, it is free.
 kill -9 "$holder"
 wait "$holder" 2>/dev/null
-kv lock --timeout 0 shlocks busy -- true
+kv lock --timeout 0 shlocks busy -- true 2>/dev/null
 expect_eq "after kill -9 of actorkv, its running command still holds the lock (exit 7)" 7 "$?"
 kill -9 "$(cat "$W/holder.pid")"
 kv lock --timeout 20 shlocks busy -- touch "$W/ran"

@@ -136,7 +136,6 @@ struct LockClientTests {
             let second = Shared<UInt64?>(nil)
             let first = Task {
                 try await kv.withLock("locks", "ttl", timeout: .zero, ttl: .milliseconds(300)) { token in
-                    guard case .remaining = try await kv.pttl("locks", "ttl") else { throw TestFailure("no ttl on the lock") }
                     // Held past the ttl: until the waiter has the lock.
                     try await eventually("the waiter acquires after the ttl") { second.withLock { $0 } != nil }
                     return token
@@ -147,6 +146,12 @@ struct LockClientTests {
                 second.withLock { $0 = token }
                 return token
             }
+            // The ttl is on the key (a long one here, so that it cannot run out before pttl).
+            let long = try await kv.acquireLock("locks", "long", timeout: .zero, ttl: .seconds(60))
+            guard case .remaining(let left) = try await kv.pttl("locks", "long"), left <= .seconds(60) else {
+                throw TestFailure("no ttl on a lock taken with one")
+            }
+            try await long.release()
             do {
                 let value = try await first.value
                 Issue.record("the first holder's withLock returned \(value)")
@@ -160,12 +165,18 @@ struct LockClientTests {
         }
     }
 
-    @Test("a server killed and restarted: the holder's release reports lockLost; the key is gone; the next holder gets a larger token")
+    @Test("a server killed and restarted: the holder's release reports lockLost; a waiter reconnects and gets it, with a larger token")
     func serverRestart() async throws {
         try await withServer(fsync: "always") { server, kv in
             let held = try await kv.acquireLock("locks", "r", timeout: .zero)
+            // Its change stream reconnects for as long as its client's timeout: a generous one.
+            let patient = ActorKVClient(socketPath: server.socketPath, timeout: .seconds(60))
+            let waiter = Task { try await patient.withLock("locks", "r", timeout: .seconds(60)) { $0 } }
+            try await eventually("the waiter follows") { try await kv.info().contains(",followers=1,") }
             try await server.signal(SIGKILL)
             try await server.restart()
+            let next = try await withDeadline("the waiter acquires after the restart") { try await waiter.value }
+            #expect(next > held.token)
             do throws(ActorKVError) {
                 try await held.release()
                 Issue.record("released a lock whose connection the server lost")
@@ -173,8 +184,8 @@ struct LockClientTests {
                 guard case .lockLost(_, _, let token, let reason) = error else { throw TestFailure("expected lockLost, got \(error)") }
                 #expect(token == held.token && reason.contains("connection"), "\(reason)")
             }
-            #expect(try await kv.getVersioned("locks", "r") == nil, "ephemeral keys are deleted as the server starts")
-            #expect(try await kv.withLock("locks", "r", timeout: .zero) { $0 } > held.token)
+            #expect(try await kv.getVersioned("locks", "r") == nil)
+            #expect(try await kv.withLock("locks", "r", timeout: .zero) { $0 } > next)
         }
     }
 

@@ -22,6 +22,14 @@ Commands:
   put --if-version V NS KEY VALUE
                               store VALUE only if KEY's version is V (0: only if KEY is absent);
                               print the new version; exit 5, writing nothing, if it is not
+  put --ttl SECS NS KEY VALUE KEY expires SECS seconds from now (fractions allowed, rounded up to
+                              whole milliseconds): then it is gone for every read. A put without
+                              --ttl removes any expiry KEY had. (--ttl and --if-version combine.)
+                              There is no --ephemeral: a key that belongs to actorkv's own
+                              connection would be deleted as soon as actorkv exits. To hold a key
+                              for as long as a command runs, use lock.
+  pttl NS KEY                 print the milliseconds KEY has left before it expires; -1 if it does
+                              not expire; print -2 and exit 1 if KEY is missing
   getv NS KEY                 print KEY's version on one line, then the value's exact bytes
                               (no newline added); print 0 and exit 1 if KEY is missing
   incr NS KEY [DELTA]         add DELTA (default 1, may be negative) to the integer under KEY
@@ -58,6 +66,29 @@ Commands:
                               when it cannot reconnect for --timeout seconds (0: it never gives up),
                               and exits 6 when the server no longer holds the changes after SEQ
                               (COMPACTED; follow with --snapshot instead)
+  lock [--timeout SECS] [--ttl SECS] NS KEY [--] COMMAND [ARG...]
+                              wait for the lock named KEY in NS, run COMMAND (looked up in PATH)
+                              holding it, release it, and exit with COMMAND's exit status (128+N if
+                              signal N killed it), as flock(1) does. COMMAND gets the lock's fencing
+                              token in $ACTORKV_LOCK_TOKEN: a number larger for each holder of the
+                              lock than for every holder before it (pass it with writes that a
+                              resource can refuse when it has seen a larger one). While held, KEY's
+                              value is HOST:PID of the actorkv holding it.
+                              The lock is KEY, written on a connection of its own: the server
+                              releases the lock when that connection closes, and COMMAND inherits
+                              it. So if actorkv is killed (even with kill -9), the lock stays held
+                              until COMMAND has exited too, and is released then: it is never left
+                              behind, nor released while COMMAND runs (a daemon that COMMAND starts
+                              keeps it, as with flock). Waiting follows NS's changes (no polling).
+                              --timeout SECS  give up after SECS seconds (exit 7; COMMAND is not
+                                              run); 0: one attempt; default: wait for ever. (The
+                                              --timeout before 'lock' bounds each server reply.)
+                              --ttl SECS      the lock expires SECS seconds after it is taken, even
+                                              if COMMAND still runs (a bound on a holder that hangs)
+                              Exit 4 when the server cannot be reached, or when the lock was lost
+                              before COMMAND ended (its connection broke: the server stopped or
+                              was restarted; or --ttl ran out): the message gives COMMAND's status.
+                              Exit 127 if COMMAND is not found, 126 if it cannot be run.
   compact NS                  snapshot NS and truncate its log
   namespaces                  print the namespace names, one per line
   info                        print the server's INFO text
@@ -75,16 +106,19 @@ new version.
 
 Exit status:
   0  success
-  1  not found (get of a missing key; exists when not every key exists)
+  1  not found (get of a missing key; exists when not every key exists; pttl of a missing key)
   2  usage error
   3  the server refused the request (its error 'CODE message' is printed on standard error),
      or replied with something unexpected; or standard output could not be written
      ("actorkv: cannot write standard output: ..." on standard error)
   4  cannot connect to the server (nothing listens on the socket, or the server refused the
      connection with MAXCLIENTS or NOPERM), the server did not answer within --timeout, or the
-     connection broke
+     connection broke; lock: also when the lock was lost before COMMAND ended
   5  a condition did not hold (put --if-version, a batch's ifversion): nothing was written
   6  changes --from SEQ: the server no longer holds every change after SEQ (COMPACTED)
+  7  lock: the lock was not acquired within lock --timeout SECS (COMMAND did not run)
+lock exits with COMMAND's status otherwise (which can be any of these numbers too: its standard
+error tells them apart), 126 or 127 when COMMAND cannot be run.
 
 """
 
@@ -100,6 +134,12 @@ enum Exit {
     static let conditionFailed: Int32 = 5
     /// `changes --from SEQ`: the changes after SEQ are no longer all held.
     static let compacted: Int32 = 6
+    /// `lock --timeout SECS`: the lock stayed held by another for SECS; the command did not run.
+    static let lockTimedOut: Int32 = 7
+    /// `lock`: the command could not be run (as a shell, `env` or `timeout` reports it).
+    static let commandNotRunnable: Int32 = 126
+    /// `lock`: the command was not found.
+    static let commandNotFound: Int32 = 127
 }
 
 /// A failure that ends the program with `code` after printing `message` on standard error.
@@ -354,6 +394,33 @@ func takeChangeStart(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Ch
     return (start ?? .now, rest[...])
 }
 
+/// Removes `--ttl SECS` (or `--ttl=SECS`) from a put's arguments; returns the time to live, if
+/// given, and the rest. `--ephemeral` is refused with the reason.
+func takeTTL(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Duration?, ArraySlice<[UInt8]>) {
+    var ttl: Duration?
+    var rest: [[UInt8]] = []
+    var remaining = arguments
+    while let argument = remaining.popFirst() {
+        let word = text(argument)
+        let value: String
+        if word == "--ttl" {
+            guard let next = remaining.popFirst() else { throw usageFailure("--ttl needs a number of seconds") }
+            value = text(next)
+        } else if word.hasPrefix("--ttl=") {
+            value = String(word.dropFirst("--ttl=".count))
+        } else if word == "--ephemeral" {
+            throw usageFailure("put --ephemeral is not offered: the key would belong to actorkv's own connection and be "
+                               + "deleted as soon as actorkv exits (to hold a key while a command runs, use lock)")
+        } else {
+            rest.append(argument)
+            continue
+        }
+        guard ttl == nil else { throw usageFailure("--ttl given twice") }
+        ttl = try parseSeconds(value, "--ttl", positive: true)
+    }
+    return (ttl, rest[...])
+}
+
 /// A signed 64-bit decimal integer.
 func parseInteger(_ value: String, _ what: String) throws(Failure) -> Int64 {
     guard let n = ASCIIDecimal.parse(Array(value.utf8)[...]) else {
@@ -377,7 +444,7 @@ func readStandardInput() throws(Failure) -> [UInt8] {
 
 // MARK: Commands
 
-func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 {
+func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async throws(Failure) -> Int32 {
     var socketPath = ProcessInfo.processInfo.environment["ACTORKV_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
         ?? "./actorkv.sock"
     var timeout: Duration? = ActorKVClient.defaultTimeout
@@ -430,8 +497,14 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
         throw usageFailure("--json applies to scan only")
     }
     var ifVersion: UInt64?
+    var ttl: Duration?
     if command == "put" || command == "set" {
         (ifVersion, rest) = try takeIfVersion(from: rest)
+        (ttl, rest) = try takeTTL(from: rest)
+    }
+    var lockOptions = LockOptions()
+    if command == "lock" {
+        (lockOptions, rest) = try takeLockOptions(from: rest)
     }
     var changeStart = ChangeStart.now
     if command == "changes" {
@@ -445,6 +518,7 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
     let many = Int.max - 1
 
     let client = ActorKVClient(socketPath: socketPath, timeout: timeout)
+    var status = Exit.ok
     do {
         switch command {
         case "get":
@@ -452,13 +526,13 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
             guard let value = try await client.get(text(args[0]), args[1]) else { return Exit.notFound }
             try output.write(value)
         case "put", "set":
-            try need(3...3, "put [--if-version V] NS KEY VALUE   (VALUE '-' reads standard input)")
+            try need(3...3, "put [--if-version V] [--ttl SECS] NS KEY VALUE   (VALUE '-' reads standard input)")
             if args[2] == [UInt8(ascii: "-")] { args[2] = try readStandardInput() }
             guard let ifVersion else {
-                try await client.put(text(args[0]), args[1], args[2])
+                try await client.put(text(args[0]), args[1], args[2], ttl: ttl)
                 break
             }
-            guard let version = try await client.put(text(args[0]), args[1], args[2], ifVersion: ifVersion) else {
+            guard let version = try await client.put(text(args[0]), args[1], args[2], ifVersion: ifVersion, ttl: ttl) else {
                 throw Failure(code: Exit.conditionFailed, message: "actorkv: not written: the key's version is not \(ifVersion)")
             }
             try output.line(String(version))
@@ -470,6 +544,57 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
             }
             try output.line(String(found.version))
             try output.write(found.value)
+        case "pttl":
+            try need(2...2, "pttl NS KEY")
+            switch try await client.pttl(text(args[0]), args[1]) {
+            case .absent:
+                try output.line("-2")
+                return Exit.notFound
+            case .persistent:
+                try output.line("-1")
+            case .remaining(let left):
+                try output.line(String(Int64((left / .milliseconds(1)).rounded())))
+            }
+        case "lock":
+            let form = "lock [--timeout SECS] [--ttl SECS] NS KEY [--] COMMAND [ARG...]"
+            try need(3...many, form)
+            var commandLine = Array(args[2...])
+            if commandLine.first == Array("--".utf8) { commandLine.removeFirst() }
+            guard !commandLine.isEmpty, !commandLine[0].isEmpty else { throw usageFailure("usage: actorkv \(form)") }
+            let namespace = text(args[0])
+            let held: HeldLock
+            do throws(ActorKVError) {
+                held = try await client.acquireLock(namespace, args[1], timeout: lockOptions.timeout, ttl: lockOptions.ttl)
+            } catch {
+                guard case .lockTimedOut = error else { throw error }
+                var message = "actorkv: \(error)"
+                if let owner = try? await client.get(namespace, args[1]) { message += " (held by \(text(owner)))" }
+                throw Failure(code: Exit.lockTimedOut, message: message)
+            }
+            let outcome: Result<Int32, Failure>
+            let descriptor = held.inheritableDescriptor()
+            if descriptor < 0 {
+                outcome = .failure(Failure(code: Exit.commandNotRunnable,
+                                           message: "actorkv: lock: cannot pass the lock's connection on: \(errnoText(errno))"))
+            } else {
+                do throws(Failure) {
+                    outcome = .success(try await runCommand(commandLine, token: held.token, descriptor: descriptor,
+                                                            signalMask: signalMask))
+                } catch {
+                    outcome = .failure(error)
+                }
+            }
+            do throws(ActorKVError) {
+                try await held.release()
+            } catch {
+                if case .lockLost = error, case .success(let commandStatus) = outcome {
+                    throw Failure(code: Exit.connection, message: "actorkv: \(error) (the command exited with status \(commandStatus))")
+                }
+                if case .success = outcome {
+                    printError("actorkv: lock: releasing the lock: \(error) (closing its connection released it)")
+                }
+            }
+            status = try outcome.get()
         case "incr":
             try need(2...3, "incr NS KEY [DELTA]")
             let delta = try args.count == 3 ? parseInteger(text(args[2]), "incr: DELTA") : 1
@@ -580,6 +705,10 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
             throw Failure(code: Exit.connection, message: "actorkv: \(error)")
         case .compacted:
             throw Failure(code: Exit.compacted, message: "actorkv: \(error)")
+        case .lockTimedOut:
+            throw Failure(code: Exit.lockTimedOut, message: "actorkv: \(error)")
+        case .lockLost:
+            throw Failure(code: Exit.connection, message: "actorkv: \(error)")
         case .protocolViolation, .decodingFailed, .encodingFailed, .conflict:
             throw Failure(code: Exit.server, message: "actorkv: \(error)")
         }
@@ -587,14 +716,14 @@ func run(_ arguments: [[UInt8]], output: Output) async throws(Failure) -> Int32 
         throw Failure(code: Exit.server, message: "actorkv: \(error)")
     }
     await client.close()
-    return Exit.ok
+    return status
 }
 
 reserveStandardDescriptors()
 let output = Output()
 let status: Int32
 do {
-    status = try await run(rawArguments(), output: output)
+    status = try await run(rawArguments(), output: output, signalMask: currentSignalMask())
 } catch {
     do { try output.flush() } catch let writeError { printError(writeError.message) }
     printError(error.message)

@@ -42,7 +42,7 @@ public final class ActorKVClient: Sendable {
     public static let defaultTimeout: Duration = .seconds(10)
 
     /// Opens the connection and hands it to the calls (see ``Connector``).
-    private let connector: Connector
+    let connector: Connector
 
     /// A client of the server listening at `socketPath`. Nothing is connected until the first call.
     /// `timeout` bounds connecting and each wait for a reply (see ``timeout``); nil, zero or a
@@ -138,19 +138,33 @@ public final class ActorKVClient: Sendable {
 
     /// Stores `value` under `key` in `namespace` (created if needed), replacing any value there.
     /// Returns once the server has applied it, durable per the server's `--fsync` policy.
-    public func put(_ namespace: String, _ key: [UInt8], _ value: [UInt8]) async throws(ActorKVError) {
-        let reply = try await send([Array("PUT".utf8), Array(namespace.utf8), key, value])
+    ///
+    /// - `ttl`: the key expires that long from now (`PX`, in whole milliseconds rounded up; the
+    ///   server refuses zero or less with `ERR`). An expired key is gone for every read at once.
+    ///   Without a `ttl`, any expiry the key had is removed. See ``pttl(_:_:)-([UInt8])``.
+    /// - `ephemeral`: the key belongs to this client's connection (`EPHEMERAL`): the server
+    ///   deletes it when that connection closes, for whatever reason (``close()``, a broken or
+    ///   timed-out connection, after which the next call reconnects without saying so, or this
+    ///   process's exit). Without it, the key is persistent, whoever owned it before. For a key
+    ///   that lives exactly as long as something holds it, use a client of its own, as
+    ///   ``acquireLock(_:_:timeout:ttl:)-([UInt8])`` does.
+    public func put(_ namespace: String, _ key: [UInt8], _ value: [UInt8], ttl: Duration? = nil,
+                    ephemeral: Bool = false) async throws(ActorKVError) {
+        let reply = try await send(Self.putArguments(namespace, key, value, ttl: ttl, ephemeral: ephemeral, ifVersion: nil))
         try Self.expectOK(reply, for: "PUT")
     }
 
-    /// Stores the UTF-8 bytes of `value` under the UTF-8 bytes of `key`.
-    public func put(_ namespace: String, _ key: String, _ value: String) async throws(ActorKVError) {
-        try await put(namespace, Array(key.utf8), Array(value.utf8))
+    /// Stores the UTF-8 bytes of `value` under the UTF-8 bytes of `key`; see
+    /// ``put(_:_:_:ttl:ephemeral:)-(_,[UInt8],[UInt8],_,_)``.
+    public func put(_ namespace: String, _ key: String, _ value: String, ttl: Duration? = nil,
+                    ephemeral: Bool = false) async throws(ActorKVError) {
+        try await put(namespace, Array(key.utf8), Array(value.utf8), ttl: ttl, ephemeral: ephemeral)
     }
 
-    /// Stores `value` under the UTF-8 bytes of `key`.
-    public func put(_ namespace: String, _ key: String, _ value: [UInt8]) async throws(ActorKVError) {
-        try await put(namespace, Array(key.utf8), value)
+    /// Stores `value` under the UTF-8 bytes of `key`; see ``put(_:_:_:ttl:ephemeral:)-(_,[UInt8],[UInt8],_,_)``.
+    public func put(_ namespace: String, _ key: String, _ value: [UInt8], ttl: Duration? = nil,
+                    ephemeral: Bool = false) async throws(ActorKVError) {
+        try await put(namespace, Array(key.utf8), value, ttl: ttl, ephemeral: ephemeral)
     }
 
     /// Removes `keys` from `namespace`; returns how many of them existed.
@@ -323,7 +337,7 @@ public final class ActorKVClient: Sendable {
         return Int(n)
     }
 
-    private static func expectOK(_ reply: Reply, for command: String) throws(ActorKVError) {
+    static func expectOK(_ reply: Reply, for command: String) throws(ActorKVError) {
         guard case .simple("OK") = reply else { throw unexpected(reply, for: command) }
     }
 

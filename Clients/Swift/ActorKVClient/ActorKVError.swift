@@ -11,7 +11,9 @@ import ActorKVProtocol
 ///   ``encodingFailed(_:)``), or a read-modify-write kept losing the race (``conflict(_:)``).
 ///
 /// A change stream (``ActorKVClient/changes(_:prefix:from:reconnect:)``) can also
-/// end with ``compacted(namespace:requested:oldestAvailable:)``.
+/// end with ``compacted(namespace:requested:oldestAvailable:)``; a lock
+/// (``ActorKVClient/withLock(_:_:timeout:ttl:_:)-([UInt8])``, ``ActorKVClient/acquireLock(_:_:timeout:ttl:)-([UInt8])``)
+/// with ``lockTimedOut(namespace:key:timeout:)`` or ``lockLost(namespace:key:token:reason:)``.
 public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered `-CODE message`. `code` is the raw value of a `WireErrorCode` (the
     /// list protocol.md documents): `ERR`, `BADNS`, `BADKEY`, `TOOBIG`, `BADCURSOR`, `CORRUPT`,
@@ -55,6 +57,18 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     /// is `oldestAvailable` (`-COMPACTED oldest available sequence is N`). Nothing was skipped:
     /// follow again from a snapshot (``ChangeStart/snapshot``), as a ``ChangeMirror`` does by itself.
     case compacted(namespace: String, requested: UInt64, oldestAvailable: UInt64)
+    /// A lock on `key` in `namespace` was not acquired within `timeout`: another holder kept it
+    /// all that time (with a `timeout` of zero: it was held at the one attempt). Nothing was
+    /// written and nothing is held.
+    case lockTimedOut(namespace: String, key: [UInt8], timeout: Duration)
+    /// The lock on `key` in `namespace` that was acquired with fencing token `token` was no
+    /// longer held when it was released: its connection broke (the server closed it, was
+    /// restarted or killed; the server releases the lock of a connection that closes), or the
+    /// key expired (the lock's `ttl`), or someone deleted or overwrote it. What ran under the
+    /// lock may have overlapped with the next holder's work; writes fenced with the token (a
+    /// resource that refuses tokens older than the newest it has seen) are safe. `reason` says
+    /// which.
+    case lockLost(namespace: String, key: [UInt8], token: UInt64, reason: String)
 
     /// True for ``cannotConnect(path:errno:reason:)``, ``refused(path:code:message:)``,
     /// ``timedOut(_:)``, ``connectionLost(_:)`` and ``closed``: failures of the connection rather
@@ -117,6 +131,12 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
         case .compacted(let namespace, let requested, let oldestAvailable):
             return "COMPACTED the changes of namespace '\(namespace)' after sequence \(requested) are no longer all "
                 + "held (oldest available sequence is \(oldestAvailable)): follow from a snapshot instead"
+        case .lockTimedOut(let namespace, let key, let timeout):
+            return "lock not acquired: key '\(String(decoding: key, as: UTF8.self))' in namespace '\(namespace)' "
+                + (timeout > .zero ? "was held by another holder for the whole \(secondsText(timeout))" : "is held by another holder")
+        case .lockLost(let namespace, let key, let token, let reason):
+            return "lock lost: key '\(String(decoding: key, as: UTF8.self))' in namespace '\(namespace)' no longer held "
+                + "this holder's lock (token \(token)) when it was released: \(reason)"
         }
     }
 

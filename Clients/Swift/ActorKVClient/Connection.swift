@@ -167,6 +167,10 @@ final class Connection: Sendable {
         writer.start()
     }
 
+    /// A new descriptor for this connection's socket (`dup(2)`, so without close-on-exec), or -1
+    /// with `errno` set: for a child process that is to keep the connection open (a held lock's).
+    func duplicateDescriptor() -> Int32 { Glibc.dup(fd) }
+
     /// The number of requests waiting for their replies (for tests).
     var pendingCount: Int { state.withLock { $0.pending.count } }
 

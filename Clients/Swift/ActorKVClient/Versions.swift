@@ -3,7 +3,7 @@ import ActorKVProtocol
 /// Versions, conditional writes and counters: sharing state without lost updates.
 ///
 /// Every key has a version, the number of the server's log record that last wrote it. Read the
-/// value and its version with ``getVersioned(_:_:)``, write with ``put(_:_:_:ifVersion:)``, and
+/// value and its version with ``getVersioned(_:_:)``, write with ``put(_:_:_:ifVersion:ttl:ephemeral:)``, and
 /// when that returns nil someone wrote the key in between: read again and retry. For counters,
 /// ``increment(_:_:by:)`` needs no loop.
 extension ActorKVClient {
@@ -28,10 +28,11 @@ extension ActorKVClient {
 
     /// Stores `value` under `key` only if the key's version is `ifVersion` (0: only if the key is
     /// absent) (`PUT … IFVERSION`). Returns the key's new version, or nil when the condition did
-    /// not hold (nothing was written).
-    public func put(_ namespace: String, _ key: [UInt8], _ value: [UInt8], ifVersion: UInt64) async throws(ActorKVError) -> UInt64? {
-        let reply = try await send([Array("PUT".utf8), Array(namespace.utf8), key, value,
-                                    Array("IFVERSION".utf8), Array(String(ifVersion).utf8)])
+    /// not hold (nothing was written). `ttl` and `ephemeral` apply to the write as in
+    /// ``put(_:_:_:ttl:ephemeral:)-(_,[UInt8],[UInt8],_,_)``.
+    public func put(_ namespace: String, _ key: [UInt8], _ value: [UInt8], ifVersion: UInt64, ttl: Duration? = nil,
+                    ephemeral: Bool = false) async throws(ActorKVError) -> UInt64? {
+        let reply = try await send(Self.putArguments(namespace, key, value, ttl: ttl, ephemeral: ephemeral, ifVersion: ifVersion))
         switch reply {
         case .null: return nil
         case .integer(let version) where version > 0: return UInt64(version)
@@ -39,9 +40,10 @@ extension ActorKVClient {
         }
     }
 
-    /// ``put(_:_:_:ifVersion:)`` of the UTF-8 bytes of `value` under those of `key`.
-    public func put(_ namespace: String, _ key: String, _ value: String, ifVersion: UInt64) async throws(ActorKVError) -> UInt64? {
-        try await put(namespace, Array(key.utf8), Array(value.utf8), ifVersion: ifVersion)
+    /// ``put(_:_:_:ifVersion:ttl:ephemeral:)-(_,[UInt8],[UInt8],_,_,_)`` of the UTF-8 bytes of `value` under those of `key`.
+    public func put(_ namespace: String, _ key: String, _ value: String, ifVersion: UInt64, ttl: Duration? = nil,
+                    ephemeral: Bool = false) async throws(ActorKVError) -> UInt64? {
+        try await put(namespace, Array(key.utf8), Array(value.utf8), ifVersion: ifVersion, ttl: ttl, ephemeral: ephemeral)
     }
 
     /// Removes `key` only if its version is `ifVersion` (a guarded `BATCH`). Returns whether the

@@ -1,0 +1,116 @@
+// `actorkv lock`: runs a command holding a lock, as flock(1) does with a file.
+import ActorKVClient
+import Foundation
+import Glibc
+
+/// The options of `lock` and where its arguments start.
+struct LockOptions {
+    /// How long to wait for the lock: nil for ever (the default), zero for one attempt.
+    var timeout: Duration?
+    /// The lock's time to live, if any.
+    var ttl: Duration?
+}
+
+/// A number of seconds (fractions allowed) given to `option`: at least 0, or more than 0 when
+/// `positive`.
+func parseSeconds(_ value: String, _ option: String, positive: Bool) throws(Failure) -> Duration {
+    guard let seconds = Double(value), seconds.isFinite, positive ? seconds > 0 : seconds >= 0, seconds <= 1e9 else {
+        throw usageFailure("\(option) needs a number of seconds (\(positive ? "more than 0" : "0 or more")), not '\(value)'")
+    }
+    return .nanoseconds(Int64((seconds * 1e9).rounded(.up)))
+}
+
+/// Removes `lock`'s options (`--timeout SECS`, `--ttl SECS`, also as `--option=SECS`), which
+/// come before NS; a `--` ends them.
+func takeLockOptions(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (LockOptions, ArraySlice<[UInt8]>) {
+    var options = LockOptions()
+    var seen: Set<String> = []
+    var rest = arguments
+    while let first = rest.first, first.starts(with: Array("--".utf8)) {
+        rest.removeFirst()
+        let word = text(first)
+        if word == "--" { break }
+        let name: String, value: String
+        if let eq = word.firstIndex(of: "=") {
+            name = String(word[..<eq])
+            value = String(word[word.index(after: eq)...])
+        } else {
+            name = word
+            guard name == "--timeout" || name == "--ttl" else {
+                throw usageFailure("lock: unknown option '\(word)' (expected --timeout SECS or --ttl SECS)")
+            }
+            guard let next = rest.popFirst() else { throw usageFailure("lock: \(name) needs a number of seconds") }
+            value = text(next)
+        }
+        guard seen.insert(name).inserted else { throw usageFailure("lock: \(name) given twice") }
+        switch name {
+        case "--timeout": options.timeout = try parseSeconds(value, "lock: --timeout", positive: false)
+        case "--ttl": options.ttl = try parseSeconds(value, "lock: --ttl", positive: true)
+        default: throw usageFailure("lock: unknown option '\(word)' (expected --timeout SECS or --ttl SECS)")
+        }
+    }
+    return (options, rest)
+}
+
+/// The signal mask the program started with, for the command (threads of this process may
+/// block signals the command should not find blocked).
+func currentSignalMask() -> sigset_t {
+    var mask = sigset_t()
+    sigemptyset(&mask)
+    pthread_sigmask(SIG_SETMASK, nil, &mask)
+    return mask
+}
+
+/// Runs `command` (`command[0]` looked up in PATH) with ACTORKV_LOCK_TOKEN=`token` added to the
+/// environment and `descriptor` (the lock's connection) inherited, and waits for it to end.
+/// Closes `descriptor` here once the command is started. Returns the command's exit status, or
+/// 128 + the number of the signal that killed it. Throws exit 127 (not found) or 126 (cannot
+/// be run) when the command cannot be started.
+func runCommand(_ command: [[UInt8]], token: UInt64, descriptor: Int32, signalMask: sigset_t) async throws(Failure) -> Int32 {
+    func cString(_ bytes: [UInt8]) -> UnsafeMutablePointer<CChar> {
+        let pointer = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+        for (i, byte) in bytes.enumerated() { pointer[i] = CChar(bitPattern: byte) }
+        pointer[bytes.count] = 0
+        return pointer
+    }
+    let argv: [UnsafeMutablePointer<CChar>?] = command.map(cString) + [nil]
+    defer { for pointer in argv { pointer?.deallocate() } }
+    let tokenVariable = Array("ACTORKV_LOCK_TOKEN=".utf8)
+    var environment: [UnsafeMutablePointer<CChar>?] = []
+    var entry = environ
+    while let pointer = entry.pointee {
+        let bytes = Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer))).map { UInt8(bitPattern: $0) }
+        if !bytes.starts(with: tokenVariable) { environment.append(cString(bytes)) }
+        entry += 1
+    }
+    environment.append(cString(tokenVariable + Array(String(token).utf8)))
+    environment.append(nil)
+    defer { for pointer in environment { pointer?.deallocate() } }
+
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var mask = signalMask
+    posix_spawnattr_setsigmask(&attributes, &mask)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+
+    var pid: pid_t = 0
+    let rc = posix_spawnp(&pid, argv[0]!, nil, &attributes, argv, environment)
+    _ = close(descriptor)
+    guard rc == 0 else {
+        throw Failure(code: rc == ENOENT ? Exit.commandNotFound : Exit.commandNotRunnable,
+                      message: "actorkv: lock: cannot run '\(text(command[0]))': \(errnoText(rc))")
+    }
+    let child = pid
+    let status = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+        let thread = Thread {
+            var raw: Int32 = 0
+            while waitpid(child, &raw, 0) < 0 && errno == EINTR {}
+            continuation.resume(returning: raw)
+        }
+        thread.name = "actorkv-lock-wait"
+        thread.start()
+    }
+    let signal = status & 0x7f
+    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+}

@@ -1,0 +1,314 @@
+import ActorKVClient
+import ActorKVTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// `actorkv lock`, `put --ttl` and `pttl` as child processes against a real server: mutual
+/// exclusion of many processes around a read-increment-write of a plain file, also while
+/// holders are killed with kill -9; the lock kept while the command runs even when actorkv is
+/// killed; exit status passthrough and the token in the environment; the timeout and
+/// lost-lock exit codes.
+@Suite("actorkv lock, put --ttl, pttl")
+struct CLILockTests {
+    /// One round: read the count, add one, write it back, then log the count and the token.
+    /// Two rounds at once would lose an update (and log a count twice).
+    static let round = #"n=$(cat "$F"); echo $((n + 1)) > "$F"; echo "$((n + 1)) $ACTORKV_LOCK_TOKEN" >> "$F.log""#
+
+    @Test("10 processes x 50 rounds of a read-increment-write of a file under actorkv lock: the count is exactly 500, tokens increase")
+    func mutualExclusion() async throws {
+        try await withServer { server, kv in
+            let dir = TemporaryDirectory("lck")
+            let file = dir.path + "/count"
+            try "0\n".write(toFile: file, atomically: true, encoding: .utf8)
+            let worker = #"""
+                i=0
+                while [ $i -lt 50 ]; do
+                    "$CLI" --socket "$S" lock --timeout 120 locks file -- /bin/sh -c "$ROUND" || exit $?
+                    i=$((i + 1))
+                done
+                """#
+            let statuses = try await runWorkers(10, worker, environment: [
+                "CLI": try cliPath(), "S": server.socketPath, "F": file, "ROUND": Self.round,
+            ], logDirectory: dir.path)
+            #expect(statuses == Array(repeating: 0, count: 10), "workers' exit statuses")
+            #expect(try String(contentsOfFile: file, encoding: .utf8) == "500\n")
+            let log = try LockLog(file + ".log")
+            #expect(log.counts == Array(1...500), "each round saw the one before it")
+            #expect(log.tokensIncrease, "each holder's token is larger than the one before")
+            #expect(try await kv.getVersioned("locks", "file") == nil, "released")
+        }
+    }
+
+    @Test("holders killed with kill -9 at random: the count equals the rounds completed, and the lock is always released",
+          .tags(.slow), .skippedWhenQuick)
+    func killedHolders() async throws {
+        try await withServer { server, kv in
+            let dir = TemporaryDirectory("lck")
+            let file = dir.path + "/count"
+            try "0\n".write(toFile: file, atomically: true, encoding: .utf8)
+            // Each worker runs actorkv in the background, so that the test can find its pid, until
+            // told to stop; a round sleeps between its read and its write, so that kills land in
+            // the middle of rounds too.
+            let worker = #"""
+                while [ ! -e "$D/stop" ]; do
+                    echo >> "$D/attempts.$ID"
+                    "$CLI" --socket "$S" lock --timeout 120 locks kill -- /bin/sh -c "$ROUND" &
+                    echo $! > "$D/pid.$ID"
+                    wait $!
+                    status=$?
+                    case $status in
+                        0) ;;
+                        137) echo >> "$D/killed.$ID" ;;
+                        *) exit $status ;;
+                    esac
+                done
+                """#
+            let slowRound = Self.round.replacingOccurrences(of: #"n=$(cat "$F"); "#, with: #"n=$(cat "$F"); sleep 0.03; "#)
+            let workers = 5
+            let children = try startWorkers(workers, worker, environment: [
+                "CLI": try cliPath(), "S": server.socketPath, "F": file, "ROUND": slowRound, "D": dir.path,
+            ], logDirectory: dir.path)
+            // 15 kills of running `actorkv lock` processes, 20 to 100 ms apart (at most for 60 s).
+            let sent = try await onOwnThread { () -> Int in
+                var random = SeededGenerator(seed: 20)
+                var sent = 0
+                let start = ContinuousClock.now
+                while sent < 15 && ContinuousClock.now - start < .seconds(60) && children.allSatisfy(\.isRunning) {
+                    usleep(UInt32.random(in: 20_000...100_000, using: &random))
+                    let id = Int.random(in: 0..<workers, using: &random)
+                    guard let text = try? String(contentsOfFile: "\(dir.path)/pid.\(id)", encoding: .utf8),
+                          let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)),
+                          (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)) == "actorkv\n" else { continue }
+                    if kill(pid, SIGKILL) == 0 { sent += 1 }
+                }
+                _ = FileManager.default.createFile(atPath: dir.path + "/stop", contents: nil)
+                return sent
+            }
+            let statuses = try await onOwnThread { children.map(\.status) }
+            #expect(statuses == Array(repeating: 0, count: workers), "workers' exit statuses (see \(dir.path)/worker.*.log)")
+            // Always released: a round whose actorkv was killed still ends (its command finishes
+            // holding the lock), and then the lock is free.
+            let r = try await runCLI(["lock", "--timeout", "60", "locks", "kill", "--", "true"], socket: server.socketPath)
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(try await kv.getVersioned("locks", "kill") == nil)
+            func lines(_ name: String) -> Int {
+                (0..<workers).reduce(0) { total, id in
+                    total + ((try? String(contentsOfFile: "\(dir.path)/\(name).\(id)", encoding: .utf8)) ?? "").filter { $0 == "\n" }.count
+                }
+            }
+            let attempts = lines("attempts"), killed = lines("killed")
+            #expect(killed >= 1 && killed <= sent, "\(killed) holders killed (of \(sent) kill -9 sent)")
+            let count = Int(try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+            let log = try LockLog(file + ".log")
+            #expect(count == log.counts.count, "the count equals the rounds completed")
+            #expect(log.counts == (0..<log.counts.count).map { $0 + 1 }, "no round lost another's update")
+            #expect(log.tokensIncrease)
+            #expect(log.counts.count >= attempts - killed, "a round is lost only when its actorkv was killed while waiting")
+            print("actorkv lock killed with kill -9: \(sent) sent, \(killed) holders killed, \(log.counts.count) of \(attempts) rounds completed")
+        }
+    }
+
+    @Test("actorkv killed (kill -9) while its command runs: the lock stays held until the command exits, then it is released")
+    func killedWhileCommandRuns() async throws {
+        try await withServer { server, kv in
+            let dir = TemporaryDirectory("lck")
+            let pidFile = dir.path + "/command.pid"
+            let holder = try ChildProcess(try cliPath(), ["--socket", server.socketPath, "lock", "locks", "held", "--",
+                                                          "/bin/sh", "-c", "echo $$ > \(pidFile).tmp && mv \(pidFile).tmp \(pidFile) && exec sleep 120"])
+            var commandPid: Int32 = 0
+            try await eventually("the command runs") {
+                commandPid = Int32(((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                return commandPid > 0
+            }
+            let token = try #require(try await kv.getVersioned("locks", "held")).version
+            holder.signal(SIGKILL)
+            #expect(try await onOwnThread { holder.status } == SIGKILL)
+            var r = try await runCLI(["lock", "--timeout", "0", "locks", "held", "--", "true"], socket: server.socketPath)
+            #expect(r.status == 7, "still held by the running command: \(r.status) \(r.stderr)")
+            #expect(try await kv.getVersioned("locks", "held")?.version == token)
+            kill(commandPid, SIGKILL)
+            r = try await runCLI(["lock", "--timeout", "30", "locks", "held", "--", "/bin/sh", "-c", "echo $ACTORKV_LOCK_TOKEN"],
+                                 socket: server.socketPath)
+            #expect(r.status == 0, "released once the command is gone too: \(r.stderr)")
+            #expect(UInt64(r.text.trimmingCharacters(in: .whitespacesAndNewlines)).map { $0 > token } == true, "\(r.text)")
+        }
+    }
+
+    @Test("the command's exit status (128+N for signal N), ACTORKV_LOCK_TOKEN = the key's version, host:pid; 126, 127; usage errors")
+    func commandAndStatus() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            let cli = try cliPath()
+            var r = try await runCLI(["lock", "locks", "st", "--", "/bin/sh", "-c", "exit 3"], socket: s)
+            #expect(r.status == 3 && r.stderr.isEmpty, "\(r.status) \(r.stderr)")
+            r = try await runCLI(["lock", "locks", "st", "--", "/bin/sh", "-c", "kill -TERM $$"], socket: s)
+            #expect(r.status == 128 + SIGTERM, "\(r.status)")
+            r = try await runCLI(["lock", "locks", "st", "true"], socket: s)  // no "--"; PATH lookup
+            #expect(r.status == 0, "\(r.stderr)")
+            r = try await runCLI(["lock", "locks", "st", "--", "/bin/sh", "-c", #"echo "$ACTORKV_LOCK_TOKEN"; "$0" --socket "$1" getv locks st; echo; echo "$PPID""#, cli, s],
+                                 socket: s, input: [], environment: ["ACTORKV_LOCK_TOKEN": "stale"])
+            #expect(r.status == 0, "\(r.stderr)")
+            let lines = r.text.split(separator: "\n").map(String.init)
+            #expect(lines.count == 4, "\(lines)")
+            if lines.count == 4 {
+                #expect(UInt64(lines[0]) != nil && lines[0] == lines[1], "the token is the key's version while held: \(lines)")
+                #expect(lines[2].hasSuffix(":" + lines[3]), "the key's value is host:pid of actorkv (the command's parent): \(lines)")
+            }
+            // Standard input and output are the command's.
+            r = try await runCLI(["lock", "locks", "st", "--", "cat"], socket: s, input: Array("through\n".utf8))
+            #expect(r.status == 0 && r.text == "through\n")
+            #expect(try await kv.getVersioned("locks", "st") == nil, "released after each command")
+
+            r = try await runCLI(["lock", "locks", "st", "--", "/nonexistent/command"], socket: s)
+            #expect(r.status == 127 && r.stderr.contains("cannot run '/nonexistent/command'"), "\(r.status) \(r.stderr)")
+            let dir = TemporaryDirectory("lck")
+            let notExecutable = dir.path + "/plain"
+            #expect(FileManager.default.createFile(atPath: notExecutable, contents: Data("x".utf8), attributes: [.posixPermissions: 0o644]))
+            r = try await runCLI(["lock", "locks", "st", "--", notExecutable], socket: s)
+            #expect(r.status == 126, "\(r.status) \(r.stderr)")
+            #expect(try await kv.getVersioned("locks", "st") == nil, "released when the command could not run")
+
+            for arguments in [["lock", "locks", "st"], ["lock", "locks", "st", "--"], ["lock", "locks"], ["lock"],
+                              ["lock", "--timeout", "x", "locks", "st", "true"], ["lock", "--timeout", "-1", "locks", "st", "true"],
+                              ["lock", "--ttl", "0", "locks", "st", "true"], ["lock", "--ttl=", "locks", "st", "true"],
+                              ["lock", "--timeout", "1", "--timeout", "2", "locks", "st", "true"],
+                              ["lock", "--bogus", "locks", "st", "true"], ["lock", "--timeout"]] {
+                r = try await runCLI(arguments, socket: s)
+                #expect(r.status == 2 && r.stderr.hasPrefix("actorkv: "), "\(arguments): \(r.status) \(r.stderr)")
+            }
+            r = try await runCLI(["--help"], socket: nil)
+            #expect(r.text.contains("lock [--timeout SECS] [--ttl SECS] NS KEY [--] COMMAND [ARG...]"))
+            #expect(r.text.contains("\n  7  lock: the lock was not acquired within"))
+            #expect(r.text.contains("pttl NS KEY") && r.text.contains("put --ttl SECS NS KEY VALUE")
+                    && r.text.contains("There is no --ephemeral"))
+        }
+    }
+
+    @Test("--timeout: exit 7 and the command not run while another holds the lock (0: one attempt); no server: exit 4")
+    func timeoutAndNoServer() async throws {
+        try await withServer { server, kv in
+            let dir = TemporaryDirectory("lck")
+            let marker = dir.path + "/ran"
+            let held = try await kv.acquireLock("locks", "busy", timeout: .zero)
+            for timeout in ["0.3", "0"] {
+                let r = try await runCLI(["lock", "--timeout", timeout, "locks", "busy", "--", "/bin/sh", "-c", "touch \(marker)"],
+                                         socket: server.socketPath)
+                #expect(r.status == 7, "\(timeout): \(r.status) \(r.stderr)")
+                #expect(r.stderr.contains("lock not acquired: key 'busy' in namespace 'locks'"), "\(r.stderr)")
+                #expect(r.stderr.contains("(held by ") && r.stderr.contains(":\(getpid()))"), "names the holder: \(r.stderr)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: marker), "the command did not run")
+            try await held.release()
+            let r = try await runCLI(["lock", "--timeout=0", "locks", "busy", "--", "/bin/sh", "-c", "touch \(marker)"],
+                                     socket: server.socketPath)
+            #expect(r.status == 0 && FileManager.default.fileExists(atPath: marker), "\(r.stderr)")
+        }
+        let r = try await runCLI(["lock", "locks", "k", "--", "true"], socket: TemporaryDirectory("lck").path + "/none.sock")
+        #expect(r.status == 4 && r.stderr.contains("cannot connect"), "\(r.status) \(r.stderr)")
+    }
+
+    @Test("the lock lost while the command runs (server killed and restarted, or --ttl ran out): exit 4, naming the command's status")
+    func lockLost() async throws {
+        try await withServer(fsync: "always") { server, kv in
+            let dir = TemporaryDirectory("lck")
+            let script = "touch \(dir.path)/started; while [ ! -e \(dir.path)/go ]; do sleep 0.02; done; exit 0"
+            let holder = try ChildProcess(try cliPath(), ["--socket", server.socketPath, "lock", "locks", "lost", "--", "/bin/sh", "-c", script],
+                                          stderr: .pipe)
+            try await eventually("the command runs") { FileManager.default.fileExists(atPath: dir.path + "/started") }
+            try await server.signal(SIGKILL)
+            try await server.restart()
+            #expect(FileManager.default.createFile(atPath: dir.path + "/go", contents: nil))
+            let (status, errors) = try await onOwnThread { (holder.status, String(decoding: holder.readOutputs().stderr, as: UTF8.self)) }
+            #expect(status == 4, "\(errors)")
+            #expect(errors.hasPrefix("actorkv: lock lost: key 'lost' in namespace 'locks'") && errors.contains("exited with status 0"),
+                    "\(errors)")
+            #expect(try await kv.getVersioned("locks", "lost") == nil)
+
+            // --ttl: the lock expires while the command runs; another actorkv lock gets it meanwhile.
+            let cli = try cliPath()
+            let r = try await runCLI(["lock", "--ttl", "0.3", "locks", "ttl", "--", "/bin/sh", "-c",
+                                      #""$0" --socket "$1" pttl locks ttl && "$0" --socket "$1" lock --timeout 30 locks ttl -- true"#,
+                                      cli, server.socketPath], socket: server.socketPath)
+            #expect(r.status == 4, "\(r.status) \(r.stderr)")
+            let left = Int(r.text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            #expect(left > 0 && left <= 300, "pttl of the lock inside its command: \(r.text)")
+            #expect(r.stderr.contains("lock lost") && r.stderr.contains("expired"), "\(r.stderr)")
+        }
+    }
+
+    @Test("put --ttl and pttl: the milliseconds left, -1 without expiry, -2 and exit 1 when missing; the key expires; no --ephemeral")
+    func putTTLAndPttl() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            var r = try await runCLI(["put", "--ttl", "60", "t", "k", "v"], socket: s)
+            #expect(r.status == 0 && r.stdout.isEmpty, "\(r.stderr)")
+            r = try await runCLI(["pttl", "t", "k"], socket: s)
+            let left = Int(r.text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -100
+            #expect(r.status == 0 && left > 0 && left <= 60_000, "\(r.text)")
+            r = try await runCLI(["put", "t", "k", "v2"], socket: s)
+            r = try await runCLI(["pttl", "t", "k"], socket: s)
+            #expect(r.status == 0 && r.text == "-1\n")
+            r = try await runCLI(["pttl", "t", "missing"], socket: s)
+            #expect(r.status == 1 && r.text == "-2\n")
+            r = try await runCLI(["put", "--if-version", "0", "--ttl=60", "t", "new", "v"], socket: s)
+            #expect(r.status == 0 && UInt64(r.text.trimmingCharacters(in: .whitespacesAndNewlines)) != nil, "\(r.text) \(r.stderr)")
+            guard case .remaining = try await kv.pttl("t", "new") else { throw TestFailure("put --if-version --ttl set no ttl") }
+
+            r = try await runCLI(["put", "--ttl", "0.2", "t", "short", "v"], socket: s)
+            #expect(r.status == 0)
+            try await eventually("the key expires") { try await runCLI(["get", "t", "short"], socket: s).status == 1 }
+
+            for arguments in [["put", "--ttl", "0", "t", "k", "v"], ["put", "--ttl", "x", "t", "k", "v"], ["put", "t", "k", "v", "--ttl"],
+                              ["put", "--ttl", "1", "--ttl", "2", "t", "k", "v"], ["pttl", "t"], ["pttl", "t", "k", "x"]] {
+                r = try await runCLI(arguments, socket: s)
+                #expect(r.status == 2, "\(arguments): \(r.status) \(r.stderr)")
+            }
+            r = try await runCLI(["put", "--ephemeral", "t", "k", "v"], socket: s)
+            #expect(r.status == 2 && r.stderr.contains("--ephemeral is not offered"), "\(r.stderr)")
+        }
+    }
+}
+
+/// The built `actorkv`.
+func cliPath() throws -> String { try builtBinary("actorkv", environment: "ACTORKV_CLI") }
+
+/// Starts `count` `/bin/sh -c script` processes, each with ID=0… and `environment` added to this
+/// process's; their standard error goes to `logDirectory`/worker.ID.log.
+func startWorkers(_ count: Int, _ script: String, environment: [String: String],
+                  logDirectory: String) throws -> [ChildProcess] {
+    try (0..<count).map { id in
+        var env = ProcessInfo.processInfo.environment
+        env["ACTORKV_SOCKET"] = nil
+        for (name, value) in environment { env[name] = value }
+        env["ID"] = String(id)
+        return try ChildProcess("/bin/sh", ["-c", script], environment: env, stderr: .file("\(logDirectory)/worker.\(id).log"))
+    }
+}
+
+/// ``startWorkers(_:_:environment:logDirectory:)``, then their exit statuses (waited for on a
+/// thread of its own).
+func runWorkers(_ count: Int, _ script: String, environment: [String: String], logDirectory: String) async throws -> [Int32] {
+    let children = try startWorkers(count, script, environment: environment, logDirectory: logDirectory)
+    return try await onOwnThread { children.map(\.status) }
+}
+
+/// The log the rounds write: one `COUNT TOKEN` line per completed round.
+struct LockLog {
+    var counts: [Int] = []
+    var tokens: [UInt64] = []
+
+    init(_ path: String) throws {
+        for line in try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count == 2, let count = Int(fields[0]), let token = UInt64(fields[1]) else {
+                throw TestFailure("a malformed log line: '\(line)'")
+            }
+            counts.append(count)
+            tokens.append(token)
+        }
+    }
+
+    /// Whether each round's token is larger than the one before.
+    var tokensIncrease: Bool { zip(tokens, tokens.dropFirst()).allSatisfy { $0 < $1 } }
+}

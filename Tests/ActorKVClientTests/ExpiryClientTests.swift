@@ -1,0 +1,139 @@
+@testable import ActorKVClient
+import ActorKVTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// Keys that expire (`PUT … PX`, `PEXPIRE`, `PERSIST`, `PTTL`) and keys that belong to a
+/// connection (`PUT … EPHEMERAL`), through the Swift client against a real `actorkvd`.
+@Suite("Client: expiring and ephemeral keys")
+struct ExpiryClientTests {
+    @Test("put with a ttl: pttl reports it; a put without one, and persist, remove it; pexpire sets it and keeps the version; Redis's -1/-2")
+    func ttlAndPttl() async throws {
+        try await withServer { _, kv in
+            try await kv.put("exp", "a", "1", ttl: .seconds(60))
+            let left = try await kv.pttl("exp", "a")
+            guard case .remaining(let duration) = left else { throw TestFailure("pttl of a key put with a ttl: \(left)") }
+            #expect(duration > .zero && duration <= .seconds(60), "\(duration)")
+            #expect(try await kv.getString("exp", "a") == "1")
+
+            try await kv.put("exp", "p", "2")
+            #expect(try await kv.pttl("exp", "p") == .persistent)
+            #expect(try await kv.pttl("exp", "missing") == .absent)
+            try await kv.put("exp", "a", "3")  // a put without a ttl removes the expiry
+            #expect(try await kv.pttl("exp", "a") == .persistent)
+
+            let version = try #require(try await kv.put("exp", "b", "4", ifVersion: 0, ttl: .seconds(60)))
+            guard case .remaining = try await kv.pttl("exp", "b") else { throw TestFailure("pttl after put ifVersion ttl") }
+            #expect(try await kv.getVersioned("exp", "b") == VersionedValue(value: "4".bytes, version: version))
+
+            let before = try #require(try await kv.getVersioned("exp", "p"))
+            #expect(try await kv.pexpire("exp", "p", ttl: .seconds(60)))
+            guard case .remaining = try await kv.pttl("exp", "p") else { throw TestFailure("pttl after pexpire") }
+            #expect(try await kv.getVersioned("exp", "p") == before, "pexpire keeps the value and the version")
+            #expect(try await kv.persist("exp", "p"))
+            #expect(try await kv.pttl("exp", "p") == .persistent)
+            #expect(try await kv.persist("exp", "p") == false, "no expiry to remove")
+            #expect(try await kv.persist("exp", "missing") == false)
+            #expect(try await kv.pexpire("exp", "missing", ttl: .seconds(5)) == false)
+            #expect(try await kv.getVersioned("exp", "p") == before, "persist keeps the value and the version")
+
+            #expect(try await kv.pexpire("exp", "p", ttl: .zero), "a ttl of zero deletes the key now")
+            #expect(try await kv.get("exp", "p") == nil)
+            #expect(try await kv.pttl("exp", "p") == .absent)
+
+            await #expect(throws: ActorKVError.self) { try await kv.put("exp", "z", "v", ttl: .zero) }
+            do throws(ActorKVError) {
+                try await kv.put("exp", "z", "v", ttl: .milliseconds(-5))
+                Issue.record("a negative ttl was accepted")
+            } catch {
+                #expect(error.serverCode == "ERR" && error.description.contains("invalid expire time"), "\(error)")
+            }
+            #expect(try await kv.get("exp", "z") == nil)
+        }
+    }
+
+    @Test("an expired key is gone for every read; a watcher sees its delete; it counts as absent for IFVERSION 0")
+    func expiry() async throws {
+        try await withServer { _, kv in
+            let watcher = kv.changes("exp", from: .now).makeAsyncIterator()
+            #expect(try await nextEvent(watcher) == .synced(0))
+            try await kv.put("exp", "keep", "k")                                      // 1
+            try await kv.put("exp", "short", "v", ttl: .milliseconds(200))             // 2
+            try await eventually("the key expires") { try await kv.get("exp", "short") == nil }
+            #expect(try await kv.getVersioned("exp", "short") == nil)
+            #expect(try await kv.exists("exp", "short") == false)
+            #expect(try await kv.count("exp") == 1)
+            #expect(try await scanned(kv, "exp", prefix: "") == ["keep".bytes: "k".bytes])
+            #expect(try await kv.pttl("exp", "short") == .absent)
+            let changes = try await readChanges(watcher, count: 3)
+            #expect(changes[0].keys == [ChangedKey(key: "keep".bytes, value: "k".bytes)])
+            #expect(changes[1].keys == [ChangedKey(key: "short".bytes, value: "v".bytes)])
+            #expect(changes[2].keys == [ChangedKey(key: "short".bytes, value: nil)], "the expiry is a delete watchers see")
+            #expect(try await kv.put("exp", "short", "again", ifVersion: 0) != nil)
+
+            // PEXPIRE with a short ttl expires a persistent key the same way; PERSIST is not a change.
+            #expect(try await kv.persist("exp", "keep") == false)
+            #expect(try await kv.pexpire("exp", "keep", ttl: .milliseconds(200)))
+            try await eventually("the key expires after pexpire") { try await kv.get("exp", "keep") == nil }
+            let more = try await readChanges(watcher, count: 2)
+            #expect(more[0].keys == [ChangedKey(key: "short".bytes, value: "again".bytes)])
+            #expect(more[1].keys == [ChangedKey(key: "keep".bytes, value: nil)], "pexpire itself sent no change")
+        }
+    }
+
+    @Test("an ephemeral key is deleted (a change) when the connection that wrote it closes; a later plain put makes it persistent")
+    func ephemeral() async throws {
+        try await withServer(fsync: "always") { server, kv in
+            let watcher = kv.changes("eph", from: .now).makeAsyncIterator()
+            #expect(try await nextEvent(watcher) == .synced(0))
+            let owner = ActorKVClient(socketPath: server.socketPath)
+            try await owner.put("eph", "mine", "1", ephemeral: true)                    // 1
+            try await owner.put("eph", "taken", "2", ephemeral: true)                   // 2
+            try await kv.put("eph", "taken", "3")                                       // 3: now persistent
+            try await owner.put("eph", "plain", "4", ephemeral: true)                   // 4
+            try await owner.put("eph", "plain", "5")                                    // 5: the owner's plain put
+            #expect(try await kv.getString("eph", "mine") == "1", "another connection reads it")
+            await owner.close()
+            try await eventually("the ephemeral key is deleted") { try await kv.get("eph", "mine") == nil }
+            #expect(try await kv.getString("eph", "taken") == "3")
+            #expect(try await kv.getString("eph", "plain") == "5")
+            let changes = try await readChanges(watcher, count: 6)
+            #expect(changes[5].keys == [ChangedKey(key: "mine".bytes, value: nil)], "\(changes[5])")
+
+            // Ephemeral keys from before a crash are deleted as the server starts again.
+            let other = ActorKVClient(socketPath: server.socketPath)
+            try await other.put("eph", "crash", "6", ephemeral: true)
+            #expect(try await other.put("eph", "crash-v", "7", ifVersion: 0, ephemeral: true) != nil)
+            try await server.signal(SIGKILL)
+            try await server.restart()
+            await kv.close()
+            #expect(try await kv.get("eph", "crash") == nil)
+            #expect(try await kv.get("eph", "crash-v") == nil)
+            #expect(try await kv.getString("eph", "taken") == "3")
+            await other.close()
+        }
+    }
+
+    @Test("ttl in milliseconds: rounded up, so a positive duration never becomes 0")
+    func millisecondsRounding() {
+        func ms(_ d: Duration) -> String { String(decoding: ActorKVClient.milliseconds(d), as: UTF8.self) }
+        #expect(ms(.seconds(2)) == "2000")
+        #expect(ms(.milliseconds(1500)) == "1500")
+        #expect(ms(.microseconds(1)) == "1")
+        #expect(ms(.microseconds(1001)) == "2")
+        #expect(ms(.zero) == "0")
+        #expect(ms(.milliseconds(-5)) == "-5")
+        #expect(ms(.microseconds(-1500)) == "-1")
+        #expect(ms(.seconds(Int64.max)) == String(Int64.max))
+    }
+}
+
+/// Waits (at most `seconds`, checking every 20 ms) until `condition` holds; a failure if it never does.
+func eventually(_ what: String, seconds: Double = 30, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while try await !condition() {
+        if ContinuousClock.now > deadline { throw TestFailure("\(what): not within \(seconds) s") }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+}

@@ -134,14 +134,16 @@ struct LockClientTests {
     func ttlExpires() async throws {
         try await withServer { _, kv in
             let second = Shared<UInt64?>(nil)
+            let firstHolds = Shared(false)
             let first = Task {
                 try await kv.withLock("locks", "ttl", timeout: .zero, ttl: .milliseconds(300)) { token in
+                    firstHolds.withLock { $0 = true }
                     // Held past the ttl: until the waiter has the lock.
                     try await eventually("the waiter acquires after the ttl") { second.withLock { $0 } != nil }
                     return token
                 }
             }
-            try await eventually("the first holder holds the lock") { try await kv.exists("locks", "ttl") }
+            try await eventually("the first holder holds the lock") { firstHolds.withLock { $0 } }
             let token = try await kv.withLock("locks", "ttl", timeout: .seconds(30)) { token in
                 second.withLock { $0 = token }
                 return token

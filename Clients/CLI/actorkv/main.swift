@@ -327,25 +327,35 @@ func usageFailure(_ message: String) -> Failure {
 /// Removes `--if-version V` (or `--if-version=V`) from a put's arguments; returns V, if given,
 /// and the rest.
 func takeIfVersion(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (UInt64?, ArraySlice<[UInt8]>) {
-    var version: UInt64?
+    try takeOption("--if-version", needing: "a version", from: arguments) { (value) throws(Failure) in try parseVersion(value, "--if-version") }
+}
+
+/// Removes `NAME VALUE` (or `NAME=VALUE`) from `arguments`; returns VALUE read by `parse`, if
+/// given (at most once), and the rest. A flag among `refused` is refused with its reason.
+func takeOption<T>(_ name: String, needing what: String, refusing refused: [String: String] = [:],
+                   from arguments: ArraySlice<[UInt8]>,
+                   parse: (String) throws(Failure) -> T) throws(Failure) -> (T?, ArraySlice<[UInt8]>) {
+    var found: T?
     var rest: [[UInt8]] = []
     var remaining = arguments
     while let argument = remaining.popFirst() {
         let word = text(argument)
         let value: String
-        if word == "--if-version" {
-            guard let next = remaining.popFirst() else { throw usageFailure("--if-version needs a version") }
+        if word == name {
+            guard let next = remaining.popFirst() else { throw usageFailure("\(name) needs \(what)") }
             value = text(next)
-        } else if word.hasPrefix("--if-version=") {
-            value = String(word.dropFirst("--if-version=".count))
+        } else if word.hasPrefix(name + "=") {
+            value = String(word.dropFirst(name.count + 1))
+        } else if let reason = refused[word] {
+            throw usageFailure(reason)
         } else {
             rest.append(argument)
             continue
         }
-        guard version == nil else { throw usageFailure("--if-version given twice") }
-        version = try parseVersion(value, "--if-version")
+        guard found == nil else { throw usageFailure("\(name) given twice") }
+        found = try parse(value)
     }
-    return (version, rest[...])
+    return (found, rest[...])
 }
 
 /// A version: decimal digits as the server reads them, 0 to 2^63-1 (0: absent).
@@ -397,28 +407,11 @@ func takeChangeStart(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Ch
 /// Removes `--ttl SECS` (or `--ttl=SECS`) from a put's arguments; returns the time to live, if
 /// given, and the rest. `--ephemeral` is refused with the reason.
 func takeTTL(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Duration?, ArraySlice<[UInt8]>) {
-    var ttl: Duration?
-    var rest: [[UInt8]] = []
-    var remaining = arguments
-    while let argument = remaining.popFirst() {
-        let word = text(argument)
-        let value: String
-        if word == "--ttl" {
-            guard let next = remaining.popFirst() else { throw usageFailure("--ttl needs a number of seconds") }
-            value = text(next)
-        } else if word.hasPrefix("--ttl=") {
-            value = String(word.dropFirst("--ttl=".count))
-        } else if word == "--ephemeral" {
-            throw usageFailure("put --ephemeral is not offered: the key would belong to actorkv's own connection and be "
-                               + "deleted as soon as actorkv exits (to hold a key while a command runs, use lock)")
-        } else {
-            rest.append(argument)
-            continue
-        }
-        guard ttl == nil else { throw usageFailure("--ttl given twice") }
-        ttl = try parseSeconds(value, "--ttl", positive: true)
+    let ephemeral = "put --ephemeral is not offered: the key would belong to actorkv's own connection and be "
+        + "deleted as soon as actorkv exits (to hold a key while a command runs, use lock)"
+    return try takeOption("--ttl", needing: "a number of seconds", refusing: ["--ephemeral": ephemeral], from: arguments) {
+        (value) throws(Failure) in try parseSeconds(value, "--ttl", positive: true)
     }
-    return (ttl, rest[...])
 }
 
 /// A signed 64-bit decimal integer.

@@ -168,6 +168,18 @@ def fake_listener(test, name):
     return path, listener
 
 
+def assert_refused_before_sending(test, client, type_errors, value_errors):
+    """Each call of ``type_errors`` raises TypeError and each of ``value_errors`` ValueError
+    (``msg``: its index), and none of them connected ``client``."""
+    for index, call in enumerate(type_errors):
+        with test.assertRaises(TypeError, msg=index):
+            call()
+    for index, call in enumerate(value_errors):
+        with test.assertRaises(ValueError, msg=index):
+            call()
+    test.assertFalse(client.connected)
+
+
 def parse_all(data, piece=None):
     """Feeds ``data`` to a new parser (in pieces of ``piece`` bytes) and returns all replies."""
     parser = ReplyParser()
@@ -436,13 +448,7 @@ class EncodingTests(unittest.TestCase):
             lambda: client.batch("ns", [("ifversion", "k", 1, 2)]),
             lambda: client.update("ns", "k", lambda old: b"x", max_attempts=0),
         ]
-        for index, call in enumerate(type_errors):
-            with self.assertRaises(TypeError, msg=index):
-                call()
-        for index, call in enumerate(value_errors):
-            with self.assertRaises(ValueError, msg=index):
-                call()
-        self.assertFalse(client.connected)
+        assert_refused_before_sending(self, client, type_errors, value_errors)
         p = client.pipeline()
         with self.assertRaises(ValueError):
             p.put("ns", "k", "v", if_version=-1)
@@ -2175,13 +2181,7 @@ class ExpiryArgumentTests(unittest.TestCase):
             lambda: client.lock("ns", ""),
             lambda: client.lock("ns", "k").acquire(timeout=-0.1),
         ]
-        for index, call in enumerate(type_errors):
-            with self.assertRaises(TypeError, msg=index):
-                call()
-        for index, call in enumerate(value_errors):
-            with self.assertRaises(ValueError, msg=index):
-                call()
-        self.assertFalse(client.connected)
+        assert_refused_before_sending(self, client, type_errors, value_errors)
         p = client.pipeline()
         with self.assertRaises(ValueError):
             p.put("ns", "k", "v", ttl=-1)

@@ -37,13 +37,6 @@ public struct KeyLifetimes: Sendable {
         return lifetimes[HashedKey(key)]?.hasExpired(at: now) ?? false
     }
 
-    /// ``hasExpired(_:at:)-(Array)`` for a key that is a slice of a larger buffer.
-    @inline(__always)
-    func hasExpired(_ key: ArraySlice<UInt8>, at now: UInt64) -> Bool {
-        guard expiringCount > 0 else { return false }
-        return hasExpired(Array(key), at: now)
-    }
-
     /// Gives `key` this lifetime (``Lifetime/none``: forgets it).
     mutating func set(_ key: [UInt8], _ lifetime: Lifetime) {
         let hashed = HashedKey(key)
@@ -114,11 +107,6 @@ public struct KeyLifetimes: Sendable {
     /// The keys `owner` holds.
     func keys(ownedBy owner: UInt64) -> [[UInt8]] {
         owned[owner].map { $0.map(\.bytes) } ?? []
-    }
-
-    /// Every key with its lifetime, in no particular order.
-    func forEach(_ body: (_ key: [UInt8], _ lifetime: Lifetime) -> Void) {
-        for (key, lifetime) in lifetimes { body(key.bytes, lifetime) }
     }
 
     private mutating func disown(_ key: HashedKey, by owner: UInt64) {

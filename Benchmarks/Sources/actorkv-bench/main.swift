@@ -36,6 +36,13 @@ usage: actorkv-bench SUBCOMMAND [options]
                                                   PUBLISH + SUBSCRIBE; delivered messages/s and delivery
                                                   latency (acknowledged -> read); --messages 0 only holds the
                                                   watchers for SECS, draining
+  lock               --socket S --target akv|redis --clients C --seconds SECS [--shared yes|no]
+                     [--wait spin|changes] [--ns NS] [--key K]
+                                                  lock acquire + release round trips: ActorKV PUT IFVERSION 0
+                                                  EPHEMERAL + guarded BATCH DEL against Redis SET NX PX + DEL;
+                                                  a refused acquire retries at once (spin) or after the
+                                                  key's delete on a change feed (changes, ActorKV only);
+                                                  fails if two clients ever held one lock together
   gen-resp           --target akv|redis --keys N --out FILE
                                                   RESP file of N puts of random 100-byte values
                                                   (redis-cli --pipe adds its own ECHO)
@@ -105,6 +112,12 @@ do {
         try FanOut.run(path: options.string("socket"), target: options.string("target"), watchers: options.int("watchers"),
                        messages: options.int("messages"), payload: options.int("payload", 100), readers: max(1, options.int("readers", 2)),
                        seconds: options.int("seconds", 0), namespace: options.string("ns", "fanout"))
+    case "lock":
+        let shared = options.string("shared", "yes")
+        guard shared == "yes" || shared == "no" else { fail("--shared: yes or no") }
+        try LockBench.run(path: options.string("socket"), target: options.string("target"), wait: options.string("wait", "spin"),
+                          namespace: options.string("ns", "locks"), key: options.string("key", "job"),
+                          clients: options.int("clients", 1), shared: shared == "yes", seconds: Double(options.int("seconds", 5)))
     case "gen-resp":
         try RESPFile.generate(target: options.string("target"), keys: options.int("keys"), path: options.string("out"))
     case "-h", "--help", "help":

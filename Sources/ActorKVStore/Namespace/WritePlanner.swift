@@ -69,6 +69,10 @@ struct WritePlanner {
     mutating func plan(_ operations: [Operation], in data: LiveData, now: UInt64) {
         base = Base(map: data.map, lifetimes: data.lifetimes, now: now)
         for index in operations.indices { plan(operations[index], at: index, of: operations) }
+        // Let go of the namespace's map and lifetimes before the run's writes are applied to
+        // them: held here, they would be shared, and each write would copy them first (the
+        // map's path, the lifetimes' whole tables).
+        base = Base(map: OrderedMap(), lifetimes: KeyLifetimes(), now: base.now)
     }
 
     /// The state before the run: what the overlay reads beneath the run's own writes.

@@ -83,7 +83,7 @@ public struct CommandProcessor: Sendable {
         let namespaces = session.takeOwnedNamespaces()
         guard !namespaces.isEmpty else { return }
         let (store, owner) = (self.store, session.id)
-        Task {
+        Task(executorPreference: store.options.backgroundExecutor) {
             for name in namespaces {
                 _ = await (try? store.existingNamespace(name))?.releaseOwner(owner)
             }

@@ -86,7 +86,7 @@ final class EventLoop: @unchecked Sendable {
     private static let historyReadBytes = 256 * 1024
     private static let maxLingering = 1024
 
-    init(listener: Int32, wakeSignal: WakeSignal, configuration: ServerConfiguration, processor: CommandProcessor,
+    init(listener: Int32, wakeSignal: WakeSignal, executor: LoopExecutor?, configuration: ServerConfiguration, processor: CommandProcessor,
          statistics: ServerStatistics, log: @escaping @Sendable (String) -> Void) throws(SocketCalls.Failure) {
         self.listener = listener
         self.configuration = configuration
@@ -96,7 +96,7 @@ final class EventLoop: @unchecked Sendable {
         epollFD = actorkv_epoll_create()
         guard epollFD >= 0 else { throw SocketCalls.Failure(what: "epoll_create1", code: errno) }
         self.wakeSignal = wakeSignal
-        executor = configuration.execution == .loop ? LoopExecutor { wakeSignal.signal() } : nil
+        self.executor = executor
         try register(listener, token: Self.listenerToken, events: ACTORKV_EPOLLIN)
         try register(wakeSignal.fd, token: Self.wakeToken, events: ACTORKV_EPOLLIN)
         reserveFD = Self.openReserve()

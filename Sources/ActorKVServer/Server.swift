@@ -47,8 +47,11 @@ public final class Server: Sendable {
         let wake: WakeSignal
         do { wake = try WakeSignal() } catch { throw StartupError(description: "\(error)") }
         SignalHandling.install(wake: wake)
+        // The loop's executor exists before the store, whose background work runs on it too
+        // (its jobs wait until the loop runs).
+        let executor = config.execution == .loop ? LoopExecutor { wake.signal() } : nil
         let store: Store
-        do { store = try Store(directory: config.dataDirectory, options: config.storeOptions(log: log)) } catch {
+        do { store = try Store(directory: config.dataDirectory, options: config.storeOptions(log: log, executor: executor)) } catch {
             let hint = error.code == .unsafeDirectory ? " (--allow-shared-data-dir)" : ""
             throw StartupError(description: error.message + hint)
         }
@@ -70,7 +73,7 @@ public final class Server: Sendable {
         let processor = CommandProcessor(store: store) { [self] in await self.infoText(store) }
         let loop: EventLoop
         do {
-            loop = try EventLoop(listener: listener, wakeSignal: wake, configuration: config, processor: processor,
+            loop = try EventLoop(listener: listener, wakeSignal: wake, executor: executor, configuration: config, processor: processor,
                                  statistics: statistics, log: log)
         } catch {
             throw StartupError(description: "\(error)")

@@ -62,13 +62,15 @@ public struct ServerConfiguration: Sendable {
         return !allowGIDs.isEmpty && groups().contains(where: allowGIDs.contains)
     }
 
-    /// The engine options these settings imply.
-    public func storeOptions(log: @escaping @Sendable (String) -> Void) -> StoreOptions {
+    /// The engine options these settings imply; the namespaces' background work runs on
+    /// `executor` (the event loop's), or on Swift's global executor when it is nil.
+    public func storeOptions(log: @escaping @Sendable (String) -> Void, executor: (any TaskExecutor)? = nil) -> StoreOptions {
         var options = StoreOptions(durability: durability, compaction: compaction,
                                    limits: StoreLimits(maxValueBytes: maxValueBytes),
                                    allowSharedDirectory: allowSharedDataDirectory, log: log)
         options.changesHistory = changesHistory
         options.changesLagBytes = changesLagBytes
+        options.backgroundExecutor = executor
         return options
     }
 }

@@ -37,14 +37,16 @@ struct ClientSessionTests {
             configuration.dataDirectory = directory.path + "/data"
             configuration.shutdownGraceSeconds = 5
             configuration.durability = durability
-            store = try Store(directory: configuration.dataDirectory, options: configuration.storeOptions(log: { _ in }))
+            let wake = try WakeSignal()
+            let executor = configuration.execution == .loop ? LoopExecutor { wake.signal() } : nil
+            store = try Store(directory: configuration.dataDirectory, options: configuration.storeOptions(log: { _ in }, executor: executor))
             let endings = self.endings
             let processor = CommandProcessor(store: store, info: { Array("# Server\r\n".utf8) }) { session, reason in
                 endings.list.withLock { $0.append((session.id, reason)) }
             }
             let listener = try SocketCalls.socket()
             try SocketCalls.listen(listener, path: socketPath, backlog: 64)
-            loop = try EventLoop(listener: listener, wakeSignal: try WakeSignal(), configuration: configuration,
+            loop = try EventLoop(listener: listener, wakeSignal: wake, executor: executor, configuration: configuration,
                                  processor: processor, statistics: ServerStatistics(), log: { _ in })
             let loop = self.loop
             let finished = self.finished

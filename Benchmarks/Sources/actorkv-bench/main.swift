@@ -43,8 +43,10 @@ usage: actorkv-bench SUBCOMMAND [options]
                                                   a refused acquire retries at once (spin) or after the
                                                   key's delete on a change feed (changes, ActorKV only);
                                                   fails if two clients ever held one lock together
-  gen-resp           --target akv|redis --keys N --out FILE
+  gen-resp           --target akv|redis --keys N --out FILE [--prefix P] [--px-spread MS]
                                                   RESP file of N puts of random 100-byte values
+                                                  (keys P000000000000…, default P key:; with
+                                                  --px-spread each gets PX 1..MS)
                                                   (redis-cli --pipe adds its own ECHO)
 """
 
@@ -119,7 +121,8 @@ do {
                           namespace: options.string("ns", "locks"), key: options.string("key", "job"),
                           clients: options.int("clients", 1), shared: shared == "yes", seconds: Double(options.int("seconds", 5)))
     case "gen-resp":
-        try RESPFile.generate(target: options.string("target"), keys: options.int("keys"), path: options.string("out"))
+        try RESPFile.generate(target: options.string("target"), keys: options.int("keys"), path: options.string("out"),
+                              prefix: options.string("prefix", "key:"), pxSpread: options.int("px-spread", 0))
     case "-h", "--help", "help":
         print(usage)
     default:

@@ -33,8 +33,15 @@ public struct KeyLifetimes: Sendable {
     /// Whether `key` has a deadline that has passed at `now`.
     @inline(__always)
     func hasExpired(_ key: [UInt8], at now: UInt64) -> Bool {
-        guard expiringCount > 0 else { return false }
+        guard hasDue(at: now) else { return false }
         return lifetimes[HashedKey(key)]?.hasExpired(at: now) ?? false
+    }
+
+    /// Whether any key's deadline may have passed at `now`: false before the earliest deadline
+    /// held, so that reads then look nothing up.
+    @inline(__always)
+    func hasDue(at now: UInt64) -> Bool {
+        expiringCount > 0 && heap.earliestDeadline <= now
     }
 
     /// Gives `key` this lifetime (``Lifetime/none``: forgets it).
@@ -102,7 +109,7 @@ public struct KeyLifetimes: Sendable {
     }
 
     /// The earliest deadline held (perhaps of a stale entry), or nil.
-    var earliestDeadline: UInt64? { heap.top?.deadline }
+    var earliestDeadline: UInt64? { heap.count == 0 ? nil : heap.earliestDeadline }
 
     /// The keys `owner` holds.
     func keys(ownedBy owner: UInt64) -> [[UInt8]] {
@@ -123,53 +130,68 @@ public struct KeyLifetimes: Sendable {
     }
 }
 
-/// A binary min-heap of deadlines and their keys.
+/// A binary min-heap of deadlines and their keys. The deadlines have an array of their own, so
+/// that sifting compares plain integers (no key is retained to read a deadline) and 8 bytes a
+/// level come into cache rather than a whole entry.
 struct DeadlineHeap: Sendable {
-    private var entries: [(deadline: UInt64, key: [UInt8])] = []
+    private var deadlines: [UInt64] = []
+    /// `keys[i]` is the key of `deadlines[i]`.
+    private var keys: [[UInt8]] = []
 
     /// Entries held.
-    var count: Int { entries.count }
+    var count: Int { deadlines.count }
 
     /// The earliest entry.
-    var top: (deadline: UInt64, key: [UInt8])? { entries.first }
+    var top: (deadline: UInt64, key: [UInt8])? { deadlines.isEmpty ? nil : (deadlines[0], keys[0]) }
+
+    /// The earliest deadline, `UInt64.max` when empty.
+    var earliestDeadline: UInt64 { deadlines.first ?? .max }
 
     mutating func push(deadline: UInt64, key: [UInt8]) {
-        entries.append((deadline, key))
-        var child = entries.count - 1
+        deadlines.append(deadline)
+        keys.append(key)
+        var child = deadlines.count - 1
         while child > 0 {
             let parent = (child - 1) / 2
-            guard entries[child].deadline < entries[parent].deadline else { break }
-            entries.swapAt(child, parent)
+            guard deadlines[child] < deadlines[parent] else { break }
+            swapEntries(child, parent)
             child = parent
         }
     }
 
     mutating func pop() {
-        guard !entries.isEmpty else { return }
-        entries.swapAt(0, entries.count - 1)
-        entries.removeLast()
+        guard !deadlines.isEmpty else { return }
+        swapEntries(0, deadlines.count - 1)
+        deadlines.removeLast()
+        keys.removeLast()
+        let count = deadlines.count
         var parent = 0
         while true {
             let left = 2 * parent + 1, right = left + 1
             var smallest = parent
-            if left < entries.count && entries[left].deadline < entries[smallest].deadline { smallest = left }
-            if right < entries.count && entries[right].deadline < entries[smallest].deadline { smallest = right }
+            if left < count && deadlines[left] < deadlines[smallest] { smallest = left }
+            if right < count && deadlines[right] < deadlines[smallest] { smallest = right }
             guard smallest != parent else { return }
-            entries.swapAt(parent, smallest)
+            swapEntries(parent, smallest)
             parent = smallest
         }
+    }
+
+    private mutating func swapEntries(_ a: Int, _ b: Int) {
+        deadlines.swapAt(a, b)
+        keys.swapAt(a, b)
     }
 
     /// Calls `body` with every entry whose deadline is at or before `now` (a subtree whose root
     /// is later holds none).
     func forEachDue(at now: UInt64, _ body: (UInt64, [UInt8]) -> Void) {
-        var stack = entries.isEmpty ? [] : [0]
+        var stack = deadlines.isEmpty ? [] : [0]
         while let index = stack.popLast() {
-            guard entries[index].deadline <= now else { continue }
-            body(entries[index].deadline, entries[index].key)
+            guard deadlines[index] <= now else { continue }
+            body(deadlines[index], keys[index])
             let left = 2 * index + 1
-            if left < entries.count { stack.append(left) }
-            if left + 1 < entries.count { stack.append(left + 1) }
+            if left < deadlines.count { stack.append(left) }
+            if left + 1 < deadlines.count { stack.append(left + 1) }
         }
     }
 }

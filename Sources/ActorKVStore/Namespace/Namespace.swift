@@ -37,12 +37,14 @@ public actor Namespace {
     public nonisolated let feed: ChangeFeed
     private var compactionTask: Task<Void, any Error>?
     /// The wall-clock time of the run of operations being performed (milliseconds since the
-    /// epoch), read only when some key has a deadline; 0 otherwise.
+    /// epoch) when some key's deadline may have passed by then; 0 otherwise (no key is checked).
     private var runNow: UInt64 = 0
     /// Deletes expired keys while any key has a deadline (``sweepExpired()``).
     private var sweeper: Task<Void, Never>?
     /// A sweep asked for by a read that met an expired key.
     private var promptSweep: Task<Void, Never>?
+    /// When sweeps may run: while keys are due, a fixed share of the time.
+    private var sweepPacing = SweepPacing()
     private var statistics: NamespaceStatistics
     private var writeFailure: StoreError?
     private var closed = false
@@ -135,9 +137,12 @@ public actor Namespace {
         return ScanPage(entries: found.map { KeyValue(key: $0.key, value: $0.value) }, next: next)
     }
 
-    /// Reads ``runNow`` for a run of operations: the wall clock when any key has a deadline.
+    /// Reads ``runNow`` for a run of operations: the wall clock when a key's deadline may have
+    /// passed; 0 (no key is checked) before the earliest deadline or when no key has one.
     private func startRun() {
-        runNow = data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0
+        guard data.lifetimes.hasDeadlines else { runNow = 0; return }
+        let now = WallClock.milliseconds()
+        runNow = data.lifetimes.hasDue(at: now) ? now : 0
     }
 
     /// Whether `key` has expired by ``runNow``; one that has is noted for prompt deletion.
@@ -503,7 +508,7 @@ public actor Namespace {
     private func deleteOnItsOwn(_ keys: [[UInt8]]) -> Outcome {
         let run = execute([.delete(keys)])
         if !run.durability.isImmediate {
-            Task { try? await run.durability.wait() }
+            Task(executorPreference: options.backgroundExecutor) { try? await run.durability.wait() }
         }
         return run.outcomes[0]
     }
@@ -526,15 +531,16 @@ public actor Namespace {
         return (ephemeral, expired)
     }
 
-    /// Starts the task that sweeps expired keys about ten times a second (sooner when the next
-    /// deadline comes sooner) for as long as any key has a deadline.
+    /// Starts the task that sweeps expired keys at their deadlines, at least ten times a second,
+    /// for as long as any key has a deadline; while a backlog of expired keys waits, it takes
+    /// a bounded share of the time (``SweepPacing``).
     private func startSweeper() {
         guard !closed else { return }
-        sweeper = Task { [weak self] in
+        sweeper = Task(executorPreference: options.backgroundExecutor) { [weak self] in
             while !Task.isCancelled {
                 guard let delay = await self?.nextSweepDelay() else { return }
                 try? await Task.sleep(nanoseconds: delay)
-                await self?.sweepExpired()
+                await self?.pacedSweep()
             }
         }
     }
@@ -546,23 +552,27 @@ public actor Namespace {
             sweeper = nil
             return nil
         }
-        let now = WallClock.milliseconds()
-        let wait = earliest > now ? min(earliest - now, Self.sweepInterval) : 0
-        return wait * 1_000_000
+        return sweepPacing.delay(now: SweepPacing.monotonicNanoseconds(), wallNow: WallClock.milliseconds(), earliest: earliest)
     }
 
-    /// The longest wait between sweeps, in milliseconds.
-    static let sweepInterval: UInt64 = 100
+    /// One sweep, timed for the pacing.
+    private func pacedSweep() {
+        let start = SweepPacing.monotonicNanoseconds()
+        sweepExpired()
+        sweepPacing.swept(from: start, to: SweepPacing.monotonicNanoseconds())
+    }
 
     /// Sweeps soon: a read met a key whose deadline has passed (lazy expiry).
     private func scheduleSweep() {
         guard promptSweep == nil, !closed else { return }
-        promptSweep = Task { [weak self] in await self?.promptSweepDone() }
+        promptSweep = Task(executorPreference: options.backgroundExecutor) { [weak self] in await self?.promptSweepDone() }
     }
 
+    /// The sweep a read asked for, unless sweeping has had its share of the time (the sweeper
+    /// comes soon enough then, and the key is gone for reads meanwhile).
     private func promptSweepDone() {
         promptSweep = nil
-        sweepExpired()
+        if sweepPacing.maySweep(at: SweepPacing.monotonicNanoseconds()) { pacedSweep() }
     }
 
     // MARK: - Change feed

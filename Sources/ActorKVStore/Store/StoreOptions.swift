@@ -110,6 +110,11 @@ public struct StoreOptions: Sendable {
     /// For tests: the injector whose armed faults this store's syscalls and failpoints obey, and
     /// no other store's. Nil (the default) injects nothing.
     public var faults: FaultInjector?
+    /// Where the namespaces' own background work runs (the expiry sweeper, the deletes of
+    /// expired keys met by reads): the server passes its event loop's executor, so that this
+    /// work and the requests meet on the loop thread instead of handing each namespace actor
+    /// between threads. Nil (the default): Swift's global executor.
+    public var backgroundExecutor: (any TaskExecutor)?
 
     /// Creates options; every parameter has a working default (`reservation`: the
     /// ``LogReservation/standard(for:)`` one for `durability`).

@@ -1,0 +1,93 @@
+@testable import ActorKVStore
+import Testing
+
+/// The bookkeeping of key lifetimes (deadlines and owners beside the map) and the pacing of the
+/// expiry sweeper: pure logic, checked without a namespace.
+@Suite("Key lifetimes and sweep pacing")
+struct LifetimeTests {
+    private func key(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    @Test("due keys come out earliest first; a changed or cleared deadline leaves no stale entry behind")
+    func dueKeysInDeadlineOrder() {
+        var lifetimes = KeyLifetimes()
+        // Deadlines in scrambled order, more than a heap of one level holds.
+        let deadlines: [UInt64] = [50, 10, 40, 30, 20, 70, 60, 90, 80, 100]
+        for (i, deadline) in deadlines.enumerated() { lifetimes.set(key("k\(i)"), Lifetime(deadline: deadline, owner: 0)) }
+        lifetimes.set(key("k0"), Lifetime(deadline: 5, owner: 0))     // 50 → 5: the old entry is stale
+        lifetimes.clear(key("k4"))                                   // 20: gone
+        #expect(lifetimes.expiringCount == 9)
+        #expect(lifetimes.hasDue(at: 4) == false)
+        #expect(lifetimes.hasExpired(key("k1"), at: 4) == false)
+        #expect(lifetimes.hasExpired(key("k1"), at: 10))
+
+        let due = lifetimes.takeDue(at: 60, limit: 100)
+        #expect(due == [key("k0"), key("k1"), key("k3"), key("k2"), key("k6")])  // 5, 10, 30, 40, 60
+        // What was taken and not deleted goes back; keys not due stay.
+        lifetimes.requeue([key("k3")])
+        #expect(lifetimes.takeDue(at: 60, limit: 100) == [key("k3")])
+        #expect(lifetimes.takeDue(at: 1000, limit: 2) == [key("k5"), key("k8")])  // 70, 80: at most the limit
+        // Counted: the due keys not taken yet (k7 at 90, k9 at 100); a taken key is deleted by
+        // the namespace in the same turn.
+        #expect(lifetimes.expiredCount(at: 1000) == 2)
+        #expect(lifetimes.expiredCount(at: 95) == 1)
+    }
+
+    @Test("before the earliest deadline nothing is due, and a key without a deadline never is")
+    func hasDueFollowsTheEarliestDeadline() {
+        var lifetimes = KeyLifetimes()
+        #expect(lifetimes.hasDue(at: .max) == false)
+        lifetimes.set(key("owned"), Lifetime(deadline: 0, owner: 7))
+        #expect(lifetimes.hasDue(at: .max) == false)
+        #expect(lifetimes.hasExpired(key("owned"), at: .max) == false)
+        lifetimes.set(key("soon"), Lifetime(deadline: 1_000, owner: 0))
+        #expect(lifetimes.hasDue(at: 999) == false)
+        #expect(lifetimes.hasDue(at: 1_000))
+        #expect(lifetimes.hasExpired(key("soon"), at: 1_000))
+        #expect(lifetimes.keys(ownedBy: 7) == [key("owned")])
+        lifetimes.clear(key("owned"))
+        #expect(lifetimes.keys(ownedBy: 7).isEmpty)
+        #expect(lifetimes.ephemeralCount == 0)
+    }
+
+    @Test("after many deadline changes (heap rebuilds), every key comes out once, in deadline order")
+    func heapRebuildKeepsOrder() {
+        var lifetimes = KeyLifetimes()
+        var rng = SystemRandomNumberGenerator()
+        var expected: [String: UInt64] = [:]
+        for _ in 0..<20 {
+            for i in 0..<100 {
+                let deadline = UInt64.random(in: 1...1_000_000, using: &rng)
+                lifetimes.set(key("k\(i)"), Lifetime(deadline: deadline, owner: 0))
+                expected["k\(i)"] = deadline
+            }
+        }
+        #expect(lifetimes.expiringCount == 100)
+        let due = lifetimes.takeDue(at: .max - 1, limit: 1_000)
+        #expect(due.count == 100)
+        #expect(Set(due.map { String(decoding: $0, as: UTF8.self) }) == Set(expected.keys))
+        let order = due.map { expected[String(decoding: $0, as: UTF8.self)]! }
+        #expect(order == order.sorted())
+    }
+
+    @Test("a sweep that took t rests 4t (20% of the time) while keys wait; otherwise it waits for the next deadline, at most 100 ms")
+    func pacing() {
+        var pacing = SweepPacing()
+        let ms: UInt64 = 1_000_000
+        #expect(pacing.maySweep(at: 0))
+        // Nothing swept yet: the next deadline decides, capped at the interval.
+        #expect(pacing.delay(now: 0, wallNow: 1_000, earliest: 1_030) == 30 * ms)
+        #expect(pacing.delay(now: 0, wallNow: 1_000, earliest: 9_000) == 100 * ms)
+        #expect(pacing.delay(now: 0, wallNow: 1_000, earliest: 900) == 0)
+        // A 5 ms sweep ending at t = 10 ms: no sweep before 30 ms, even with keys due.
+        pacing.swept(from: 5 * ms, to: 10 * ms)
+        #expect(pacing.restUntil == 30 * ms)
+        #expect(!pacing.maySweep(at: 29 * ms))
+        #expect(pacing.maySweep(at: 30 * ms))
+        #expect(pacing.delay(now: 10 * ms, wallNow: 1_000, earliest: 900) == 20 * ms)
+        // The rest never shortens the wait for a later deadline.
+        #expect(pacing.delay(now: 10 * ms, wallNow: 1_000, earliest: 1_050) == 50 * ms)
+        // A sweep that found nothing to do costs (almost) no rest.
+        pacing.swept(from: 40 * ms, to: 40 * ms)
+        #expect(pacing.maySweep(at: 40 * ms))
+    }
+}

@@ -94,6 +94,50 @@ struct LifetimeServerTests {
         }
     }
 
+    @Test("a mass expiry, paced: 20,000 keys whose deadlines fall within 300 ms are all deleted, each seen once by a watcher; other keys stay")
+    func massExpiry() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess(arguments: [])
+            defer { server.stop() }
+            let c = try RawConnection(path: server.socketPath)
+            let watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES m\r\n")
+            _ = try ChangesServerTests.read(watcher) { if case .synced = $0 { return true }; return false }
+            let expiring = 20_000, persistent = 100
+            var pipeline: [UInt8] = []
+            for i in 0..<expiring {
+                RequestEncoder.encode(["PUT", "m", "x\(i)", "v", "PX", "\(1 + i % 300)"].map { Array($0.utf8) }, into: &pipeline)
+            }
+            for i in 0..<persistent { RequestEncoder.encode(["PUT", "m", "p\(i)", "v"].map { Array($0.utf8) }, into: &pipeline) }
+            try c.send(pipeline)
+            for _ in 0..<(expiring + persistent) { #expect(try c.reply() == .simple("OK")) }
+            // Every key is gone for reads once its deadline has passed, deleted or not yet.
+            usleep(400_000)
+            #expect(try c.command(["COUNT", "m"]) == .integer(Int64(persistent)))
+            #expect(try c.command(["GET", "m", "x19999"]) == .null)
+            // The watcher sees each expiring key put once, then deleted once; nothing else is deleted.
+            var deleted = Set<[UInt8]>(), deletes = 0
+            _ = try ChangesServerTests.read(watcher) { message in
+                if case .change(_, _, let pairs) = message {
+                    for pair in pairs where pair.value == nil {
+                        deletes += 1
+                        deleted.insert(pair.key)
+                    }
+                }
+                return deletes >= expiring
+            }
+            #expect(deletes == expiring && deleted.count == expiring)
+            #expect(deleted.allSatisfy { $0.first == UInt8(ascii: "x") })
+            let swept = try Self.eventually(20) {
+                guard case .bulk(let info) = try c.command(["INFO"]) else { return false }
+                return String(decoding: info, as: UTF8.self).contains("expiring_keys=0,")
+            }
+            #expect(swept, "INFO counts no expiring key once all are deleted")
+            #expect(try c.command(["COUNT", "m"]) == .integer(Int64(persistent)))
+            #expect(try c.command(["GET", "m", "p99"]) == .bulk(Array("v".utf8)))
+        }
+    }
+
     @Test("deadlines survive kill -9: after a restart past the deadline the key is gone and a watcher resuming sees its delete")
     func expiryAcrossRestart() async throws {
         let server = try ServerProcess(arguments: ["--fsync", "always"])

@@ -23,7 +23,7 @@ enum ContendedUpdate {
     enum Target: String { case akv, redis }
 
     /// One client thread's parameters and results (read by the main thread only after the join).
-    final class Worker {
+    final class Worker: ClientThread {
         let path: String
         let target: Target
         let namespace: [UInt8]
@@ -179,20 +179,7 @@ enum ContendedUpdate {
             Worker(path: path, target: target, namespace: ns, key: keyBytes, updates: updatesPerClient, seconds: seconds,
                    redisPipeline: redisPipeline, barrier: barrier)
         }
-        var threads: [pthread_t] = []
-        for worker in workers {
-            var thread = pthread_t()
-            let context = Unmanaged.passRetained(worker).toOpaque()
-            let status = pthread_create(&thread, nil, { raw in
-                Unmanaged<Worker>.fromOpaque(raw!).takeRetainedValue().run()
-                return nil
-            }, context)
-            guard status == 0 else { fail("pthread_create: error \(status)") }
-            threads.append(thread)
-        }
-        pthread_barrier_wait(barrier)
-        let start = nowNanos()
-        for thread in threads { pthread_join(thread, nil) }
+        let start = runClients(workers, barrier: barrier)
         let end = workers.map(\.finishedAt).max() ?? nowNanos()
 
         if let failed = workers.first(where: { $0.error != nil }) {

@@ -27,7 +27,7 @@ enum LockBench {
     enum Target: String { case akv, redis }
     enum Wait: String { case spin, changes }
 
-    final class Worker {
+    final class Worker: ClientThread {
         let path: String
         let target: Target
         let wait: Wait
@@ -157,20 +157,7 @@ enum LockBench {
             Worker(path: path, target: target, wait: wait, namespace: ns, key: keys[i], owner: Array("client-\(i)".utf8),
                    seconds: seconds, barrier: barrier)
         }
-        var threads: [pthread_t] = []
-        for worker in workers {
-            var thread = pthread_t()
-            let context = Unmanaged.passRetained(worker).toOpaque()
-            let status = pthread_create(&thread, nil, { raw in
-                Unmanaged<Worker>.fromOpaque(raw!).takeRetainedValue().run()
-                return nil
-            }, context)
-            guard status == 0 else { fail("pthread_create: error \(status)") }
-            threads.append(thread)
-        }
-        pthread_barrier_wait(barrier)
-        let start = nowNanos()
-        for thread in threads { pthread_join(thread, nil) }
+        let start = runClients(workers, barrier: barrier)
         let end = workers.map(\.finishedAt).max() ?? nowNanos()
         if let failed = workers.first(where: { $0.error != nil }) { throw ClientError("a client failed: \(failed.error ?? "")") }
 

@@ -122,3 +122,30 @@ func note(_ line: String) {
     var text = line + "\n"
     text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
 }
+
+/// A benchmark client that runs on a thread of its own.
+protocol ClientThread: AnyObject {
+    /// The client's whole run; it waits at the shared barrier first.
+    func run()
+}
+
+/// Starts `run()` of each client on a thread of its own, waits at `barrier` (initialised for the
+/// clients and the caller) until all are there, and joins them. Returns the monotonic time at
+/// which they were released.
+func runClients(_ clients: [any ClientThread], barrier: UnsafeMutablePointer<pthread_barrier_t>) -> UInt64 {
+    final class Box { let client: any ClientThread; init(_ client: any ClientThread) { self.client = client } }
+    var threads: [pthread_t] = []
+    for client in clients {
+        var thread = pthread_t()
+        let status = pthread_create(&thread, nil, { raw in
+            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().client.run()
+            return nil
+        }, Unmanaged.passRetained(Box(client)).toOpaque())
+        guard status == 0 else { fail("pthread_create: error \(status)") }
+        threads.append(thread)
+    }
+    pthread_barrier_wait(barrier)
+    let start = nowNanos()
+    for thread in threads { pthread_join(thread, nil) }
+    return start
+}

@@ -14,6 +14,18 @@ struct OwnThreadTests {
         #expect(try await onOwnThread { 6 * 7 } == 42)
     }
 
+    @Test("a thread started from a body's thread is not taken for one (Linux threads inherit their creator's name)")
+    func threadsStartedFromABodyAreNotOwnThreads() async throws {
+        let seen = try await onOwnThread { () -> Bool in
+            let result = Mutex<Bool?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            Thread { result.withLock { $0 = isOnOwnThread }; done.signal() }.start()
+            done.wait()
+            return result.withLock { $0 } ?? true
+        }
+        #expect(!seen)
+    }
+
     @Test("an expectation that fails inside the body is recorded for the test, and an error is rethrown")
     func issuesAndErrorsReachTheTest() async throws {
         await withKnownIssue("an expectation inside the body that is recorded for this test") {

@@ -32,20 +32,25 @@ public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T)
     }
 }
 
-/// Whether the caller runs on a thread ``onOwnThread(_:)`` started (for its own test).
-public var isOnOwnThread: Bool { Thread.current.name == ThreadPerJobExecutor.threadName }
+/// Whether the caller runs on a thread ``onOwnThread(_:)`` started (for its own test). Marked in
+/// the thread's own dictionary, not judged by its name: on Linux a new thread inherits its
+/// creator's name, so a thread started from one of ours (a Dispatch worker, say) carries it too.
+public var isOnOwnThread: Bool {
+    Thread.current.threadDictionary[ThreadPerJobExecutor.threadName] as? Bool == true
+}
 
 /// A task executor that runs every job on a new thread: a job may block as long as it likes
 /// without holding up any other. Only for tests, where such jobs are few.
 final class ThreadPerJobExecutor: TaskExecutor {
     static let shared = ThreadPerJobExecutor()
-    /// The name of the threads it starts.
+    /// The name of the threads it starts (seen in debuggers), and the key that marks them.
     static let threadName = "akv-own-thread"  // at most 15 bytes: Linux thread names are that short
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let thread = Thread {
             Thread.current.name = ThreadPerJobExecutor.threadName
+            Thread.current.threadDictionary[ThreadPerJobExecutor.threadName] = true
             job.runSynchronously(on: ThreadPerJobExecutor.shared.asUnownedTaskExecutor())
         }
         thread.start()

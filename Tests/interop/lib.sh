@@ -178,3 +178,24 @@ use_server() {
     fi
     export SOCK
 }
+
+# relay NAME LIMIT COMMAND...: runs a client program that prints its own `ok`/`not ok` lines
+# (the clients/ scenario programs), at most LIMIT seconds; prints its output, adds its checks to
+# this script's tally, and fails NAME if it exited non-zero (or timed out) without a `not ok`.
+relay() {
+    local name=$1 limit=$2 output status passed failed start=$SECONDS
+    shift 2
+    output=$(timeout -k 5 "$limit" "$@" 2>&1)
+    status=$?
+    printf '%s\n' "$output"
+    passed=$(printf '%s\n' "$output" | grep -c '^ok - ')
+    failed=$(printf '%s\n' "$output" | grep -c '^not ok - ')
+    PASSED=$((PASSED + passed))
+    FAILED=$((FAILED + failed))
+    if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+        not_ok "$name exited $status$([ "$status" -eq 124 ] && echo " (timed out after ${limit}s)")"
+    elif [ "$status" -eq 0 ] && [ "$passed" -eq 0 ]; then
+        not_ok "$name ran checks"
+    fi
+    note "$name took $((SECONDS - start))s"
+}

@@ -1,0 +1,492 @@
+"""redis-py against actorkvd: issue #21's scenario set, run with the client's default settings.
+
+    python redispy_scenarios.py SOCKET MODE
+
+MODE picks the connection settings; everything else is redis-py's default:
+  resp3-hiredis  redis.Redis(unix_socket_path=SOCKET): RESP3 (HELLO 3), hiredis's parser
+  resp2-hiredis  the same with protocol=2 (no HELLO)
+  resp3-python   RESP3 with redis-py's pure-Python parser forced (parser_class=_RESP3Parser)
+  resp2-python   RESP2 with redis-py's pure-Python parser forced (parser_class=_RESP2Parser)
+
+Prints TAP-like `ok - ...` / `not ok - ...` lines (diagnostics as `#   ...`) and exits 1 if any
+check failed. Checks of ActorKV's own replies (error texts, CROSSNS, expired cursors) run only when
+EXPECT_SERVER is `actorkv` (the default); with EXPECT_SERVER=redis the same scenarios run against a
+real redis-server, to check the scenarios themselves.
+
+Namespaces (Redis hash keys) are named py-MODE-SCENARIO-TAG, TAG from $RUN_TAG or the pid, so a
+rerun against the same server starts from empty hashes.
+"""
+
+import multiprocessing
+import os
+import signal
+import sys
+import time
+import traceback
+
+import redis
+from redis._parsers import _RESP2Parser, _RESP3Parser
+from redis.exceptions import ResponseError, WatchError
+
+SOCK = sys.argv[1]
+MODE = sys.argv[2]
+EXPECT_SERVER = os.environ.get("EXPECT_SERVER", "actorkv")
+ACTORKV = EXPECT_SERVER == "actorkv"
+TAG = os.environ.get("RUN_TAG") or str(os.getpid())
+# Seconds one scenario may take before it is reported as hanging.
+SCENARIO_LIMIT = int(os.environ.get("SCENARIO_LIMIT", "40"))
+UNKNOWN_TEXT = "ActorKV keeps keys in namespaces: see protocol.md \"Differences from Redis\""
+# A Redis command ActorKV lacks; against a real Redis (checking the scenarios), one neither has.
+MISSING = "LPUSH" if ACTORKV else "NOSUCHCOMMAND"
+
+MODES = {
+    "resp3-hiredis": dict(protocol=None, parser=None, parser_name="_HiredisParser", proto=3),
+    "resp2-hiredis": dict(protocol=2, parser=None, parser_name="_HiredisParser", proto=2),
+    "resp3-python": dict(protocol=None, parser=_RESP3Parser, parser_name="_RESP3Parser", proto=3),
+    "resp2-python": dict(protocol=2, parser=_RESP2Parser, parser_name="_RESP2Parser", proto=2),
+}
+if MODE not in MODES:
+    sys.exit(f"unknown mode {MODE!r}; one of {', '.join(MODES)}")
+SETTINGS = MODES[MODE]
+PROTO = SETTINGS["proto"]
+
+failures = 0
+
+
+def ok(name):
+    print(f"ok - redis-py {MODE}: {name}", flush=True)
+
+
+def not_ok(name, *diagnostics):
+    global failures
+    failures += 1
+    print(f"not ok - redis-py {MODE}: {name}", flush=True)
+    for line in diagnostics:
+        for part in str(line).splitlines():
+            print(f"#   {part}", flush=True)
+
+
+def check(name, condition, *diagnostics):
+    if condition:
+        ok(name)
+    else:
+        not_ok(name, *diagnostics)
+    return condition
+
+
+def expect_eq(name, expected, actual):
+    return check(name, expected == actual, f"expected: {expected!r}", f"actual:   {actual!r}")
+
+
+def expect_error(name, call, *needles):
+    """The call raises a redis error (ResponseError or subclass) whose text holds every needle."""
+    try:
+        result = call()
+    except redis.RedisError as error:
+        text = str(error)
+        missing = [n for n in needles if n not in text]
+        return check(name, not missing, f"error: {type(error).__name__}: {text}",
+                     *[f"expected it to contain: {n}" for n in missing])
+    not_ok(name, f"no error; the call returned {result!r}")
+    return False
+
+
+def skip(name):
+    print(f"#   skip (EXPECT_SERVER={EXPECT_SERVER}): {name}", flush=True)
+
+
+def ns(scenario):
+    return f"py-{MODE}-{scenario}-{TAG}"
+
+
+def make_client():
+    """A client as a user of MODE writes it: defaults, plus protocol=2 or the parser class."""
+    if SETTINGS["parser"] is None:
+        if SETTINGS["protocol"] is None:
+            return redis.Redis(unix_socket_path=SOCK)
+        return redis.Redis(unix_socket_path=SOCK, protocol=SETTINGS["protocol"])
+    kwargs = dict(connection_class=redis.UnixDomainSocketConnection, path=SOCK,
+                  parser_class=SETTINGS["parser"])
+    if SETTINGS["protocol"] is not None:
+        kwargs["protocol"] = SETTINGS["protocol"]
+    return redis.Redis(connection_pool=redis.ConnectionPool(**kwargs))
+
+
+def raw(client, *args):
+    """One command's reply as the parser returns it, without redis-py's response callbacks."""
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        conn.send_command(*args)
+        return conn.read_response()
+    finally:
+        pool.release(conn)
+
+
+class Hang(Exception):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise Hang(f"no answer within {SCENARIO_LIMIT} s")
+
+
+def run(scenario):
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(SCENARIO_LIMIT)
+    start = time.monotonic()
+    try:
+        scenario()
+    except Exception as error:  # a scenario that raises fails, the others still run
+        not_ok(f"{scenario.__name__} ran to the end",
+               f"{type(error).__name__}: {error}", *traceback.format_exc().splitlines()[-5:-1])
+    finally:
+        signal.alarm(0)
+    print(f"#   {scenario.__name__} took {time.monotonic() - start:.1f}s", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+def connect_with_defaults():
+    r = make_client()
+    expect_eq("PING on a new connection", True, r.ping())
+    pool = r.connection_pool
+    conn = pool.get_connection()
+    try:
+        expect_eq("the reply parser is the intended one", SETTINGS["parser_name"],
+                  type(conn._parser).__name__)
+        meta = conn.handshake_metadata
+        if PROTO == 3:
+            check("the connection sent HELLO 3 and kept its answer", isinstance(meta, dict),
+                  f"handshake_metadata: {meta!r}")
+            meta = {(k.decode() if isinstance(k, bytes) else k): v for k, v in (meta or {}).items()}
+            expect_eq("HELLO 3 answer: proto 3", 3, meta.get("proto"))
+            for field in ("server", "version", "proto", "id", "mode", "role", "modules"):
+                check(f"HELLO 3 answer has '{field}'", field in meta, f"answer: {meta!r}")
+            server = meta.get("server")
+            server = server.decode() if isinstance(server, bytes) else server
+            expect_eq("HELLO 3 answer: server", EXPECT_SERVER, server)
+            mode = meta.get("mode")
+            expect_eq("HELLO 3 answer: mode standalone", "standalone",
+                      mode.decode() if isinstance(mode, bytes) else mode)
+        else:
+            expect_eq("protocol=2 sends no HELLO", None, meta)
+    finally:
+        pool.release(conn)
+    client_id = r.client_id()
+    check("CLIENT ID is an integer", isinstance(client_id, int), f"CLIENT ID: {client_id!r}")
+    info = r.client_info()
+    expect_eq("CLIENT INFO names this connection's id", str(client_id), str(info.get("id")))
+    expect_eq("CLIENT SETNAME / GETNAME", True, r.client_setname("redispy-" + MODE))
+    name = r.client_getname()
+    expect_eq("CLIENT GETNAME", "redispy-" + MODE, name.decode() if isinstance(name, bytes) else name)
+    # A second client on the same socket, as a second process would open it.
+    expect_eq("a second client connects too", True, make_client().ping())
+
+
+def hash_commands():
+    r = make_client()
+    key = ns("hash")
+    expect_eq("HSET one new field -> 1", 1, r.hset(key, "a", "1"))
+    expect_eq("HSET mapping of two new fields -> 2", 2, r.hset(key, mapping={"b": "2", "c": "3"}))
+    expect_eq("HSET of an existing field -> 0", 0, r.hset(key, "a", "10"))
+    expect_eq("HGET", b"10", r.hget(key, "a"))
+    expect_eq("HGET of a missing field -> None", None, r.hget(key, "nope"))
+    expect_eq("HGETALL", {b"a": b"10", b"b": b"2", b"c": b"3"}, r.hgetall(key))
+    expect_eq("HDEL of one present and one missing field -> 1", 1, r.hdel(key, "b", "nope"))
+    expect_eq("HGETALL after HDEL", {b"a": b"10", b"c": b"3"}, r.hgetall(key))
+    expect_eq("HMGET", [b"10", None, b"3"], r.hmget(key, ["a", "nope", "c"]))
+    expect_eq("HLEN", 2, r.hlen(key))
+    expect_eq("HEXISTS present / missing", (True, False), (r.hexists(key, "a"), r.hexists(key, "b")))
+    expect_eq("HSETNX new / existing", (True, False), (r.hsetnx(key, "d", "4"), r.hsetnx(key, "d", "5")))
+    expect_eq("HINCRBY", 15, r.hincrby(key, "a", 5))
+    expect_eq("HSTRLEN", 2, r.hstrlen(key, "a"))
+    expect_eq("HKEYS", [b"a", b"c", b"d"], sorted(r.hkeys(key)))
+    expect_eq("HVALS", [b"15", b"3", b"4"], sorted(r.hvals(key)))
+    binary = b"\x00\xff\r\nbin\x80ary"
+    r.hset(key, b"bin\x00key", binary)
+    expect_eq("binary field and value round trip", binary, r.hget(key, b"bin\x00key"))
+    expect_eq("HGETALL of a hash nobody wrote -> {}", {}, r.hgetall(ns("never-written")))
+    expect_eq("HLEN of a hash nobody wrote -> 0", 0, r.hlen(ns("never-written")))
+    reply = raw(r, "HGETALL", key)
+    if PROTO == 3:
+        check("RESP3 HGETALL arrives as a map (dict before any callback)", isinstance(reply, dict),
+              f"raw reply: {reply!r}")
+    else:
+        check("RESP2 HGETALL arrives as a flat array", isinstance(reply, list) and len(reply) == 8,
+              f"raw reply: {reply!r}")
+    expect_eq("RESP null for a missing field (raw)", None, raw(r, "HGET", key, "nope"))
+    # HSCAN MATCH is Redis's glob: *, ?, [...], and \ escapes.
+    r.hset(key, mapping={"m*x": "1", "mAx": "2", "m?x": "3", "mbx": "4", "mb": "5"})
+    for pattern, expected in [("m*", {"m*x", "mAx", "m?x", "mbx", "mb"}), ("m?x", {"m*x", "mAx", "m?x", "mbx"}),
+                              ("m[a-zA]x", {"mAx", "mbx"}), ("m[^b]x", {"m*x", "mAx", "m?x"}),
+                              (r"m\*x", {"m*x"}), (r"m\?x", {"m?x"}), ("nothing*", set())]:
+        got = [f.decode() for f, _ in r.hscan_iter(key, match=pattern)]
+        expect_eq(f"hscan_iter(match={pattern!r})", sorted(expected), sorted(got))
+
+
+STABLE = 10_000
+
+
+def churn_writer(count, started, stop, key):
+    """Another process: adds, rewrites and deletes churn:N fields until told to stop."""
+    r = make_client()
+    i = 0
+    while not stop.is_set():
+        i += 1
+        r.hset(key, f"churn:{i}", str(i))
+        if i % 3 == 0:
+            r.hset(key, f"churn:{i - 1}", "rewritten")
+        if i > 40:
+            r.hdel(key, f"churn:{i - 40}")
+        with count.get_lock():
+            count.value += 1
+        if i == 50:
+            started.set()
+    started.set()
+
+
+def stable_fields():
+    return {f"stable:{n:05d}".encode(): f"value-{n}".encode() for n in range(STABLE)}
+
+
+def check_stable_once(name, expected, seen_pairs, allowed_prefixes=(b"churn:",)):
+    counts = {}
+    wrong_values = []
+    unexpected = []
+    for field, value in seen_pairs:
+        if field in expected:
+            counts[field] = counts.get(field, 0) + 1
+            if value != expected[field]:
+                wrong_values.append((field, value))
+        elif not field.startswith(allowed_prefixes):
+            unexpected.append(field)
+    missing = [f for f in expected if f not in counts]
+    twice = [f for f, c in counts.items() if c > 1]
+    return check(name, not missing and not twice and not wrong_values and not unexpected,
+                 f"{len(missing)} missing (first: {missing[:3]!r})",
+                 f"{len(twice)} returned more than once (first: {twice[:3]!r})",
+                 f"{len(wrong_values)} with a wrong value (first: {wrong_values[:3]!r})",
+                 f"{len(unexpected)} unexpected fields (first: {unexpected[:3]!r})")
+
+
+def hscan_under_writes():
+    r = make_client()
+    key = ns("scan")
+    stable = stable_fields()
+    items = list(stable.items())
+    for i in range(0, STABLE, 1000):
+        expect_eq(f"HSET of 1,000 fields at once ({i // 1000 + 1}/10)", 1000,
+                  r.hset(key, mapping=dict(items[i:i + 1000])))
+    expect_eq("HLEN after the fill", STABLE, r.hlen(key))
+
+    ctx = multiprocessing.get_context("fork")
+    count, started, stop = ctx.Value("l", 0), ctx.Event(), ctx.Event()
+    writer = ctx.Process(target=churn_writer, args=(count, started, stop, key))
+    writer.start()
+    try:
+        started.wait(10)
+        before = count.value
+        seen = list(r.hscan_iter(key))
+        during = count.value - before
+        check_stable_once(f"hscan_iter saw each of {STABLE} stable fields exactly once, "
+                          "with its value, while another process wrote", stable, seen)
+        check("the other process wrote while hscan_iter ran", during > 0,
+              f"writes during the scan: {during}")
+        print(f"#   hscan_iter: {len(seen)} pairs, {during} concurrent writes", flush=True)
+
+        # The pages of one scan asked on two connections in turn, as a pool may send them.
+        other = make_client()
+        cursor, pairs, cursors, bad_cursors = b"0", [], 0, []
+        clients = [r, other]
+        while True:
+            reply = raw(clients[cursors % 2], "HSCAN", key, cursor, "COUNT", "500")
+            cursors += 1
+            cursor, flat = reply[0], reply[1]
+            if not (cursor.isdigit() and int(cursor) <= 2 ** 53):
+                bad_cursors.append(cursor)
+            pairs.extend(zip(flat[0::2], flat[1::2]))
+            if cursor == b"0" or cursors > 10_000:
+                break
+        check_stable_once("HSCAN pages alternating between two connections: each stable field "
+                          "exactly once, while another process wrote", stable, pairs)
+        check("every HSCAN cursor is an unsigned decimal integer <= 2^53", not bad_cursors,
+              f"bad cursors: {bad_cursors[:5]!r}")
+        check("the paging above took more than one page", cursors > 1, f"pages: {cursors}")
+
+        seen = list(r.hscan_iter(key, match="stable:00*", count=100))
+        expect_eq("hscan_iter(match='stable:00*') under writes: the 1,000 fields, each once",
+                  sorted(f for f in stable if f.startswith(b"stable:00")), sorted(f for f, _ in seen))
+    finally:
+        stop.set()
+        writer.join(10)
+    expect_eq("the writer process exited cleanly", 0, writer.exitcode)
+
+    if ACTORKV:
+        expect_error("HSCAN with a cursor the server never gave -> error, not a restart",
+                     lambda: r.hscan(key, cursor=2 ** 53 - 1), "ERR")
+    else:
+        skip("HSCAN with an unknown cursor is an error")
+
+
+def pipeline_batch():
+    r = make_client()
+    key = ns("pipe")
+    r.hset(key, "w", "old")
+    pipe = r.pipeline()  # transaction=True: MULTI ... EXEC
+    pipe.hset(key, "x", "1")
+    pipe.hset(key, mapping={"y": "2", "z": "3"})
+    pipe.hdel(key, "w")
+    pipe.hincrby(key, "n", 5)
+    pipe.hget(key, "x")
+    pipe.hexists(key, "w")
+    expect_eq("pipeline() batch replies", [1, 2, 1, 5, b"1", False], pipe.execute())
+    expect_eq("pipeline() batch applied", {b"x": b"1", b"y": b"2", b"z": b"3", b"n": b"5"},
+              r.hgetall(key))
+
+    before = r.hgetall(key)
+    pipe = r.pipeline()
+    pipe.hset(key, "p", "1")
+    pipe.execute_command(MISSING, key, "q")
+    pipe.hset(key, "q", "1")
+    expect_error("pipeline() with an unknown command raises", pipe.execute, "unknown command")
+    expect_eq("... and applied none of its commands", before, r.hgetall(key))
+
+    pipe = r.pipeline()
+    pipe.hset(key, "p", "1")
+    pipe.execute_command("HSET", key, "field-without-value")
+    expect_error("pipeline() with a wrong-arity HSET raises", pipe.execute, "wrong number of arguments")
+    expect_eq("... and applied none of its commands", before, r.hgetall(key))
+
+    if ACTORKV:
+        pipe = r.pipeline()
+        pipe.hset(key, "p", "1")
+        pipe.hset(ns("pipe-other"), "p", "1")
+        expect_error("pipeline() over two hashes (namespaces) -> CROSSNS", pipe.execute, "CROSSNS")
+        expect_eq("... and applied nothing in the first", before, r.hgetall(key))
+        expect_eq("... nor in the second", {}, r.hgetall(ns("pipe-other")))
+    else:
+        skip("pipeline() over two hashes -> CROSSNS")
+
+    # Atomic: a reader in another process never sees half of a batch.
+    ctx = multiprocessing.get_context("fork")
+    stop, torn, reads = ctx.Event(), ctx.Value("l", 0), ctx.Value("l", 0)
+    reader = ctx.Process(target=torn_reader, args=(key, stop, torn, reads))
+    reader.start()
+    try:
+        for i in range(300):
+            pipe = r.pipeline()
+            pipe.hset(key, "left", str(i))
+            pipe.hset(key, "right", str(i))
+            pipe.execute()
+    finally:
+        stop.set()
+        reader.join(10)
+    check("300 pipeline() batches: a concurrent HMGET never saw one half-applied",
+          torn.value == 0 and reads.value > 0, f"torn reads: {torn.value} of {reads.value}")
+
+    # transaction=False is plain pipelining: each command stands alone, its error in its place.
+    pipe = r.pipeline(transaction=False)
+    pipe.hset(key, "s1", "1")
+    pipe.execute_command(MISSING, "s2", "1")
+    pipe.hset(key, "s3", "1")
+    replies = pipe.execute(raise_on_error=False)
+    check("pipeline(transaction=False): the error stands in its place",
+          replies[0] == 1 and isinstance(replies[1], ResponseError) and replies[2] == 1,
+          f"replies: {replies!r}")
+    expect_eq("... and the commands around it were applied, as their replies say",
+              [b"1", b"1"], r.hmget(key, ["s1", "s3"]))
+
+
+def torn_reader(key, stop, torn, reads):
+    r = make_client()
+    while not stop.is_set():
+        left, right = r.hmget(key, ["left", "right"])
+        reads.value += 1
+        if left != right:
+            torn.value += 1
+
+
+WORKERS, INCREMENTS = 4, 300
+
+
+def incr_worker(key, barrier, retries):
+    r = make_client()
+    tries = 0
+
+    def increment(pipe):
+        nonlocal tries
+        tries += 1
+        value = int(pipe.hget(key, "counter") or 0)
+        pipe.multi()
+        pipe.hset(key, "counter", str(value + 1))
+
+    barrier.wait(10)
+    for _ in range(INCREMENTS):
+        r.transaction(increment, key)
+    with retries.get_lock():
+        retries.value += tries - INCREMENTS
+
+
+def transactions():
+    r = make_client()
+    key = ns("tx")
+    other = make_client()
+
+    # A write between WATCH and EXEC makes EXEC fail: WatchError, nothing applied.
+    with r.pipeline() as pipe:
+        pipe.watch(key)
+        pipe.hget(key, "counter")
+        other.hset(key, "intruder", "1")
+        pipe.multi()
+        pipe.hset(key, "counter", "99")
+        expect_error("WATCH, another client writes the hash, EXEC -> WatchError", pipe.execute)
+    expect_eq("... and the transaction's write was not applied", None, r.hget(key, "counter"))
+    with r.pipeline() as pipe:
+        pipe.watch(key)
+        other.hset(ns("tx-elsewhere"), "f", "1")
+        pipe.multi()
+        pipe.hset(key, "counter", "0")
+        expect_eq("WATCH, a write to another hash, EXEC -> applied", [1], pipe.execute())
+    r.hdel(key, "counter")
+
+    ctx = multiprocessing.get_context("fork")
+    barrier, retries = ctx.Barrier(WORKERS), ctx.Value("l", 0)
+    procs = [ctx.Process(target=incr_worker, args=(key, barrier, retries)) for _ in range(WORKERS)]
+    start = time.monotonic()
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(SCENARIO_LIMIT)
+    expect_eq(f"{WORKERS} processes exited cleanly", [0] * WORKERS, [p.exitcode for p in procs])
+    expect_eq(f"{WORKERS} processes x {INCREMENTS} r.transaction() increments of one field",
+              str(WORKERS * INCREMENTS).encode(), r.hget(key, "counter"))
+    print(f"#   transactions: {retries.value} WATCH retries, {time.monotonic() - start:.1f}s", flush=True)
+
+
+def unknown_commands():
+    r = make_client()
+    key = ns("unknown")
+    r.hset(key, mapping={"a": "1", "b": "2"})
+    before = r.hgetall(key)
+    if ACTORKV:
+        expect_error("r.set() raises", lambda: r.set(key, "x"), "unknown command 'SET'", UNKNOWN_TEXT)
+        expect_error("r.lpush() raises", lambda: r.lpush(key, "x"), "unknown command 'LPUSH'", UNKNOWN_TEXT)
+        expect_error("r.incr() of a hash key raises", lambda: r.incr(key))
+    expect_error(f"{MISSING} raises", lambda: r.execute_command(MISSING, key, "x"), "unknown command")
+    expect_error("HSET with no field raises", lambda: r.execute_command("HSET", key),
+                 "wrong number of arguments")
+    expect_eq("... and the hash is untouched", before, r.hgetall(key))
+    expect_eq("the connection is still usable", True, r.ping())
+
+
+def main():
+    print(f"# redis-py {redis.__version__}, mode {MODE}, hiredis "
+          f"{'available' if redis.utils.HIREDIS_AVAILABLE else 'missing'}", flush=True)
+    for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, pipeline_batch,
+                     transactions, unknown_commands):
+        run(scenario)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# redis-py (latest from PyPI, in the virtual environment .build-venv that .ci/run creates)
+# against actorkvd: issue #21's scenario set (clients/redispy_scenarios.py), four ways: the
+# defaults (RESP3 via HELLO 3, hiredis's parser since hiredis is installed), protocol=2, and both
+# again with redis-py's pure-Python parser forced.
+#   REDISPY_VENV   the virtual environment (default: <repo root>/.build-venv)
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+use_server
+
+VENV=${REDISPY_VENV:-$ROOT/.build-venv}
+PY=$VENV/bin/python
+if [ ! -x "$PY" ] || ! "$PY" -c 'import redis, hiredis' 2>/dev/null; then
+    not_ok "redis-py and hiredis are installed in $VENV (create it from the repository root:" \
+        "python3 -m venv .build-venv && .build-venv/bin/pip install -q redis hiredis)"
+    finish
+fi
+note "$("$PY" -c 'import redis, hiredis, sys; print("python", sys.version.split()[0], "redis-py", redis.__version__, "hiredis", hiredis.__version__)')"
+
+for mode in resp3-hiredis resp2-hiredis resp3-python resp2-python; do
+    relay "redis-py $mode" 50 "$PY" "$INTEROP_DIR/clients/redispy_scenarios.py" "$SOCK" "$mode"
+done
+finish

@@ -78,11 +78,11 @@ def expect_eq(name, expected, actual):
     return check(name, expected == actual, f"expected: {expected!r}", f"actual:   {actual!r}")
 
 
-def expect_error(name, call, *needles):
-    """The call raises a redis error (ResponseError or subclass) whose text holds every needle."""
+def expect_error(name, call, *needles, kind=redis.RedisError):
+    """The call raises a `kind` of redis error whose text holds every needle."""
     try:
         result = call()
-    except redis.RedisError as error:
+    except kind as error:
         text = str(error)
         missing = [n for n in needles if n not in text]
         return check(name, not missing, f"error: {type(error).__name__}: {text}",
@@ -439,7 +439,8 @@ def transactions():
         other.hset(key, "intruder", "1")
         pipe.multi()
         pipe.hset(key, "counter", "99")
-        expect_error("WATCH, another client writes the hash, EXEC -> WatchError", pipe.execute)
+        expect_error("WATCH, another client writes the hash, EXEC -> WatchError", pipe.execute,
+                     kind=WatchError)
     expect_eq("... and the transaction's write was not applied", None, r.hget(key, "counter"))
     with r.pipeline() as pipe:
         pipe.watch(key)

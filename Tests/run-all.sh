@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every ActorKV test: the Swift packages' tests, the Python client's tests, the shell
-# interop tests (socat, nc, redis-cli), 20 s of libFuzzer on the protocol decoder and the
-# benchmark script in its quick mode.
-# Needs: swift, python3, socat, netcat-openbsd, redis-tools, redis-server (see .ci/run).
+# interop tests (socat, nc, redis-cli, redis-benchmark, and the Redis client libraries redis-py,
+# node-redis and ruby-redis), 20 s of libFuzzer on the protocol decoder and the benchmark script
+# in its quick mode.
+# Needs: swift, python3, socat, netcat-openbsd, redis-tools, redis-server, nodejs + node-redis,
+# ruby + ruby-redis, and redis-py + hiredis in .build-venv (see .ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

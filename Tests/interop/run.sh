@@ -7,7 +7,9 @@
 # temporary directory; every test script runs with SOCK set to its socket (and ACTORKVD, T);
 # then the server is stopped with SIGTERM and must exit 0 and remove its socket.
 # Prints the scripts' `ok`/`not ok` lines and a last line `N passed, M failed`; exits non-zero
-# if anything failed. Needs nc (netcat-openbsd), socat, redis-cli (redis-tools) and python3.
+# if anything failed. Needs nc (netcat-openbsd), socat, redis-cli and redis-benchmark
+# (redis-tools), python3, node with node-redis, ruby with ruby-redis, and redis-py + hiredis in
+# <repo root>/.build-venv (.ci/run installs them all).
 set -u
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

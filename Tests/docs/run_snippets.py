@@ -255,6 +255,11 @@ class Failure(Exception):
     """A block did not do what its doc says."""
 
 
+class SetupFailure(Failure):
+    """What a block needs is missing here (a tool, the virtual environment): a failure even for
+    a pending block, which would otherwise pass unnoticed."""
+
+
 class Environment(object):
     """A working directory with its own actorkvd, started there with the default paths."""
 
@@ -374,7 +379,7 @@ def run_python(block, env):
     python = sys.executable
     if IMPORTS_REDIS.search(block.code):
         if not os.access(VENV_PYTHON, os.X_OK):
-            raise Failure("imports redis, which runs with %s, and there is none: create it as .ci/run does, with\n"
+            raise SetupFailure("imports redis, which runs with %s, and there is none: create it as .ci/run does, with\n"
                           "  python3 -m venv .build-venv && .build-venv/bin/pip install redis"
                           % os.path.relpath(VENV_PYTHON))
         python = VENV_PYTHON
@@ -383,7 +388,7 @@ def run_python(block, env):
 
 def run_node(block, env):
     if shutil.which("node") is None:
-        raise Failure("needs node: apt-get install nodejs node-redis (as .ci/run does)")
+        raise SetupFailure("needs node: apt-get install nodejs node-redis (as .ci/run does)")
     if block.check_only:
         _check_command(["node", "--check"], block, env, "snippet.js")
     else:
@@ -392,7 +397,7 @@ def run_node(block, env):
 
 def run_ruby(block, env):
     if shutil.which("ruby") is None:
-        raise Failure("needs ruby: apt-get install ruby ruby-redis (as .ci/run does)")
+        raise SetupFailure("needs ruby: apt-get install ruby ruby-redis (as .ci/run does)")
     if block.check_only:
         _check_command(["ruby", "-c"], block, env, "snippet.rb")
     else:
@@ -800,7 +805,7 @@ def main():
     actorkvd = os.path.abspath(os.environ.get("ACTORKVD") or os.path.join(ROOT, ".build", "debug", "actorkvd"))
     started = time.monotonic()
     errors = [b for b in blocks if b.problem]
-    failed, pending, passed, unexpected = [], [], [], []
+    failed, pending, passed, unexpected, setup_failures = [], [], [], [], []
     if not os.access(actorkvd, os.X_OK):
         print("no actorkvd at %s: build it with `swift build`, or set ACTORKVD" % actorkvd)
         return 1
@@ -838,6 +843,8 @@ def main():
                 outcome = None
             except Failure as failure:
                 outcome = str(failure)
+                if isinstance(failure, SetupFailure):
+                    setup_failures.append(block)
             seconds = time.monotonic() - one_started
             label = "%s %s" % (block.where, block.language)
             if outcome is None and block.pending:
@@ -847,7 +854,7 @@ def main():
             elif outcome is None:
                 passed.append(block)
                 print("ok    %s (%.1f s)" % (label, seconds))
-            elif block.pending:
+            elif block.pending and block not in setup_failures:
                 pending.append(block)
                 lines = [line.strip() for line in outcome.split("\n") if line.strip()]
                 telling = [line for line in lines[1:] if re.search(r"error|ERR", line)] or lines[1:]

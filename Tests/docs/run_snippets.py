@@ -30,7 +30,10 @@ language; the words after it are options (GitHub uses only the first word to hig
                     one connection to the server; the reply, as raw RESP with each CRLF shown
                     as a line break, must be the lines that follow, up to the next prompt.
                     `NAME> COMMAND` sends over another connection, named NAME (e.g. `b> …` for a
-                    second client); every connection stays open to the end of the block.
+                    second client); every connection stays open to the end of the block. Replies
+                    are read until they make as many lines as the doc shows (so several
+                    messages of a stream can follow one command), or with a `[...]` line until
+                    none comes for 0.3 s.
   ```text           never run: layouts, grammars, output shown for reading.
 
 In expected output (console, resp), `[...]` in a line matches any text, and a line that is just
@@ -63,7 +66,8 @@ starts with the directory of $ACTORKVD (default .build/debug/actorkvd, built by 
 where the `actorkv` command line is too. The Swift snippets' package is kept in
 .build/doc-snippets, so a second run rebuilds only what changed.
 
-Only the Python standard library is used.
+The exit status is 0 when every block passed or is pending, 1 otherwise. Only the Python
+standard library is used.
 """
 
 import argparse
@@ -528,29 +532,30 @@ def run_resp(block, env):
     try:
         for name, command, expected in steps:
             if name not in connections:
-                connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                connection.connect(env.socket)
-                connections[name] = [connection, b""]
-            connection, pending = connections[name]
-            connection.sendall(command.encode("utf-8") + b"\r\n")
-            text, pending = _read_replies(connection, pending, expected, min(block.timeout, 5.0))
-            connections[name][1] = pending
+                connections[name] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                connections[name].connect(env.socket)
+            connections[name].sendall(command.encode("utf-8") + b"\r\n")
+            text = _read_replies(connections[name], expected, min(block.timeout, 5.0))
             if not expected_output_matches(expected, text):
                 raise Failure(_mismatch("`%s> %s`" % (name, command), expected, text))
     finally:
-        for connection, _ in connections.values():
+        for connection in connections.values():
             connection.close()
 
 
-def _read_replies(connection, buffer, expected, wait):
+def _read_replies(connection, expected, wait):
     """Reads whole replies until they fill as many lines as `expected` has (or, if it has a
-    `[...]` line, until none arrives for 0.3 s); returns them as text, and the bytes left."""
+    `[...]` line, until none arrives for 0.3 s), waiting at most `wait` seconds for each;
+    returns what arrived as text, CRLFs as line breaks."""
     wanted = len(_clean_lines(expected))
     open_ended = any(line.strip() == WILDCARD for line in expected)
-    replies = b""
+    replies = buffer = b""
     deadline = time.monotonic() + wait
     while True:
-        end = _reply_end(buffer, 0)
+        try:
+            end = _reply_end(buffer, 0)
+        except ValueError:       # not RESP: show it as it is
+            break
         if end is not None:
             replies, buffer = replies + buffer[:end], buffer[end:]
             shown = replies.decode("utf-8", "replace").replace("\r\n", "\n").rstrip("\n").split("\n")
@@ -571,7 +576,7 @@ def _read_replies(connection, buffer, expected, wait):
             break
         buffer += data
     text = replies + buffer    # a partial reply is shown as it is
-    return text.decode("utf-8", "replace").replace("\r\n", "\n"), b""
+    return text.decode("utf-8", "replace").replace("\r\n", "\n")
 
 
 def _reply_end(data, start):

@@ -94,7 +94,8 @@ _REPLY_TYPES = frozenset(b"+-:$*")
 #: :class:`ServerError`); protocol.md's error table says when each is sent. The same codes in
 #: the same order as the server's ``WireErrorCode.allCases`` (a Swift test checks).
 ERROR_CODES = ("ERR", "BADNS", "BADKEY", "TOOBIG", "BADCURSOR", "CORRUPT", "IOERR", "SHUTDOWN",
-               "PROTO", "MAXCLIENTS", "NOPERM", "COMPACTED", "LAGGING")
+               "PROTO", "MAXCLIENTS", "NOPERM", "COMPACTED", "LAGGING", "EXECABORT", "CROSSNS",
+               "NOPROTO")
 
 #: The codes of :data:`ERROR_CODES` after which the server closes the connection (a Swift test
 #: checks them against ``WireErrorCode.closesConnection``).

@@ -9,6 +9,11 @@ enum ASCII {
     static let plus: UInt8 = 43       // +
     static let minus: UInt8 = 45      // -
     static let colon: UInt8 = 58      // :
+    static let comma: UInt8 = 44      // ,
+    static let hash: UInt8 = 35       // #
+    static let percent: UInt8 = 37    // %
+    static let greaterThan: UInt8 = 62  // >
+    static let underscore: UInt8 = 95   // _
     static let doubleQuote: UInt8 = 34
     static let singleQuote: UInt8 = 39
     static let backslash: UInt8 = 92

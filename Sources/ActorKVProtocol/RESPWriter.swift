@@ -1,4 +1,4 @@
-/// The pieces of RESP2 output shared by ``Reply`` and ``RequestEncoder``.
+/// The pieces of RESP output shared by ``Reply``, ``ReplyStream`` and ``RequestEncoder``.
 enum RESPWriter {
     private static let crlf: [UInt8] = [ASCII.cr, ASCII.lf]
 
@@ -7,6 +7,21 @@ enum RESPWriter {
         buffer.append(type)
         ASCIIDecimal.append(count, to: &buffer)
         buffer.append(contentsOf: crlf)
+    }
+
+    /// Appends RESP3's null, `_\r\n`.
+    static func appendNull(to buffer: inout [UInt8]) {
+        buffer.append(ASCII.underscore)
+        buffer.append(contentsOf: crlf)
+    }
+
+    /// A double as Redis writes one: `inf`, `-inf`, `nan`, an integral value without a fraction
+    /// (`3`), anything else in Swift's shortest round-tripping form (`1.5`, `1e-07`).
+    static func doubleText(_ value: Double) -> String {
+        if value.isNaN { return "nan" }
+        if value.isInfinite { return value < 0 ? "-inf" : "inf" }
+        if value == value.rounded(), abs(value) < 1e17 { return String(Int64(value)) }
+        return value.description
     }
 
     /// Appends `$<len>\r\n<bytes>\r\n`.

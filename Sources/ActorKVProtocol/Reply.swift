@@ -1,4 +1,13 @@
-/// A RESP2 reply.
+/// The RESP version a connection speaks: RESP2 until the client sends `HELLO 3`.
+public enum RESPVersion: Int, Sendable, CaseIterable {
+    /// RESP2: nulls as `$-1`/`*-1`, maps as flat arrays, pushes as arrays.
+    case resp2 = 2
+    /// RESP3: nulls as `_`, maps as `%`, doubles as `,`, booleans as `#`, pushes as `>`.
+    case resp3 = 3
+}
+
+/// A reply, encoded per connection in RESP2 or RESP3 (``encode(into:version:)``): commands make
+/// one value and never know which protocol the connection speaks.
 public enum Reply: Sendable, Equatable {
     /// A status line, `+OK\r\n`. CR and LF inside are sent as spaces.
     case simple(String)
@@ -9,18 +18,31 @@ public enum Reply: Sendable, Equatable {
     case integer(Int64)
     /// A binary-safe string, `$3\r\nabc\r\n`.
     case bulk([UInt8])
-    /// The null bulk string, `$-1\r\n`.
+    /// The null bulk string: RESP2 `$-1\r\n`, RESP3 `_\r\n`.
     case null
-    /// The null array, `*-1\r\n` (a refused transaction). Decoders read it as ``null``.
+    /// The null array (a refused transaction): RESP2 `*-1\r\n`, RESP3 `_\r\n`. Decoders read it
+    /// as ``null``.
     case nullArray
     /// An array of replies, `*N\r\n` followed by each element.
     indirect case array([Reply])
+    /// A map, its keys and values alternating (an even count): RESP3 `%N\r\n` (N pairs), RESP2
+    /// the flat array `*2N\r\n`, as Redis sends HGETALL and HELLO to each.
+    indirect case map([Reply])
+    /// A floating-point number: RESP3 `,1.5\r\n`, RESP2 the bulk string of the same text.
+    case double(Double)
+    /// A boolean: RESP3 `#t\r\n`/`#f\r\n`, RESP2 the integer 1 or 0.
+    case boolean(Bool)
+    /// An out-of-band message (a change feed's): RESP3 `>N\r\n`, RESP2 an array.
+    indirect case push([Reply])
+    /// Switches the connection to `version`, then is `reply` encoded in it (HELLO's reply, which
+    /// is already in the version it asks for, and RESET's). Only meaningful as a whole reply.
+    indirect case switching(to: RESPVersion, Reply)
     /// A reply already encoded, sent as these bytes (a change message that many followers
-    /// share, encoded once). Only ever sent; decoders never produce it.
+    /// share, encoded once per version). Only ever sent; decoders never produce it.
     case raw([UInt8])
 
-    /// Appends the RESP2 encoding of this reply to `buffer`. Never throws.
-    public func encode(into buffer: inout [UInt8]) {
+    /// Appends the encoding of this reply in `version` to `buffer`. Never throws.
+    public func encode(into buffer: inout [UInt8], version: RESPVersion = .resp2) {
         switch self {
         case .simple(let text):
             RESPWriter.appendLine(type: ASCII.plus, text, to: &buffer)
@@ -30,22 +52,46 @@ public enum Reply: Sendable, Equatable {
             RESPWriter.appendHeader(type: ASCII.colon, count: value, to: &buffer)
         case .bulk(let bytes):
             RESPWriter.appendBulk(bytes, to: &buffer)
-        case .null:
-            RESPWriter.appendHeader(type: ASCII.dollar, count: -1, to: &buffer)
-        case .nullArray:
-            RESPWriter.appendHeader(type: ASCII.star, count: -1, to: &buffer)
-        case .array(let elements):
-            RESPWriter.appendHeader(type: ASCII.star, count: Int64(elements.count), to: &buffer)
-            for element in elements { element.encode(into: &buffer) }
+        case .null, .nullArray:
+            if version == .resp3 { RESPWriter.appendNull(to: &buffer); return }
+            RESPWriter.appendHeader(type: self == .null ? ASCII.dollar : ASCII.star, count: -1, to: &buffer)
+        case .array(let elements), .map(let elements), .push(let elements):
+            RESPWriter.appendHeader(type: headerType(in: version), count: Int64(headerCount(elements.count, in: version)), to: &buffer)
+            for element in elements { element.encode(into: &buffer, version: version) }
+        case .double(let value):
+            let text = RESPWriter.doubleText(value)
+            if version == .resp3 { RESPWriter.appendLine(type: ASCII.comma, text, to: &buffer) } else { RESPWriter.appendBulk(text.utf8, to: &buffer) }
+        case .boolean(let value):
+            if version == .resp3 { RESPWriter.appendLine(type: ASCII.hash, value ? "t" : "f", to: &buffer) } else { RESPWriter.appendHeader(type: ASCII.colon, count: value ? 1 : 0, to: &buffer) }
+        case .switching(let newVersion, let reply):
+            reply.encode(into: &buffer, version: newVersion)
         case .raw(let bytes):
             buffer.append(contentsOf: bytes)
         }
     }
 
+    /// The type byte of an aggregate's header (`*`, `%` or `>`) in `version`.
+    func headerType(in version: RESPVersion) -> UInt8 {
+        switch self {
+        case .map where version == .resp3: return ASCII.percent
+        case .push where version == .resp3: return ASCII.greaterThan
+        default: return ASCII.star
+        }
+    }
+
+    /// The count an aggregate's header gives for `elements` elements: pairs for a RESP3 map.
+    func headerCount(_ elements: Int, in version: RESPVersion) -> Int {
+        if case .map = self, version == .resp3 { return elements / 2 }
+        return elements
+    }
+
     /// The RESP2 encoding of this reply.
-    public var encoded: [UInt8] {
+    public var encoded: [UInt8] { encoded(in: .resp2) }
+
+    /// The encoding of this reply in `version`.
+    public func encoded(in version: RESPVersion) -> [UInt8] {
         var buffer: [UInt8] = []
-        encode(into: &buffer)
+        encode(into: &buffer, version: version)
         return buffer
     }
 }

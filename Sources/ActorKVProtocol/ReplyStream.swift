@@ -1,7 +1,8 @@
 /// A queue of replies encoded incrementally, so the bytes waiting in an output buffer stay
 /// bounded however large one reply is.
 ///
-/// ``encode(into:upTo:)`` appends the RESP2 encoding of the queued replies, in order, until the
+/// ``encode(into:upTo:)`` appends the encoding of the queued replies, in order, in the stream's
+/// ``version`` (RESP2 until a ``Reply/switching(to:_:)`` reply switches it), until the
 /// buffer holds `limit` bytes. A bulk string's content is split at the limit and continued on the
 /// next call; arrays are walked with a small stack of positions, so a 32 MiB value, or an array of
 /// many large values, is never copied into the buffer whole. Lines (headers, status and error
@@ -26,6 +27,9 @@ public struct ReplyStream: Sendable {
     /// How much of `bulk`'s content has been written.
     private var bulkOffset = 0
     private var inBulk = false
+    /// The protocol the replies are encoded in: RESP2 until a ``Reply/switching(to:_:)`` reply
+    /// (HELLO's, RESET's) is encoded, from that reply on.
+    public private(set) var version: RESPVersion = .resp2
 
     private struct Frame: Sendable {
         let elements: [Reply]
@@ -97,9 +101,13 @@ public struct ReplyStream: Sendable {
                 continue
             }
             guard head < replies.count else { break }
+            if case .switching(let newVersion, let reply) = replies[head] {
+                version = newVersion
+                replies[head] = reply
+            }
             let room = limit - buffer.count
             if Self.fitsWhole(replies[head], room: room) {
-                replies[head].encode(into: &buffer)
+                replies[head].encode(into: &buffer, version: version)
                 replies[head] = .null
                 head += 1
             } else {
@@ -122,9 +130,11 @@ public struct ReplyStream: Sendable {
         switch reply {
         case .bulk(let bytes):
             return bytes.count <= room - bulkOverhead
-        case .array(let elements):
+        case .array(let elements), .map(let elements), .push(let elements):
             return encodedSize(of: elements, budget: room, depth: estimateDepth) != nil
-        case .simple, .error, .integer, .null, .nullArray, .raw:
+        case .switching(_, let inner):
+            return fitsWhole(inner, room: room)
+        case .simple, .error, .integer, .null, .nullArray, .raw, .double, .boolean:
             // A raw reply is written whole (the server keeps them small: see `Reply.raw`).
             return true
         }
@@ -140,7 +150,7 @@ public struct ReplyStream: Sendable {
             switch element {
             case .simple(let text), .error(let text):
                 total += text.utf8.count + 3
-            case .integer:
+            case .integer, .double, .boolean:
                 total += lineBound
             case .null, .nullArray:
                 total += 5
@@ -148,7 +158,10 @@ public struct ReplyStream: Sendable {
                 total += bytes.count + bulkOverhead
             case .raw(let bytes):
                 total += bytes.count
-            case .array(let inner):
+            case .switching(_, let inner):
+                guard depth > 0, let size = encodedSize(of: [inner], budget: budget - total, depth: depth - 1) else { return nil }
+                total += size
+            case .array(let inner), .map(let inner), .push(let inner):
                 guard depth > 0, let size = encodedSize(of: inner, budget: budget - total, depth: depth - 1) else {
                     return nil
                 }
@@ -168,13 +181,16 @@ public struct ReplyStream: Sendable {
             bulk = bytes
             bulkOffset = 0
             inBulk = true
-        case .array(let elements):
-            RESPWriter.appendHeader(type: ASCII.star, count: Int64(elements.count), to: &buffer)
+        case .array(let elements), .map(let elements), .push(let elements):
+            let count = reply.headerCount(elements.count, in: version)
+            RESPWriter.appendHeader(type: reply.headerType(in: version), count: Int64(count), to: &buffer)
             if !elements.isEmpty {
                 frames.append(Frame(elements: elements, next: 0))
             }
-        case .simple, .error, .integer, .null, .nullArray, .raw:
-            reply.encode(into: &buffer)
+        case .switching(_, let inner):
+            start(inner, into: &buffer)
+        case .simple, .error, .integer, .null, .nullArray, .raw, .double, .boolean:
+            reply.encode(into: &buffer, version: version)
         }
     }
 
@@ -203,7 +219,7 @@ public struct ReplyStream: Sendable {
         let element = frames[top].elements[frames[top].next]
         frames[top].next += 1
         if Self.fitsWhole(element, room: limit - buffer.count) {
-            element.encode(into: &buffer)
+            element.encode(into: &buffer, version: version)
         } else {
             start(element, into: &buffer)
         }

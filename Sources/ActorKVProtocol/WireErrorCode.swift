@@ -45,6 +45,14 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     /// changes for it; the message gives the sequence to resume from. Then the server closes the
     /// connection.
     case lagging = "LAGGING"
+    /// `EXECABORT`: EXEC after a command was refused while queueing (unknown, wrong arguments,
+    /// not allowed inside MULTI): nothing queued was applied.
+    case execAbort = "EXECABORT"
+    /// `CROSSNS`: EXEC of a transaction whose commands address more than one namespace:
+    /// nothing was applied (a transaction is one namespace's, as Redis Cluster's CROSSSLOT).
+    case crossNS = "CROSSNS"
+    /// `NOPROTO`: HELLO asked for a protocol version other than 2 or 3.
+    case noProto = "NOPROTO"
 
     /// True for the codes the server sends instead of serving a connection it has just accepted
     /// (`MAXCLIENTS`, `NOPERM`): no request on that connection was run. A client reports these as
@@ -52,7 +60,8 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     public var refusesConnection: Bool {
         switch self {
         case .maxClients, .noPerm: return true
-        case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown, .proto, .compacted, .lagging: return false
+        case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown, .proto, .compacted, .lagging,
+             .execAbort, .crossNS, .noProto: return false
         }
     }
 
@@ -61,7 +70,8 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     public var closesConnection: Bool {
         switch self {
         case .proto, .maxClients, .noPerm, .lagging: return true
-        case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown, .compacted: return false
+        case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown, .compacted, .execAbort, .crossNS,
+             .noProto: return false
         }
     }
 }

@@ -1,9 +1,11 @@
 import ActorKVProtocol
 import ActorKVStore
 
-/// The messages of a change stream (protocol.md, "CHANGES"), and a cache of the encoded `change`
-/// messages that followers without a prefix share: with a thousand followers of one namespace,
-/// each change is encoded once, not a thousand times. Owned by the event loop thread.
+/// The messages of a change stream (protocol.md, "CHANGES"): push messages, which a RESP2
+/// connection receives as arrays and a RESP3 one as `>` pushes. Also a cache of the encoded
+/// `change` messages that followers without a prefix share: with a thousand followers of one
+/// namespace, each change is encoded once per protocol version, not a thousand times. Owned by
+/// the event loop thread.
 struct ChangeMessages {
     private static let changesWord = Reply.bulk(Array("changes".utf8))
     private static let snapshotWord = Reply.bulk(Array("snapshot".utf8))
@@ -15,16 +17,27 @@ struct ChangeMessages {
     /// How many encoded changes the cache keeps per namespace before it forgets the older half.
     static let cacheLimit = 4096
 
-    private var encoded: [String: [UInt64: Reply]] = [:]
+    /// Per namespace, the encoded messages by sequence, RESP2's and RESP3's.
+    private var encoded: [String: [UInt64: Encoded]] = [:]
+
+    private struct Encoded {
+        var resp2: Reply?
+        var resp3: Reply?
+
+        subscript(version: RESPVersion) -> Reply? {
+            get { version == .resp2 ? resp2 : resp3 }
+            set { if version == .resp2 { resp2 = newValue } else { resp3 = newValue } }
+        }
+    }
 
     /// `changes ns :seq`: the first message, the changes after `sequence` follow.
     static func header(namespace: String, sequence: UInt64) -> Reply {
-        .array([changesWord, .bulk(Array(namespace.utf8)), .integer(Int64(sequence))])
+        .push([changesWord, .bulk(Array(namespace.utf8)), .integer(Int64(sequence))])
     }
 
     /// `synced ns :seq`: caught up with the live log through `sequence`.
     static func synced(namespace: String, sequence: UInt64) -> Reply {
-        .array([syncedWord, .bulk(Array(namespace.utf8)), .integer(Int64(sequence))])
+        .push([syncedWord, .bulk(Array(namespace.utf8)), .integer(Int64(sequence))])
     }
 
     /// `snapshot ns :S [key value ...]`: one page of the state as of change `sequence`.
@@ -35,18 +48,18 @@ struct ChangeMessages {
             pairs.append(.bulk(entry.key))
             pairs.append(.bulk(entry.value))
         }
-        return .array([snapshotWord, .bulk(Array(namespace.utf8)), .integer(Int64(sequence)), .array(pairs)])
+        return .push([snapshotWord, .bulk(Array(namespace.utf8)), .integer(Int64(sequence)), .array(pairs)])
     }
 
-    /// The `change` message of `change` for a follower of keys under `prefix`, or nil when it
-    /// touches none of them.
-    mutating func message(for change: Change, namespace: String, prefix: [UInt8]) -> Reply? {
+    /// The `change` message of `change` for a follower of keys under `prefix` on a connection
+    /// speaking `version`, or nil when it touches none of them.
+    mutating func message(for change: Change, namespace: String, prefix: [UInt8], version: RESPVersion) -> Reply? {
         guard prefix.isEmpty else { return Self.message(for: change, namespace: namespace, prefix: prefix) }
-        if let cached = encoded[namespace]?[change.sequence] { return cached }
+        if let cached = encoded[namespace]?[change.sequence]?[version] { return cached }
         guard let message = Self.message(for: change, namespace: namespace, prefix: []) else { return nil }
         guard change.byteSize <= Self.sharedLimit else { return message }
-        let shared = Reply.raw(message.encoded)
-        remember(shared, for: change.sequence, in: namespace)
+        let shared = Reply.raw(message.encoded(in: version))
+        remember(shared, for: change.sequence, in: namespace, version: version)
         return shared
     }
 
@@ -55,12 +68,12 @@ struct ChangeMessages {
         encoded[namespace] = nil
     }
 
-    private mutating func remember(_ message: Reply, for sequence: UInt64, in namespace: String) {
+    private mutating func remember(_ message: Reply, for sequence: UInt64, in namespace: String, version: RESPVersion) {
         if let count = encoded[namespace]?.count, count >= Self.cacheLimit {
             let keep = sequence > UInt64(Self.cacheLimit / 2) ? sequence - UInt64(Self.cacheLimit / 2) : 0
             encoded[namespace] = encoded[namespace]!.filter { $0.key >= keep }
         }
-        encoded[namespace, default: [:]][sequence] = message
+        encoded[namespace, default: [:]][sequence, default: Encoded()][version] = message
     }
 
     private static func message(for change: Change, namespace: String, prefix: [UInt8]) -> Reply? {
@@ -78,6 +91,6 @@ struct ChangeMessages {
             }
         }
         guard !pairs.isEmpty else { return nil }
-        return .array([changeWord, .bulk(Array(namespace.utf8)), .integer(Int64(change.sequence)), .array(pairs)])
+        return .push([changeWord, .bulk(Array(namespace.utf8)), .integer(Int64(change.sequence)), .array(pairs)])
     }
 }

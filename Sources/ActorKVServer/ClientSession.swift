@@ -1,3 +1,4 @@
+import ActorKVProtocol
 import ActorKVStore
 import Synchronization
 
@@ -18,6 +19,12 @@ public final class ClientSession: Sendable {
 
     private struct State {
         var name: String?
+        var library: LibraryInfo?
+        var version: RESPVersion = .resp2
+        /// The commands queued since MULTI (nil: not in a transaction).
+        var transaction: QueuedTransaction?
+        /// The namespaces WATCHed, with the sequence each had when watched.
+        var watched: [String: UInt64] = [:]
         var closeRequested = false
         /// The namespace and prefix of each CHANGES taken (or being taken) on this connection.
         var follows: Set<FollowKey> = []
@@ -39,6 +46,71 @@ public final class ClientSession: Sendable {
     public var name: String? {
         get { state.withLock { $0.name } }
         set { state.withLock { $0.name = newValue } }
+    }
+
+    /// What the client library said of itself (CLIENT SETINFO LIB-NAME / LIB-VER).
+    var library: LibraryInfo {
+        get { state.withLock { $0.library ?? LibraryInfo() } }
+        set { state.withLock { $0.library = newValue } }
+    }
+
+    /// The protocol the connection speaks (HELLO switches it): decides what a following
+    /// connection may send; the replies' encoding follows the ``Reply/switching(to:_:)`` reply.
+    public var version: RESPVersion {
+        get { state.withLock { $0.version } }
+        set { state.withLock { $0.version = newValue } }
+    }
+
+    /// Whether the connection is inside MULTI: its commands are queued, not run.
+    public var inTransaction: Bool { state.withLock { $0.transaction != nil } }
+
+    /// Starts queueing (MULTI); false if already inside MULTI.
+    func beginTransaction() -> Bool {
+        state.withLock { s in
+            guard s.transaction == nil else { return false }
+            s.transaction = QueuedTransaction()
+            return true
+        }
+    }
+
+    /// Queues a command inside MULTI, or notes that one was refused (EXEC will then abort).
+    func queue(_ command: Command?) {
+        state.withLock { s in
+            guard let command else { s.transaction?.aborted = true; return }
+            s.transaction?.commands.append(command)
+        }
+    }
+
+    /// Ends the transaction (EXEC, DISCARD): what was queued and the watched namespaces, which
+    /// are forgotten too; nil transaction if there was no MULTI.
+    func endTransaction() -> (transaction: QueuedTransaction?, watched: [String: UInt64]) {
+        state.withLock { s in
+            defer { s.transaction = nil; s.watched = [:] }
+            return (s.transaction, s.watched)
+        }
+    }
+
+    /// Watches `namespace` as of `sequence` (WATCH); a namespace already watched keeps the
+    /// sequence it was first watched at.
+    func watch(_ namespace: String, at sequence: UInt64) {
+        state.withLock { s in
+            if s.watched[namespace] == nil { s.watched[namespace] = sequence }
+        }
+    }
+
+    /// Forgets every watched namespace (UNWATCH).
+    func unwatchAll() { state.withLock { $0.watched = [:] } }
+
+    /// Back to a new connection's state (RESET): RESP2, no name, no transaction, nothing watched.
+    /// Followed change feeds and owned keys stay.
+    func reset() {
+        state.withLock { s in
+            s.name = nil
+            s.library = nil
+            s.version = .resp2
+            s.transaction = nil
+            s.watched = [:]
+        }
     }
 
     /// Whether the client asked to close (QUIT): nothing it sent after that runs.
@@ -87,6 +159,20 @@ public final class ClientSession: Sendable {
             return s.newFollows
         }
     }
+}
+
+/// The commands a connection queued after MULTI, until EXEC or DISCARD.
+struct QueuedTransaction: Sendable {
+    /// The commands, in order.
+    var commands: [Command] = []
+    /// Whether a command was refused while queueing: EXEC then applies nothing (EXECABORT).
+    var aborted = false
+}
+
+/// What a client library says of itself (Redis's CLIENT SETINFO), shown by CLIENT INFO.
+struct LibraryInfo: Sendable, Equatable {
+    var name = ""
+    var version = ""
 }
 
 /// What a CHANGES follows: a namespace, and a key prefix within it.

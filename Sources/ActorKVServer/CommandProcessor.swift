@@ -12,14 +12,18 @@ public struct CommandProcessor: Sendable {
     /// The store commands run against.
     public let store: Store
     private let info: @Sendable () async -> [UInt8]
+    private let settings: [(name: String, value: String)]
+    private let hashScanCursors = HashScanCursors()
     private let sessionEnded: (@Sendable (ClientSession, SessionEnd) -> Void)?
 
-    /// Creates a processor; `info` renders the INFO text; `sessionEnded`, if given, is told of
-    /// each session after ``endSession(_:reason:)`` has released what it held.
-    public init(store: Store, info: @escaping @Sendable () async -> [UInt8],
+    /// Creates a processor; `info` renders the INFO text; `settings` are what CONFIG GET
+    /// answers; `sessionEnded`, if given, is told of each session after
+    /// ``endSession(_:reason:)`` has released what it held.
+    public init(store: Store, settings: [(name: String, value: String)] = [], info: @escaping @Sendable () async -> [UInt8],
                 sessionEnded: (@Sendable (ClientSession, SessionEnd) -> Void)? = nil) {
         self.store = store
         self.info = info
+        self.settings = settings
         self.sessionEnded = sessionEnded
     }
 
@@ -44,23 +48,30 @@ public struct CommandProcessor: Sendable {
         replies.reserveCapacity(commands.count)
         var group = Group()
         for command in commands {
-            if session.isFollowing && !command.isAllowedWhileFollowing {
+            if session.inTransaction && !command.controlsTransaction {
+                await flush(&group, into: &replies)
+                replies.append(TransactionCommands.queue(command, on: session))
+                continue
+            }
+            if session.isFollowing && session.version == .resp2 && !command.isAllowedWhileFollowing {
                 await flush(&group, into: &replies)
                 replies.append(ErrorMapping.notWhileFollowing)
                 continue
             }
             switch command {
-            case .data(let namespace, let operation):
+            case .data(let namespace, let operation, let shape):
                 if group.namespace != namespace { await flush(&group, into: &replies) }
                 group.namespace = namespace
                 group.operations.append(operation)
+                group.shapes.append(shape)
                 continue
             case .refused(let error):
                 await flush(&group, into: &replies)
                 replies.append(ErrorMapping.reply(for: error))
             case .local(let local):
                 await flush(&group, into: &replies)
-                replies.append(await local.run(CommandContext(store: store, session: session, info: info)))
+                replies.append(await local.run(CommandContext(store: store, session: session, info: info, settings: settings,
+                                                                   hashScanCursors: hashScanCursors)))
                 if session.closeRequested { return replies }
             }
         }
@@ -100,6 +111,8 @@ public struct CommandProcessor: Sendable {
         /// operations, in order (and ``commands`` is empty). Such work is merged with other
         /// connections' work on that namespace.
         let merge: (namespace: String, operations: [Operation])?
+        /// The operations' reply shapes, when one is not ``ReplyShape/plain`` (nil: all are).
+        let shapes: [ReplyShape]?
 
         /// A unit of work of `commands`, in order.
         public init(session: ClientSession, commands: consuming [Command]) {
@@ -114,21 +127,28 @@ public struct CommandProcessor: Sendable {
             guard let namespace else {
                 self.commands = commands
                 merge = nil
+                shapes = nil
                 return
             }
             // Moved out of the commands one by one (from the back, each into its place), not
             // copied: a copy would retain each request's bytes once more, per request.
             let count = commands.count
+            var shapes: [ReplyShape]?
             let operations = [Operation](unsafeUninitializedCapacity: count) { buffer, initialized in
                 var index = count
                 while let command = commands.popLast() {
-                    guard case .data(_, let operation) = consume command else { preconditionFailure("Work: not a data command") }
+                    guard case .data(_, let operation, let shape) = consume command else { preconditionFailure("Work: not a data command") }
                     index -= 1
                     (buffer.baseAddress! + index).initialize(to: operation)
+                    if shape != .plain {
+                        if shapes == nil { shapes = [ReplyShape](repeating: .plain, count: count) }
+                        shapes![index] = shape
+                    }
                 }
                 initialized = count
             }
             self.commands = []
+            self.shapes = shapes
             merge = (namespace, operations)
         }
 
@@ -136,7 +156,7 @@ public struct CommandProcessor: Sendable {
         static func singleNamespace(of commands: borrowing [Command]) -> String? {
             var namespace: String?
             for index in commands.indices {
-                guard case .data(let ns, _) = commands[index], namespace == nil || namespace == ns else { return nil }
+                guard case .data(let ns, _, _) = commands[index], namespace == nil || namespace == ns else { return nil }
                 namespace = ns
             }
             return namespace
@@ -185,7 +205,11 @@ public struct CommandProcessor: Sendable {
                 var offset = 0
                 return parts.map { part in
                     defer { offset += part.operations.count }
-                    let replies = zip(outcomes[offset..<(offset + part.operations.count)], part.operations).map(KeyValueCommands.reply(for:of:))
+                    let mine = outcomes[offset..<(offset + part.operations.count)]
+                    guard let shapes = part.work.shapes else {
+                        return Done(connection: part.work.session.id, replies: zip(mine, part.operations).map(KeyValueCommands.reply(for:of:)), quit: false)
+                    }
+                    let replies = mine.indices.map { KeyValueCommands.reply(for: mine[$0], of: part.operations[$0 - offset], shape: shapes[$0 - offset]) }
                     return Done(connection: part.work.session.id, replies: replies, quit: false)
                 }
             }
@@ -198,15 +222,16 @@ public struct CommandProcessor: Sendable {
     private struct Group {
         var namespace: String?
         var operations: [Operation] = []
+        var shapes: [ReplyShape] = []
     }
 
     private func flush(_ group: inout Group, into replies: inout [Reply]) async {
         guard let name = group.namespace, !group.operations.isEmpty else { return }
-        let operations = group.operations
+        let (operations, shapes) = (group.operations, group.shapes)
         group = Group()
         let execution = await store.execute(operations, inNamespace: name)
-        for (outcome, operation) in zip(await execution.settled(operations), operations) {
-            replies.append(KeyValueCommands.reply(for: outcome, of: operation))
+        for (index, outcome) in await execution.settled(operations).enumerated() {
+            replies.append(KeyValueCommands.reply(for: outcome, of: operations[index], shape: shapes[index]))
         }
     }
 }

@@ -69,7 +69,7 @@ final class Connection {
     /// Queues a parsed command, noting whether the pending ones can still be merged.
     func appendPending(_ command: consuming Command) {
         if !pendingMixed {
-            if case .data(let namespace, _) = command, pendingNamespace == nil || pendingNamespace == namespace {
+            if case .data(let namespace, _, _) = command, pendingNamespace == nil || pendingNamespace == namespace {
                 pendingNamespace = namespace
             } else {
                 pendingMixed = true

@@ -14,6 +14,7 @@ public enum ErrorMapping {
         switch error.kind {
         case .unknownCommand, .arity, .syntax: return .error(.err, error.message)
         case .store(let code): return .error(wireCode(for: code), error.message)
+        case .wire(let code): return .error(code, error.message)
         }
     }
 

@@ -364,7 +364,7 @@ final class EventLoop: @unchecked Sendable {
         let (commands, namespace) = c.takePending(taken)
         statistics.commandsProcessed.add(commands.count, ordering: .relaxed)
         // A following connection's commands are checked one by one (only some are allowed).
-        outgoing.append(CommandProcessor.Work(session: c.session, commands: commands, namespace: c.followers.isEmpty ? namespace : nil))
+        outgoing.append(CommandProcessor.Work(session: c.session, commands: commands, namespace: c.followers.isEmpty && !c.session.inTransaction ? namespace : nil))
         c.inFlight = true
     }
 
@@ -528,7 +528,7 @@ final class EventLoop: @unchecked Sendable {
         for follower in c.followers {
             var bytes = 0
             turn: while bytes < Self.followerTurnBytes {
-                switch follower.next(&changeMessages) {
+                switch follower.next(&changeMessages, version: c.replies.version) {
                 case .messages(let messages):
                     guard !messages.isEmpty else { continue }
                     bytes += messages.reduce(0) { $0 + Self.size(of: $1) }
@@ -558,9 +558,10 @@ final class EventLoop: @unchecked Sendable {
     private static func size(of message: Reply) -> Int {
         switch message {
         case .raw(let bytes): return bytes.count
-        case .array(let elements): return elements.reduce(8) { $0 + size(of: $1) }
+        case .array(let elements), .map(let elements), .push(let elements): return elements.reduce(8) { $0 + size(of: $1) }
+        case .switching(_, let inner): return size(of: inner)
         case .bulk(let bytes): return bytes.count + 8
-        case .simple, .error, .integer, .null, .nullArray: return 8
+        case .simple, .error, .integer, .null, .nullArray, .double, .boolean: return 24
         }
     }
 
@@ -595,7 +596,7 @@ final class EventLoop: @unchecked Sendable {
             switch read.result {
             case .success(let chunk):
                 follower.historyPosition = chunk.next
-                send(follower.take(chunk.changes, &changeMessages), of: follower, on: c)
+                send(follower.take(chunk.changes, &changeMessages, version: c.replies.version), of: follower, on: c)
                 pump(c)
             case .failure(let error) where error.code == .compacted:
                 drop(c, follower.laggingReply, lagging: follower)

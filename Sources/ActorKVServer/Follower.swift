@@ -53,13 +53,13 @@ final class Follower {
         case idle
     }
 
-    /// The next step, using `messages` to encode changes.
-    func next(_ messages: inout ChangeMessages) -> Next {
+    /// The next step, using `messages` to encode changes for a connection speaking `version`.
+    func next(_ messages: inout ChangeMessages, version: RESPVersion) -> Next {
         if snapshot != nil { return .messages([nextSnapshotPage()]) }
         if readingHistory { return .idle }
         switch feed.read(after: cursor, limit: Self.windowBatch) {
         case .changes(let changes):
-            return .messages(take(changes, &messages))
+            return .messages(take(changes, &messages, version: version))
         case .caughtUp:
             guard !synced else { return .idle }
             synced = true
@@ -70,12 +70,12 @@ final class Follower {
         }
     }
 
-    /// The messages of changes read (from the window or the log files), in order; the cursor
-    /// moves past each.
-    func take(_ changes: [Change], _ messages: inout ChangeMessages) -> [Reply] {
+    /// The messages of changes read (from the window or the log files), in order, for a
+    /// connection speaking `version`; the cursor moves past each.
+    func take(_ changes: [Change], _ messages: inout ChangeMessages, version: RESPVersion) -> [Reply] {
         var out: [Reply] = []
         for change in changes where change.sequence > cursor {
-            if let message = messages.message(for: change, namespace: key.namespace, prefix: key.prefix) { out.append(message) }
+            if let message = messages.message(for: change, namespace: key.namespace, prefix: key.prefix, version: version) { out.append(message) }
             cursor = change.sequence
         }
         return out

@@ -70,7 +70,7 @@ public final class Server: Sendable {
             return
         }
         let (listener, socketFile) = try bindSocket(replacingStale: staleSocket)
-        let processor = CommandProcessor(store: store) { [self] in await self.infoText(store) }
+        let processor = CommandProcessor(store: store, settings: config.redisSettings) { [self] in await self.infoText(store) }
         let loop: EventLoop
         do {
             loop = try EventLoop(listener: listener, wakeSignal: wake, executor: executor, configuration: config, processor: processor,

@@ -236,3 +236,24 @@ extension ServerConfiguration {
         return ids
     }
 }
+
+extension ServerConfiguration {
+    /// What `CONFIG GET` answers, under Redis's parameter names: the settings Redis tools ask
+    /// for on connecting (redis-benchmark: `save`, `appendonly`), with this server's real values.
+    var redisSettings: [(name: String, value: String)] {
+        [
+            ("save", ""),  // no RDB: the log is the store
+            ("appendonly", "yes"),
+            ("appendfsync", durability.rawValue),
+            ("databases", "1"),
+            ("maxclients", String(maxClients)),
+            ("proto-max-bulk-len", String(maxValueBytes)),
+            ("client-query-buffer-limit", String(protocolLimits.maxRequestBytes)),
+            ("unixsocket", socketPath),
+            ("unixsocketperm", String(socketMode, radix: 8)),
+            ("dir", dataDirectory),
+            ("port", "0"),
+            ("timeout", "0"),
+        ]
+    }
+}

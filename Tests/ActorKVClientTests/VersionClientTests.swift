@@ -19,6 +19,12 @@ struct VersionClientTests {
             #expect(next > created)
             #expect(try await kv.put("v", "k", "stale", ifVersion: created) == nil)
             #expect(try await kv.getString("v", "k") == "2")
+            // README's read-modify-write: the bytes read, changed, written back under a String key.
+            let read = try #require(try await kv.getVersioned("v", "k"))
+            let appended = try #require(try await kv.put("v", "k", read.value + ",3".bytes, ifVersion: read.version))
+            #expect(try await kv.put("v", "k", read.value, ifVersion: read.version) == nil, "the version moved: nothing written")
+            #expect(try await kv.getVersioned("v", "k") == VersionedValue(value: "2,3".bytes, version: appended))
+            #expect(try await kv.put("v", "k", "2".bytes, ifVersion: appended) != nil)
 
             #expect(try await kv.increment("v", "n") == 1)
             #expect(try await kv.increment("v", "n", by: -11) == -10)

@@ -172,8 +172,10 @@ struct ReplyStreamTests {
     static func longestLine(in reply: Reply) -> Int {
         switch reply {
         case .simple(let text), .error(let text): text.utf8.count + 3
-        case .array(let elements): elements.map(longestLine(in:)).max() ?? 0
+        case .array(let elements), .map(let elements), .push(let elements): elements.map(longestLine(in:)).max() ?? 0
+        case .switching(_, let inner): longestLine(in: inner)
         case .raw(let bytes): bytes.count  // written whole, like a line
+        case .double, .boolean: 32
         case .integer, .bulk, .null, .nullArray: 0
         }
     }

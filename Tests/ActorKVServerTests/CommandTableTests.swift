@@ -17,6 +17,13 @@ struct CommandTableTests {
         "BATCH": ["BATCH", "ns", "PUT", "k", "v", "DEL", "j"], "PING": ["PING"], "ECHO": ["ECHO", "x"],
         "QUIT": ["QUIT"], "CLIENT": ["CLIENT", "ID"], "INFO": ["INFO"], "NAMESPACES": ["NAMESPACES"],
         "COMPACT": ["COMPACT", "ns"], "COMMAND": ["COMMAND", "DOCS"], "CONFIG": ["CONFIG", "GET", "save"],
+        "HELLO": ["HELLO", "3"], "SELECT": ["SELECT", "0"], "RESET": ["RESET"],
+        "HGET": ["HGET", "ns", "f"], "HSET": ["HSET", "ns", "f", "v", "g", "w"], "HSETNX": ["HSETNX", "ns", "f", "v"],
+        "HDEL": ["HDEL", "ns", "f", "g"], "HEXISTS": ["HEXISTS", "ns", "f"], "HLEN": ["HLEN", "ns"],
+        "HSTRLEN": ["HSTRLEN", "ns", "f"], "HINCRBY": ["HINCRBY", "ns", "f", "-3"], "HMGET": ["HMGET", "ns", "f", "g"],
+        "HGETALL": ["HGETALL", "ns"], "HKEYS": ["HKEYS", "ns"], "HVALS": ["HVALS", "ns"],
+        "HSCAN": ["HSCAN", "ns", "0", "MATCH", "a*", "COUNT", "5"],
+        "MULTI": ["MULTI"], "EXEC": ["EXEC"], "DISCARD": ["DISCARD"], "WATCH": ["WATCH", "ns", "other"], "UNWATCH": ["UNWATCH"],
     ]
 
     /// The command names in protocol.md's "## Commands" table: the first word of each
@@ -66,7 +73,7 @@ struct CommandTableTests {
             }
             #expect(!(spec.flags.contains(.readOnly) && spec.flags.contains(.write)), "\(spec.name)")
             switch command {
-            case .data(let namespace, let operation):
+            case .data(let namespace, let operation, _):
                 #expect(spec.flags.contains(.namespaced) && namespace == "ns", "\(spec.name)")
                 #expect(operation.isWrite == spec.flags.contains(.write), "\(spec.name): isWrite \(operation.isWrite)")
                 #expect(operation.isWrite != spec.flags.contains(.readOnly), "\(spec.name)")

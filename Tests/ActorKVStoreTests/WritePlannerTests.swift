@@ -130,7 +130,7 @@ struct WritePlannerTests {
         }
     }
 
-    @Test("random runs of every write (guarded, counting, updating) and read equal a model applied one at a time, versions included, and reopen the same")
+    @Test("random runs of every write (guarded, counting, updating, HSET's set and setIfAbsent, WATCH's namespace guard) and read equal a model applied one at a time, versions included, and reopen the same")
     func modelRuns() async throws {
         let dir = TemporaryDirectory("plan-model")
         defer { dir.remove() }
@@ -146,11 +146,15 @@ struct WritePlannerTests {
         }
         func randomStep() -> BatchStep {
             let key = keys.randomElement(using: &random)!
-            switch Int.random(in: 0..<5, using: &random) {
+            switch Int.random(in: 0..<8, using: &random) {
             case 0: return .put(key: key, value: value())
             case 1: return .delete(key: key)
             case 2: return .increment(key: key, by: Int64.random(in: -5...5, using: &random))
             case 3: return .ifVersion(key: key, guardVersion(key))
+            case 4: return .set(key: key, value: value())
+            case 5: return .setIfAbsent(key: key, value: value())
+            // The namespace unchanged since before the run: holds when nothing before it in the run wrote.
+            case 6: return .unchangedSince(Bool.random(using: &random) ? model.sequence : UInt64.random(in: 0...3, using: &random))
             default: return .update(key: key, Self.append("+"))
             }
         }
@@ -236,6 +240,18 @@ struct WritePlannerTests {
                 case .ifVersion(let key, let expected):
                     guard (next[key]?.version ?? 0) == expected else { return .conditionFailed }
                     results.append(.stored)
+                case .unchangedSince(let expected):
+                    guard sequence == expected else { return .conditionFailed }
+                    results.append(.stored)
+                case .set(let key, let value):
+                    results.append(.integer(next[key] == nil ? 1 : 0))
+                    next[key] = VersionedValue(value: value, version: version)
+                    wrote = true
+                case .setIfAbsent(let key, let value):
+                    guard next[key] == nil else { results.append(.integer(0)); continue }
+                    next[key] = VersionedValue(value: value, version: version)
+                    wrote = true
+                    results.append(.integer(1))
                 case .increment(let key, let delta):
                     var base: Int64 = 0
                     if let old = next[key] {

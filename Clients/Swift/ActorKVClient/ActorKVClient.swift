@@ -350,6 +350,11 @@ public final class ActorKVClient: Sendable {
         case .bulk(let bytes): shown = "a \(bytes.count)-byte bulk string"
         case .null, .nullArray: shown = "a null"
         case .array(let elements): shown = "an array of \(elements.count)"
+        case .map(let elements): shown = "a map of \(elements.count / 2)"
+        case .push(let elements): shown = "a push message of \(elements.count)"
+        case .double(let value): shown = ",\(value)"
+        case .boolean(let value): shown = value ? "#t" : "#f"
+        case .switching(_, let inner): return unexpected(inner, for: command)
         case .raw(let bytes): shown = "\(bytes.count) encoded bytes"
         }
         return .protocolViolation("unexpected reply to \(command): \(shown)")

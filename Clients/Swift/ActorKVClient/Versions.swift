@@ -46,6 +46,13 @@ extension ActorKVClient {
         try await put(namespace, Array(key.utf8), Array(value.utf8), ifVersion: ifVersion, ttl: ttl, ephemeral: ephemeral)
     }
 
+    /// ``put(_:_:_:ifVersion:ttl:ephemeral:)-(_,[UInt8],[UInt8],_,_,_)`` of `value` under the UTF-8 bytes of `key`:
+    /// what a read-modify-write of a ``getVersioned(_:_:)-(_,String)`` value writes back.
+    public func put(_ namespace: String, _ key: String, _ value: [UInt8], ifVersion: UInt64, ttl: Duration? = nil,
+                    ephemeral: Bool = false) async throws(ActorKVError) -> UInt64? {
+        try await put(namespace, Array(key.utf8), value, ifVersion: ifVersion, ttl: ttl, ephemeral: ephemeral)
+    }
+
     /// Removes `key` only if its version is `ifVersion` (a guarded `BATCH`). Returns whether the
     /// condition held (with `ifVersion` 0, it holds when the key is absent, and nothing is removed).
     public func delete(_ namespace: String, _ key: [UInt8], ifVersion: UInt64) async throws(ActorKVError) -> Bool {

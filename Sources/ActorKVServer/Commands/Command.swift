@@ -6,8 +6,8 @@ import ActorKVStore
 public enum Command: Sendable {
     /// A data command: its operation runs in its namespace's run, merged with the data commands
     /// next to it on the same namespace (one actor hop, one log write), and its reply is made
-    /// from the operation's outcome.
-    case data(namespace: String, Operation)
+    /// from the operation's outcome, as `shape` says.
+    case data(namespace: String, Operation, shape: ReplyShape = .plain)
     /// Any other command: runs on its own, given what it needs.
     case local(LocalCommand)
     /// A request refused before running (unknown command, wrong arguments): its reply.
@@ -23,7 +23,7 @@ public enum Command: Sendable {
         guard !request.isEmpty else { throw CommandError(.syntax, "empty command") }
         let first = request[0]
         guard let spec = CommandTable.lookup(first) else {
-            throw CommandError(.unknownCommand, "unknown command '\(printable(first))'")
+            throw CommandError(.unknownCommand, "unknown command '\(printable(first))'; ActorKV keeps keys in namespaces: see protocol.md \"Differences from Redis\"")
         }
         guard spec.accepts(argumentCount: request.count - 1) else {
             throw CommandError(.arity, "wrong number of arguments for '\(spec.name)' (usage: \(spec.usage))")
@@ -48,12 +48,18 @@ public enum Command: Sendable {
         }
     }
 
+    /// Whether it runs at once inside MULTI rather than being queued.
+    var controlsTransaction: Bool {
+        guard case .local(let local) = self else { return false }
+        return local.flags.contains(.transactionControl)
+    }
+
     /// About how many reply entries (keys and values) this can produce: a SCAN's COUNT, 1 for
     /// anything else, whose reply is no larger than what the request itself carries or one
     /// stored value (held by reference until it is sent). The event loop bounds by this what one
     /// connection has in flight, since a short SCAN request can ask for 100,000 entries.
     var replyWeight: Int {
-        guard case .data(_, .scan(_, _, let limit)) = self else { return 1 }
+        guard case .data(_, .scan(_, _, let limit), _) = self else { return 1 }
         return limit
     }
 
@@ -71,6 +77,18 @@ public enum Command: Sendable {
         }
         return bytes.count > 64 ? out + "..." : out
     }
+}
+
+/// How a data command's reply is made from its operation's outcome: most commands reply as
+/// ``KeyValueCommands/reply(for:of:)`` says; the hash commands that share an operation with one
+/// of them but reply as Redis does differ here.
+public enum ReplyShape: UInt8, Sendable {
+    /// As the operation's own command replies (GET, PUT, DEL, …).
+    case plain
+    /// The sum of a batch's step counts, as an integer (HSET: fields added; HSETNX: 1 or 0).
+    case added
+    /// The length of the value, 0 when absent (HSTRLEN).
+    case length
 }
 
 /// A command that runs on its own rather than in a namespace's run: what it does, given the
@@ -91,4 +109,8 @@ struct CommandContext: Sendable {
     let session: ClientSession
     /// Renders the INFO text.
     let info: @Sendable () async -> [UInt8]
+    /// What CONFIG GET answers (Redis's parameter names and this server's values).
+    var settings: [(name: String, value: String)] = []
+    /// The server's HSCAN cursors, shared by every connection.
+    let hashScanCursors: HashScanCursors
 }

@@ -1,3 +1,4 @@
+import ActorKVProtocol
 import ActorKVStore
 
 /// Why a request was refused before it ran. The connection stays usable.
@@ -12,6 +13,8 @@ public struct CommandError: Error, Sendable, Equatable {
         case syntax
         /// An engine-level refusal found while parsing (bad namespace name, bad cursor).
         case store(StoreError.Code)
+        /// A refusal with a code of its own (NOPROTO).
+        case wire(WireErrorCode)
     }
 
     /// The kind.

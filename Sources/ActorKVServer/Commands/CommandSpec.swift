@@ -66,12 +66,15 @@ struct CommandFlags: OptionSet, Sendable {
     static let allowedWhileFollowing = CommandFlags(rawValue: 1 << 5)
     /// Refused inside a MULTI transaction.
     static let notInMulti = CommandFlags(rawValue: 1 << 6)
+    /// Runs at once inside MULTI instead of being queued (MULTI, EXEC, DISCARD, WATCH, QUIT, RESET).
+    static let transactionControl = CommandFlags(rawValue: 1 << 7)
 }
 
 /// Every command, gathered from the files of this folder, and the lookup by name.
 enum CommandTable {
     /// Every command's spec. The data commands come first: a lookup compares names in order.
-    static let all: [CommandSpec] = KeyValueCommands.specs + ChangeCommands.specs + ServerCommands.specs
+    static let all: [CommandSpec] = KeyValueCommands.specs + HashCommands.specs + ChangeCommands.specs
+        + TransactionCommands.specs + ConnectionCommands.specs + ServerCommands.specs
 
     // Names as bytes beside the specs, so that a lookup compares bytes without copying entries.
     private static let nameBytes: [[UInt8]] = all.map { Array($0.name.utf8) }
@@ -85,7 +88,8 @@ enum CommandTable {
     }
 
     /// Whether `given` is the upper-case ASCII word `upper` in any ASCII letter case (no
-    /// Unicode folding: `ﬁ` or `ı` never match `FI` or `I`).
+    /// Unicode folding: `ﬁ` or `ı` never match `FI` or `I`); a byte of `upper` that is not a
+    /// letter matches only itself.
     static func matches(_ given: ArraySlice<UInt8>, _ upper: [UInt8]) -> Bool {
         given.withUnsafeBufferPointer { matches($0, upper) }
     }
@@ -95,6 +99,11 @@ enum CommandTable {
         return upper.withUnsafeBufferPointer { expected in
             for i in 0..<given.count {
                 let byte = given[i]
+                guard expected[i] >= 0x41 && expected[i] <= 0x5A else {
+                    // Not a letter (the `-` of LIB-NAME): that byte itself.
+                    guard byte == expected[i] else { return false }
+                    continue
+                }
                 // Letters only: `& 0xDF` upper-cases a-z and would also fold some non-letters.
                 guard byte | 0x20 >= 0x61, byte | 0x20 <= 0x7A, byte & 0xDF == expected[i] else { return false }
             }

@@ -221,6 +221,17 @@ enum KeyValueCommands {
 
     /// The reply to an operation's outcome. A failed condition is a null bulk (`$-1`) for a
     /// conditional PUT and a null array (`*-1`) for a BATCH, as Redis's refused EXEC.
+    static func reply(for outcome: Outcome, of operation: Operation, shape: ReplyShape) -> Reply {
+        switch (shape, outcome) {
+        case (.plain, _), (_, .failure): return reply(for: outcome, of: operation)
+        case (.added, .batch(let counts)):
+            return .integer(counts.reduce(0) { if case .integer(let n) = $1 { return $0 + Int64(n) }; return $0 })
+        case (.length, .value(let value)): return .integer(Int64(value?.count ?? 0))
+        case (.added, _), (.length, _): return reply(for: outcome, of: operation)
+        }
+    }
+
+    /// The reply to `operation`'s outcome, as its own command replies.
     static func reply(for outcome: Outcome, of operation: Operation) -> Reply {
         if case .conditionFailed = outcome, case .batch = operation { return .nullArray }
         return reply(for: outcome)

@@ -2,7 +2,7 @@ import ActorKVProtocol
 import ActorKVStore
 
 /// The commands that are not one operation on a namespace's data: the connection's own
-/// (PING, ECHO, QUIT, CLIENT), the server's (INFO, NAMESPACES, COMPACT), and the probes that
+/// (PING, ECHO, QUIT), the server's (INFO, NAMESPACES, COMPACT), and the probes that
 /// Redis tools send on connecting (COMMAND, CONFIG).
 enum ServerCommands {
     /// Their specs.
@@ -15,14 +15,12 @@ enum ServerCommands {
             let reply = Reply.bulk(args.array(0))
             return .local(LocalCommand { _ in reply })
         },
-        CommandSpec(name: "QUIT", usage: "QUIT", arity: .exactly(0), flags: [.session, .allowedWhileFollowing]) { (_) throws(CommandError) in
+        CommandSpec(name: "QUIT", usage: "QUIT", arity: .exactly(0), flags: [.session, .allowedWhileFollowing, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand { context in
                 context.session.requestClose()
                 return .simple("OK")
             })
         },
-        CommandSpec(name: "CLIENT", usage: "CLIENT ID | GETNAME | SETNAME name", arity: .atLeast(1), flags: [.session],
-                    parse: parseClient),
         CommandSpec(name: "INFO", usage: "INFO", arity: .between(0, 1), flags: []) { (_) throws(CommandError) in
             .local(LocalCommand { context in .bulk(await context.info()) })
         },
@@ -40,40 +38,29 @@ enum ServerCommands {
                 }
             })
         },
-        // redis-cli and redis-benchmark send these on connect: an empty array lets them proceed.
-        CommandSpec(name: "COMMAND", usage: "COMMAND [...]", arity: .atLeast(0), flags: [], parse: clientProbe),
-        CommandSpec(name: "CONFIG", usage: "CONFIG GET parameter", arity: .atLeast(0), flags: [], parse: clientProbe),
+        // redis-cli sends COMMAND DOCS on connecting: an empty answer lets it proceed.
+        CommandSpec(name: "COMMAND", usage: "COMMAND [...]", arity: .atLeast(0), flags: []) { (_) throws(CommandError) in
+            .local(LocalCommand { _ in .array([]) })
+        },
+        CommandSpec(name: "CONFIG", usage: "CONFIG GET parameter [parameter ...]", arity: .atLeast(2), flags: [], parse: parseConfig),
     ]
 
-    private static func clientProbe(_: CommandArguments) throws(CommandError) -> Command {
-        .local(LocalCommand { _ in .array([]) })
-    }
+    private static let getWord = Array("GET".utf8)
 
-    private static let idWord = Array("ID".utf8)
-    private static let getNameWord = Array("GETNAME".utf8)
-    private static let setNameWord = Array("SETNAME".utf8)
-
-    /// CLIENT ID, CLIENT GETNAME and CLIENT SETNAME, answered as Redis does.
-    private static func parseClient(_ args: CommandArguments) throws(CommandError) -> Command {
-        let subcommand = args[0]
-        if CommandTable.matches(subcommand, idWord), args.count == 1 {
-            return .local(LocalCommand { context in .integer(Int64(context.session.id)) })
+    /// CONFIG GET: the settings whose names match any of the (glob) patterns, as a map.
+    private static func parseConfig(_ args: CommandArguments) throws(CommandError) -> Command {
+        guard CommandTable.matches(args[0], getWord) else {
+            throw CommandError(.syntax, "only CONFIG GET is supported: actorkvd is configured by its options (actorkvd --help), not at run time")
         }
-        if CommandTable.matches(subcommand, getNameWord), args.count == 1 {
-            return .local(LocalCommand { context in context.session.name.map { .bulk(Array($0.utf8)) } ?? .null })
-        }
-        if CommandTable.matches(subcommand, setNameWord), args.count == 2 {
-            let name = args[1]
-            // Redis's rule: printable ASCII without spaces; an empty name clears it.
-            guard name.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-                throw CommandError(.syntax, "Client names cannot contain spaces, newlines or special characters.")
+        // Redis matches parameter names without regard to case; its names are lower case.
+        let patterns = (1..<args.count).map { Array(args[$0]).map { $0 >= 65 && $0 <= 90 ? $0 | 0x20 : $0 } }
+        return .local(LocalCommand { context in
+            var pairs: [Reply] = []
+            for setting in context.settings where patterns.contains(where: { RedisGlob.matches($0, Array(setting.name.utf8)) }) {
+                pairs.append(.bulk(Array(setting.name.utf8)))
+                pairs.append(.bulk(Array(setting.value.utf8)))
             }
-            let text = name.isEmpty ? nil : String(decoding: name, as: UTF8.self)
-            return .local(LocalCommand { context in
-                context.session.name = text
-                return .simple("OK")
-            })
-        }
-        throw CommandError(.syntax, "unknown CLIENT subcommand or wrong number of arguments for '\(Command.printable(subcommand))' (usage: CLIENT ID | GETNAME | SETNAME name)")
+            return .map(pairs)
+        })
     }
 }

@@ -33,13 +33,21 @@ struct LiveData: Sendable {
 
     /// Stores `value` with `version` for `key` (see `OrderedMap.updateValue(copying:forKey:version:)`):
     /// the one way a put reaches the map, from a request's bytes in place or from a mutation's arrays.
-    mutating func put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, version: UInt64) {
-        if !lifetimes.isEmpty { lifetimes.clear(Array(key)) }
+    /// Returns whether the key was added: absent before, or (with a `now`) expired by then.
+    @discardableResult
+    mutating func put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, version: UInt64, now: UInt64 = 0) -> Bool {
+        var expired = false
+        if !lifetimes.isEmpty {
+            let owned = Array(key)
+            expired = now != 0 && lifetimes.hasExpired(owned, at: now)
+            lifetimes.clear(owned)
+        }
         if let old = map.updateValue(copying: value, forKey: key, version: version) {
             bytes += value.count - old
-        } else {
-            bytes += key.count + value.count
+            return expired
         }
+        bytes += key.count + value.count
+        return true
     }
 
     /// Sums the key and value bytes of a map (after loading a snapshot).

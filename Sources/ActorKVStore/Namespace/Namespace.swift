@@ -100,6 +100,10 @@ public actor Namespace {
         return value
     }
 
+    /// The number of the last record written in this namespace: every write makes it larger
+    /// (Redis's WATCH, a namespace being the watched key, compares it at EXEC).
+    public var sequence: UInt64 { lastSequence }
+
     /// The number of keys.
     public func count() -> Int {
         startRun()
@@ -375,10 +379,15 @@ public actor Namespace {
             return .integer(keys.reduce(0) { $0 + (data.delete($1, now: runNow) ? 1 : 0) })
         case .batch(let steps):
             return .batch(steps.map { step -> Outcome in
-                let mutation = step.plainMutation!
-                let removed = data.apply(mutation, version: version, now: runNow)
-                if case .put = mutation { return .stored }
-                return .integer(removed ? 1 : 0)
+                switch step {
+                case .put(let key, let value):
+                    data.put(key: key[...], value: value[...], version: version)
+                    return .stored
+                case .set(let key, let value):
+                    return .integer(data.put(key: key[...], value: value[...], version: version, now: runNow) ? 1 : 0)
+                default:
+                    return .integer(data.apply(step.plainMutation!, version: version, now: runNow) ? 1 : 0)
+                }
             })
         case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive:
             preconditionFailure("Namespace: a write that reads is resolved while planning, never performed unresolved")

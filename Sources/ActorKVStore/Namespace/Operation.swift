@@ -81,9 +81,15 @@ public enum Operation: Sendable {
         }
     }
 
-    /// Whether every guard among `steps` holds for keys that do not exist (asks for version 0).
+    /// Whether every guard among `steps` holds where the namespace does not exist (asks for
+    /// version 0, or for no change since sequence 0).
     static func guardsHoldWhereNothingExists(_ steps: [BatchStep]) -> Bool {
-        steps.allSatisfy { if case .ifVersion(_, let version) = $0 { return version == 0 }; return true }
+        steps.allSatisfy {
+            switch $0 {
+            case .ifVersion(_, let version), .unchangedSince(let version): return version == 0
+            default: return true
+            }
+        }
     }
 }
 
@@ -126,6 +132,19 @@ public enum BatchStep: Sendable {
     /// Add to the decimal integer under the key, as ``Operation/increment(key:by:)``; its
     /// outcome is the sum.
     case increment(key: [UInt8], by: Int64)
+    /// Set a key, as ``put(key:value:)``; its outcome says whether the key was added:
+    /// ``Outcome/integer(_:)`` 1 if it was absent (or expired) at that point of the run, 0 if it
+    /// replaced a value (Redis's HSET count).
+    case set(key: [UInt8], value: [UInt8])
+    /// Set a key only if it is absent at that point of the run; its outcome is
+    /// ``Outcome/integer(_:)`` 1 if it was set, 0 if the key existed (nothing written for it,
+    /// the rest of the batch goes on: Redis's HSETNX).
+    case setIfAbsent(key: [UInt8], value: [UInt8])
+    /// A guard on the whole namespace: the batch applies only if no record was written in the
+    /// namespace after the one numbered `sequence` (0: none ever), at that point of the run
+    /// (what Redis's WATCH checks at EXEC, a namespace being a watched key). Its outcome is
+    /// ``Outcome/stored``; it has no key (``key`` is empty).
+    case unchangedSince(UInt64)
 
     /// The step that applies `mutation`.
     public init(_ mutation: Mutation) {
@@ -139,7 +158,9 @@ public enum BatchStep: Sendable {
     /// The key the step writes.
     public var key: [UInt8] {
         switch self {
-        case .put(let key, _), .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _): return key
+        case .put(let key, _), .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _),
+             .set(let key, _), .setIfAbsent(let key, _): return key
+        case .unchangedSince: return []
         }
     }
 
@@ -148,23 +169,24 @@ public enum BatchStep: Sendable {
         switch self {
         case .put(let key, let value): return .put(key: key, value: value)
         case .delete(let key): return .delete(key: key)
-        case .update, .ifVersion, .increment: return nil
+        case .set(let key, let value): return .put(key: key, value: value)
+        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince: return nil
         }
     }
 
     /// Whether the step depends on the key's current state.
     var readsBeforeWriting: Bool {
         switch self {
-        case .update, .ifVersion, .increment: return true
-        case .put, .delete: return false
+        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince: return true
+        case .put, .delete, .set: return false
         }
     }
 
     /// Whether the step may store a value (and so bring its namespace into existence).
     var mayWriteValue: Bool {
         switch self {
-        case .put, .update, .increment: return true
-        case .delete, .ifVersion: return false
+        case .put, .update, .increment, .set, .setIfAbsent: return true
+        case .delete, .ifVersion, .unchangedSince: return false
         }
     }
 }

@@ -226,6 +226,15 @@ struct WritePlanner {
         var results: [Outcome] = []
         results.reserveCapacity(steps.count)
         for step in steps {
+            if case .unchangedSince(let expected) = step {
+                // `sequence` is the last record before this batch, the run's earlier ones included.
+                guard sequence == expected else {
+                    outcomes[index] = .conditionFailed
+                    return
+                }
+                results.append(.stored)
+                continue
+            }
             let mutation: Mutation?
             switch resolve(step, current: current(step.key)) {
             case .failure(let refusal):
@@ -261,6 +270,13 @@ struct WritePlanner {
             return .success(ResolvedStep(mutation: .put(key: key, value: value), outcome: .stored))
         case .delete(let key):
             return .success(ResolvedStep(mutation: .delete(key: key), outcome: .integer(current == nil ? 0 : 1)))
+        case .set(let key, let value):
+            return .success(ResolvedStep(mutation: .put(key: key, value: value), outcome: .integer(current == nil ? 1 : 0)))
+        case .setIfAbsent(let key, let value):
+            guard current == nil else { return .success(ResolvedStep(mutation: nil, outcome: .integer(0))) }
+            return .success(ResolvedStep(mutation: .put(key: key, value: value), outcome: .integer(1)))
+        case .unchangedSince:
+            preconditionFailure("WritePlanner: a namespace guard is checked by the batch, not per key")
         case .ifVersion(_, let expected):
             guard (current?.version ?? 0) == expected else { return .failure(Refusal(.conditionFailed)) }
             return .success(ResolvedStep(mutation: nil, outcome: .stored))

@@ -140,7 +140,12 @@ public actor Store {
         case .batch(let steps):
             // Deletes and guards only, or a guard of a version other than 0, which no key has.
             if !Operation.guardsHoldWhereNothingExists(steps) { return .conditionFailed }
-            return .batch(steps.map { if case .ifVersion = $0 { return .stored }; return .integer(0) })
+            return .batch(steps.map {
+                switch $0 {
+                case .ifVersion, .unchangedSince: return .stored
+                default: return .integer(0)
+                }
+            })
         case .put, .update, .increment: preconditionFailure("Store: a valid write creates its namespace")
         }
     }

@@ -64,9 +64,11 @@ extension StoreLimits {
             if steps.isEmpty { return StoreError(.invalidArgument, "a batch needs at least one operation") }
             for step in steps {
                 switch step {
-                case .put(let key, let value): if let p = keyProblem(key) ?? valueProblem(value) { return p }
+                case .put(let key, let value), .set(let key, let value), .setIfAbsent(let key, let value):
+                    if let p = keyProblem(key) ?? valueProblem(value) { return p }
                 case .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _):
                     if let p = keyProblem(key) { return p }
+                case .unchangedSince: continue
                 }
             }
             return nil

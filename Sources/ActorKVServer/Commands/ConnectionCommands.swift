@@ -1,0 +1,143 @@
+import ActorKVProtocol
+import ActorKVStore
+
+/// The commands about the connection itself, answered as Redis answers them so that Redis
+/// clients connect with their defaults: HELLO (RESP2 or RESP3), CLIENT, SELECT, RESET.
+enum ConnectionCommands {
+    /// Their specs.
+    static let specs: [CommandSpec] = [
+        CommandSpec(name: "HELLO", usage: "HELLO [protover [AUTH username password] [SETNAME clientname]]", arity: .atLeast(0),
+                    flags: [.session], parse: parseHello),
+        CommandSpec(name: "CLIENT", usage: "CLIENT ID | INFO | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value", arity: .atLeast(1),
+                    flags: [.session], parse: parseClient),
+        CommandSpec(name: "SELECT", usage: "SELECT 0", arity: .exactly(1), flags: [.session]) { (args) throws(CommandError) in
+            guard args[0].elementsEqual("0".utf8) else {
+                throw CommandError(.syntax, "ActorKV has one database, 0; namespaces take the place of Redis's numbered databases")
+            }
+            return .local(LocalCommand { _ in .simple("OK") })
+        },
+        CommandSpec(name: "RESET", usage: "RESET", arity: .exactly(0), flags: [.session, .transactionControl]) { (_) throws(CommandError) in
+            .local(LocalCommand { context in
+                context.session.reset()
+                return .switching(to: .resp2, .simple("RESET"))
+            })
+        },
+    ]
+
+    private static let authWord = Array("AUTH".utf8)
+    private static let setNameWord = Array("SETNAME".utf8)
+
+    /// HELLO: switches the protocol (2 or 3; none: keeps it) and answers the server's facts as a
+    /// map, in the protocol switched to.
+    private static func parseHello(_ args: CommandArguments) throws(CommandError) -> Command {
+        var version: RESPVersion?
+        var name: String?
+        if args.count > 0 {
+            guard let number = ASCIIDecimal.parse(args[0]) else {
+                throw CommandError(.syntax, "Protocol version is not an integer or out of range")
+            }
+            guard let given = RESPVersion(rawValue: Int(clamping: number)) else {
+                return .refused(CommandError(.wire(.noProto), "unsupported protocol version"))
+            }
+            version = given
+        }
+        var i = 1
+        while i < args.count {
+            if CommandTable.matches(args[i], authWord) {
+                throw CommandError(.syntax, "AUTH is not used: ActorKV admits clients by the socket's permissions and the peer's credentials (actorkvd --allow-uid, --allow-gid)")
+            }
+            guard CommandTable.matches(args[i], setNameWord), i + 1 < args.count else {
+                throw CommandError(.syntax, "syntax error in HELLO option '\(Command.printable(args[i]))'")
+            }
+            name = try clientName(args[i + 1])
+            i += 2
+        }
+        let (newVersion, newName) = (version, name)
+        return .local(LocalCommand { context in
+            let session = context.session
+            if let version = newVersion { session.version = version }
+            if let name = newName { session.name = name.isEmpty ? nil : name }
+            return .switching(to: session.version, helloMap(session))
+        })
+    }
+
+    /// The facts HELLO answers, as Redis gives them.
+    private static func helloMap(_ session: ClientSession) -> Reply {
+        func text(_ s: String) -> Reply { .bulk(Array(s.utf8)) }
+        return .map([
+            text("server"), text("actorkv"),
+            text("version"), text(ActorKVVersion.string),
+            text("proto"), .integer(Int64(session.version.rawValue)),
+            text("id"), .integer(Int64(session.id)),
+            text("mode"), text("standalone"),
+            text("role"), text("master"),
+            text("modules"), .array([]),
+        ])
+    }
+
+    private static let idWord = Array("ID".utf8)
+    private static let infoWord = Array("INFO".utf8)
+    private static let getNameWord = Array("GETNAME".utf8)
+    private static let setInfoWord = Array("SETINFO".utf8)
+    private static let libNameWord = Array("LIB-NAME".utf8)
+    private static let libVersionWord = Array("LIB-VER".utf8)
+
+    /// CLIENT ID, INFO, GETNAME, SETNAME and SETINFO, answered as Redis does.
+    private static func parseClient(_ args: CommandArguments) throws(CommandError) -> Command {
+        let subcommand = args[0]
+        switch args.count {
+        case 1 where CommandTable.matches(subcommand, idWord):
+            return .local(LocalCommand { context in .integer(Int64(context.session.id)) })
+        case 1 where CommandTable.matches(subcommand, infoWord):
+            return .local(LocalCommand { context in .bulk(Array(clientInfo(context.session).utf8)) })
+        case 1 where CommandTable.matches(subcommand, getNameWord):
+            return .local(LocalCommand { context in context.session.name.map { .bulk(Array($0.utf8)) } ?? .null })
+        case 2 where CommandTable.matches(subcommand, setNameWord):
+            let name = try clientName(args[1])
+            return .local(LocalCommand { context in
+                context.session.name = name.isEmpty ? nil : name
+                return .simple("OK")
+            })
+        case 3 where CommandTable.matches(subcommand, setInfoWord):
+            return try parseSetInfo(args)
+        default:
+            throw CommandError(.syntax, "unknown CLIENT subcommand or wrong number of arguments for '\(Command.printable(subcommand))' (usage: CLIENT ID | INFO | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value)")
+        }
+    }
+
+    /// CLIENT SETINFO LIB-NAME name / LIB-VER version.
+    private static func parseSetInfo(_ args: CommandArguments) throws(CommandError) -> Command {
+        let value = args[2]
+        guard value.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw CommandError(.syntax, "CLIENT SETINFO values cannot contain spaces, newlines or special characters.")
+        }
+        let text = String(decoding: value, as: UTF8.self)
+        let isName = CommandTable.matches(args[1], libNameWord)
+        guard isName || CommandTable.matches(args[1], libVersionWord) else {
+            throw CommandError(.syntax, "Unrecognized option '\(Command.printable(args[1]))'")
+        }
+        return .local(LocalCommand { context in
+            var library = context.session.library
+            if isName { library.name = text } else { library.version = text }
+            context.session.library = library
+            return .simple("OK")
+        })
+    }
+
+    /// A client name as Redis allows them (printable ASCII without spaces; empty clears it).
+    private static func clientName(_ bytes: ArraySlice<UInt8>) throws(CommandError) -> String {
+        guard bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw CommandError(.syntax, "Client names cannot contain spaces, newlines or special characters.")
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// CLIENT INFO's line: Redis's fields that mean something here.
+    private static func clientInfo(_ session: ClientSession) -> String {
+        let peer = session.peer.map { "uid=\($0.uid) gid=\($0.gid) pid=\($0.pid)" } ?? "uid=? gid=? pid=?"
+        let library = session.library
+        let multi = session.inTransaction ? "0" : "-1"
+        return "id=\(session.id) addr=unix \(peer) name=\(session.name ?? "") db=0 multi=\(multi) "
+            + "resp=\(session.version.rawValue) lib-name=\(library.name) lib-ver=\(library.version)\n"
+    }
+}

@@ -1,0 +1,165 @@
+import ActorKVProtocol
+import ActorKVStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Redis's hash commands, a namespace being the hash and its keys the fields (protocol.md,
+/// "Namespaces as Redis hashes"). Those on one or a few fields are data commands, run in the
+/// namespace's run like GET and PUT, with Redis's replies (``ReplyShape``); those that read a
+/// whole namespace or many fields at once run on their own, each as one consistent read.
+enum HashCommands {
+    /// Their specs.
+    static let specs: [CommandSpec] = [
+        CommandSpec(name: "HGET", usage: "HGET ns field", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .get(args[1]))
+        },
+        CommandSpec(name: "HSET", usage: "HSET ns field value [field value ...]", arity: .atLeast(3).pairs, flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            let ns = try Command.namespace(args[0])
+            let steps = stride(from: 1, to: args.count, by: 2).map { BatchStep.set(key: args.array($0), value: args.array($0 + 1)) }
+            return .data(namespace: ns, .batch(steps), shape: .added)
+        },
+        CommandSpec(name: "HSETNX", usage: "HSETNX ns field value", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            let ns = try Command.namespace(args[0])
+            return .data(namespace: ns, .batch([.setIfAbsent(key: args.array(1), value: args.array(2))]), shape: .added)
+        },
+        CommandSpec(name: "HDEL", usage: "HDEL ns field [field ...]", arity: .atLeast(2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .delete(args.rest(from: 1)))
+        },
+        CommandSpec(name: "HEXISTS", usage: "HEXISTS ns field", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .exists([args.array(1)]))
+        },
+        CommandSpec(name: "HLEN", usage: "HLEN ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .count)
+        },
+        CommandSpec(name: "HSTRLEN", usage: "HSTRLEN ns field", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            .data(namespace: try Command.namespace(args[0]), .get(args[1]), shape: .length)
+        },
+        CommandSpec(name: "HINCRBY", usage: "HINCRBY ns field increment", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            let ns = try Command.namespace(args[0])
+            return .data(namespace: ns, .increment(key: args.array(1), by: try KeyValueCommands.parseDelta(args[2])))
+        },
+        CommandSpec(name: "HMGET", usage: "HMGET ns field [field ...]", arity: .atLeast(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            let ns = try Command.namespace(args[0])
+            let gets = args.rest(from: 1).map { Operation.get($0) }
+            return .local(LocalCommand { context in
+                await read(gets, in: ns, context) { outcomes in .array(outcomes.map { KeyValueCommands.reply(for: $0) }) }
+            })
+        },
+        wholeHash("HGETALL") { entries in
+            var flat: [Reply] = []
+            flat.reserveCapacity(entries.count * 2)
+            for entry in entries { flat.append(.bulk(entry.key)); flat.append(.bulk(entry.value)) }
+            return .map(flat)
+        },
+        wholeHash("HKEYS") { entries in .array(entries.map { .bulk($0.key) }) },
+        wholeHash("HVALS") { entries in .array(entries.map { .bulk($0.value) }) },
+        CommandSpec(name: "HSCAN", usage: "HSCAN ns cursor [MATCH pattern] [COUNT count]", arity: .between(2, 6, step: 2),
+                    flags: [.namespaced, .readOnly], parse: parseHashScan),
+    ]
+
+    private static let matchOption = Array("MATCH".utf8)
+    private static let countOption = Array("COUNT".utf8)
+
+    /// HSCAN: a page of `COUNT` keys after where the cursor says, those matching `MATCH` kept;
+    /// the next cursor is a decimal integer from ``HashScanCursors`` (protocol.md, "HSCAN").
+    private static func parseHashScan(_ args: CommandArguments) throws(CommandError) -> Command {
+        let ns = try Command.namespace(args[0])
+        guard let cursor = ASCIIDecimal.parse(args[1]), cursor >= 0 else {
+            throw CommandError(.store(.invalidCursor), "invalid cursor '\(Command.printable(args[1]))': HSCAN cursors are the integers HSCAN returns, 0 to start")
+        }
+        var pattern: [UInt8]?
+        var count = 10
+        for i in stride(from: 2, to: args.count, by: 2) {
+            if CommandTable.matches(args[i], matchOption) {
+                pattern = args.array(i + 1)
+            } else if CommandTable.matches(args[i], countOption) {
+                guard let n = ASCIIDecimal.parse(args[i + 1]), n >= 1, n <= KeyValueCommands.maxScanCount else {
+                    throw CommandError(.syntax, "COUNT must be an integer from 1 to \(KeyValueCommands.maxScanCount)")
+                }
+                count = Int(n)
+            } else {
+                throw CommandError(.syntax, "unknown HSCAN option '\(Command.printable(args[i]))' (expected MATCH or COUNT)")
+            }
+        }
+        let scan = HashScan(namespace: ns, cursor: UInt64(cursor), pattern: pattern, count: count)
+        return .local(LocalCommand { context in await scan.run(context) })
+    }
+
+    /// A command that replies with all of a namespace's entries (read at once, in key order),
+    /// as `reply` makes them.
+    private static func wholeHash(_ name: String, reply: @escaping @Sendable ([KeyValue]) -> Reply) -> CommandSpec {
+        CommandSpec(name: name, usage: "\(name) ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            let ns = try Command.namespace(args[0])
+            return .local(LocalCommand { context in
+                await read([.scan(.start, prefix: [], limit: .max)], in: ns, context) { outcomes in
+                    guard case .page(let page) = outcomes[0] else { return KeyValueCommands.reply(for: outcomes[0]) }
+                    return reply(page.entries)
+                }
+            })
+        }
+    }
+
+    /// Runs reads in one run of `namespace` and makes the reply from their outcomes (the first
+    /// failure's error instead, if one failed).
+    static func read(_ operations: [Operation], in namespace: String, _ context: CommandContext,
+                     reply: ([Outcome]) -> Reply) async -> Reply {
+        let outcomes = await context.store.execute(operations, inNamespace: namespace).outcomes
+        if let failed = outcomes.first(where: { if case .failure = $0 { return true }; return false }) {
+            return KeyValueCommands.reply(for: failed)
+        }
+        return reply(outcomes)
+    }
+}
+
+extension Arity {
+    /// This arity with the arguments after the first in pairs (HSET's field value pairs).
+    var pairs: Arity { Arity(minimum: minimum, maximum: maximum, step: 2) }
+}
+
+/// One HSCAN page (``HashCommands``): resolves the cursor, reads the page, issues the next one.
+struct HashScan: Sendable {
+    let namespace: String
+    let cursor: UInt64
+    let pattern: [UInt8]?
+    let count: Int
+
+    /// Runs the page and makes its reply: the next cursor, then the matching keys and values.
+    func run(_ context: CommandContext) async -> Reply {
+        let cursors = context.hashScanCursors
+        let start: ScanCursor
+        switch cursors.resolve(cursor, namespace: namespace, now: Self.now()) {
+        case .start: start = .start
+        case .resume(let key): start = .after(key)
+        case .unknown: return .error(.badCursor, "unknown or expired HSCAN cursor; start again from 0")
+        }
+        // The pattern's literal start bounds the keys walked: no other key can match it.
+        let prefix = pattern.map(Self.literalPrefix) ?? []
+        return await HashCommands.read([.scan(start, prefix: prefix, limit: count)], in: namespace, context) { outcomes in
+            guard case .page(let page) = outcomes[0] else { return KeyValueCommands.reply(for: outcomes[0]) }
+            let glob = pattern.map { RedisGlob($0) }
+            var flat: [Reply] = []
+            for entry in page.entries where glob.map({ $0.isMatchAll || $0.matches(entry.key) }) ?? true {
+                flat.append(.bulk(entry.key))
+                flat.append(.bulk(entry.value))
+            }
+            var next: UInt64 = 0
+            if case .after(let key) = page.next { next = cursors.issue(namespace: namespace, after: key, now: Self.now()) }
+            var text: [UInt8] = []
+            ASCIIDecimal.append(Int64(next), to: &text)
+            return .array([.bulk(text), .array(flat)])
+        }
+    }
+
+    /// The bytes a glob's every match starts with: up to its first `*`, `?`, `[` or `\`.
+    static func literalPrefix(of pattern: [UInt8]) -> [UInt8] {
+        Array(pattern.prefix { $0 != UInt8(ascii: "*") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "[") && $0 != UInt8(ascii: "\\") })
+    }
+
+    /// Milliseconds on the monotonic clock (cursor lifetimes are not moved by clock changes).
+    static func now() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return UInt64(max(0, spec.tv_sec)) * 1000 + UInt64(max(0, spec.tv_nsec)) / 1_000_000
+    }
+}

@@ -1,0 +1,159 @@
+import ActorKVProtocol
+import ActorKVStore
+
+/// Redis's transactions: MULTI queues a connection's commands, EXEC applies them atomically as one
+/// log record (all or nothing), DISCARD drops them; WATCH makes EXEC apply nothing if a watched
+/// namespace was written since (protocol.md, "Transactions: MULTI, EXEC, WATCH").
+enum TransactionCommands {
+    /// Their specs. All run at once even inside MULTI (``CommandFlags/transactionControl``).
+    static let specs: [CommandSpec] = [
+        CommandSpec(name: "MULTI", usage: "MULTI", arity: .exactly(0), flags: [.session, .transactionControl]) { (_) throws(CommandError) in
+            .local(LocalCommand { context in
+                context.session.beginTransaction() ? .simple("OK") : .error(.err, "MULTI calls can not be nested")
+            })
+        },
+        CommandSpec(name: "EXEC", usage: "EXEC", arity: .exactly(0), flags: [.session, .transactionControl]) { (_) throws(CommandError) in
+            .local(LocalCommand { context in await exec(context) })
+        },
+        CommandSpec(name: "DISCARD", usage: "DISCARD", arity: .exactly(0), flags: [.session, .transactionControl]) { (_) throws(CommandError) in
+            .local(LocalCommand { context in
+                context.session.endTransaction().transaction == nil ? .error(.err, "DISCARD without MULTI") : .simple("OK")
+            })
+        },
+        CommandSpec(name: "WATCH", usage: "WATCH ns [ns ...]", arity: .atLeast(1), flags: [.session, .readOnly, .transactionControl]) { (args) throws(CommandError) in
+            let names = try (0..<args.count).map { (i) throws(CommandError) in try Command.namespace(args[i]) }
+            return .local(LocalCommand { context in
+                guard !context.session.inTransaction else { return .error(.err, "WATCH inside MULTI is not allowed") }
+                for name in names {
+                    let sequence: UInt64
+                    do { sequence = try await context.store.existingNamespace(name)?.sequence ?? 0 } catch { return ErrorMapping.reply(for: error) }
+                    context.session.watch(name, at: sequence)
+                }
+                return .simple("OK")
+            })
+        },
+        CommandSpec(name: "UNWATCH", usage: "UNWATCH", arity: .exactly(0), flags: [.session, .transactionControl]) { (_) throws(CommandError) in
+            .local(LocalCommand { context in
+                context.session.unwatchAll()
+                return .simple("OK")
+            })
+        },
+    ]
+
+    /// The reply to a command sent inside MULTI: it is queued (`+QUEUED`), or refused with an
+    /// error that makes EXEC apply nothing.
+    static func queue(_ command: Command, on session: ClientSession) -> Reply {
+        switch command {
+        case .refused(let error):
+            session.queue(nil)
+            return ErrorMapping.reply(for: error)
+        case .data(_, let operation, let shape):
+            guard TransactionStep.steps(for: operation, shape: shape) != nil else {
+                session.queue(nil)
+                return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (protocol.md, \"Transactions\")")
+            }
+            session.queue(command)
+            return .simple("QUEUED")
+        case .local:
+            session.queue(nil)
+            return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (protocol.md, \"Transactions\")")
+        }
+    }
+
+    /// EXEC: applies the queue as one batch of its namespace, guarded by the namespaces watched.
+    private static func exec(_ context: CommandContext) async -> Reply {
+        let (queued, watched) = context.session.endTransaction()
+        guard let queued else { return .error(.err, "EXEC without MULTI") }
+        guard !queued.aborted else { return .error(.execAbort, "Transaction discarded because of previous errors.") }
+        var namespace: String?
+        var operations: [(Operation, ReplyShape)] = []
+        for case .data(let ns, let operation, let shape) in queued.commands {
+            guard namespace == nil || namespace == ns else {
+                return .error(.crossNS, "a transaction addresses one namespace; this one addresses '\(namespace!)' and '\(ns)': nothing applied")
+            }
+            namespace = ns
+            operations.append((operation, shape))
+        }
+        // Watched namespaces the transaction does not write are checked here, just before it;
+        // its own namespace is checked in the same run that applies it.
+        for (name, sequence) in watched where name != namespace {
+            guard await currentSequence(of: name, context) == sequence else { return .nullArray }
+        }
+        guard let namespace else { return .array([]) }
+        return await apply(operations, in: namespace, guardedSince: watched[namespace], context)
+    }
+
+    /// The sequence of `name` now (0 for a namespace that does not exist or cannot be opened).
+    private static func currentSequence(of name: String, _ context: CommandContext) async -> UInt64 {
+        (try? await context.store.existingNamespace(name)?.sequence) ?? 0
+    }
+
+    /// Runs the queued operations as one batch (or, if none writes, as one run of reads) and
+    /// splits its outcome into one reply per queued command.
+    private static func apply(_ queued: [(Operation, ReplyShape)], in namespace: String, guardedSince watchedAt: UInt64?,
+                              _ context: CommandContext) async -> Reply {
+        let plans = queued.map { TransactionStep.steps(for: $0.0, shape: $0.1)! }
+        if !queued.contains(where: { $0.0.isWrite }), watchedAt == nil {
+            let operations = queued.map(\.0)
+            let outcomes = await context.store.execute(operations, inNamespace: namespace).outcomes
+            return .array(zip(zip(outcomes, operations), queued.map(\.1)).map { KeyValueCommands.reply(for: $0.0, of: $0.1, shape: $1) })
+        }
+        var steps: [BatchStep] = watchedAt.map { [.unchangedSince($0)] } ?? []
+        for plan in plans { steps += plan.steps }
+        let operation = Operation.batch(steps)
+        let execution = await context.store.execute([operation], inNamespace: namespace)
+        switch await execution.settled([operation])[0] {
+        case .conditionFailed: return .nullArray
+        case .failure(let error): return ErrorMapping.reply(for: error)
+        case .batch(var results):
+            if watchedAt != nil { results.removeFirst() }
+            var replies: [Reply] = []
+            var offset = 0
+            for plan in plans {
+                replies.append(plan.reply(Array(results[offset..<(offset + plan.steps.count)])))
+                offset += plan.steps.count
+            }
+            return .array(replies)
+        case let other: return KeyValueCommands.reply(for: other)
+        }
+    }
+}
+
+/// A queued data command as steps of EXEC's one batch, and how its reply is made from their
+/// outcomes. Only commands on single keys qualify: a read of one key, a write of one or more.
+struct TransactionStep {
+    /// The steps, in order.
+    let steps: [BatchStep]
+    /// The command's reply from its steps' outcomes.
+    let reply: @Sendable ([Outcome]) -> Reply
+
+    private static let keep = Update { _ in .keep }
+
+    /// The steps of `operation` (with reply `shape`), or nil if it cannot be part of a
+    /// transaction (scans, counts, lifetimes, conditional puts, guarded BATCHes).
+    static func steps(for operation: Operation, shape: ReplyShape) -> TransactionStep? {
+        switch operation {
+        case .get(let key):
+            return TransactionStep(steps: [.update(key: Array(key), keep)]) { KeyValueCommands.reply(for: $0[0], of: operation, shape: shape) }
+        case .put(let key, let value):
+            return TransactionStep(steps: [.put(key: Array(key), value: Array(value))]) { _ in .simple("OK") }
+        case .increment(let key, let delta):
+            return TransactionStep(steps: [.increment(key: key, by: delta)]) { KeyValueCommands.reply(for: $0[0]) }
+        case .delete(let keys):
+            return TransactionStep(steps: keys.map { .delete(key: $0) }) { .integer(sum($0)) }
+        case .exists(let keys):
+            return TransactionStep(steps: keys.map { .update(key: $0, keep) }) { outcomes in
+                .integer(Int64(outcomes.filter { $0 != .value(nil) }.count))
+            }
+        case .batch(let steps) where shape == .added:
+            return TransactionStep(steps: steps) { .integer(sum($0)) }
+        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
+            return nil
+        }
+    }
+
+    /// The sum of the integer outcomes.
+    private static func sum(_ outcomes: [Outcome]) -> Int64 {
+        outcomes.reduce(0) { if case .integer(let n) = $1 { return $0 + Int64(n) }; return $0 }
+    }
+}

@@ -1,0 +1,225 @@
+import ActorKVProtocol
+@testable import ActorKVServer
+import ActorKVStore
+import ActorKVTestSupport
+import Testing
+
+/// Redis's hash, transaction and connection commands through the processor, against a real
+/// store in a temp directory (protocol.md, "Namespaces as Redis hashes", "Transactions",
+/// "HELLO and RESP3"). The real clients' side is in Tests/interop.
+@Suite("Redis commands: hashes over namespaces, MULTI/EXEC/WATCH, HELLO, CONFIG")
+struct RedisCommandsTests {
+    let directory = TemporaryDirectory("redis-commands")
+
+    func withProcessor(_ body: (CommandProcessor) async throws -> Void) async throws {
+        let store = try Store(directory: directory.path + "/data")
+        let processor = CommandProcessor(store: store, settings: [("save", ""), ("appendonly", "yes"), ("appendfsync", "everysec")]) { [] }
+        try await body(processor)
+        await store.close()
+    }
+
+    /// Runs `lines` (words split on spaces) on `session`, in order, as one connection would.
+    func run(_ p: CommandProcessor, _ lines: [String], on session: ClientSession = ClientSession(id: 1, peer: nil)) async -> [Reply] {
+        await p.process(lines.map { Command(parsing: Request($0.split(separator: " ").map { Array($0.utf8) })) }, session: session)
+    }
+
+    func bulk(_ s: String) -> Reply { .bulk(Array(s.utf8)) }
+
+    @Test("hash commands reply as Redis's do, over the same data as PUT and GET")
+    func hashCommands() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, [
+                "HSET users alice 1 bob 2", "HSET users alice 3 carol 4", "HGET users alice", "GET users bob",
+                "HMGET users alice nobody carol", "HEXISTS users bob", "HEXISTS users nobody", "HLEN users",
+                "HSTRLEN users carol", "HSTRLEN users nobody", "HSETNX users alice 9", "HSETNX users dave 5",
+                "HINCRBY users dave -7", "HKEYS users", "HVALS users", "HGETALL users", "HDEL users bob nobody carol", "HGETALL users",
+                "HGETALL nowhere", "HMGET nowhere a",
+            ])
+            #expect(replies == [
+                .integer(2), .integer(1), bulk("3"), bulk("2"),
+                .array([bulk("3"), .null, bulk("4")]), .integer(1), .integer(0), .integer(3),
+                .integer(1), .integer(0), .integer(0), .integer(1),
+                .integer(-2), .array(["alice", "bob", "carol", "dave"].map(bulk)), .array(["3", "2", "4", "-2"].map(bulk)),
+                .map(["alice", "3", "bob", "2", "carol", "4", "dave", "-2"].map(bulk)), .integer(2), .map(["alice", "3", "dave", "-2"].map(bulk)),
+                .map([]), .array([.null]),
+            ])
+            let errors = await run(p, ["HINCRBY users alice x", "HSET users a", "HSET users a b c", "HINCRBY users alice 9223372036854775807",
+                                       "HSET users/x a b", "HLEN users"])
+            #expect(errors.map(\.errorCode) == ["ERR", "ERR", "ERR", "ERR", "BADNS", nil])
+            #expect(errors.last == .integer(2), "the refused commands changed nothing")
+        }
+    }
+
+    @Test("a multi-field HSET or HDEL is one log record: every field gets the same version, the namespace's sequence moves by one")
+    func multiFieldWritesAreOneRecord() async throws {
+        try await withProcessor { p in
+            _ = await run(p, ["HSET h a 1"])
+            let before = try #require(try await p.store.existingNamespace("h")?.sequence)
+            let replies = await run(p, ["HSET h a 2 b 3 c 4", "GETV h a", "GETV h c"])
+            #expect(replies[0] == .integer(2))
+            #expect(replies[1] == .array([bulk("2"), .integer(Int64(before + 1))]))
+            #expect(replies[2] == .array([bulk("4"), .integer(Int64(before + 1))]))
+            _ = await run(p, ["HDEL h a b zz"])
+            #expect(try await p.store.existingNamespace("h")?.sequence == before + 2)
+        }
+    }
+
+    @Test("MULTI queues, EXEC applies every queued write as one log record and replies in order; DISCARD drops the queue")
+    func multiExec() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, ["HSET stock pears 1", "MULTI", "HINCRBY stock apples 5", "HSET stock pears 2 plums 3", "HGET stock pears",
+                                        "EXISTS stock apples nothing", "DEL stock plums", "PUT stock figs 7", "GET stock figs", "EXEC"])
+            #expect(Array(replies[1...8]) == [.simple("OK")] + Array(repeating: .simple("QUEUED"), count: 7))
+            #expect(replies[9] == .array([.integer(5), .integer(1), bulk("2"), .integer(1), .integer(1), .simple("OK"), bulk("7")]))
+            let versions = await run(p, ["GETV stock apples", "GETV stock pears", "GETV stock figs"])
+            let numbers = versions.compactMap { reply -> Int64? in
+                if case .array(let pair) = reply, case .integer(let n) = pair[1] { return n }
+                return nil
+            }
+            #expect(numbers.count == 3 && Set(numbers).count == 1, "one record: \(versions)")
+            let discarded = await run(p, ["MULTI", "HSET stock apples 0", "DISCARD", "HGET stock apples", "EXEC", "DISCARD"])
+            #expect(discarded == [.simple("OK"), .simple("QUEUED"), .simple("OK"), bulk("5"),
+                                  .error("ERR EXEC without MULTI"), .error("ERR DISCARD without MULTI")])
+            let empty = await run(p, ["MULTI", "EXEC"])
+            #expect(empty == [.simple("OK"), .array([])])
+        }
+    }
+
+    @Test("a transaction is all or nothing: a command that fails at EXEC, one refused while queueing, or two namespaces apply nothing")
+    func allOrNothing() async throws {
+        try await withProcessor { p in
+            _ = await run(p, ["HSET t word hello n 1"])
+            let failing = await run(p, ["MULTI", "HINCRBY t n 1", "HINCRBY t word 1", "EXEC", "HGET t n"])
+            #expect(failing[3].errorCode == "ERR")
+            #expect(failing[4] == bulk("1"), "the first HINCRBY was not applied either")
+            let aborted = await run(p, ["MULTI", "HINCRBY t n 1", "FROB t", "HSET t a", "HGETALL t", "SCAN t 0", "EXEC", "HGET t n", "PING"])
+            #expect(aborted[2].errorCode == "ERR" && aborted[3].errorCode == "ERR" && aborted[4].errorCode == "ERR" && aborted[5].errorCode == "ERR")
+            #expect(aborted[6] == .error("EXECABORT Transaction discarded because of previous errors."))
+            #expect(aborted[7] == bulk("1") && aborted[8] == .simple("PONG"), "nothing applied, and the connection is out of MULTI")
+            let cross = await run(p, ["MULTI", "HINCRBY t n 1", "HSET other a b", "EXEC", "HGET t n", "HLEN other"])
+            #expect(cross[3].errorCode == "CROSSNS")
+            #expect(cross[4] == bulk("1") && cross[5] == .integer(0))
+            let nested = await run(p, ["MULTI", "MULTI", "HINCRBY t n 1", "EXEC"])
+            #expect(nested == [.simple("OK"), .error("ERR MULTI calls can not be nested"), .simple("QUEUED"), .array([.integer(2)])])
+        }
+    }
+
+    @Test("WATCH: EXEC applies nothing (*-1) when a watched namespace was written since, by another connection or this one; UNWATCH, EXEC and DISCARD forget")
+    func watch() async throws {
+        try await withProcessor { p in
+            let (me, other) = (ClientSession(id: 1, peer: nil), ClientSession(id: 2, peer: nil))
+            _ = await run(p, ["HSET c visits 41"], on: me)
+            // Untouched since WATCH: applied.
+            #expect(await run(p, ["WATCH c", "HGET c visits", "MULTI", "HSET c visits 42", "EXEC"], on: me).last == .array([.integer(0)]))
+            // Another connection writes in between: nothing applied.
+            _ = await run(p, ["WATCH c"], on: me)
+            _ = await run(p, ["HSET c other 1"], on: other)
+            #expect(await run(p, ["MULTI", "HSET c visits 43", "EXEC", "HGET c visits"], on: me) == [.simple("OK"), .simple("QUEUED"), .nullArray, bulk("42")])
+            // EXEC forgot the watch: the next transaction applies.
+            #expect(await run(p, ["MULTI", "HSET c visits 43", "EXEC"], on: me).last == .array([.integer(0)]))
+            // A watched namespace the transaction does not write, written by this connection itself.
+            #expect(await run(p, ["WATCH d", "HSET d x 1", "MULTI", "HSET c visits 44", "EXEC", "HGET c visits"], on: me).suffix(2) == [.nullArray, bulk("43")])
+            // A namespace that does not exist yet, then created by another connection.
+            _ = await run(p, ["WATCH fresh"], on: me)
+            _ = await run(p, ["HSET fresh a 1"], on: other)
+            #expect(await run(p, ["MULTI", "HSET fresh a 2", "EXEC"], on: me).last == .nullArray)
+            // UNWATCH and DISCARD forget.
+            _ = await run(p, ["WATCH c", "UNWATCH"], on: me)
+            _ = await run(p, ["HSET c other 2"], on: other)
+            #expect(await run(p, ["MULTI", "HSET c visits 45", "EXEC"], on: me).last == .array([.integer(0)]))
+            _ = await run(p, ["WATCH c", "MULTI", "DISCARD"], on: me)
+            _ = await run(p, ["HSET c other 3"], on: other)
+            #expect(await run(p, ["MULTI", "HSET c visits 46", "EXEC"], on: me).last == .array([.integer(0)]))
+            #expect(await run(p, ["MULTI", "WATCH c", "EXEC"], on: me) == [.simple("OK"), .error("ERR WATCH inside MULTI is not allowed"), .array([])])
+        }
+    }
+
+    @Test("HELLO answers the server's facts as a map and switches the protocol; other versions get NOPROTO, AUTH an error; RESET goes back")
+    func hello() async throws {
+        try await withProcessor { p in
+            let session = ClientSession(id: 7, peer: nil)
+            let replies = await run(p, ["HELLO 3 SETNAME app", "CLIENT GETNAME", "HELLO", "HELLO 4", "HELLO x", "HELLO 3 AUTH u p", "HELLO 2"], on: session)
+            guard case .switching(.resp3, .map(let facts)) = replies[0] else { Issue.record("HELLO 3: \(replies[0])"); return }
+            #expect(facts == ["server", "actorkv", "version", ActorKVVersion.string].map(bulk) + [bulk("proto"), .integer(3), bulk("id"), .integer(7)]
+                + ["mode", "standalone", "role", "master", "modules"].map(bulk) + [.array([])])
+            #expect(replies[1] == bulk("app"))
+            guard case .switching(.resp3, _) = replies[2] else { Issue.record("HELLO keeps RESP3: \(replies[2])"); return }
+            #expect(replies[3] == .error("NOPROTO unsupported protocol version"))
+            #expect(replies[4].errorCode == "ERR" && replies[5].errorCode == "ERR")
+            guard case .switching(.resp2, _) = replies[6] else { Issue.record("HELLO 2: \(replies[6])"); return }
+            #expect(session.version == .resp2)
+            _ = await run(p, ["HELLO 3", "MULTI", "WATCH x"], on: session)
+            #expect(session.version == .resp3 && session.inTransaction)
+            #expect(await run(p, ["RESET", "CLIENT GETNAME"], on: session) == [.switching(to: .resp2, .simple("RESET")), .null])
+            #expect(session.version == .resp2 && !session.inTransaction)
+        }
+    }
+
+    @Test("CLIENT SETINFO, CLIENT INFO, SELECT 0, CONFIG GET with globs; unknown commands name protocol.md")
+    func connectionCommands() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, ["CLIENT SETINFO LIB-NAME redis-py", "CLIENT SETINFO LIB-VER 8.1.0", "CLIENT INFO",
+                                        "CLIENT SETINFO COLOUR red", "SELECT 0", "SELECT 1", "CONFIG GET save", "CONFIG GET APPEND*",
+                                        "CONFIG GET nothing", "CONFIG SET save x", "SET k v", "LPUSH l a"])
+            #expect(replies[0] == .simple("OK") && replies[1] == .simple("OK"))
+            guard case .bulk(let info) = replies[2] else { Issue.record("CLIENT INFO: \(replies[2])"); return }
+            #expect(String(decoding: info, as: UTF8.self).contains("lib-name=redis-py lib-ver=8.1.0"))
+            #expect(replies[3].errorCode == "ERR" && replies[4] == .simple("OK") && replies[5].errorCode == "ERR")
+            #expect(replies[6] == .map([bulk("save"), bulk("")]))
+            #expect(replies[7] == .map(["appendonly", "yes", "appendfsync", "everysec"].map(bulk)))
+            #expect(replies[8] == .map([]) && replies[9].errorCode == "ERR")
+            #expect(replies[10] == .error("ERR unknown command 'SET'; ActorKV keeps keys in namespaces: see protocol.md \"Differences from Redis\""))
+            #expect(replies[11].errorCode == "ERR")
+        }
+    }
+
+    /// Pages through `ns` with HSCAN to the end, each page on a session of its own (as a
+    /// client's pool might), calling `between` after each page; returns the fields seen.
+    func hscanAll(_ p: CommandProcessor, _ ns: String, options: String = "", between: () async -> Void = {}) async throws -> [String] {
+        var cursor = "0"
+        var seen: [String] = []
+        repeat {
+            let reply = await run(p, ["HSCAN \(ns) \(cursor) \(options)"], on: ClientSession(id: UInt64.random(in: 100...1_000_000), peer: nil))[0]
+            guard case .array(let parts) = reply, case .bulk(let next) = parts[0], case .array(let flat) = parts[1] else {
+                throw TestFailure("HSCAN reply: \(reply)")
+            }
+            cursor = String(decoding: next, as: UTF8.self)
+            let number = try #require(UInt64(cursor), "the cursor is a decimal integer: \(cursor)")
+            #expect(number <= 1 << 53)
+            for case (let i, .bulk(let field)) in flat.enumerated() where i % 2 == 0 { seen.append(String(decoding: field, as: UTF8.self)) }
+            await between()
+        } while cursor != "0"
+        return seen
+    }
+
+    @Test("HSCAN: integer cursors that work on any connection, every stable field exactly once under concurrent writes, MATCH, unknown cursors refused")
+    func hashScan() async throws {
+        try await withProcessor { p in
+            let stable = (0..<500).map { "f\($0)" }
+            for chunk in stride(from: 0, to: stable.count, by: 100) {
+                _ = await run(p, ["HSET h " + stable[chunk..<(chunk + 100)].map { "\($0) v" }.joined(separator: " ")])
+            }
+            var round = 0
+            let seen = try await hscanAll(p, "h", options: "COUNT 37") {
+                // Writers add and remove other fields between pages, before and after the cursor.
+                round += 1
+                _ = await run(p, ["HSET h a\(round) x z\(round) y", "HDEL h a\(round - 1) z\(round - 1)"])
+            }
+            let stableSeen = seen.filter { $0.hasPrefix("f") }
+            #expect(stableSeen.count == stable.count && Set(stableSeen) == Set(stable), "each stable field exactly once")
+            let matched = try await hscanAll(p, "h", options: "MATCH f1?")
+            #expect(matched == (10...19).map { "f\($0)" })
+            let matchedEverywhere = try await hscanAll(p, "h", options: "MATCH *9 COUNT 50")
+            #expect(matchedEverywhere.allSatisfy { $0.hasSuffix("9") })
+            #expect(Set(stable.filter { $0.hasSuffix("9") }).isSubset(of: Set(matchedEverywhere)))
+            let errors = await run(p, ["HSCAN h 12345", "HSCAN h k6162", "HSCAN h -1", "HSCAN h 0 COUNT 0", "HSCAN h 0 FILTER x", "HSCAN nowhere 0"])
+            #expect(errors[0] == .error("BADCURSOR unknown or expired HSCAN cursor; start again from 0"))
+            #expect(errors[1].errorCode == "BADCURSOR" && errors[2].errorCode == "BADCURSOR" && errors[3].errorCode == "ERR" && errors[4].errorCode == "ERR")
+            #expect(errors[5] == .array([bulk("0"), .array([])]))
+            // A cursor of one namespace is not another's.
+            guard case .array(let first) = await run(p, ["HSCAN h 0 COUNT 1"])[0], case .bulk(let cursor) = first[0] else { Issue.record("HSCAN"); return }
+            _ = await run(p, ["HSET other a b c d"])
+            #expect(await run(p, ["HSCAN other \(String(decoding: cursor, as: UTF8.self))"])[0].errorCode == "BADCURSOR")
+        }
+    }
+}

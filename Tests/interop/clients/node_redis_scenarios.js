@@ -231,8 +231,15 @@ async function multiBatch() {
       () => r.multi().hSet(key, 'p', '1').hSet(ns('multi-other'), 'p', '1').exec(), 'CROSSNS');
     expectEq('... and applied nothing in the first', before, sorted(await r.hGetAll(key)));
     expectEq('... nor in the second', {}, sorted(await r.hGetAll(ns('multi-other'))));
+    // Stronger than Redis (protocol.md): a command failing inside EXEC applies nothing.
+    await r.hSet(key, 'text', 'not a number');
+    await expectError('multi() whose HINCRBY fails at EXEC rejects',
+      () => r.multi().hSet(key, 'p', '1').hIncrBy(key, 'text', 1).exec(), 'not an integer');
+    expectEq('... and applied none of it (ActorKV rolls back; Redis would keep the HSET)',
+      sorted({ ...before, text: 'not a number' }), sorted(await r.hGetAll(key)));
+    await r.hDel(key, 'text');
   } else {
-    skip('multi() over two hashes -> CROSSNS');
+    skip('multi() over two hashes -> CROSSNS; a failing HINCRBY applies nothing');
   }
   expectEq('the connection is still usable', 'PONG', await r.ping());
   await r.quit();

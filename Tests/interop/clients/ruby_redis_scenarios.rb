@@ -237,8 +237,19 @@ def multi_batch
     end
     expect_eq("... and applied nothing in the first", before, r.hgetall(key).sort.to_h)
     expect_eq("... nor in the second", {}, r.hgetall(ns("multi-other")))
+    # Stronger than Redis (protocol.md): a command failing inside EXEC applies nothing.
+    r.hset(key, "text", "not a number")
+    expect_error("multi { } whose HINCRBY fails at EXEC raises", "not an integer") do
+      r.multi do |tx|
+        tx.hset(key, "p", "1")
+        tx.hincrby(key, "text", 1)
+      end
+    end
+    expect_eq("... and applied none of it (ActorKV rolls back; Redis would keep the HSET)",
+              before.merge("text" => "not a number").sort.to_h, r.hgetall(key).sort.to_h)
+    r.hdel(key, "text")
   else
-    skip("multi { } over two hashes -> CROSSNS")
+    skip("multi { } over two hashes -> CROSSNS; a failing HINCRBY applies nothing")
   end
   expect_eq("the connection is still usable", "PONG", r.ping)
   r.close

@@ -63,7 +63,7 @@ expect_nc "BATCH with an empty key applies nothing" \
 # Errors that keep the connection usable.
 expect_nc "an unknown command is ERR and the connection stays usable" \
     'FOO bar\r\nPING\r\n' \
-    "-ERR unknown command 'FOO'\r\n+PONG\r\n"
+    "-ERR unknown command 'FOO'; ActorKV keeps keys in namespaces: see protocol.md \"Differences from Redis\"\r\n+PONG\r\n"
 reply=$(nc_send 'GET nc\r\nPING\r\n' | tr -d '\r')
 expect_eq "wrong arity is ERR and the connection stays usable" \
     $'-ERR wrong number of arguments for \'GET\' (usage: GET ns key)\n+PONG' "$reply"

@@ -69,8 +69,9 @@ expect_contains "NAMESPACES lists rcli" $'\nrcli\n' $'\n'"$names"$'\n'
 expect_contains "NAMESPACES lists rscan" $'\nrscan\n' $'\n'"$names"$'\n'
 
 # Errors show their code: raw prints the line, --no-raw prefixes "(error)".
-expect_eq "unknown command (raw)" "ERR unknown command 'FOO'" "$(R FOO bar)"
-expect_eq "unknown command (--no-raw)" "(error) ERR unknown command 'FOO'" "$(RT FOO bar)"
+unknown_tail='; ActorKV keeps keys in namespaces: see protocol.md "Differences from Redis"'
+expect_eq "unknown command (raw)" "ERR unknown command 'FOO'$unknown_tail" "$(R FOO bar)"
+expect_eq "unknown command (--no-raw)" "(error) ERR unknown command 'FOO'$unknown_tail" "$(RT FOO bar)"
 expect_contains "bad namespace is BADNS" "(error) BADNS namespace name may contain only" "$(RT GET a/b k)"
 expect_contains "empty key is BADKEY" "(error) BADKEY" "$(RT PUT rcli '' v)"
 expect_contains "bad cursor is BADCURSOR" "(error) BADCURSOR" "$(RT SCAN rcli nope)"

@@ -87,7 +87,7 @@ ask "NOSUCHCOMMAND"; r4=$line
 ask "PUT socat session 2"; r5=$line
 ask "EXISTS socat session"; r6=$line
 expect_eq "interactive session over one connection" \
-    "+OK|\$1|1|-ERR unknown command 'NOSUCHCOMMAND'|+OK|:1" "$r1|$r2|$r3|$r4|$r5|$r6"
+    "+OK|\$1|1|-ERR unknown command 'NOSUCHCOMMAND'; ActorKV keeps keys in namespaces: see protocol.md \"Differences from Redis\"|+OK|:1" "$r1|$r2|$r3|$r4|$r5|$r6"
 ask "QUIT"; r7=$line
 IFS= read -r -t "$T" after <&"${SESSION[0]}"
 status=$?

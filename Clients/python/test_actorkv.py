@@ -693,7 +693,9 @@ class RoundTripTests(ServerTestCase):
             self.assertEqual(self.kv.ping(), "PONG")
         with self.assertRaises(ServerError) as caught:
             self.kv.execute_command("FOO", "bar")
-        self.assertEqual(str(caught.exception), "ERR unknown command 'FOO'")
+        self.assertEqual(str(caught.exception),
+                         "ERR unknown command 'FOO'; ActorKV keeps keys in namespaces: "
+                         "see protocol.md \"Differences from Redis\"")
 
     def test_pipeline(self):
         with self.kv.pipeline() as p:

@@ -17,7 +17,7 @@ echo "== python client tests"
 python3 -m unittest discover -s Clients/python -v
 echo "== shell interop tests"
 bash Tests/interop/run.sh
-echo "== doc snippets: the runner's tests, then every code block of README.md"; python3 -m unittest discover -s Tests/docs; python3 Tests/docs/run_snippets.py README.md
+echo "== doc snippets: the runner's tests, then every code block of README.md and protocol.md"; python3 -m unittest discover -s Tests/docs; python3 Tests/docs/run_snippets.py README.md protocol.md
 echo "== libFuzzer on the protocol decoder (20 s)"
 bash Fuzz/run.sh 20
 echo "== benchmark script, quick mode (no timings asserted)"

@@ -30,10 +30,12 @@ language; the words after it are options (GitHub uses only the first word to hig
                     one connection to the server; the reply, as raw RESP with each CRLF shown
                     as a line break, must be the lines that follow, up to the next prompt.
                     `NAME> COMMAND` sends over another connection, named NAME (e.g. `b> …` for a
-                    second client); every connection stays open to the end of the block. Replies
-                    are read until they make as many lines as the doc shows (so several
-                    messages of a stream can follow one command), or with a `[...]` line until
-                    none comes for 0.3 s.
+                    second client); every connection stays open to the end of the block. A
+                    prompt without a command (`>` or `NAME>` alone) sends nothing: the lines
+                    after it are what arrives on that connection meanwhile (the messages a
+                    follower gets for another connection's writes, say). Replies are read until
+                    they make as many lines as the doc shows (so several messages of a stream
+                    can follow one command), or with a `[...]` line until none comes for 0.3 s.
   ```text           never run: layouts, grammars, output shown for reading.
 
 In expected output (console, resp), `[...]` in a line matches any text, and a line that is just
@@ -60,8 +62,11 @@ without a language, a language not listed above without that comment, an indente
 How blocks run
 --------------
 Each block gets a new empty working directory and its own server in it, started as
-`actorkvd --socket actorkv.sock --data-dir actorkv-data` from that directory: the server's
-defaults, so `./actorkv.sock` in a snippet is that server's socket (unless `continues`). PATH
+`actorkvd --socket ./actorkv.sock --data-dir ./actorkv-data` from that directory: the server's
+defaults, so `./actorkv.sock` in a snippet is that server's socket (unless `continues`), and
+INFO shows those paths. The runner waits for the server's "accepting connections" log line
+rather than connecting, so the block's own connections are the server's first (INFO's
+counters are those of a new server). PATH
 starts with the directory of $ACTORKVD (default .build/debug/actorkvd, built by `swift build`),
 where the `actorkv` command line is too. The Swift snippets' package is kept in
 .build/doc-snippets, so a second run rebuilds only what changed.
@@ -98,8 +103,9 @@ FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 NOT_RUN = re.compile(r"^\s*<!--\s*not run:(.*?)-->\s*$")
 LIST_ITEM = re.compile(r"^ {0,3}([-*+]|\d{1,9}[.)])(\s|$)")
 IMPORTS_REDIS = re.compile(r"^\s*(import|from)\s+redis\b", re.M)
-PROMPT = re.compile(r"^([A-Za-z0-9_-]*)> (.*)$")
+PROMPT = re.compile(r"^([A-Za-z0-9_-]*)>(?: (.*))?$")   # `>` alone: send nothing, read
 WILDCARD = "[...]"
+READY_LOG_LINE = "accepting connections"     # actorkvd's log line once its socket listens
 
 
 # --------------------------------------------------------------------------------------------
@@ -280,22 +286,20 @@ class Environment(object):
         self.env["TERM"] = "dumb"
         self.env.pop("ACTORKV_SOCKET", None)
         with open(self.log_path, "wb") as log:
-            self.server = subprocess.Popen([actorkvd, "--socket", "actorkv.sock", "--data-dir", "actorkv-data"],
+            self.server = subprocess.Popen([actorkvd, "--socket", "./actorkv.sock", "--data-dir", "./actorkv-data"],
                                            cwd=self.directory, stdin=subprocess.DEVNULL, stdout=log,
                                            stderr=subprocess.STDOUT, start_new_session=True)
+        # Its log says when it listens (a probe connection would count in INFO's figures).
         deadline = time.monotonic() + 20
         while True:
             if self.server.poll() is not None:
                 raise Failure("actorkvd exited with status %d at start:\n%s" % (self.server.returncode, self.server_log()))
-            try:
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-                    probe.connect(self.socket)
+            if READY_LOG_LINE in self.server_log(lines=100):
                 break
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.close()
-                    raise Failure("actorkvd did not listen within 20 s:\n%s" % self.server_log())
-                time.sleep(0.02)
+            if time.monotonic() > deadline:
+                self.close()
+                raise Failure("actorkvd did not log %r within 20 s:\n%s" % (READY_LOG_LINE, self.server_log()))
+            time.sleep(0.02)
 
     def server_log(self, lines=20):
         with open(self.log_path, encoding="utf-8", errors="replace") as f:
@@ -521,7 +525,7 @@ def run_resp(block, env):
     for number, line in enumerate(block.code.rstrip("\n").split("\n")):
         prompt = PROMPT.match(line)
         if prompt:
-            steps.append((prompt.group(1), prompt.group(2), []))
+            steps.append((prompt.group(1), prompt.group(2) or "", []))
         elif steps:
             steps[-1][2].append(line)
         elif line.strip():
@@ -534,7 +538,8 @@ def run_resp(block, env):
             if name not in connections:
                 connections[name] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 connections[name].connect(env.socket)
-            connections[name].sendall(command.encode("utf-8") + b"\r\n")
+            if command.strip():
+                connections[name].sendall(command.encode("utf-8") + b"\r\n")
             text = _read_replies(connections[name], expected, min(block.timeout, 5.0))
             if not expected_output_matches(expected, text):
                 raise Failure(_mismatch("`%s> %s`" % (name, command), expected, text))

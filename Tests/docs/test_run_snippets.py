@@ -160,6 +160,72 @@ class RunSnippetsTests(unittest.TestCase):
         self.assertEqual(status, 1, output)
         self.assertIn("remove the marker", output)
 
+    def test_a_prompt_without_a_command_reads_what_arrives_on_its_connection(self):
+        status, output = self.run_doc("""
+            '''resp
+            > CHANGES config
+            *3
+            $7
+            changes
+            $6
+            config
+            :0
+            *3
+            $6
+            synced
+            $6
+            config
+            :0
+            b> PUT config theme dark
+            +OK
+            >
+            *4
+            $6
+            change
+            $6
+            config
+            :1
+            *2
+            $5
+            theme
+            $4
+            dark
+            '''
+
+            '''resp timeout=1
+            > PING
+            +PONG
+            >
+            +PONG
+            '''
+            """)
+        self.assertEqual(status, 1, output)
+        self.assert_outcomes(output, ["ok", "FAIL"])
+        self.assertIn("-+PONG", output)
+
+    def test_the_server_is_started_with_the_default_paths_and_no_connection_before_the_blocks(self):
+        status, output = self.run_doc("""
+            '''resp
+            > INFO
+            $[...]
+            # Server
+            actorkv_version:[...]
+            process_id:[...]
+            uptime_in_seconds:[...]
+            socket:./actorkv.sock
+            data_dir:./actorkv-data
+            [...]
+            connected_clients:1
+            max_clients:[...]
+            total_connections_received:1
+            rejected_connections:0
+            total_commands_processed:1
+            [...]
+            '''
+            """)
+        self.assertEqual(status, 0, output)
+        self.assert_outcomes(output, ["ok"])
+
     def test_continues_keeps_the_server_and_without_it_each_block_has_a_fresh_one(self):
         status, output = self.run_doc("""
             '''sh

@@ -74,7 +74,7 @@ public final class ClientSession: Sendable {
     }
 
     /// Queues a command inside MULTI, or notes that one was refused (EXEC will then abort).
-    func queue(_ command: Command?) {
+    func queue(_ command: QueuedCommand?) {
         state.withLock { s in
             guard let command else { s.transaction?.aborted = true; return }
             s.transaction?.commands.append(command)
@@ -164,7 +164,7 @@ public final class ClientSession: Sendable {
 /// The commands a connection queued after MULTI, until EXEC or DISCARD.
 struct QueuedTransaction: Sendable {
     /// The commands, in order.
-    var commands: [Command] = []
+    var commands: [QueuedCommand] = []
     /// Whether a command was refused while queueing: EXEC then applies nothing (EXECABORT).
     var aborted = false
 }

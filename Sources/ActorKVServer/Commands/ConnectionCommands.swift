@@ -107,11 +107,7 @@ enum ConnectionCommands {
 
     /// CLIENT SETINFO LIB-NAME name / LIB-VER version.
     private static func parseSetInfo(_ args: CommandArguments) throws(CommandError) -> Command {
-        let value = args[2]
-        guard value.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw CommandError(.syntax, "CLIENT SETINFO values cannot contain spaces, newlines or special characters.")
-        }
-        let text = String(decoding: value, as: UTF8.self)
+        let text = try printableWord(args[2], "CLIENT SETINFO values cannot contain spaces, newlines or special characters.")
         let isName = CommandTable.matches(args[1], libNameWord)
         guard isName || CommandTable.matches(args[1], libVersionWord) else {
             throw CommandError(.syntax, "Unrecognized option '\(Command.printable(args[1]))'")
@@ -126,9 +122,13 @@ enum ConnectionCommands {
 
     /// A client name as Redis allows them (printable ASCII without spaces; empty clears it).
     private static func clientName(_ bytes: ArraySlice<UInt8>) throws(CommandError) -> String {
-        guard bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-            throw CommandError(.syntax, "Client names cannot contain spaces, newlines or special characters.")
-        }
+        try printableWord(bytes, "Client names cannot contain spaces, newlines or special characters.")
+    }
+
+    /// `bytes` as text if they are printable ASCII without spaces (Redis's rule for client names
+    /// and library info), else a syntax error saying `refusal`.
+    private static func printableWord(_ bytes: ArraySlice<UInt8>, _ refusal: String) throws(CommandError) -> String {
+        guard bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw CommandError(.syntax, refusal) }
         return String(decoding: bytes, as: UTF8.self)
     }
 

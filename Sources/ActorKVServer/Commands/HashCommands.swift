@@ -1,8 +1,5 @@
 import ActorKVProtocol
 import ActorKVStore
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Redis's hash commands, a namespace being the hash and its keys the fields (protocol.md,
 /// "Namespaces as Redis hashes"). Those on one or a few fields are data commands, run in the
@@ -157,9 +154,5 @@ struct HashScan: Sendable {
     }
 
     /// Milliseconds on the monotonic clock (cursor lifetimes are not moved by clock changes).
-    static func now() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return UInt64(max(0, spec.tv_sec)) * 1000 + UInt64(max(0, spec.tv_nsec)) / 1_000_000
-    }
+    static func now() -> UInt64 { UInt64(monotonicSeconds() * 1000) }
 }

@@ -225,10 +225,15 @@ enum KeyValueCommands {
         switch (shape, outcome) {
         case (.plain, _), (_, .failure): return reply(for: outcome, of: operation)
         case (.added, .batch(let counts)):
-            return .integer(counts.reduce(0) { if case .integer(let n) = $1 { return $0 + Int64(n) }; return $0 })
+            return .integer(sumOfCounts(counts))
         case (.length, .value(let value)): return .integer(Int64(value?.count ?? 0))
         case (.added, _), (.length, _): return reply(for: outcome, of: operation)
         }
+    }
+
+    /// The sum of the integer outcomes among `outcomes` (a batch's step counts).
+    static func sumOfCounts(_ outcomes: [Outcome]) -> Int64 {
+        outcomes.reduce(0) { if case .integer(let n) = $1 { return $0 + Int64(n) }; return $0 }
     }
 
     /// The reply to `operation`'s outcome, as its own command replies.

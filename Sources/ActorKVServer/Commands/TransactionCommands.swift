@@ -43,21 +43,17 @@ enum TransactionCommands {
     /// The reply to a command sent inside MULTI: it is queued (`+QUEUED`), or refused with an
     /// error that makes EXEC apply nothing.
     static func queue(_ command: Command, on session: ClientSession) -> Reply {
-        switch command {
-        case .refused(let error):
+        if case .refused(let error) = command {
             session.queue(nil)
             return ErrorMapping.reply(for: error)
-        case .data(_, let operation, let shape):
-            guard TransactionStep.steps(for: operation, shape: shape) != nil else {
-                session.queue(nil)
-                return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (protocol.md, \"Transactions\")")
-            }
-            session.queue(command)
-            return .simple("QUEUED")
-        case .local:
+        }
+        guard case .data(let namespace, let operation, let shape) = command,
+              let plan = TransactionStep.steps(for: operation, shape: shape) else {
             session.queue(nil)
             return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (protocol.md, \"Transactions\")")
         }
+        session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan))
+        return .simple("QUEUED")
     }
 
     /// EXEC: applies the queue as one batch of its namespace, guarded by the namespaces watched.
@@ -65,14 +61,9 @@ enum TransactionCommands {
         let (queued, watched) = context.session.endTransaction()
         guard let queued else { return .error(.err, "EXEC without MULTI") }
         guard !queued.aborted else { return .error(.execAbort, "Transaction discarded because of previous errors.") }
-        var namespace: String?
-        var operations: [(Operation, ReplyShape)] = []
-        for case .data(let ns, let operation, let shape) in queued.commands {
-            guard namespace == nil || namespace == ns else {
-                return .error(.crossNS, "a transaction addresses one namespace; this one addresses '\(namespace!)' and '\(ns)': nothing applied")
-            }
-            namespace = ns
-            operations.append((operation, shape))
+        let namespace = queued.commands.first?.namespace
+        if let other = queued.commands.first(where: { $0.namespace != namespace })?.namespace {
+            return .error(.crossNS, "a transaction addresses one namespace; this one addresses '\(namespace!)' and '\(other)': nothing applied")
         }
         // Watched namespaces the transaction does not write are checked here, just before it;
         // its own namespace is checked in the same run that applies it.
@@ -80,7 +71,7 @@ enum TransactionCommands {
             guard await currentSequence(of: name, context) == sequence else { return .nullArray }
         }
         guard let namespace else { return .array([]) }
-        return await apply(operations, in: namespace, guardedSince: watched[namespace], context)
+        return await apply(queued.commands, in: namespace, guardedSince: watched[namespace], context)
     }
 
     /// The sequence of `name` now (0 for a namespace that does not exist or cannot be opened).
@@ -90,14 +81,13 @@ enum TransactionCommands {
 
     /// Runs the queued operations as one batch (or, if none writes, as one run of reads) and
     /// splits its outcome into one reply per queued command.
-    private static func apply(_ queued: [(Operation, ReplyShape)], in namespace: String, guardedSince watchedAt: UInt64?,
+    private static func apply(_ queued: [QueuedCommand], in namespace: String, guardedSince watchedAt: UInt64?,
                               _ context: CommandContext) async -> Reply {
-        let plans = queued.map { TransactionStep.steps(for: $0.0, shape: $0.1)! }
-        if !queued.contains(where: { $0.0.isWrite }), watchedAt == nil {
-            let operations = queued.map(\.0)
-            let outcomes = await context.store.execute(operations, inNamespace: namespace).outcomes
-            return .array(zip(zip(outcomes, operations), queued.map(\.1)).map { KeyValueCommands.reply(for: $0.0, of: $0.1, shape: $1) })
+        if !queued.contains(where: { $0.operation.isWrite }), watchedAt == nil {
+            let outcomes = await context.store.execute(queued.map(\.operation), inNamespace: namespace).outcomes
+            return .array(zip(outcomes, queued).map { KeyValueCommands.reply(for: $0, of: $1.operation, shape: $1.shape) })
         }
+        let plans = queued.map(\.plan)
         var steps: [BatchStep] = watchedAt.map { [.unchangedSince($0)] } ?? []
         for plan in plans { steps += plan.steps }
         let operation = Operation.batch(steps)
@@ -119,9 +109,20 @@ enum TransactionCommands {
     }
 }
 
+/// A data command queued inside MULTI, planned as EXEC will run it.
+struct QueuedCommand: Sendable {
+    /// The namespace it addresses.
+    let namespace: String
+    /// What it does, and how its reply is made (when EXEC runs reads alone).
+    let operation: Operation
+    let shape: ReplyShape
+    /// Its steps in EXEC's batch.
+    let plan: TransactionStep
+}
+
 /// A queued data command as steps of EXEC's one batch, and how its reply is made from their
 /// outcomes. Only commands on single keys qualify: a read of one key, a write of one or more.
-struct TransactionStep {
+struct TransactionStep: Sendable {
     /// The steps, in order.
     let steps: [BatchStep]
     /// The command's reply from its steps' outcomes.
@@ -140,20 +141,15 @@ struct TransactionStep {
         case .increment(let key, let delta):
             return TransactionStep(steps: [.increment(key: key, by: delta)]) { KeyValueCommands.reply(for: $0[0]) }
         case .delete(let keys):
-            return TransactionStep(steps: keys.map { .delete(key: $0) }) { .integer(sum($0)) }
+            return TransactionStep(steps: keys.map { .delete(key: $0) }) { .integer(KeyValueCommands.sumOfCounts($0)) }
         case .exists(let keys):
             return TransactionStep(steps: keys.map { .update(key: $0, keep) }) { outcomes in
                 .integer(Int64(outcomes.filter { $0 != .value(nil) }.count))
             }
         case .batch(let steps) where shape == .added:
-            return TransactionStep(steps: steps) { .integer(sum($0)) }
+            return TransactionStep(steps: steps) { .integer(KeyValueCommands.sumOfCounts($0)) }
         case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
             return nil
         }
-    }
-
-    /// The sum of the integer outcomes.
-    private static func sum(_ outcomes: [Outcome]) -> Int64 {
-        outcomes.reduce(0) { if case .integer(let n) = $1 { return $0 + Int64(n) }; return $0 }
     }
 }

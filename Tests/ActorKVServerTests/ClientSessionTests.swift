@@ -62,7 +62,7 @@ struct ClientSessionTests {
         var ended: [(id: UInt64, reason: SessionEnd)] { endings.list.withLock { $0 } }
 
         /// The reasons recorded for session `id` once at least one is there (or the deadline passed).
-        func reasons(for id: UInt64, within seconds: Double = 10) -> [SessionEnd] {
+        func reasons(for id: UInt64, within seconds: Double = 60) -> [SessionEnd] {
             let deadline = Date().addingTimeInterval(seconds)
             while Date() < deadline {
                 let found = ended.filter { $0.id == id }.map(\.reason)

@@ -80,6 +80,15 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// True for ``cannotConnect(path:errno:reason:)`` and ``connectionLost(_:)``: the server
+    /// was not there or went away, as when it is restarted; an attempt may succeed later.
+    var meansServerGone: Bool {
+        switch self {
+        case .cannotConnect, .connectionLost: return true
+        default: return false
+        }
+    }
+
     /// The codes of the error replies with which a server refuses a connection on accepting it
     /// (`MAXCLIENTS`, `NOPERM`: the `WireErrorCode`s whose `refusesConnection` is true).
     static let refusalCodes: Set<String> = Set(WireErrorCode.allCases.filter(\.refusesConnection).map(\.rawValue))

@@ -84,7 +84,9 @@ extension ActorKVClient {
     /// or its connection closes.
     ///
     /// The client's ``timeout`` bounds each request and, while waiting, how long the change
-    /// stream may fail to reconnect. Throws ``ActorKVError/lockTimedOut(namespace:key:timeout:)``
+    /// stream may fail to reconnect: a server that is restarted while this waits is waited for,
+    /// and an attempt whose connection breaks is made again (the server releases a lock whose
+    /// connection closed). Throws ``ActorKVError/lockTimedOut(namespace:key:timeout:)``
     /// when the lock is still held at the end of `timeout`; ``ActorKVError/closed`` when the
     /// task is cancelled while it waits; connection errors, and the server's refusals (`BADNS`,
     /// `BADKEY`, `ERR` for a `ttl` of zero or less).
@@ -97,7 +99,15 @@ extension ActorKVClient {
         var watcher: Task<Void, Never>?
         defer { watcher?.cancel() }
         while true {
-            let reply = try await holder.send(request)
+            let reply: Reply
+            do throws(ActorKVError) {
+                reply = try await holder.send(request)
+            } catch where watcher != nil && error.meansServerGone {
+                // Waiting already: the server went away (killed, restarting) while this attempt
+                // ran or before it. A lock it may have given is gone with the connection; the
+                // change stream reconnects (or gives up, failing the wait) and wakes the next try.
+                reply = .null
+            }
             switch reply {
             case .integer(let token) where token > 0:
                 guard let connection = holder.connector.current else {

@@ -35,8 +35,12 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     /// `MAXCLIENTS`: sent on accept when `--max-clients` connections are open, or when the server
     /// is out of file descriptors; then the server closes the connection.
     case maxClients = "MAXCLIENTS"
-    /// `NOPERM`: sent on accept to a peer outside `--allow-uid`/`--allow-gid`; then the server
-    /// closes the connection.
+    /// `NOPERM`: on accept, to a peer outside `--allow-uid`/`--allow-gid` (the message starts
+    /// with ``connectionRefusalPrefix``), then the server closes the connection; to a command
+    /// that needs a right on a namespace that the peer lacks under `--acl` (`no write permission
+    /// on namespace 'config' for uid 33`), nothing applied, the connection stays usable; to a
+    /// connection following a namespace it may no longer read after a reload, then the server
+    /// closes it.
     case noPerm = "NOPERM"
     /// `COMPACTED`: `CHANGES … FROM seq` asked for changes older than the oldest the server still
     /// holds; the message gives that oldest sequence. The connection stays usable.
@@ -54,9 +58,21 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     /// `NOPROTO`: HELLO asked for a protocol version other than 2 or 3.
     case noProto = "NOPROTO"
 
-    /// True for the codes the server sends instead of serving a connection it has just accepted
-    /// (`MAXCLIENTS`, `NOPERM`): no request on that connection was run. A client reports these as
-    /// a refused connection rather than as the answer to a request.
+    /// How the message of a `NOPERM` sent on accept starts (a command's `NOPERM` never starts so).
+    public static let connectionRefusalPrefix = "connection refused: "
+
+    /// Whether the error reply `code message` is the server refusing a connection it has just
+    /// accepted: any `MAXCLIENTS`, and a `NOPERM` whose message starts with
+    /// ``connectionRefusalPrefix``. No request on that connection was run; a client reports it
+    /// as a refused connection rather than as the answer to a request.
+    public static func refusesConnection(code: String, message: String) -> Bool {
+        guard let known = WireErrorCode(rawValue: code), known.refusesConnection else { return false }
+        return known != .noPerm || message.hasPrefix(connectionRefusalPrefix)
+    }
+
+    /// True for the codes the server may send instead of serving a connection it has just
+    /// accepted (`MAXCLIENTS`, `NOPERM`; for `NOPERM` only with ``connectionRefusalPrefix``:
+    /// see ``refusesConnection(code:message:)``).
     public var refusesConnection: Bool {
         switch self {
         case .maxClients, .noPerm: return true
@@ -65,8 +81,9 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
         }
     }
 
-    /// True for the codes after which the server closes the connection (`PROTO`, `MAXCLIENTS`,
-    /// `NOPERM`); after any other the connection stays usable.
+    /// True for the codes after which the server may close the connection (`PROTO`,
+    /// `MAXCLIENTS`, `LAGGING`, and `NOPERM` on accept or to a follower cut off; a command's
+    /// `NOPERM` leaves it usable); after any other the connection stays usable.
     public var closesConnection: Bool {
         switch self {
         case .proto, .maxClients, .noPerm, .lagging: return true

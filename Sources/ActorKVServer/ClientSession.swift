@@ -196,13 +196,19 @@ public struct PeerCredentials: Sendable, Equatable {
     public let gid: UInt32
     /// Its process id.
     public let pid: Int32
+    /// Its supplementary groups (`SO_PEERGROUPS`; empty if the kernel could not say).
+    public let groups: [UInt32]
 
     /// Credentials of these ids.
-    public init(uid: UInt32, gid: UInt32, pid: Int32) {
+    public init(uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32] = []) {
         self.uid = uid
         self.gid = gid
         self.pid = pid
+        self.groups = groups
     }
+
+    /// The ids that namespace permissions go by.
+    var identity: PeerIdentity { PeerIdentity(uid: uid, gid: gid, groups: groups) }
 }
 
 /// How a connection ended, as the event loop saw it.
@@ -221,4 +227,7 @@ public enum SessionEnd: String, Sendable, Equatable, CaseIterable {
     /// The connection followed changes and fell further behind than the server holds them
     /// (`-LAGGING`).
     case lagging
+    /// The connection followed changes of a namespace it may no longer read after the
+    /// permissions were reloaded (`-NOPERM`).
+    case accessWithdrawn
 }

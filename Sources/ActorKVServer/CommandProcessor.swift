@@ -11,17 +11,22 @@ import ActorKVStore
 public struct CommandProcessor: Sendable {
     /// The store commands run against.
     public let store: Store
-    private let info: @Sendable () async -> [UInt8]
+    /// The namespace permissions (`--acl`); nil: every client has every right.
+    public let access: AccessControl?
+    private let info: @Sendable (_ shows: @Sendable (String) -> Bool) async -> [UInt8]
     private let settings: [(name: String, value: String)]
     private let hashScanCursors = HashScanCursors()
     private let sessionEnded: (@Sendable (ClientSession, SessionEnd) -> Void)?
 
-    /// Creates a processor; `info` renders the INFO text; `settings` are what CONFIG GET
-    /// answers; `sessionEnded`, if given, is told of each session after
-    /// ``endSession(_:reason:)`` has released what it held.
-    public init(store: Store, settings: [(name: String, value: String)] = [], info: @escaping @Sendable () async -> [UInt8],
+    /// Creates a processor; `info` renders the INFO text, with the lines of the namespaces
+    /// that `shows` accepts (those the client may read); `settings` are what CONFIG GET
+    /// answers; `access` judges what each client may do; `sessionEnded`, if given, is told of
+    /// each session after ``endSession(_:reason:)`` has released what it held.
+    public init(store: Store, settings: [(name: String, value: String)] = [], access: AccessControl? = nil,
+                info: @escaping @Sendable (_ shows: @Sendable (String) -> Bool) async -> [UInt8],
                 sessionEnded: (@Sendable (ClientSession, SessionEnd) -> Void)? = nil) {
         self.store = store
+        self.access = access
         self.info = info
         self.settings = settings
         self.sessionEnded = sessionEnded
@@ -71,7 +76,7 @@ public struct CommandProcessor: Sendable {
             case .local(let local):
                 await flush(&group, into: &replies)
                 replies.append(await local.run(CommandContext(store: store, session: session, info: info, settings: settings,
-                                                                   hashScanCursors: hashScanCursors)))
+                                                                   hashScanCursors: hashScanCursors, access: access)))
                 if session.closeRequested { return replies }
             }
         }

@@ -40,12 +40,16 @@ final class Connection {
     var protocolError: Reply?
     /// The change feeds this connection follows (CHANGES), in the order they were taken.
     var followers: [Follower] = []
+    /// Its namespace rights, which judge each request as it is parsed; nil when every request
+    /// may run (no `--acl`, or the server's own uid).
+    let rights: ConnectionRights?
 
-    init(session: ClientSession, fd: Int32, limits: ProtocolLimits, outputLimit: Int) {
+    init(session: ClientSession, fd: Int32, limits: ProtocolLimits, outputLimit: Int, rights: ConnectionRights? = nil) {
         self.id = session.id
         self.session = session
         self.fd = fd
         self.outputLimit = outputLimit
+        self.rights = rights
         decoder = RequestDecoder(limits: limits)
     }
 

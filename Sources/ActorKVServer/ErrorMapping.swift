@@ -45,7 +45,14 @@ public enum ErrorMapping {
 
     /// The reply sent to a peer whose uid/gid is not allowed.
     public static func notPermitted(uid: UInt32, gid: UInt32) -> Reply {
-        .error(.noPerm, "connections from uid \(uid) gid \(gid) are not allowed")
+        notPermitted(because: "uid \(uid) gid \(gid) is not allowed to connect")
+    }
+
+    /// The reply sent on accept to a connection refused for its credentials: its message
+    /// starts with ``WireErrorCode/connectionRefusalPrefix``, which tells clients it from a
+    /// command's `NOPERM`.
+    static func notPermitted(because reason: String) -> Reply {
+        .error(.noPerm, WireErrorCode.connectionRefusalPrefix + reason)
     }
 
     /// The wire code of each engine error code. A switch with no default: an engine code added

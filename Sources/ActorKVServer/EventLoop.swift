@@ -51,6 +51,8 @@ final class EventLoop: @unchecked Sendable {
     private var refusedForDescriptors = 0
     /// The connections following each namespace's changes.
     private var followersByNamespace: [String: Set<UInt64>] = [:]
+    /// The ``AccessControl/generation`` whose rules the followers were last judged by.
+    private var judgedGeneration: UInt64 = 0
     /// Namespaces whose feeds have new deliverable changes; filled from any thread.
     private let advancedFeeds = Mutex<Set<String>>([])
     /// Reads of change history that finished; filled from any thread.
@@ -163,6 +165,7 @@ final class EventLoop: @unchecked Sendable {
         case Self.listenerToken: acceptAll()
         case Self.wakeToken:
             wakeSignal.drain()
+            applyAccessChanges()
             drainCompletions()
             serviceFeeds()
         default:
@@ -250,7 +253,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private func admit(_ fd: Int32) {
-        let peer = SocketCalls.peerCredentials(fd).map { PeerCredentials(uid: $0.uid, gid: $0.gid, pid: $0.pid) }
+        let peer = SocketCalls.peerCredentials(fd).map { PeerCredentials(uid: $0.uid, gid: $0.gid, pid: $0.pid, groups: SocketCalls.peerGroups(fd) ?? []) }
         if let refusal = refusal(for: fd, peer: peer) {
             statistics.rejectedConnections.add(1, ordering: .relaxed)
             refusal.encoded.withUnsafeBytes { _ = try? SocketCalls.send(fd, $0) }
@@ -261,7 +264,7 @@ final class EventLoop: @unchecked Sendable {
         let id = nextID
         nextID += 1
         let connection = Connection(session: ClientSession(id: id, peer: peer), fd: fd, limits: configuration.protocolLimits,
-                                    outputLimit: configuration.maxOutputBytes)
+                                    outputLimit: configuration.maxOutputBytes, rights: rights(for: peer))
         let events = ACTORKV_EPOLLIN | ACTORKV_EPOLLOUT | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
         guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, id) == 0 else {
             SocketCalls.close(fd)
@@ -275,10 +278,16 @@ final class EventLoop: @unchecked Sendable {
 
     private func refusal(for fd: Int32, peer: PeerCredentials?) -> Reply? {
         if connections.count >= configuration.maxClients { return ErrorMapping.maxClients }
-        guard configuration.restrictsPeers else { return nil }
-        guard let peer else { return .error(.noPerm, "cannot read peer credentials") }
-        let allowed = configuration.allows(uid: peer.uid, gid: peer.gid) { SocketCalls.peerGroups(fd) ?? [] }
+        guard configuration.restrictsPeers || processor.access != nil else { return nil }
+        guard let peer else { return ErrorMapping.notPermitted(because: "cannot read peer credentials") }
+        let allowed = configuration.allows(uid: peer.uid, gid: peer.gid) { peer.groups }
         return allowed ? nil : ErrorMapping.notPermitted(uid: peer.uid, gid: peer.gid)
+    }
+
+    /// The namespace rights that judge a new connection's requests (nil: it has every right).
+    private func rights(for peer: PeerCredentials?) -> ConnectionRights? {
+        guard let access = processor.access, let identity = peer?.identity, !access.isOwner(identity) else { return nil }
+        return ConnectionRights(access: access, peer: identity)
     }
 
     // MARK: - Per connection
@@ -339,7 +348,7 @@ final class EventLoop: @unchecked Sendable {
                 // Room for a typical pipeline at once, rather than growing 1, 2, 4, 8, 16 (each
                 // step a new buffer and a copy) for every batch handed over.
                 if c.pending.capacity == 0 { c.pending.reserveCapacity(Self.pendingCapacity) }
-                c.appendPending(Command(parsing: request))
+                c.appendPending(Command(parsing: request, rights: c.rights))
             }
         } catch {
             statistics.protocolErrors.add(1, ordering: .relaxed)
@@ -519,6 +528,43 @@ final class EventLoop: @unchecked Sendable {
             c.followers.append(Follower(follow))
             followersByNamespace[follow.key.namespace, default: []].insert(c.id)
         }
+        // Rules reloaded since its CHANGES was judged are applied before anything is sent.
+        if !c.followers.isEmpty { cutOffWithdrawnFollows(c) }
+    }
+
+    // MARK: - Namespace permissions
+
+    /// A reload asked for by SIGHUP is done here; after any reload (SIGHUP or `ACL LOAD`), the
+    /// connections that follow changes are judged again: one that may no longer read a namespace
+    /// it follows gets `-NOPERM` and is closed (requests are judged as they are parsed).
+    private func applyAccessChanges() {
+        let reloadAsked = SignalHandling.takeReloadRequest()
+        guard let access = processor.access else {
+            if reloadAsked { log("SIGHUP: nothing to reload (no --acl file)") }
+            return
+        }
+        if reloadAsked {
+            do {
+                let count = try access.reload()
+                log("reloaded \(access.path) on SIGHUP: \(count) rules")
+            } catch {
+                log("SIGHUP: \(error); keeping the rules in force")
+            }
+        }
+        let now = access.generation
+        guard now != judgedGeneration else { return }
+        judgedGeneration = now
+        for c in connections.values where !c.followers.isEmpty { cutOffWithdrawnFollows(c) }
+    }
+
+    /// Drops the connection if it follows a namespace it may no longer read.
+    private func cutOffWithdrawnFollows(_ c: Connection) {
+        guard let rights = c.rights, !c.closeAfterFlush else { return }
+        for follower in c.followers where !rights.rights(on: follower.key.namespace).contains(.read) {
+            let denied = AccessControl.denied(.read, on: follower.key.namespace, for: rights.peer)
+            drop(c, ErrorMapping.reply(for: denied), lagging: nil, reason: .accessWithdrawn)
+            return
+        }
     }
 
     /// Gives each follower of the connection a turn: queues its next messages (about
@@ -608,12 +654,12 @@ final class EventLoop: @unchecked Sendable {
 
     /// Ends a following connection that cannot go on: stops its follows, queues `reply` after
     /// what is queued, and closes once that is sent (or at a deadline, if the peer never reads).
-    private func drop(_ c: Connection, _ reply: Reply, lagging follower: Follower?) {
+    private func drop(_ c: Connection, _ reply: Reply, lagging follower: Follower?, reason: SessionEnd = .lagging) {
         follower?.feed.followersDropped.add(1, ordering: .relaxed)
         releaseFollowers(c)
         c.clearPending()
         c.enqueue([reply])
-        c.close(afterFlushFor: .lagging)
+        c.close(afterFlushFor: reason)
         closingDeadlines[c.id] = monotonicSeconds() + Self.lastWordsSeconds
         pump(c)
     }

@@ -47,6 +47,7 @@ public final class Server: Sendable {
         let wake: WakeSignal
         do { wake = try WakeSignal() } catch { throw StartupError(description: "\(error)") }
         SignalHandling.install(wake: wake)
+        let access = try openAccessControl(wake: wake)
         // The loop's executor exists before the store, whose background work runs on it too
         // (its jobs wait until the loop runs).
         let executor = config.execution == .loop ? LoopExecutor { wake.signal() } : nil
@@ -70,7 +71,9 @@ public final class Server: Sendable {
             return
         }
         let (listener, socketFile) = try bindSocket(replacingStale: staleSocket)
-        let processor = CommandProcessor(store: store, settings: config.redisSettings) { [self] in await self.infoText(store) }
+        let processor = CommandProcessor(store: store, settings: config.redisSettings, access: access) { [self] shows in
+            await self.infoText(store, access: access, shows: shows)
+        }
         let loop: EventLoop
         do {
             loop = try EventLoop(listener: listener, wakeSignal: wake, executor: executor, configuration: config, processor: processor,
@@ -170,8 +173,21 @@ public final class Server: Sendable {
         }
     }
 
-    private func infoText(_ store: Store) async -> [UInt8] {
-        let namespaces = await store.statistics()
+    /// Loads the `--acl` file (nil without one); a missing, unreadable or mistaken file stops
+    /// the start: never "allow all".
+    private func openAccessControl(wake: WakeSignal) throws -> AccessControl? {
+        guard let path = configuration.accessFile else { return nil }
+        do {
+            let access = try AccessControl(path: path, ownUID: configuration.ownUID) { wake.signal() }
+            log("namespace permissions: \(access.ruleCount) rules from \(path) (uid \(configuration.ownUID), the server's own, has every right)")
+            return access
+        } catch {
+            throw StartupError(description: "--acl: \(error)")
+        }
+    }
+
+    private func infoText(_ store: Store, access: AccessControl?, shows: @Sendable (String) -> Bool) async -> [UInt8] {
+        let namespaces = await store.statistics().filter { shows($0.name) }
         var lines: [String] = [
             "# Server",
             "actorkv_version:\(ActorKVVersion.string)",
@@ -188,6 +204,11 @@ public final class Server: Sendable {
             "rejected_connections:\(statistics.rejectedConnections.load(ordering: .relaxed))",
             "total_commands_processed:\(statistics.commandsProcessed.load(ordering: .relaxed))",
             "protocol_errors:\(statistics.protocolErrors.load(ordering: .relaxed))",
+        ]
+        if let access {
+            lines += ["", "# Access", "acl_file:\(access.path)", "acl_rules:\(access.ruleCount)", "acl_reloads:\(access.generation)"]
+        }
+        lines += [
             "",
             "# Namespaces",
             "namespaces:\(namespaces.count)",
@@ -195,7 +216,7 @@ public final class Server: Sendable {
         for ns in namespaces {
             lines.append("ns_\(ns.name):keys=\(ns.keys),live_bytes=\(ns.liveBytes),log_bytes=\(ns.logBytes),last_sequence=\(ns.lastSequence),snapshot_sequence=\(ns.snapshotSequence),snapshot_time=\(ns.snapshotTime),records_replayed=\(ns.recordsReplayed),torn_bytes_cut=\(ns.tornBytesCut),compactions=\(ns.compactions),io_errors=\(ns.ioErrors),oldest_sequence=\(ns.oldestSequence),followers=\(ns.followers),changes_sent=\(ns.changesSent),followers_dropped=\(ns.followersDropped),expiring_keys=\(ns.expiringKeys),ephemeral_keys=\(ns.ephemeralKeys),status=\(ns.failure == nil ? "ok" : "durability_lost")")
         }
-        for name in await store.namespaceNames() where !namespaces.contains(where: { $0.name == name }) {
+        for name in await store.namespaceNames() where shows(name) && !namespaces.contains(where: { $0.name == name }) {
             if let error = await store.unavailability(of: name) {
                 lines.append("ns_\(name):status=unavailable,error=\(error.message.replacingNewlines)")
             }

@@ -31,8 +31,10 @@ public struct ServerConfiguration: Sendable {
     /// If not empty (or `allowUIDs` is not), members of these gids (primary or supplementary
     /// group of the connecting process) may connect too.
     public var allowGIDs: Set<UInt32> = []
-    /// The uid the server runs as (always allowed).
+    /// The uid the server runs as (always allowed, every right on every namespace).
     public var ownUID: UInt32 = 0
+    /// The namespace-permission file (`--acl`); nil: every admitted client has every right.
+    public var accessFile: String?
     /// Run even if other users can write to the data directory.
     public var allowSharedDataDirectory = false
     /// How long a shutdown waits for requests in flight.
@@ -123,6 +125,10 @@ extension ServerConfiguration {
       --allow-uid LIST           comma-separated uids allowed to connect (checked with SO_PEERCRED)
       --allow-gid LIST           comma-separated gids allowed to connect (primary or supplementary)
                                  (with either list, only those and the server's own uid may connect)
+      --acl FILE                 namespace permissions: which uids and groups may read, write
+                                 or administer which namespaces (README "Who may do what");
+                                 reloaded on SIGHUP and by ACL LOAD; without it, every client
+                                 that may connect has every right
       --allow-shared-data-dir    run even if other users may write to or own the data directory
       --shutdown-grace SECS      how long SIGTERM waits for requests in flight (default 5)
       --execution MODE           where namespace actors run requests: loop (the event-loop
@@ -136,7 +142,8 @@ extension ServerConfiguration {
 
     Signals: SIGTERM or SIGINT stop accepting, finish requests in flight (requests read but not
     started get -SHUTDOWN), fsync every namespace, remove the socket and exit 0 (1 if a final
-    fsync failed: the log names the namespaces).
+    fsync failed: the log names the namespaces). SIGHUP reloads the --acl file (a file with a
+    mistake is logged and the rules in force are kept).
 
     Environment: actorkvd re-executes itself once with GLIBC_TUNABLES=glibc.malloc.tcache_count=512
     added (faster allocation for its batches of requests); a tcache_count of your own is kept,
@@ -166,7 +173,7 @@ extension ServerConfiguration {
         "--socket", "--data-dir", "--fsync", "--socket-mode", "--max-clients", "--max-value-bytes", "--max-bulk-bytes",
         "--max-inline-bytes", "--max-arguments", "--max-request-bytes", "--max-output-bytes", "--snapshot-interval", "--compact-ratio",
         "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace", "--execution", "--changes-history",
-        "--changes-lag-bytes",
+        "--changes-lag-bytes", "--acl",
     ]
 
     private static func apply(_ flag: String, _ value: String, to c: inout ServerConfiguration) throws(UsageError) {
@@ -200,6 +207,7 @@ extension ServerConfiguration {
             c.changesHistory = n
         case "--changes-lag-bytes": c.changesLagBytes = try positive(flag, value)
         case "--allow-uid": c.allowUIDs = try idList(flag, value)
+        case "--acl": c.accessFile = try nonEmpty(flag, value)
         case "--allow-gid": c.allowGIDs = try idList(flag, value)
         case "--shutdown-grace": c.shutdownGraceSeconds = try seconds(flag, value)
         case "--execution":

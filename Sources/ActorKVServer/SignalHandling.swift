@@ -3,11 +3,14 @@ import Glibc
 #endif
 import Synchronization
 
-/// Turns SIGTERM and SIGINT into a wake-up of the event loop (the handler only stores the signal
-/// number and writes to an eventfd, both async-signal-safe) and ignores SIGPIPE.
+/// Turns SIGTERM and SIGINT (shutdown) and SIGHUP (reload the `--acl` file) into a wake-up of
+/// the event loop (the handlers only store to an atomic and write to an eventfd, both
+/// async-signal-safe) and ignores SIGPIPE.
 enum SignalHandling {
     /// The signal that asked for shutdown, 0 if none.
     static let received = Atomic<Int32>(0)
+    /// A SIGHUP came and its reload has not been done yet.
+    private static let reloadRequested = Atomic<Bool>(false)
     nonisolated(unsafe) private static var wakeFD: Int32 = -1
     /// Keeps the handler's eventfd open for as long as the handler may write to it: a signal can
     /// come at any time, also after the event loop has stopped (a second SIGTERM during shutdown).
@@ -33,5 +36,19 @@ enum SignalHandling {
         action.sa_flags = 0
         sigaction(SIGTERM, &action, nil)
         sigaction(SIGINT, &action, nil)
+        var reload = sigaction()
+        reload.__sigaction_handler.sa_handler = { _ in
+            SignalHandling.reloadRequested.store(true, ordering: .relaxed)
+            var one: UInt64 = 1
+            _ = write(SignalHandling.wakeFD, &one, 8)
+        }
+        sigemptyset(&reload.sa_mask)
+        reload.sa_flags = 0
+        sigaction(SIGHUP, &reload, nil)
+    }
+
+    /// Whether a SIGHUP came since the last call (the event loop reloads the `--acl` file then).
+    static func takeReloadRequest() -> Bool {
+        reloadRequested.exchange(false, ordering: .relaxed)
     }
 }

@@ -320,7 +320,7 @@ struct CLITests {
         // What a server started with --allow-uid sends a peer it does not allow (this test's own
         // uid is always allowed by a real server), at once on accept, then it closes.
         let fake = try FakeServer { fd in
-            writeBytes(fd, Array("-NOPERM uid 4242 is not allowed\r\n".utf8))
+            writeBytes(fd, Array("-NOPERM connection refused: uid 4242 is not allowed\r\n".utf8))
             return false
         }
         defer { fake.stop() }
@@ -328,7 +328,7 @@ struct CLITests {
             let r = try await runCLI(arguments, socket: fake.path)
             #expect(r.status == 4, "\(arguments): \(r.status) \(r.stderr)")
             #expect(r.stderr == "actorkv: cannot connect to \(fake.path): the server refused the connection: "
-                        + "NOPERM uid 4242 is not allowed\n", "\(r.stderr)")
+                        + "NOPERM connection refused: uid 4242 is not allowed\n", "\(r.stderr)")
         }
     }
 }

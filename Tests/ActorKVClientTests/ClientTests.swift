@@ -161,7 +161,8 @@ struct ClientTests {
         #expect(newer.wireCode == nil)
         #expect(newer.serverCode == "NEWCODE")
         #expect(ActorKVError.timedOut("slow").wireCode == nil)
-        #expect(ActorKVError.refusalCodes == ["MAXCLIENTS", "NOPERM"])
+        #expect(ActorKVError.fromErrorReply("NOPERM no write permission on namespace 'config' for uid 33").isPermissionDenied)
+        #expect(!ActorKVError.refused(path: "p", code: "NOPERM", message: "connection refused: uid 33 gid 33 is not allowed to connect").isPermissionDenied)
     }
 
     @Test("200 concurrent calls on one client each get their own reply (pipelining)")

@@ -27,8 +27,8 @@ struct RefusalTests {
         RequestEncoder.encode(["PING"], into: &bytes)
         return bytes
     }()
-    static let noperm = Array("-NOPERM uid 4242 is not allowed\r\n".utf8)
-    static let refusedNoperm = ActorKVError.refused(path: "fake", code: "NOPERM", message: "uid 4242 is not allowed")
+    static let noperm = Array("-NOPERM connection refused: uid 4242 is not allowed\r\n".utf8)
+    static let refusedNoperm = ActorKVError.refused(path: "fake", code: "NOPERM", message: "connection refused: uid 4242 is not allowed")
 
     /// Waits (bounded) until `condition` holds.
     func wait(until condition: () -> Bool) async throws {
@@ -87,7 +87,7 @@ struct RefusalTests {
         let second = Task { await connection.send(Self.ping) }
         try await wait { connection.pendingCount == 1 }
         writeBytes(server, Self.noperm)
-        guard case .reply(.error("NOPERM uid 4242 is not allowed")) = await second.value else {
+        guard case .reply(.error("NOPERM connection refused: uid 4242 is not allowed")) = await second.value else {
             Issue.record("expected the error reply")
             return
         }

@@ -41,7 +41,7 @@ struct ClientSessionTests {
             let executor = configuration.execution == .loop ? LoopExecutor { wake.signal() } : nil
             store = try Store(directory: configuration.dataDirectory, options: configuration.storeOptions(log: { _ in }, executor: executor))
             let endings = self.endings
-            let processor = CommandProcessor(store: store, info: { Array("# Server\r\n".utf8) }) { session, reason in
+            let processor = CommandProcessor(store: store, info: { _ in Array("# Server\r\n".utf8) }) { session, reason in
                 endings.list.withLock { $0.append((session.id, reason)) }
             }
             let listener = try SocketCalls.socket()

@@ -11,7 +11,7 @@ import Testing
 
     func withProcessor(_ body: (CommandProcessor) async throws -> Void) async throws {
         let store = try Store(directory: directory.path + "/data")
-        let processor = CommandProcessor(store: store) { Array("# Server\r\n".utf8) }
+        let processor = CommandProcessor(store: store) { _ in Array("# Server\r\n".utf8) }
         try await body(processor)
         await store.close()
     }

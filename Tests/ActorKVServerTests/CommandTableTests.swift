@@ -24,6 +24,7 @@ struct CommandTableTests {
         "HGETALL": ["HGETALL", "ns"], "HKEYS": ["HKEYS", "ns"], "HVALS": ["HVALS", "ns"],
         "HSCAN": ["HSCAN", "ns", "0", "MATCH", "a*", "COUNT", "5"],
         "MULTI": ["MULTI"], "EXEC": ["EXEC"], "DISCARD": ["DISCARD"], "WATCH": ["WATCH", "ns", "other"], "UNWATCH": ["UNWATCH"],
+        "ACL": ["ACL", "WHOAMI"],
     ]
 
     /// The command names in protocol.md's "## Commands" table: the first word of each
@@ -89,11 +90,32 @@ struct CommandTableTests {
         #expect(Set(following) == ["CHANGES", "PING", "QUIT"], "protocol.md: only CHANGES, PING and QUIT while following")
     }
 
+    @Test("every command declares exactly one right (read, write, admin, server owner or none), and a namespace for read/write/admin")
+    func everyCommandDeclaresItsRight() throws {
+        for spec in CommandTable.all {
+            let declared = CommandFlags.rightDeclarations.filter { spec.flags.contains($0) }
+            #expect(declared.count == 1, "\(spec.name) declares \(declared.count) rights: a command must declare exactly one of readOnly, write, admin, serverOwner, unrestricted")
+            let names = spec.flags.intersection([.namespaced, .namespacedArguments])
+            if spec.flags.contains(.unrestricted) || spec.flags.contains(.serverOwner) {
+                #expect(names.isEmpty, "\(spec.name): a command that needs no namespace right names no namespace")
+            } else if names.isEmpty {
+                // Only the listings that filter what they show by the read right.
+                #expect(["NAMESPACES", "INFO"].contains(spec.name), "\(spec.name) needs a right but names no namespace to need it on")
+            }
+        }
+        // A subcommand may declare its own: ACL LOAD is the server's uid's only.
+        guard case .local(let load) = Command(parsing: Request([Array("ACL".utf8), Array("load".utf8)])) else {
+            Issue.record("ACL LOAD does not parse")
+            return
+        }
+        #expect(load.flags == [.serverOwner])
+    }
+
     @Test("CLIENT ID, SETNAME and GETNAME answer as protocol.md says; bad names and subcommands are refused")
     func clientCommands() async throws {
         let directory = TemporaryDirectory()
         let store = try Store(directory: directory.path + "/data")
-        let processor = CommandProcessor(store: store) { [] }
+        let processor = CommandProcessor(store: store) { _ in [] }
         let session = ClientSession(id: 17, peer: nil)
         let request = { (words: [String]) in Command(parsing: Request(words.map { Array($0.utf8) })) }
         let replies = await processor.process([

@@ -13,7 +13,7 @@ struct RedisCommandsTests {
 
     func withProcessor(_ body: (CommandProcessor) async throws -> Void) async throws {
         let store = try Store(directory: directory.path + "/data")
-        let processor = CommandProcessor(store: store, settings: [("save", ""), ("appendonly", "yes"), ("appendfsync", "everysec")]) { [] }
+        let processor = CommandProcessor(store: store, settings: [("save", ""), ("appendonly", "yes"), ("appendfsync", "everysec")]) { _ in [] }
         try await body(processor)
         await store.close()
     }

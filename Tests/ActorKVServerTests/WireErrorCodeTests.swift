@@ -106,7 +106,7 @@ struct WireErrorCodeTests {
         #expect(ErrorMapping.maxClients == .error("MAXCLIENTS max number of clients reached"))
         #expect(ErrorMapping.outOfDescriptors == .error("MAXCLIENTS the server is out of file descriptors (open files limit); try again later"))
         #expect(ErrorMapping.shuttingDown == .error("SHUTDOWN the server is shutting down; this request was not run"))
-        #expect(ErrorMapping.notPermitted(uid: 7, gid: 8) == .error("NOPERM connections from uid 7 gid 8 are not allowed"))
+        #expect(ErrorMapping.notPermitted(uid: 7, gid: 8) == .error("NOPERM connection refused: uid 7 gid 8 is not allowed to connect"))
         #expect(ErrorMapping.reply(for: ProtocolError("bad header")) == .error("PROTO bad header"))
         #expect(ErrorMapping.reply(for: TestFailure("else") as any Error) == .error("ERR else"))
     }

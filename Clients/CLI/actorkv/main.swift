@@ -687,7 +687,7 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
         throw error
     } catch let error as ActorKVError {
         switch error {
-        case .server(let code, let message) where error.wireCode?.refusesConnection == true:
+        case .server(let code, let message) where WireErrorCode.refusesConnection(code: code, message: message):
             // A refusal on accept is "cannot connect" (the client reports it as .refused; this
             // keeps exit 4 should one ever come back as a reply).
             throw Failure(code: Exit.connection, message: "actorkv: cannot connect to \(socketPath): "

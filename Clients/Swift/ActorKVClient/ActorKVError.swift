@@ -18,9 +18,10 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered `-CODE message`. `code` is the raw value of a `WireErrorCode` (the
     /// list protocol.md documents): `ERR`, `BADNS`, `BADKEY`, `TOOBIG`, `BADCURSOR`, `CORRUPT`,
     /// `IOERR`, `SHUTDOWN` or `PROTO`, typed as ``wireCode``; it stays a string so that a code
-    /// a newer server sends still arrives. The server's refusal of a connection (the codes whose
-    /// `WireErrorCode/refusesConnection` is true: `MAXCLIENTS`, `NOPERM`) is
-    /// ``refused(path:code:message:)`` instead.
+    /// a newer server sends still arrives. `NOPERM` here is a command refused for want of a
+    /// right on its namespace (``isPermissionDenied``). The server's refusal of a connection
+    /// (`MAXCLIENTS`, or `NOPERM connection refused: …`: `WireErrorCode.refusesConnection(code:message:)`)
+    /// is ``refused(path:code:message:)`` instead.
     case server(code: String, message: String)
     /// The socket at `path` could not be connected to; `errno` is the `connect(2)` (or `socket(2)`)
     /// error number and `reason` its text, e.g. "No such file or directory" when no server runs there.
@@ -82,16 +83,18 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// True for ``cannotConnect(path:errno:reason:)`` and ``connectionLost(_:)``: the server
     /// was not there or went away, as when it is restarted; an attempt may succeed later.
+    /// True for a command the server refused because the client lacks a right on its namespace
+    /// (`NOPERM no write permission on namespace 'config' for uid 33`, under `actorkvd --acl`):
+    /// nothing was applied and the connection stays usable. A connection refused on accept is
+    /// ``refused(path:code:message:)`` instead.
+    public var isPermissionDenied: Bool { serverCode == WireErrorCode.noPerm.rawValue }
+
     var meansServerGone: Bool {
         switch self {
         case .cannotConnect, .connectionLost: return true
         default: return false
         }
     }
-
-    /// The codes of the error replies with which a server refuses a connection on accepting it
-    /// (`MAXCLIENTS`, `NOPERM`: the `WireErrorCode`s whose `refusesConnection` is true).
-    static let refusalCodes: Set<String> = Set(WireErrorCode.allCases.filter(\.refusesConnection).map(\.rawValue))
 
     /// The server's error code (`BADNS`, `TOOBIG`, …) for ``server(code:message:)``, else nil.
     public var serverCode: String? {

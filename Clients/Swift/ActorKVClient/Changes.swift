@@ -774,7 +774,7 @@ final class ChangeFollower: Sendable {
                 }
                 if !answered, case .error(let text) = reply,
                    case .server(let code, let message) = ActorKVError.fromErrorReply(text),
-                   ActorKVError.refusalCodes.contains(code) {
+                   WireErrorCode.refusesConnection(code: code, message: message) {
                     // Refused on accept: too many clients may pass; a peer not allowed will not.
                     let error = ActorKVError.refused(path: path, code: code, message: message)
                     return code == WireErrorCode.maxClients.rawValue

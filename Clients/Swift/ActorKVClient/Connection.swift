@@ -384,7 +384,7 @@ final class Connection: Sendable {
                 // sending one error right after accepting it, then closing it. Whether a request
                 // was sent before it arrived or not, no request was served: fail them all alike.
                 if case .error(let text) = replies[0], case .server(let code, let message) = ActorKVError.fromErrorReply(text),
-                   ActorKVError.refusalCodes.contains(code) {
+                   WireErrorCode.refusesConnection(code: code, message: message) {
                     let error = ActorKVError.refused(path: path, code: code, message: message)
                     let (_, continuations) = finish(&s, error, replacing: true)
                     return .refused(continuations, error)

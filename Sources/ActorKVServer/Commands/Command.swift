@@ -18,8 +18,9 @@ public enum Command: Sendable {
         try parse(Request(arguments))
     }
 
-    /// Parses one decoded request (its first argument is the command name, any case).
-    public static func parse(_ request: Request) throws(CommandError) -> Command {
+    /// Parses one decoded request (its first argument is the command name, any case) and, with
+    /// `rights`, judges it by the right its spec declares (`NOPERM` if the connection lacks it).
+    static func parse(_ request: Request, rights: ConnectionRights?) throws(CommandError) -> Command {
         guard !request.isEmpty else { throw CommandError(.syntax, "empty command") }
         let first = request[0]
         guard let spec = CommandTable.lookup(first) else {
@@ -28,15 +29,31 @@ public enum Command: Sendable {
         guard spec.accepts(argumentCount: request.count - 1) else {
             throw CommandError(.arity, "wrong number of arguments for '\(spec.name)' (usage: \(spec.usage))")
         }
-        let command = try spec.parse(CommandArguments(request))
-        guard case .local(var local) = command else { return command }
-        local.flags = spec.flags
-        return .local(local)
+        var command = try spec.parse(CommandArguments(request))
+        var flags = spec.flags
+        if case .local(var local) = command {
+            // A subcommand may declare flags of its own (ACL LOAD: serverOwner).
+            if local.flags.isEmpty { local.flags = spec.flags } else { flags = local.flags }
+            command = .local(local)
+        }
+        try rights?.judge(command, flags: flags, request: request)
+        return command
+    }
+
+    /// Parses one decoded request (its first argument is the command name, any case).
+    public static func parse(_ request: Request) throws(CommandError) -> Command {
+        try parse(request, rights: nil)
     }
 
     /// Parses one decoded request; a refusal becomes ``refused(_:)``.
     public init(parsing request: Request) {
-        do { self = try Self.parse(request) } catch { self = .refused(error) }
+        self.init(parsing: request, rights: nil)
+    }
+
+    /// Parses one decoded request and judges it by `rights` (nil: every right); a refusal,
+    /// `NOPERM` included, becomes ``refused(_:)``.
+    init(parsing request: Request, rights: ConnectionRights?) {
+        do { self = try Self.parse(request, rights: rights) } catch { self = .refused(error) }
     }
 
     /// Whether a connection that follows changes may send it (its own error, for a refused one).
@@ -107,10 +124,31 @@ struct CommandContext: Sendable {
     let store: Store
     /// The connection the command came on.
     let session: ClientSession
-    /// Renders the INFO text.
-    let info: @Sendable () async -> [UInt8]
+    /// Renders the INFO text, with the lines of the namespaces the predicate accepts.
+    let info: @Sendable (_ shows: @Sendable (String) -> Bool) async -> [UInt8]
     /// What CONFIG GET answers (Redis's parameter names and this server's values).
     var settings: [(name: String, value: String)] = []
     /// The server's HSCAN cursors, shared by every connection.
     let hashScanCursors: HashScanCursors
+    /// The namespace permissions (nil: every right for everyone).
+    var access: AccessControl?
+
+    /// The connection's identity when its commands are judged (nil: it has every right: no
+    /// `--acl`, the server's own uid, or a session without a peer).
+    var judgedPeer: PeerIdentity? {
+        guard let access, let peer = session.peer?.identity, !access.isOwner(peer) else { return nil }
+        return peer
+    }
+
+    /// `NOPERM` unless the connection holds `needed` on `namespace` under the rules in force now.
+    func refusal(needing needed: AccessRights, on namespace: String) -> CommandError? {
+        guard let access, let peer = judgedPeer else { return nil }
+        return access.refusal(of: peer, needing: needed, on: namespace)
+    }
+
+    /// Whether the connection may read `namespace` now (what NAMESPACES and INFO show).
+    var readableNamespaces: @Sendable (String) -> Bool {
+        guard let access, let peer = judgedPeer else { return { _ in true } }
+        return { access.rights(of: peer, on: $0).contains(.read) }
+    }
 }

@@ -47,8 +47,15 @@ struct Arity: Sendable, Equatable {
 
 /// What a command does and where it may run, as Redis's command table flags say it. Later
 /// features consult them (a MULTI queue refuses `notInMulti`, a connection that follows a change
-/// feed accepts only `allowedWhileFollowing`, namespace rights check `readOnly`/`write`/`admin`);
-/// a test checks that they agree with what each command does.
+/// feed accepts only `allowedWhileFollowing`); a test checks that they agree with what each
+/// command does.
+///
+/// Each command declares the right it needs (``AccessRights``) with exactly one of `readOnly`
+/// (read), `write`, `admin`, `serverOwner` (the server's own uid only) or `unrestricted` (no
+/// namespace's data: PING, HELLO, MULTI…); a test walks the table and fails on a command with
+/// none or two. The namespace the right is needed on is the first argument (`namespaced`) or
+/// every argument (`namespacedArguments`); a `readOnly` command with neither (NAMESPACES, INFO)
+/// shows only the namespaces the client may read.
 struct CommandFlags: OptionSet, Sendable {
     let rawValue: UInt16
 
@@ -68,13 +75,31 @@ struct CommandFlags: OptionSet, Sendable {
     static let notInMulti = CommandFlags(rawValue: 1 << 6)
     /// Runs at once inside MULTI instead of being queued (MULTI, EXEC, DISCARD, WATCH, QUIT, RESET).
     static let transactionControl = CommandFlags(rawValue: 1 << 7)
+    /// Needs no right on any namespace: it touches no namespace's data (PING, HELLO, MULTI, EXEC,
+    /// whose queued commands are judged themselves).
+    static let unrestricted = CommandFlags(rawValue: 1 << 8)
+    /// Only the server's own uid may run it (ACL LOAD).
+    static let serverOwner = CommandFlags(rawValue: 1 << 9)
+    /// Every argument is a namespace name (WATCH), each needing the command's right.
+    static let namespacedArguments = CommandFlags(rawValue: 1 << 10)
+
+    /// The flags that declare a command's right: a command has exactly one of them.
+    static let rightDeclarations: [CommandFlags] = [.readOnly, .write, .admin, .serverOwner, .unrestricted]
+
+    /// The right these flags declare on a namespace (empty for `unrestricted` and `serverOwner`).
+    var neededRight: AccessRights {
+        if contains(.readOnly) { return .read }
+        if contains(.write) { return .write }
+        if contains(.admin) { return .admin }
+        return []
+    }
 }
 
 /// Every command, gathered from the files of this folder, and the lookup by name.
 enum CommandTable {
     /// Every command's spec. The data commands come first: a lookup compares names in order.
     static let all: [CommandSpec] = KeyValueCommands.specs + HashCommands.specs + ChangeCommands.specs
-        + TransactionCommands.specs + ConnectionCommands.specs + ServerCommands.specs
+        + TransactionCommands.specs + ConnectionCommands.specs + ServerCommands.specs + AccessCommands.specs
 
     // Names as bytes beside the specs, so that a lookup compares bytes without copying entries.
     private static let nameBytes: [[UInt8]] = all.map { Array($0.name.utf8) }

@@ -7,16 +7,16 @@ enum ConnectionCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [
         CommandSpec(name: "HELLO", usage: "HELLO [protover [AUTH username password] [SETNAME clientname]]", arity: .atLeast(0),
-                    flags: [.session], parse: parseHello),
+                    flags: [.unrestricted, .session], parse: parseHello),
         CommandSpec(name: "CLIENT", usage: "CLIENT ID | INFO | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value", arity: .atLeast(1),
-                    flags: [.session], parse: parseClient),
-        CommandSpec(name: "SELECT", usage: "SELECT 0", arity: .exactly(1), flags: [.session]) { (args) throws(CommandError) in
+                    flags: [.unrestricted, .session], parse: parseClient),
+        CommandSpec(name: "SELECT", usage: "SELECT 0", arity: .exactly(1), flags: [.unrestricted, .session]) { (args) throws(CommandError) in
             guard args[0].elementsEqual("0".utf8) else {
                 throw CommandError(.syntax, "ActorKV has one database, 0; namespaces take the place of Redis's numbered databases")
             }
             return .local(LocalCommand { _ in .simple("OK") })
         },
-        CommandSpec(name: "RESET", usage: "RESET", arity: .exactly(0), flags: [.session, .transactionControl]) { (_) throws(CommandError) in
+        CommandSpec(name: "RESET", usage: "RESET", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand { context in
                 context.session.reset()
                 return .switching(to: .resp2, .simple("RESET"))
@@ -137,7 +137,7 @@ enum ConnectionCommands {
         let peer = session.peer.map { "uid=\($0.uid) gid=\($0.gid) pid=\($0.pid)" } ?? "uid=? gid=? pid=?"
         let library = session.library
         let multi = session.inTransaction ? "0" : "-1"
-        return "id=\(session.id) addr=unix \(peer) name=\(session.name ?? "") db=0 multi=\(multi) "
+        return "id=\(session.id) addr=unix \(peer) user=\(AccessCommands.userName(of: session)) name=\(session.name ?? "") db=0 multi=\(multi) "
             + "resp=\(session.version.rawValue) lib-name=\(library.name) lib-ver=\(library.version)\n"
     }
 }

@@ -7,25 +7,28 @@ import ActorKVStore
 enum ServerCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [
-        CommandSpec(name: "PING", usage: "PING [message]", arity: .between(0, 1), flags: [.allowedWhileFollowing]) { (args) throws(CommandError) in
+        CommandSpec(name: "PING", usage: "PING [message]", arity: .between(0, 1), flags: [.unrestricted, .allowedWhileFollowing]) { (args) throws(CommandError) in
             let reply = args.count > 0 ? Reply.bulk(args.array(0)) : .simple("PONG")
             return .local(LocalCommand { _ in reply })
         },
-        CommandSpec(name: "ECHO", usage: "ECHO message", arity: .exactly(1), flags: []) { (args) throws(CommandError) in
+        CommandSpec(name: "ECHO", usage: "ECHO message", arity: .exactly(1), flags: [.unrestricted]) { (args) throws(CommandError) in
             let reply = Reply.bulk(args.array(0))
             return .local(LocalCommand { _ in reply })
         },
-        CommandSpec(name: "QUIT", usage: "QUIT", arity: .exactly(0), flags: [.session, .allowedWhileFollowing, .transactionControl]) { (_) throws(CommandError) in
+        CommandSpec(name: "QUIT", usage: "QUIT", arity: .exactly(0), flags: [.unrestricted, .session, .allowedWhileFollowing, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand { context in
                 context.session.requestClose()
                 return .simple("OK")
             })
         },
-        CommandSpec(name: "INFO", usage: "INFO", arity: .between(0, 1), flags: []) { (_) throws(CommandError) in
-            .local(LocalCommand { context in .bulk(await context.info()) })
+        CommandSpec(name: "INFO", usage: "INFO", arity: .between(0, 1), flags: [.readOnly]) { (_) throws(CommandError) in
+            .local(LocalCommand { context in .bulk(await context.info(context.readableNamespaces)) })
         },
         CommandSpec(name: "NAMESPACES", usage: "NAMESPACES", arity: .exactly(0), flags: [.readOnly]) { (_) throws(CommandError) in
-            .local(LocalCommand { context in .array(await context.store.namespaceNames().map { .bulk(Array($0.utf8)) }) })
+            .local(LocalCommand { context in
+                let shows = context.readableNamespaces
+                return .array(await context.store.namespaceNames().filter(shows).map { .bulk(Array($0.utf8)) })
+            })
         },
         CommandSpec(name: "COMPACT", usage: "COMPACT ns", arity: .exactly(1), flags: [.namespaced, .admin, .notInMulti]) { (args) throws(CommandError) in
             let name = try Command.namespace(args[0])
@@ -39,10 +42,10 @@ enum ServerCommands {
             })
         },
         // redis-cli sends COMMAND DOCS on connecting: an empty answer lets it proceed.
-        CommandSpec(name: "COMMAND", usage: "COMMAND [...]", arity: .atLeast(0), flags: []) { (_) throws(CommandError) in
+        CommandSpec(name: "COMMAND", usage: "COMMAND [...]", arity: .atLeast(0), flags: [.unrestricted]) { (_) throws(CommandError) in
             .local(LocalCommand { _ in .array([]) })
         },
-        CommandSpec(name: "CONFIG", usage: "CONFIG GET parameter [parameter ...]", arity: .atLeast(2), flags: [], parse: parseConfig),
+        CommandSpec(name: "CONFIG", usage: "CONFIG GET parameter [parameter ...]", arity: .atLeast(2), flags: [.unrestricted], parse: parseConfig),
     ]
 
     private static let getWord = Array("GET".utf8)

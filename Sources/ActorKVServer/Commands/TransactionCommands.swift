@@ -7,20 +7,20 @@ import ActorKVStore
 enum TransactionCommands {
     /// Their specs. All run at once even inside MULTI (``CommandFlags/transactionControl``).
     static let specs: [CommandSpec] = [
-        CommandSpec(name: "MULTI", usage: "MULTI", arity: .exactly(0), flags: [.session, .transactionControl]) { (_) throws(CommandError) in
+        CommandSpec(name: "MULTI", usage: "MULTI", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand { context in
                 context.session.beginTransaction() ? .simple("OK") : .error(.err, "MULTI calls can not be nested")
             })
         },
-        CommandSpec(name: "EXEC", usage: "EXEC", arity: .exactly(0), flags: [.session, .transactionControl]) { (_) throws(CommandError) in
+        CommandSpec(name: "EXEC", usage: "EXEC", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand { context in await exec(context) })
         },
-        CommandSpec(name: "DISCARD", usage: "DISCARD", arity: .exactly(0), flags: [.session, .transactionControl]) { (_) throws(CommandError) in
+        CommandSpec(name: "DISCARD", usage: "DISCARD", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand { context in
                 context.session.endTransaction().transaction == nil ? .error(.err, "DISCARD without MULTI") : .simple("OK")
             })
         },
-        CommandSpec(name: "WATCH", usage: "WATCH ns [ns ...]", arity: .atLeast(1), flags: [.session, .readOnly, .transactionControl]) { (args) throws(CommandError) in
+        CommandSpec(name: "WATCH", usage: "WATCH ns [ns ...]", arity: .atLeast(1), flags: [.session, .readOnly, .namespacedArguments, .transactionControl]) { (args) throws(CommandError) in
             let names = try (0..<args.count).map { (i) throws(CommandError) in try Command.namespace(args[i]) }
             return .local(LocalCommand { context in
                 guard !context.session.inTransaction else { return .error(.err, "WATCH inside MULTI is not allowed") }
@@ -32,7 +32,7 @@ enum TransactionCommands {
                 return .simple("OK")
             })
         },
-        CommandSpec(name: "UNWATCH", usage: "UNWATCH", arity: .exactly(0), flags: [.session, .transactionControl]) { (_) throws(CommandError) in
+        CommandSpec(name: "UNWATCH", usage: "UNWATCH", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand { context in
                 context.session.unwatchAll()
                 return .simple("OK")
@@ -65,6 +65,8 @@ enum TransactionCommands {
         if let other = queued.commands.first(where: { $0.namespace != namespace })?.namespace {
             return .error(.crossNS, "a transaction addresses one namespace; this one addresses '\(namespace!)' and '\(other)': nothing applied")
         }
+        // Judged again by the rules in force now: all of it may run, or none of it does.
+        if let refusal = refusalByCurrentRules(queued.commands, watched: watched, context) { return ErrorMapping.reply(for: refusal) }
         // Watched namespaces the transaction does not write are checked here, just before it;
         // its own namespace is checked in the same run that applies it.
         for (name, sequence) in watched where name != namespace {
@@ -72,6 +74,20 @@ enum TransactionCommands {
         }
         guard let namespace else { return .array([]) }
         return await apply(queued.commands, in: namespace, guardedSince: watched[namespace], context)
+    }
+
+    /// `NOPERM` if, under the rules in force now, the connection lacks a right that a queued
+    /// command needs (each was judged when queued; the rules may have been reloaded since), or
+    /// may no longer read a watched namespace.
+    private static func refusalByCurrentRules(_ queued: [QueuedCommand], watched: [String: UInt64], _ context: CommandContext) -> CommandError? {
+        if let namespace = queued.first?.namespace {
+            let needed: AccessRights = queued.reduce(into: []) { $0.insert($1.operation.isWrite ? .write : .read) }
+            if let refusal = context.refusal(needing: needed, on: namespace) { return refusal }
+        }
+        for name in watched.keys.sorted() {
+            if let refusal = context.refusal(needing: .read, on: name) { return refusal }
+        }
+        return nil
     }
 
     /// The sequence of `name` now (0 for a namespace that does not exist or cannot be opened).

@@ -1,0 +1,67 @@
+import Synchronization
+
+/// The server's namespace permissions (`actorkvd --acl FILE`): the rules in force, replaced as a
+/// whole by ``reload()`` (SIGHUP, `ACL LOAD`), and who may do what under them.
+///
+/// Connections resolve their rights once per namespace (``ConnectionRights``) and resolve them
+/// again after a reload, which they notice by ``generation``. The server's own uid keeps every
+/// right whatever the file says.
+public final class AccessControl: Sendable {
+    /// The file, as given to `--acl`.
+    public let path: String
+    /// The server's own uid: every right on every namespace.
+    public let ownUID: UInt32
+    private let names: AccountNames
+    private let current: Mutex<AccessRules>
+    private let generationCounter = Atomic<UInt64>(0)
+    /// Called after each successful reload (the event loop's wake-up, so that it judges the
+    /// connections that follow changes again).
+    private let changed: @Sendable () -> Void
+
+    /// Loads `path`; throws if it cannot be read or has a mistake (the server must not start).
+    init(path: String, ownUID: UInt32, names: AccountNames = .system, changed: @escaping @Sendable () -> Void = {}) throws(AccessRulesError) {
+        self.path = path
+        self.ownUID = ownUID
+        self.names = names
+        self.changed = changed
+        current = Mutex(try AccessRules.load(path: path, names: names))
+    }
+
+    /// Increases at each successful reload.
+    var generation: UInt64 { generationCounter.load(ordering: .acquiring) }
+
+    /// How many rules are in force.
+    var ruleCount: Int { current.withLock { $0.rules.count } }
+
+    /// Reads the file again and puts its rules in force for the next command of every
+    /// connection. On a mistake, throws and keeps the rules in force. Returns the number of rules.
+    @discardableResult
+    func reload() throws(AccessRulesError) -> Int {
+        let rules = try AccessRules.load(path: path, names: names)
+        current.withLock { $0 = rules }
+        generationCounter.add(1, ordering: .releasing)
+        changed()
+        return rules.rules.count
+    }
+
+    /// Whether `peer` is the server's own uid, which has every right.
+    func isOwner(_ peer: PeerIdentity) -> Bool { peer.uid == ownUID }
+
+    /// `peer`'s rights on `namespace` under the rules in force.
+    func rights(of peer: PeerIdentity, on namespace: String) -> AccessRights {
+        if isOwner(peer) { return .all }
+        return current.withLock { $0.rights(of: peer, on: namespace) }
+    }
+
+    /// The refusal of a command that needs `needed` on `namespace`, or nil if `peer` has it.
+    func refusal(of peer: PeerIdentity, needing needed: AccessRights, on namespace: String) -> CommandError? {
+        let held = rights(of: peer, on: namespace)
+        return held.isSuperset(of: needed) ? nil : Self.denied(needed.subtracting(held), on: namespace, for: peer)
+    }
+
+    /// `-NOPERM no write permission on namespace 'config' for uid 33`, naming the first missing right.
+    static func denied(_ missing: AccessRights, on namespace: String, for peer: PeerIdentity) -> CommandError {
+        let right = missing.contains(.read) ? "read" : missing.contains(.write) ? "write" : "admin"
+        return CommandError(.wire(.noPerm), "no \(right) permission on namespace '\(namespace)' for uid \(peer.uid)")
+    }
+}

@@ -1,0 +1,123 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A mistake in the ACL file, or the file could not be read: `acl.conf:3: unknown right 'wrte'
+/// (expected read, write or admin)`, or `acl.conf: cannot read: No such file or directory`.
+struct AccessRulesError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The file, as given to the loader.
+    let file: String
+    /// The line of the mistake, from 1; nil when the file as a whole is at fault.
+    let line: Int?
+    /// What is wrong, naming the offending word.
+    let message: String
+
+    /// `file:line: message`, or `file: message` without a line.
+    var description: String {
+        if let line { return "\(file):\(line): \(message)" }
+        return "\(file): \(message)"
+    }
+}
+
+/// A parsed ACL file (`actorkvd --acl FILE`): who holds which rights on which namespaces.
+///
+/// One rule a line, `SUBJECT NAMESPACES RIGHT [RIGHT ...]`, words separated by spaces or tabs;
+/// `#` starts a comment that runs to the end of the line; blank lines are ignored and a `\r`
+/// before the newline counts as a space (CRLF files load).
+///
+/// - SUBJECT: `uid:N`, `user:NAME`, `gid:N`, `group:NAME` or `*` (anyone). N is a decimal
+///   number from 0 to 4294967294. Names are resolved to ids when the file is loaded.
+/// - NAMESPACES: `*` (every namespace), `PREFIX*` (every namespace whose name starts with
+///   PREFIX) or an exact namespace name.
+/// - RIGHT: `read`, `write` or `admin`; at least one.
+///
+/// A peer's rights on a namespace are the union of the rights of every rule whose subject
+/// matches the peer (`gid:N` matches its primary group and its supplementary groups) and whose
+/// pattern matches the namespace. Every mistake is an error naming the file, the line and the
+/// word; nothing is skipped. An empty file, or one of comments only, is valid and grants nothing.
+struct AccessRules: Sendable {
+    /// The file, as given to the loader.
+    let file: String
+    /// The rules, in file order.
+    let rules: [AccessRule]
+
+    /// The largest file ``load(path:names:)`` accepts: 4 MiB.
+    static let maxFileSize = 4 << 20
+
+    /// Parses the contents of an ACL file named `file` (for messages), resolving user and group
+    /// names through `names`. Throws at the first mistake.
+    static func parse(_ bytes: [UInt8], file: String, names: AccountNames = .system) throws(AccessRulesError) -> AccessRules {
+        var rules: [AccessRule] = []
+        var number = 0
+        for text in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            number += 1
+            if let rule = try AccessRule.Parser(file: file, line: number, names: names).rule(text) { rules.append(rule) }
+        }
+        return AccessRules(file: file, rules: rules)
+    }
+
+    /// Reads and parses the ACL file at `path`. Throws if it cannot be read, is not a regular
+    /// file, is larger than ``maxFileSize``, or has a mistake: a file that cannot be read never
+    /// means "allow all".
+    static func load(path: String, names: AccountNames = .system) throws(AccessRulesError) -> AccessRules {
+        try parse(readFile(path), file: path, names: names)
+    }
+
+    /// The rights `peer` holds on `namespace`: the union of those of every rule that matches both.
+    func rights(of peer: PeerIdentity, on namespace: String) -> AccessRights {
+        var held: AccessRights = []
+        for rule in rules where !held.isSuperset(of: rule.rights) {
+            held.formUnion(rule.rights(of: peer, on: namespace))
+        }
+        return held
+    }
+}
+
+extension AccessRules {
+    /// The whole of the regular file at `path`, read with open/fstat/read.
+    private static func readFile(_ path: String) throws(AccessRulesError) -> [UInt8] {
+        let fd = try open(path)
+        defer { _ = Glibc.close(fd) }
+        let size = try regularFileSize(fd, path)
+        guard size <= maxFileSize else { throw tooLarge(path) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(size)
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw cannotRead(path, errno) }
+            if n == 0 { return bytes }
+            bytes += chunk[..<n]
+            guard bytes.count <= maxFileSize else { throw tooLarge(path) }
+        }
+    }
+
+    /// Opens `path` for reading (not blocking on a FIFO, which ``regularFileSize(_:_:)`` refuses).
+    private static func open(_ path: String) throws(AccessRulesError) -> Int32 {
+        while true {
+            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+            if fd >= 0 { return fd }
+            if errno != EINTR { throw cannotRead(path, errno) }
+        }
+    }
+
+    /// The size of the open file `fd`; throws unless it is a regular file.
+    private static func regularFileSize(_ fd: Int32, _ path: String) throws(AccessRulesError) -> Int {
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw cannotRead(path, errno) }
+        switch status.st_mode & S_IFMT {
+        case S_IFREG: return Int(status.st_size)
+        case S_IFDIR: throw cannotRead(path, EISDIR)
+        default: throw AccessRulesError(file: path, line: nil, message: "cannot read: not a regular file")
+        }
+    }
+
+    private static func cannotRead(_ path: String, _ code: Int32) -> AccessRulesError {
+        AccessRulesError(file: path, line: nil, message: "cannot read: \(String(cString: strerror(code)))")
+    }
+
+    private static func tooLarge(_ path: String) -> AccessRulesError {
+        AccessRulesError(file: path, line: nil, message: "the file is larger than 4 MiB (\(maxFileSize) bytes), the most an ACL file may be")
+    }
+}

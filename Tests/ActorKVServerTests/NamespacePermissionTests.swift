@@ -1,0 +1,138 @@
+import ActorKVProtocol
+@testable import ActorKVServer
+import ActorKVStore
+import ActorKVTestSupport
+import Foundation
+import Testing
+
+/// Namespace permissions inside the server: every command of the table judged by the right it
+/// declares, rights resolved again after a reload, EXEC judged again, the listings filtered, the
+/// server's own uid unrestricted. (Real peers under real uids over the socket: Tests/acl.)
+@Suite("Namespace permissions: commands judged by their declared right")
+struct NamespacePermissionTests {
+    let directory = TemporaryDirectory("permissions")
+    static let peer = PeerIdentity(uid: 2001, gid: 2001, groups: [3001])
+    static let names = AccountNames(uidForUser: { _ in nil }, gidForGroup: { _ in nil }, userForUID: { _ in nil })
+
+    /// An AccessControl over a file of `rules` (rewritten by ``write(_:)``) for a server of uid 0.
+    func access(_ rules: String) throws -> AccessControl {
+        try write(rules)
+        return try AccessControl(path: directory.path + "/acl.conf", ownUID: 0, names: Self.names)
+    }
+
+    func write(_ rules: String) throws {
+        try rules.write(toFile: directory.path + "/acl.conf", atomically: true, encoding: .utf8)
+    }
+
+    func request(_ words: [String]) -> Request { Request(words.map { Array($0.utf8) }) }
+
+    /// The reply of `words` judged for ``peer``: nil when it may run, else the NOPERM message.
+    func refusal(_ words: [String], _ rights: ConnectionRights) -> String? {
+        guard case .refused(let error) = Command(parsing: request(words), rights: rights) else { return nil }
+        return error.kind == .wire(.noPerm) ? error.message : "not NOPERM: \(error.message)"
+    }
+
+    @Test("every command of the table, on a namespace where the peer has no right, is refused with the right it declares, or runs if it needs none")
+    func everyCommandJudged() throws {
+        let rights = ConnectionRights(access: try access("uid:2001 other read write admin\n"), peer: Self.peer)
+        for spec in CommandTable.all {
+            let sample = try #require(CommandTableTests.samples[spec.name], "no sample for \(spec.name)")
+            let refused = refusal(sample, rights)
+            let needed = spec.flags.neededRight
+            if needed.isEmpty || !spec.flags.contains(.namespaced) && !spec.flags.contains(.namespacedArguments) {
+                #expect(refused == nil, "\(spec.name) needs no right on a namespace here, yet: \(refused ?? "")")
+            } else {
+                #expect(refused == "no \(needed.names) permission on namespace 'ns' for uid 2001", "\(spec.name): \(refused ?? "ran")")
+            }
+        }
+        // With every right on `ns`, nothing in the table is refused.
+        let full = ConnectionRights(access: try access("uid:2001 ns read write admin\nuid:2001 other read\n"), peer: Self.peer)
+        for spec in CommandTable.all {
+            #expect(refusal(CommandTableTests.samples[spec.name]!, full) == nil, "\(spec.name)")
+        }
+    }
+
+    @Test("rights are the union of matching rules; write alone does not read; WATCH needs read on every namespace; ACL LOAD is the owner's")
+    func unionAndDetails() throws {
+        let rights = ConnectionRights(access: try access("""
+            gid:3001 jobs-* write
+            *        jobs-a read
+            uid:2001 ns     read
+            """), peer: Self.peer)
+        #expect(refusal(["PUT", "jobs-a", "k", "v"], rights) == nil)
+        #expect(refusal(["GET", "jobs-a", "k"], rights) == nil)
+        #expect(refusal(["GET", "jobs-b", "k"], rights) == "no read permission on namespace 'jobs-b' for uid 2001")
+        #expect(refusal(["PUT", "jobs-b", "k", "v"], rights) == nil, "the supplementary group grants write")
+        #expect(refusal(["WATCH", "ns", "jobs-a", "jobs-b"], rights) == "no read permission on namespace 'jobs-b' for uid 2001")
+        #expect(refusal(["ACL", "LOAD"], rights) == "only the server's own uid 0 may run ACL LOAD; this connection is uid 2001")
+        #expect(refusal(["ACL", "WHOAMI"], rights) == nil)
+        #expect(refusal(["PUT", "ns", "k", "v", "EPHEMERAL"], rights) == "no write permission on namespace 'ns' for uid 2001")
+        #expect(refusal(["COMPACT", "ns"], rights) == "no admin permission on namespace 'ns' for uid 2001")
+        // A malformed request is refused for what it is, whatever the rights.
+        #expect(refusal(["GET", "jobs-b"], rights)?.hasPrefix("not NOPERM") == true)
+    }
+
+    @Test("a reload is seen by the next request of a connection: rights cached per namespace are resolved again; a failed reload changes nothing")
+    func reloadResolvesAgain() throws {
+        let access = try access("uid:2001 ns read write\n")
+        let rights = ConnectionRights(access: access, peer: Self.peer)
+        // More namespaces than the cache holds, so that it starts over at least once.
+        for i in 0..<(ConnectionRights.cacheLimit + 50) { #expect(refusal(["GET", "n\(i)", "k"], rights) != nil) }
+        #expect(refusal(["PUT", "ns", "k", "v"], rights) == nil)
+        try write("uid:2001 ns read\n")
+        #expect(refusal(["PUT", "ns", "k", "v"], rights) == nil, "not in force before the reload")
+        try access.reload()
+        #expect(refusal(["PUT", "ns", "k", "v"], rights) == "no write permission on namespace 'ns' for uid 2001")
+        #expect(refusal(["GET", "ns", "k"], rights) == nil)
+        let generation = access.generation
+        try write("uid:2001 ns read wrte\n")
+        #expect(throws: AccessRulesError.self) { try access.reload() }
+        #expect(access.generation == generation)
+        #expect(refusal(["GET", "ns", "k"], rights) == nil, "the rules in force stay")
+    }
+
+    @Test("EXEC judges its queue again by the rules in force: withdrawn between MULTI and EXEC, nothing is applied")
+    func execJudgedAgain() async throws {
+        let access = try access("uid:2001 ns read write\n")
+        let store = try Store(directory: directory.path + "/data")
+        let processor = CommandProcessor(store: store, access: access) { _ in [] }
+        let session = ClientSession(id: 1, peer: PeerCredentials(uid: 2001, gid: 2001, pid: 1, groups: [3001]))
+        let rights = ConnectionRights(access: access, peer: Self.peer)
+        let parse = { (line: String) in Command(parsing: request(line.split(separator: " ").map(String.init)), rights: rights) }
+        var replies = await processor.process(["MULTI", "PUT ns a 1", "GET ns a"].map(parse), session: session)
+        #expect(replies == [.simple("OK"), .simple("QUEUED"), .simple("QUEUED")])
+        try write("uid:2001 ns read\n")
+        try access.reload()
+        replies = await processor.process([parse("EXEC")], session: session)
+        #expect(replies == [.error("NOPERM no write permission on namespace 'ns' for uid 2001")])
+        let owner = ClientSession(id: 2, peer: PeerCredentials(uid: 0, gid: 0, pid: 1))
+        #expect(await processor.process([Command(parsing: request(["GET", "ns", "a"]))], session: owner) == [.null], "nothing applied")
+        // Allowed again: the same transaction runs.
+        try write("uid:2001 ns read write\n")
+        try access.reload()
+        replies = await processor.process(["MULTI", "PUT ns a 1", "GET ns a", "EXEC"].map(parse), session: session)
+        #expect(replies.last == .array([.simple("OK"), .bulk(Array("1".utf8))]))
+        await store.close()
+    }
+
+    @Test("NAMESPACES and INFO show only what the client may read; the server's own uid sees all and is never judged")
+    func listingsFiltered() async throws {
+        let access = try access("uid:2001 public read\nuid:2001 jobs-* write\n")
+        let store = try Store(directory: directory.path + "/data")
+        let processor = CommandProcessor(store: store, access: access) { shows in
+            Array(["public", "jobs-a", "secret"].filter(shows).joined(separator: ",").utf8)
+        }
+        let owner = ClientSession(id: 2, peer: PeerCredentials(uid: 0, gid: 0, pid: 1))
+        for ns in ["public", "jobs-a", "secret"] {
+            _ = await processor.process([Command(parsing: request(["PUT", ns, "k", "v"]))], session: owner)
+        }
+        let list = [Command(parsing: request(["NAMESPACES"])), Command(parsing: request(["INFO"]))]
+        let peer = ClientSession(id: 1, peer: PeerCredentials(uid: 2001, gid: 2001, pid: 1))
+        #expect(await processor.process(list, session: peer) == [.array([.bulk(Array("public".utf8))]), .bulk(Array("public".utf8))])
+        #expect(await processor.process(list, session: owner) == [
+            .array(["jobs-a", "public", "secret"].map { .bulk(Array($0.utf8)) }), .bulk(Array("public,jobs-a,secret".utf8)),
+        ])
+        #expect(access.rights(of: PeerIdentity(uid: 0, gid: 0, groups: []), on: "secret") == .all)
+        await store.close()
+    }
+}

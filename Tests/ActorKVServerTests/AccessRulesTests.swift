@@ -324,8 +324,30 @@ struct AccessRulesTests {
         return pieces
     }()
 
-    /// Parses `bytes` and checks it parsed or failed cleanly, and that CRLF line ends give the same.
-    static func checkParses(_ bytes: [UInt8]) {
+    /// A line of the grammar: a subject, a pattern and rights, each now and then a wrong word or
+    /// a piece of ``alphabet``, separated by spaces or tabs, ended by LF or CRLF, or a comment.
+    static func randomLine(using random: inout SeededGenerator) -> [UInt8] {
+        func pick(_ good: [String], _ bad: [String], _ random: inout SeededGenerator) -> [UInt8] {
+            switch Int.random(in: 0..<40, using: &random) {
+            case 0: return alphabet.randomElement(using: &random)!
+            case 1: return Array(bad.randomElement(using: &random)!.utf8)
+            default: return Array(good.randomElement(using: &random)!.utf8)
+            }
+        }
+        if Int.random(in: 0..<6, using: &random) == 0 { return Array("# note\n".utf8) }
+        var words = [pick(["*", "uid:1000", "gid:50", "user:backup", "group:staff"], ["uid:4294967295", "user:nobody", "usr:x"], &random),
+                     pick(["*", "public", "jobs-*", "a.b"], ["jo*bs", ".x", "a:b*"], &random)]
+        for _ in 0..<Int.random(in: 1...3, using: &random) { words.append(pick(["read", "write", "admin"], ["wrte", "READ"], &random)) }
+        let space = [UInt8(ascii: " ")], tab = [UInt8(ascii: "\t")]
+        var line = Array(words.joined(separator: Bool.random(using: &random) ? space : tab))
+        line += Bool.random(using: &random) ? [10] : [13, 10]
+        return line
+    }
+
+    /// Parses `bytes` and checks it parsed or failed cleanly, and that CRLF line ends give the
+    /// same; returns whether it parsed to at least one rule.
+    @discardableResult
+    static func checkParses(_ bytes: [UInt8]) -> Bool {
         let lines = bytes.count(where: { $0 == UInt8(ascii: "\n") }) + 1
         let outcome = Result { () throws(AccessRulesError) in try AccessRules.parse(bytes, file: "fuzz.acl", names: names) }
         switch outcome {
@@ -340,17 +362,23 @@ struct AccessRulesTests {
         let crlf = Array(bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).joined(separator: [13, 10]))
         let again = Result { () throws(AccessRulesError) in try AccessRules.parse(crlf, file: "fuzz.acl", names: names) }
         #expect(outcome.map(\.rules) == again.map(\.rules), "\(bytes)")
+        return (try? outcome.get().rules.isEmpty) == false
     }
 
     @Test("20,000 random grammar-biased byte strings parse or fail with a message naming the file")
     func fuzzRandom() {
         var random = SeededGenerator(seed: testSeed("fuzzRandom", 0xAC1_0001))
-        for _ in 0..<20_000 {
+        var parsed = 0
+        for round in 0..<20_000 {
             let target = Int.random(in: 0...200, using: &random)
             var bytes: [UInt8] = []
-            while bytes.count < target { bytes += Self.alphabet.randomElement(using: &random)! }
-            Self.checkParses(Array(bytes.prefix(200)))
+            while bytes.count < target {
+                bytes += round.isMultiple(of: 2) ? Self.alphabet.randomElement(using: &random)! : Self.randomLine(using: &random)
+            }
+            if Self.checkParses(Array(bytes.prefix(200))) { parsed += 1 }
         }
+        #expect(parsed > 100, "some random strings parse to rules (\(parsed))")
+        print("fuzzRandom: \(parsed) of 20000 parsed to rules")
     }
 
     @Test("10,000 mutations of the example file parse or fail with a message naming the file")
@@ -361,8 +389,7 @@ struct AccessRulesTests {
         for _ in 0..<10_000 {
             var bytes = original
             for _ in 0..<Int.random(in: 1...4, using: &random) { Self.mutate(&bytes, using: &random) }
-            Self.checkParses(bytes)
-            if (try? AccessRules.parse(bytes, file: "fuzz.acl", names: Self.names)) != nil { parsed += 1 }
+            if Self.checkParses(bytes) { parsed += 1 }
         }
         #expect(parsed > 0 && parsed < 10_000, "some mutations parse and some do not (\(parsed))")
     }

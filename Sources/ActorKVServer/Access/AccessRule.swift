@@ -102,8 +102,8 @@ struct AccessRule: Sendable, Hashable {
     /// Its line in the file, from 1.
     let line: Int
 
-    /// The rights this rule grants `peer` on `namespace`: its rights if both match, else none.
-    func rights(of peer: PeerIdentity, on namespace: String) -> AccessRights {
+    /// What this rule grants `peer` on `namespace`: its rights if both match, else none.
+    func grants(to peer: PeerIdentity, on namespace: String) -> AccessRights {
         subject.matches(peer) && pattern.matches(namespace) ? rights : []
     }
 }
@@ -135,7 +135,8 @@ extension AccessRule {
         private func checkBytes(_ text: ArraySlice<UInt8>) throws(AccessRulesError) {
             for word in Self.words(text) {
                 if let byte = word.first(where: { $0 < 0x20 || $0 == 0x7F }) {
-                    throw failure("control byte \(Command.printable([byte][...])) in \(Self.quoted(word)) (only text, spaces and tabs may be on a line)")
+                    let shown = Command.printable([byte][...])
+                    throw failure("control byte \(shown) in \(Self.quoted(word)) (only text, spaces and tabs may be on a line)")
                 }
                 if String(validating: word, as: UTF8.self) == nil {
                     throw failure("invalid UTF-8 in \(Self.quoted(word)) (the file must be UTF-8 text)")
@@ -199,7 +200,9 @@ extension AccessRule {
             guard star == word.endIndex - 1 else { throw neverMatches(word, "'*' may only come last") }
             let prefix = word[..<star]
             if prefix.count == NamespaceName.maxLength {
-                throw failure("namespace pattern \(Self.quoted(word)) is too long: at most \(NamespaceName.maxLength - 1) characters may come before '*' (write a \(NamespaceName.maxLength)-character name without '*')")
+                let most = NamespaceName.maxLength
+                throw failure("namespace pattern \(Self.quoted(word)) is too long: at most \(most - 1) characters may come before '*'"
+                    + " (write a \(most)-character name without '*')")
             }
             if let problem = NamespaceName.problem(with: prefix) { throw neverMatches(word, problem) }
             return .prefix(Array(prefix))
@@ -230,7 +233,10 @@ extension AccessRule {
         /// `text` without the spaces, tabs and carriage returns at its end.
         private static func trimmingTrailingSpace(_ text: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
             var end = text.endIndex
-            while end > text.startIndex, [UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")].contains(text[end - 1]) { end -= 1 }
+            while end > text.startIndex, text[end - 1] == UInt8(ascii: " ") || text[end - 1] == UInt8(ascii: "\t")
+                || text[end - 1] == UInt8(ascii: "\r") {
+                end -= 1
+            }
             return text[..<end]
         }
 

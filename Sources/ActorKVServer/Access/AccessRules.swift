@@ -22,8 +22,9 @@ struct AccessRulesError: Error, Equatable, Sendable, CustomStringConvertible {
 /// A parsed ACL file (`actorkvd --acl FILE`): who holds which rights on which namespaces.
 ///
 /// One rule a line, `SUBJECT NAMESPACES RIGHT [RIGHT ...]`, words separated by spaces or tabs;
-/// `#` starts a comment that runs to the end of the line; blank lines are ignored and a `\r`
-/// before the newline counts as a space (CRLF files load).
+/// `#`, wherever it is, starts a comment that runs to the end of the line; blank lines are ignored
+/// and a `\r` before the newline counts as a space (CRLF files load). The file is UTF-8 text: a
+/// control byte other than tab, or bytes that are not UTF-8, are a mistake even in a comment.
 ///
 /// - SUBJECT: `uid:N`, `user:NAME`, `gid:N`, `group:NAME` or `*` (anyone). N is a decimal
 ///   number from 0 to 4294967294. Names are resolved to ids when the file is loaded.
@@ -67,7 +68,7 @@ struct AccessRules: Sendable {
     func rights(of peer: PeerIdentity, on namespace: String) -> AccessRights {
         var held: AccessRights = []
         for rule in rules where !held.isSuperset(of: rule.rights) {
-            held.formUnion(rule.rights(of: peer, on: namespace))
+            held.formUnion(rule.grants(to: peer, on: namespace))
         }
         return held
     }

@@ -16,7 +16,7 @@ enum SignalHandling {
     /// come at any time, also after the event loop has stopped (a second SIGTERM during shutdown).
     nonisolated(unsafe) private static var installed: WakeSignal?
 
-    /// Installs the handlers; `wake` is signalled when a shutdown signal arrives. Call before any
+    /// Installs the handlers; `wake` is signalled when a shutdown signal or SIGHUP arrives. Call before any
     /// slow startup step, so that a signal during recovery is not lost: the caller checks
     /// ``received`` afterwards.
     static func install(wake: WakeSignal) {
@@ -26,25 +26,29 @@ enum SignalHandling {
         wakeFD = wake.fd
         withExtendedLifetime(previous) {}
         signal(SIGPIPE, SIG_IGN)
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { number in
+        handle([SIGTERM, SIGINT]) { number in
             SignalHandling.received.store(number, ordering: .relaxed)
-            var one: UInt64 = 1
-            _ = write(SignalHandling.wakeFD, &one, 8)
+            SignalHandling.wakeLoop()
         }
+        handle([SIGHUP]) { _ in
+            SignalHandling.reloadRequested.store(true, ordering: .relaxed)
+            SignalHandling.wakeLoop()
+        }
+    }
+
+    /// Installs `handler` (async-signal-safe code only) for `signals`.
+    private static func handle(_ signals: [Int32], _ handler: @convention(c) (Int32) -> Void) {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = handler
         sigemptyset(&action.sa_mask)
         action.sa_flags = 0
-        sigaction(SIGTERM, &action, nil)
-        sigaction(SIGINT, &action, nil)
-        var reload = sigaction()
-        reload.__sigaction_handler.sa_handler = { _ in
-            SignalHandling.reloadRequested.store(true, ordering: .relaxed)
-            var one: UInt64 = 1
-            _ = write(SignalHandling.wakeFD, &one, 8)
-        }
-        sigemptyset(&reload.sa_mask)
-        reload.sa_flags = 0
-        sigaction(SIGHUP, &reload, nil)
+        for number in signals { sigaction(number, &action, nil) }
+    }
+
+    /// Wakes the event loop (from a signal handler: one write to its eventfd).
+    private static func wakeLoop() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
     }
 
     /// Whether a SIGHUP came since the last call (the event loop reloads the `--acl` file then).

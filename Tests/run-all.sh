@@ -15,6 +15,8 @@ swift test
 export ACTORKVD="$PWD/.build/debug/actorkvd"
 echo "== python client tests"
 python3 -m unittest discover -s Clients/python -v
+echo "== namespace permissions over the wire (clients under other uids)"
+python3 -m unittest discover -s Tests/acl -v
 echo "== shell interop tests"
 bash Tests/interop/run.sh
 echo "== doc snippets: the runner's tests, then every code block of README.md and protocol.md"; python3 -m unittest discover -s Tests/docs; python3 Tests/docs/run_snippets.py README.md protocol.md

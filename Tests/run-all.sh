@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every ActorKV test: the Swift packages' tests, the Python client's tests, the shell
+# Runs every ActorKV test: the Swift packages' tests, the Python client's tests, the namespace
+# permission tests over the wire (clients under other uids: run as root, as CI does), the shell
 # interop tests (socat, nc, redis-cli, redis-benchmark, and the Redis client libraries redis-py,
 # node-redis and ruby-redis), 20 s of libFuzzer on the protocol decoder and the benchmark script
 # in its quick mode.

@@ -438,7 +438,8 @@ final class EventLoop: @unchecked Sendable {
                 c.protocolError = nil
                 c.close(afterFlushFor: .quit)
             }
-            adoptFollows(c)
+            // A connection cut off (its rights withdrawn meanwhile) has been pumped, perhaps closed.
+            guard adoptFollows(c) else { continue }
             pump(c)
         }
     }
@@ -522,14 +523,15 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Takes over the follows that the connection's CHANGES commands started.
-    private func adoptFollows(_ c: Connection) {
+    /// Takes over the follows that the connection's CHANGES commands started. Returns false if
+    /// the connection was cut off instead (rules reloaded since its CHANGES was judged are
+    /// applied before anything is sent).
+    private func adoptFollows(_ c: Connection) -> Bool {
         for follow in c.session.takeNewFollows() {
             c.followers.append(Follower(follow))
             followersByNamespace[follow.key.namespace, default: []].insert(c.id)
         }
-        // Rules reloaded since its CHANGES was judged are applied before anything is sent.
-        if !c.followers.isEmpty { cutOffWithdrawnFollows(c) }
+        return c.followers.isEmpty || !cutOffWithdrawnFollows(c)
     }
 
     // MARK: - Namespace permissions
@@ -557,14 +559,16 @@ final class EventLoop: @unchecked Sendable {
         for c in connections.values where !c.followers.isEmpty { cutOffWithdrawnFollows(c) }
     }
 
-    /// Drops the connection if it follows a namespace it may no longer read.
-    private func cutOffWithdrawnFollows(_ c: Connection) {
-        guard let rights = c.rights, !c.closeAfterFlush else { return }
+    /// Drops the connection if it follows a namespace it may no longer read; returns whether it did.
+    @discardableResult
+    private func cutOffWithdrawnFollows(_ c: Connection) -> Bool {
+        guard let rights = c.rights, !c.closeAfterFlush else { return false }
         for follower in c.followers where !rights.rights(on: follower.key.namespace).contains(.read) {
             let denied = AccessControl.denied(.read, on: follower.key.namespace, for: rights.peer)
             drop(c, ErrorMapping.reply(for: denied), lagging: nil, reason: .accessWithdrawn)
-            return
+            return true
         }
+        return false
     }
 
     /// Gives each follower of the connection a turn: queues its next messages (about

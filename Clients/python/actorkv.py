@@ -72,6 +72,7 @@ __all__ = [
     "LockTimeout",
     "Mirror",
     "NOT_READY",
+    "PermissionDeniedError",
     "Pipeline",
     "ProtocolError",
     "ReplyParser",
@@ -97,9 +98,15 @@ ERROR_CODES = ("ERR", "BADNS", "BADKEY", "TOOBIG", "BADCURSOR", "CORRUPT", "IOER
                "PROTO", "MAXCLIENTS", "NOPERM", "COMPACTED", "LAGGING", "EXECABORT", "CROSSNS",
                "NOPROTO")
 
-#: The codes of :data:`ERROR_CODES` after which the server closes the connection (a Swift test
-#: checks them against ``WireErrorCode.closesConnection``).
+#: The codes of :data:`ERROR_CODES` after which the server may close the connection (a Swift
+#: test checks them against ``WireErrorCode.closesConnection``). ``NOPERM`` closes it only on
+#: accept, with :data:`_REFUSAL_PREFIX`: see :func:`_closes_connection`.
 _FATAL_CODES = frozenset({"PROTO", "MAXCLIENTS", "NOPERM", "LAGGING"})
+
+#: How the message of a ``NOPERM`` sent on accept starts (to a peer outside ``--allow-uid`` /
+#: ``--allow-gid``, then the server closes the connection); a command's ``NOPERM`` never starts
+#: so (protocol.md, "Namespace permissions").
+_REFUSAL_PREFIX = "connection refused: "
 
 #: The range of the server's integers: INCR values and deltas, and versions (0 up to the
 #: maximum).
@@ -130,7 +137,9 @@ class ServerError(ActorKVError):
     Attributes:
         code: the first word of the error line, one of :data:`ERROR_CODES`: ``"ERR"``,
             ``"BADNS"``, ``"BADKEY"``, ``"TOOBIG"``, ``"BADCURSOR"``, ``"CORRUPT"``,
-            ``"IOERR"``, ``"SHUTDOWN"``, ``"PROTO"``, ``"MAXCLIENTS"``, ``"NOPERM"``,
+            ``"IOERR"``, ``"SHUTDOWN"``, ``"PROTO"``, ``"MAXCLIENTS"``, ``"NOPERM"`` (a
+            command's is a :class:`PermissionDeniedError`; the refusal of a connection on
+            accept, ``connection refused: ...``, is a plain :class:`ServerError`),
             ``"COMPACTED"`` (a :class:`CompactedError`) or ``"LAGGING"`` (a change feed
             answers it by resuming) (a newer server's code not in that list is kept as sent).
         message: the rest of the line (may be empty).
@@ -144,10 +153,13 @@ class ServerError(ActorKVError):
     @classmethod
     def from_line(cls, line):
         """Builds the error from the text of an error reply (without ``-`` and ``\\r\\n``):
-        a :class:`CompactedError` for the code ``COMPACTED``."""
+        a :class:`CompactedError` for the code ``COMPACTED``, a :class:`PermissionDeniedError`
+        for a command's ``NOPERM``."""
         code, _, message = line.partition(" ")
         if cls is ServerError and code == "COMPACTED":
             return CompactedError(code, message)
+        if cls is ServerError and code == "NOPERM" and not message.startswith(_REFUSAL_PREFIX):
+            return PermissionDeniedError(code, message)
         return cls(code, message)
 
     def __eq__(self, other):
@@ -179,6 +191,37 @@ class CompactedError(ServerError):
 
     def __repr__(self):
         return "CompactedError(%r, %r)" % (self.code, self.message)
+
+
+class PermissionDeniedError(ServerError):
+    """``-NOPERM no write permission on namespace 'config' for uid 33``: the server (started
+    with ``actorkvd --acl FILE``) denied a right the command needs on its namespace (``read``,
+    ``write`` or ``admin``), or ``ACL LOAD`` from a uid other than the server's own. Nothing was
+    applied, and the connection stays usable: the other commands of a pipeline get their own
+    replies. A :class:`ChangeFeed` on a namespace it may not read ends with it, also when a
+    reload of the server's rules withdraws the right while it follows (the server then closes
+    the feed's connection); it does not resume.
+
+    A connection refused on accept (``--allow-uid``/``--allow-gid``, ``-NOPERM connection
+    refused: ...``) is not this class but a plain :class:`ServerError` with code ``NOPERM``,
+    after which the connection is closed.
+    """
+
+    def __init__(self, code="NOPERM", message=""):
+        super().__init__(code, message)
+
+    def __repr__(self):
+        return "PermissionDeniedError(%r, %r)" % (self.code, self.message)
+
+
+def _closes_connection(error):
+    """Whether the server closes the connection after the error reply ``error`` (a
+    :class:`ServerError`): the codes of :data:`_FATAL_CODES`, but ``NOPERM`` only when it
+    refuses the connection on accept (its message starts with :data:`_REFUSAL_PREFIX`); a
+    command's ``NOPERM`` leaves the connection usable."""
+    if error.code == "NOPERM":
+        return error.message.startswith(_REFUSAL_PREFIX)
+    return error.code in _FATAL_CODES
 
 
 class ActorKVConnectionError(ActorKVError, builtins.ConnectionError):
@@ -996,8 +1039,10 @@ class Client(_Commands):
         deadlock on a large pipeline. ``self.timeout`` bounds the time without progress
         (nothing sent and nothing received), not the whole exchange.
 
-        After a connection-fatal error reply (PROTO, MAXCLIENTS, NOPERM) the remaining replies
-        are :class:`ActorKVConnectionError` instances and the connection is closed. A timeout,
+        After a connection-fatal error reply (PROTO, MAXCLIENTS, NOPERM refusing the
+        connection on accept: :func:`_closes_connection`) the remaining replies are
+        :class:`ActorKVConnectionError` instances and the connection is closed; a command's
+        NOPERM is a reply like any other. A timeout,
         a lost connection or a malformed reply closes the connection and raises.
         """
         self.connect()
@@ -1052,7 +1097,7 @@ class Client(_Commands):
                             if reply is NOT_READY:
                                 break
                             replies.append(reply)
-                            if isinstance(reply, ServerError) and reply.code in _FATAL_CODES:
+                            if isinstance(reply, ServerError) and _closes_connection(reply):
                                 self.close()
                                 while len(replies) < count:
                                     replies.append(ActorKVConnectionError(
@@ -1182,7 +1227,11 @@ class Client(_Commands):
         The first CHANGES is sent now: a refused one (a bad argument, a ``from_seq`` after
         the namespace's last sequence, ...) raises :class:`ServerError` here, and a
         ``from_seq`` older than the history the server keeps raises :class:`CompactedError`.
-        ``ValueError``/``TypeError`` for arguments that are wrong before anything is sent.
+        Without the right to read the namespace (``actorkvd --acl``) it raises
+        :class:`PermissionDeniedError` here, and a feed whose right a reload of the server's
+        rules withdraws raises it from the iteration, after the changes sent before (it does
+        not resume). ``ValueError``/``TypeError`` for arguments that are wrong before anything
+        is sent.
         """
         return ChangeFeed(self.path, namespace, prefix=prefix, from_seq=from_seq,
                           snapshot=snapshot, timeout=self.timeout,
@@ -1368,6 +1417,7 @@ _RECONNECT_BACKOFF = (0.05, 2.0)
 
 #: Error codes a change feed answers by connecting again and resuming: the server dropped a
 #: follower that fell behind (``LAGGING``), is shutting down, or has no room for a connection.
+#: Not ``NOPERM``: a feed refused the right to read its namespace would be refused again.
 _RESUME_CODES = frozenset({"LAGGING", "SHUTDOWN", "MAXCLIENTS"})
 
 #: ``-ERR FROM sequence 9 is after the last sequence of namespace 'config' (6)``: the server
@@ -1405,7 +1455,10 @@ class ChangeFeed(object):
     (its data directory was replaced), the :class:`ServerError` it answers (with
     ``resnapshot``, in both cases it follows again with ``SNAPSHOT`` instead and delivers a
     new :class:`Snapshot`, which replaces all earlier state). A snapshot cut off by a lost
-    connection is asked for again, whole.
+    connection is asked for again, whole. A feed that may not read the namespace
+    (``-NOPERM``, under ``actorkvd --acl``: refused, or cut off by a reload of the server's
+    rules) raises :class:`PermissionDeniedError` and does not resume: the right would still be
+    missing.
 
     Any exception from the feed (other than its own ``ValueError``/``TypeError``) closes it.
     Close it with :meth:`close` or a ``with`` block: that closes its connection. :meth:`close`
@@ -1483,6 +1536,8 @@ class ChangeFeed(object):
                     if message.code in _RESUME_CODES:
                         self._resume(message)
                         continue
+                    # Anything else ends the feed: a PermissionDeniedError (the read right
+                    # withdrawn by a reload; the server closes the connection) among them.
                     raise message
                 self._handle(message)
             return self._events.popleft()
@@ -1920,8 +1975,10 @@ class Lock(object):
 
         Raises :class:`LockTimeout` if the lock stayed held by others for all of
         ``timeout``; ``RuntimeError`` if this object holds it already;
-        :class:`ServerError` for a bad namespace or key; :class:`ActorKVConnectionError`
-        if the server cannot be reached. Whatever it raises, it holds nothing afterwards.
+        :class:`ServerError` for a bad namespace or key; :class:`PermissionDeniedError`
+        without the right to write the namespace (or, to wait for a held lock, to read it);
+        :class:`ActorKVConnectionError` if the server cannot be reached. Whatever it raises,
+        it holds nothing afterwards.
         """
         if self._client is not None:
             raise RuntimeError("the lock %r in namespace %r is already held by this Lock"

@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import actorkv  # noqa: E402
 from actorkv import (  # noqa: E402
     NOT_READY, ActorKVConnectionError, ActorKVError, Change, Client, CompactedError,
-    ConflictError, Lock, LockTimeout, ProtocolError, ReplyParser, ServerError, Snapshot, Synced,
-    encode_command, parse_info,
+    ConflictError, Lock, LockTimeout, PermissionDeniedError, ProtocolError, ReplyParser,
+    ServerError, Snapshot, Synced, encode_command, parse_info,
 )
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,13 +46,27 @@ def require_server():
     raise unittest.SkipTest(message)
 
 
-class ServerProcess(object):
-    """A real actorkvd in a private temporary directory (short path, for the socket)."""
+#: The user a server runs as for this process, root, to be an ordinary client of it (the
+#: server's own uid has every right under --acl): nobody, through setpriv.
+NOBODY = 65534
+SETPRIV = "/usr/bin/setpriv"
+CAN_RUN_AS_NOBODY = os.geteuid() == 0 and os.access(SETPRIV, os.X_OK)
+NEEDS_ROOT = ("needs root and %s: the server runs as uid %d so that this process lacks rights"
+              % (SETPRIV, NOBODY))
 
-    def __init__(self, *flags, fsync="everysec"):
+
+class ServerProcess(object):
+    """A real actorkvd in a private temporary directory (short path, for the socket); with
+    ``as_nobody``, run as uid/gid 65534 (the directory is then that user's)."""
+
+    def __init__(self, *flags, fsync="everysec", as_nobody=False):
         self.flags = list(flags)
         self.fsync = fsync
+        self.as_nobody = as_nobody
         self.dir = tempfile.mkdtemp(prefix="akvpy.", dir="/tmp")
+        if as_nobody:
+            os.chown(self.dir, NOBODY, NOBODY)
+            os.chmod(self.dir, 0o755)
         self.socket = os.path.join(self.dir, "s")
         self.data = os.path.join(self.dir, "data")
         self.log_path = os.path.join(self.dir, "server.log")
@@ -61,11 +75,14 @@ class ServerProcess(object):
     def start(self):
         """Starts the server and waits until it answers PING."""
         log = open(self.log_path, "ab")
+        command = [ACTORKVD, "--socket", self.socket, "--data-dir", self.data,
+                   "--fsync", self.fsync] + self.flags
+        if self.as_nobody:
+            command = [SETPRIV, "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
+                       "--clear-groups"] + command
         try:
-            self.process = subprocess.Popen(
-                [ACTORKVD, "--socket", self.socket, "--data-dir", self.data,
-                 "--fsync", self.fsync] + self.flags,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=log)
         finally:
             log.close()
         deadline = time.monotonic() + PATIENCE
@@ -79,6 +96,10 @@ class ServerProcess(object):
                         return self
             except ActorKVConnectionError:
                 pass
+            except ServerError as error:
+                if error.message.startswith("connection refused: "):
+                    return self  # up, and its --allow-uid leaves this process out
+                raise
             if time.monotonic() > deadline:
                 self.kill()
                 raise AssertionError("actorkvd did not answer PING:\n" + self.log())
@@ -390,7 +411,8 @@ class EncodingTests(unittest.TestCase):
             conn, _ = listener.accept()
             with conn:
                 conn.recv(1024)
-                conn.sendall(b"+OK\r\n-NOPERM not allowed\r\n")
+                # (A command's NOPERM is not fatal: PROTO is what a server sends before closing.)
+                conn.sendall(b"+OK\r\n-PROTO invalid bulk length\r\n")
 
         thread = threading.Thread(target=serve, daemon=True)
         thread.start()
@@ -402,7 +424,7 @@ class EncodingTests(unittest.TestCase):
         results = p.execute(raise_on_error=False)
         thread.join(PATIENCE)
         self.assertEqual(results[0], True)
-        self.assertEqual(results[1], ServerError("NOPERM", "not allowed"))
+        self.assertEqual(results[1], ServerError("PROTO", "invalid bulk length"))
         self.assertEqual(len(results), 2000)
         self.assertTrue(all(type(r) is ActorKVConnectionError for r in results[2:]))
         self.assertFalse(client.connected)
@@ -1598,6 +1620,269 @@ class ChangeFeedFakeServerTests(unittest.TestCase):
         self.assertEqual(error.oldest, 1234)
         self.assertEqual(error, ServerError("COMPACTED", "oldest available sequence is 1234"))
         self.assertNotIsInstance(parse_all(b"-ERR x 5\r\n")[0], CompactedError)
+
+
+def pipeline_server(test, name, replies):
+    """A hand-made server for one connection: it reads ``len(replies)`` requests, then sends
+    ``replies`` (bytes) at once, then answers each further request ``+PONG`` until the client
+    closes. Returns (path, requests, thread)."""
+    path, listener = fake_listener(test, name)
+    requests = []
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            parser = ReplyParser()
+            expected = len(replies)
+            while True:
+                while True:
+                    request = parser.gets()
+                    if request is NOT_READY:
+                        break
+                    requests.append(request)
+                    if len(requests) == expected:
+                        conn.sendall(b"".join(replies))
+                    elif len(requests) > expected:
+                        conn.sendall(b"+PONG\r\n")
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                parser.feed(chunk)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    test.addCleanup(thread.join, PATIENCE)
+    return path, requests, thread
+
+
+class PermissionErrorTests(unittest.TestCase):
+    """NOPERM as a client sees it, without a server: a command's is a PermissionDeniedError
+    that leaves the connection usable; the one refusing a connection on accept is not."""
+
+    DENIED = b"-NOPERM no write permission on namespace 'config' for uid 33\r\n"
+    REFUSED = b"-NOPERM connection refused: uid 33 gid 33 is not allowed to connect\r\n"
+
+    def test_parser_tells_a_commands_noperm_from_a_refused_connection(self):
+        denied, refused, other = parse_all(self.DENIED + self.REFUSED + b"-NOPERM\r\n")
+        self.assertIsInstance(denied, PermissionDeniedError)
+        self.assertIsInstance(denied, ServerError)
+        self.assertEqual((denied.code, denied.message),
+                         ("NOPERM", "no write permission on namespace 'config' for uid 33"))
+        self.assertEqual(str(denied), "NOPERM no write permission on namespace 'config' for uid 33")
+        self.assertNotIsInstance(refused, PermissionDeniedError)
+        self.assertEqual((type(refused), refused.code), (ServerError, "NOPERM"))
+        self.assertIsInstance(other, PermissionDeniedError)
+        self.assertIn("PermissionDeniedError", actorkv.__all__)
+
+    def test_which_errors_close_the_connection(self):
+        closes = actorkv._closes_connection
+        self.assertFalse(closes(ServerError("NOPERM", "no read permission on namespace 'a' for uid 1")))
+        self.assertFalse(closes(ServerError("NOPERM", "only the server's own uid 0 may run ACL LOAD; "
+                                                      "this connection is uid 1")))
+        self.assertTrue(closes(ServerError("NOPERM", "connection refused: uid 1 gid 1 is not allowed "
+                                                     "to connect")))
+        for code in ("PROTO", "MAXCLIENTS", "LAGGING"):
+            self.assertTrue(closes(ServerError(code, "x")), code)
+        for code in ("ERR", "BADNS", "COMPACTED", "EXECABORT"):
+            self.assertFalse(closes(ServerError(code, "x")), code)
+
+    def test_a_commands_noperm_leaves_the_connection_and_the_pipeline_going(self):
+        path, requests, _ = pipeline_server(self, "perm", [b"+OK\r\n", self.DENIED, b"$1\r\nv\r\n"])
+        with Client(path, timeout=10) as kv:
+            with kv.pipeline() as p:
+                p.put("ok", "k", "v").put("config", "k", "v").get("ok", "k")
+                results = p.execute(raise_on_error=False)
+            self.assertEqual(results[0], True)
+            self.assertIsInstance(results[1], PermissionDeniedError)
+            self.assertEqual(results[2], b"v")
+            self.assertTrue(kv.connected)
+            self.assertEqual(kv.ping(), "PONG")  # on the same connection: the server has one
+        self.assertEqual(requests[3], [b"PING"])
+
+    def test_a_commands_noperm_raises_permission_denied_and_the_next_call_goes_on(self):
+        path, requests, _ = pipeline_server(self, "perm1", [self.DENIED])
+        with Client(path, timeout=10) as kv:
+            with self.assertRaises(PermissionDeniedError) as caught:
+                kv.put("config", "k", "v")
+            self.assertEqual(caught.exception.message,
+                             "no write permission on namespace 'config' for uid 33")
+            self.assertTrue(kv.connected)
+            self.assertEqual(kv.ping(), "PONG")
+
+    def test_a_connection_refused_on_accept_still_closes_it(self):
+        path, requests, _ = pipeline_server(self, "refused", [self.REFUSED])
+        kv = Client(path, timeout=10)
+        self.addCleanup(kv.close)
+        with kv.pipeline() as p:
+            p.ping().ping()
+            results = p.execute(raise_on_error=False)
+        self.assertEqual(type(results[0]), ServerError)
+        self.assertEqual(results[0].code, "NOPERM")
+        self.assertIsInstance(results[1], ActorKVConnectionError)
+        self.assertFalse(kv.connected)
+
+    def test_a_feed_cut_off_with_noperm_ends_with_it_and_does_not_resume(self):
+        path, requests, _ = scripted_server(self, "cutoff", [
+            push("changes", "cfg", 5) + push("change", "cfg", 6, ["a", "1"])
+            + b"-NOPERM no read permission on namespace 'cfg' for uid 0\r\n",
+        ])
+        feed = actorkv.ChangeFeed(path, "cfg", timeout=10)
+        self.addCleanup(feed.close)
+        self.assertEqual(take(feed, 1), [Change("cfg", 6, [(b"a", b"1")])])
+        with self.assertRaises(PermissionDeniedError) as caught:
+            feed.next_event(PATIENCE)
+        self.assertEqual(caught.exception.message, "no read permission on namespace 'cfg' for uid 0")
+        self.assertTrue(feed.closed)
+        self.assertEqual(feed.reconnects, 0)
+        self.assertEqual(requests, [[b"CHANGES", b"cfg"]])
+
+    def test_a_feed_whose_resume_is_refused_with_noperm_ends_with_it(self):
+        # The connection is lost (the server restarted, say); the new server's rules do not
+        # let this client read the namespace.
+        path, requests, _ = scripted_server(self, "resume", [
+            push("changes", "cfg", 5) + push("change", "cfg", 6, ["a", "1"]),
+            b"-NOPERM no read permission on namespace 'cfg' for uid 0\r\n",
+        ])
+        feed = actorkv.ChangeFeed(path, "cfg", timeout=10)
+        self.addCleanup(feed.close)
+        self.assertEqual(take(feed, 1), [Change("cfg", 6, [(b"a", b"1")])])
+        with self.assertRaises(PermissionDeniedError):
+            feed.next_event(PATIENCE)
+        self.assertTrue(feed.closed)
+        self.assertEqual(requests, [[b"CHANGES", b"cfg"], [b"CHANGES", b"cfg", b"FROM", b"6"]])
+
+
+ACL_RULES = """# uid 0 is this test process; the server runs as 65534
+uid:0  readable  read
+uid:0  writable  read write
+"""
+
+
+@unittest.skipUnless(CAN_RUN_AS_NOBODY, NEEDS_ROOT)
+class PermissionTests(unittest.TestCase):
+    """A real server with --acl, run as nobody, so that this process (root) is an ordinary
+    client of it."""
+
+    def setUp(self):
+        require_server()
+
+    def start(self, rules=ACL_RULES, *flags):
+        server = ServerProcess("--socket-mode", "666", "--acl", "PLACEHOLDER", *flags, as_nobody=True)
+        self.addCleanup(server.cleanup)
+        server.acl = os.path.join(server.dir, "acl.conf")
+        server.flags[server.flags.index("PLACEHOLDER")] = server.acl
+        self.write_rules(server, rules)
+        return server.start()
+
+    def write_rules(self, server, rules):
+        temporary = server.acl + ".new"
+        with open(temporary, "w") as f:
+            f.write(rules)
+        os.chmod(temporary, 0o644)
+        os.rename(temporary, server.acl)
+
+    def reload(self, server, rules):
+        """Rewrites the rules and sends SIGHUP; returns once the server logs the reload."""
+        before = server.log().count("reloaded")
+        self.write_rules(server, rules)
+        server.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + PATIENCE
+        while server.log().count("reloaded") == before:
+            if time.monotonic() > deadline:
+                raise AssertionError("no reload logged after SIGHUP:\n" + server.log())
+            time.sleep(0.01)
+
+    def test_a_commands_noperm_leaves_the_connection_usable(self):
+        server = self.start()
+        with server.client() as kv:
+            with self.assertRaises(PermissionDeniedError) as caught:
+                kv.put("readable", "k", "v")  # the connection's first reply
+            self.assertEqual(caught.exception.code, "NOPERM")
+            self.assertEqual(caught.exception.message,
+                             "no write permission on namespace 'readable' for uid 0")
+            self.assertTrue(kv.connected)
+            ident = kv.execute_command("CLIENT", "ID")
+            self.assertIsNone(kv.get("readable", "k"), "nothing applied")
+            with self.assertRaises(PermissionDeniedError):
+                kv.get("other", "k")
+            with self.assertRaises(PermissionDeniedError):
+                kv.compact("writable")
+            with self.assertRaises(PermissionDeniedError) as caught:
+                kv.execute_command("ACL", "LOAD")
+            self.assertEqual(caught.exception.message, "only the server's own uid %d may run "
+                             "ACL LOAD; this connection is uid 0" % NOBODY)
+            with self.assertRaises(ServerError) as caught:
+                kv.get("a/b", "k")
+            self.assertNotIsInstance(caught.exception, PermissionDeniedError)
+            kv.put("writable", "k", "v")
+            self.assertEqual(kv.execute_command("CLIENT", "ID"), ident, "one connection throughout")
+
+    def test_a_pipeline_gets_every_reply_around_a_noperm(self):
+        server = self.start()
+        with server.client() as kv:
+            ident = kv.execute_command("CLIENT", "ID")
+            with kv.pipeline() as p:
+                p.put("writable", "a", "1").put("readable", "a", "1").get("writable", "a")
+                p.count("other").incr("writable", "n", 5)
+                results = p.execute(raise_on_error=False)
+            self.assertEqual(results[0], True)
+            self.assertIsInstance(results[1], PermissionDeniedError)
+            self.assertEqual(results[2], b"1")
+            self.assertIsInstance(results[3], PermissionDeniedError)
+            self.assertEqual(results[4], 5)
+            with kv.pipeline() as p:
+                p.put("readable", "a", "1").put("writable", "b", "2")
+                with self.assertRaises(PermissionDeniedError):
+                    p.execute()
+            self.assertEqual(kv.get("writable", "b"), b"2", "the write after the refused one ran")
+            self.assertEqual(kv.execute_command("CLIENT", "ID"), ident)
+
+    def test_changes_without_the_read_right_raise_at_once(self):
+        server = self.start()
+        with server.client() as kv:
+            for kwargs in ({}, {"snapshot": True}, {"from_seq": 0}):
+                with self.assertRaises(PermissionDeniedError, msg=kwargs) as caught:
+                    kv.changes("other", **kwargs)
+                self.assertEqual(caught.exception.message,
+                                 "no read permission on namespace 'other' for uid 0")
+            with self.assertRaises(PermissionDeniedError):
+                kv.mirror("other")
+
+    def test_a_feed_cut_off_by_a_reload_ends_with_permission_denied(self):
+        server = self.start(ACL_RULES + "uid:0 feed read write\n")
+        with server.client() as kv:
+            kv.put("feed", "k", "1")
+            with kv.changes("feed", from_seq=0) as feed:
+                self.assertEqual(take(feed, 2), [Change("feed", 1, [(b"k", b"1")]), Synced("feed", 1)])
+                self.reload(server, ACL_RULES)
+                with self.assertRaises(PermissionDeniedError) as caught:
+                    take(feed, 1)
+                self.assertEqual(caught.exception.message,
+                                 "no read permission on namespace 'feed' for uid 0")
+                self.assertTrue(feed.closed)
+                self.assertEqual(feed.reconnects, 0)
+            with self.assertRaises(PermissionDeniedError):
+                kv.get("feed", "k")
+            self.assertIsNone(kv.get("writable", "k"))
+
+    def test_a_lock_without_the_write_right_raises_at_once(self):
+        server = self.start()
+        with server.client() as kv:
+            lock = kv.lock("readable", "job")  # timeout None: would wait for ever
+            with self.assertRaises(PermissionDeniedError):
+                lock.acquire()
+            self.assertFalse(lock.locked)
+
+    def test_a_connection_refused_on_accept_is_not_permission_denied(self):
+        server = self.start(ACL_RULES, "--allow-uid", "4242")
+        kv = server.client()
+        self.addCleanup(kv.close)
+        with self.assertRaises(ServerError) as caught:
+            kv.ping()
+        self.assertNotIsInstance(caught.exception, PermissionDeniedError)
+        self.assertEqual((caught.exception.code, caught.exception.message),
+                         ("NOPERM", "connection refused: uid 0 gid 0 is not allowed to connect"))
+        self.assertFalse(kv.connected)
 
 
 class ChangesTests(ServerTestCase):

@@ -7,11 +7,16 @@ import Glibc
 /// A real `actorkvd` child process serving `<directory>/s.sock`, its data in `<directory>/data`,
 /// its standard error in a log file of its own in the same directory.
 ///
-/// Two ways to start one, both returning once the server answers PING (or throwing, with its
-/// log, if it exits first or does not answer within 30 s):
+/// Two ways to start one, both returning once the server answers PING or refuses this process
+/// with `-NOPERM connection refused: …` (an `--allow-uid` that leaves it out), and throwing,
+/// with its log, if it exits first or does not answer within 30 s:
 /// - `ServerProcess(...)` waits blocking this thread: for test bodies that block anyway and run
 ///   on a thread of their own (``onOwnThread(_:)``);
 /// - `await ServerProcess.started(...)` waits suspended, holding no thread: for async tests.
+///
+/// With a `user` (``ServerUser``), the server runs as that user rather than as this process's,
+/// so that this process is an ordinary client of it (the server's own uid has every right
+/// under `--acl` and is always let in by `--allow-uid`).
 public final class ServerProcess: Sendable {
     /// The directory holding the socket, the data and the log.
     public let directory: TemporaryDirectory
@@ -23,6 +28,8 @@ public final class ServerProcess: Sendable {
     public let logPath: String
     /// The `actorkvd` options given after `--socket` and `--data-dir`.
     public let arguments: [String]
+    /// Whom the server runs as; nil: as this process.
+    public let user: ServerUser?
     private let environment: [String: String]?
     private let current: Mutex<ChildProcess>
 
@@ -35,24 +42,34 @@ public final class ServerProcess: Sendable {
 
     /// Starts `actorkvd` with more `arguments` (e.g. `["--fsync", "always"]`) and waits, blocking
     /// this thread, until it answers PING. `environment` nil means this process's environment.
+    /// With a `user`, the server runs as that user (see ``ServerUser``), and `directory` is
+    /// handed to it.
     public convenience init(directory: TemporaryDirectory = TemporaryDirectory("srv"), arguments: [String] = [],
-                            environment: [String: String]? = nil) throws {
-        try self.init(spawningIn: directory, arguments: arguments, environment: environment)
+                            environment: [String: String]? = nil, user: ServerUser? = nil) throws {
+        try self.init(spawningIn: directory, arguments: arguments, environment: environment, user: user)
         let deadline = ContinuousClock.now + Self.startTimeout
         var probe: PingProbe?
         while try !isReady(&probe, deadline: deadline) { usleep(10_000) }
     }
 
-    /// Starts `actorkvd` like ``init(directory:arguments:environment:)``, but waits for it
+    /// Starts `actorkvd` like ``init(directory:arguments:environment:user:)``, but waits for it
     /// suspended rather than blocking a thread.
     public static func started(directory: TemporaryDirectory = TemporaryDirectory("srv"), arguments: [String] = [],
-                               environment: [String: String]? = nil) async throws -> ServerProcess {
-        let server = try ServerProcess(spawningIn: directory, arguments: arguments, environment: environment)
+                               environment: [String: String]? = nil, user: ServerUser? = nil) async throws -> ServerProcess {
+        let server = try ServerProcess(spawningIn: directory, arguments: arguments, environment: environment, user: user)
         try await server.waitUntilReady()
         return server
     }
 
-    private init(spawningIn directory: TemporaryDirectory, arguments: [String], environment: [String: String]?) throws {
+    private init(spawningIn directory: TemporaryDirectory, arguments: [String], environment: [String: String]?,
+                 user: ServerUser?) throws {
+        if let user {
+            // The server creates its socket and data directory here: the directory must be its
+            // own (actorkvd refuses a socket directory or data directory another user owns).
+            guard chown(directory.path, user.uid, user.gid) == 0, chmod(directory.path, 0o755) == 0 else {
+                throw TestFailure("cannot hand \(directory.path) to uid \(user.uid): \(String(cString: strerror(errno)))")
+            }
+        }
         self.directory = directory
         socketPath = directory.path + "/s.sock"
         dataPath = directory.data
@@ -60,14 +77,20 @@ public final class ServerProcess: Sendable {
         logPath = directory.path + "/actorkvd-\(UInt32.random(in: 0...UInt32.max)).log"
         self.arguments = arguments
         self.environment = environment
+        self.user = user
         current = Mutex(try Self.spawn(socketPath: socketPath, dataPath: dataPath, arguments: arguments,
-                                       environment: environment, logPath: logPath))
+                                       environment: environment, user: user, logPath: logPath))
     }
 
     private static func spawn(socketPath: String, dataPath: String, arguments: [String],
-                              environment: [String: String]?, logPath: String) throws -> ChildProcess {
-        try ChildProcess(try executable(), ["--socket", socketPath, "--data-dir", dataPath] + arguments,
-                         environment: environment, stderr: .file(logPath))
+                              environment: [String: String]?, user: ServerUser?, logPath: String) throws -> ChildProcess {
+        let command = [try executable(), "--socket", socketPath, "--data-dir", dataPath] + arguments
+        guard let user else {
+            return try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, stderr: .file(logPath))
+        }
+        // setpriv executes actorkvd in its own process: the pid is the server's.
+        return try ChildProcess(ServerUser.setpriv, ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups"] + command,
+                                environment: environment, stderr: .file(logPath))
     }
 
     /// The server's child process (the one started last).
@@ -84,7 +107,7 @@ public final class ServerProcess: Sendable {
     public func restart() async throws {
         guard !process.isRunning else { throw TestFailure("restart: actorkvd (pid \(pid)) is still running") }
         let next = try Self.spawn(socketPath: socketPath, dataPath: dataPath, arguments: arguments,
-                                  environment: environment, logPath: logPath)
+                                  environment: environment, user: user, logPath: logPath)
         current.withLock { $0 = next }
         try await waitUntilReady()
     }
@@ -102,7 +125,7 @@ public final class ServerProcess: Sendable {
     private func isReady(_ probe: inout PingProbe?, deadline: ContinuousClock.Instant) throws -> Bool {
         if probe == nil { probe = PingProbe(socketPath: socketPath) }
         switch probe?.answer() {
-        case .pong?: return true
+        case .pong?, .refused?: return true
         case .failed?: probe = nil
         case .pending?, nil: break
         }
@@ -173,15 +196,44 @@ public final class ServerProcess: Sendable {
     }
 }
 
+/// A user a ``ServerProcess`` runs as instead of this process's, started through `setpriv`
+/// (util-linux) with that uid and gid and no supplementary groups. Only root may do that:
+/// check ``canRunServers`` first (tests that need it are skipped otherwise).
+public struct ServerUser: Sendable, Equatable {
+    /// The server's uid.
+    public var uid: UInt32
+    /// The server's gid (its only group).
+    public var gid: UInt32
+
+    /// A user with this uid and gid.
+    public init(uid: UInt32, gid: UInt32) {
+        self.uid = uid
+        self.gid = gid
+    }
+
+    /// `nobody` (65534:65534), which every Linux system has.
+    public static let nobody = ServerUser(uid: 65534, gid: 65534)
+
+    /// The program that switches user.
+    static let setpriv = "/usr/bin/setpriv"
+
+    /// Whether servers can be started as another user here: this process is root and `setpriv`
+    /// is installed.
+    public static var canRunServers: Bool { getuid() == 0 && access(setpriv, X_OK) == 0 }
+}
+
 /// A PING sent to a server's socket over a non-blocking connection, whose answer is looked for
 /// without ever waiting: neither connecting nor reading blocks the thread.
 final class PingProbe {
-    /// What the server has answered so far.
-    enum Answer { case pong, pending, failed }
+    /// What the server has answered so far: `refused` is a server up and running that does not
+    /// let this process in (`-NOPERM connection refused: …`, its `--allow-uid` leaves this uid
+    /// out), which is as ready as it will get.
+    enum Answer { case pong, refused, pending, failed }
 
     private let fd: Int32
     private var received: [UInt8] = []
     private static let pong = Array("+PONG\r\n".utf8)
+    private static let refusal = Array("-NOPERM connection refused: ".utf8)
 
     /// Connects and sends PING; nil if the socket does not take connections (yet).
     init?(socketPath: String) {
@@ -197,8 +249,9 @@ final class PingProbe {
 
     deinit { close(fd) }
 
-    /// Reads what has arrived: `pong` once the whole answer is PONG, `failed` for any other
-    /// answer or a closed connection, `pending` while it is incomplete.
+    /// Reads what has arrived: `pong` once the whole answer is PONG, `refused` once a whole
+    /// line of refusal has come, `failed` for any other answer or a closed connection, `pending`
+    /// while it is incomplete.
     func answer() -> Answer {
         var buffer = [UInt8](repeating: 0, count: 64)
         let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
@@ -206,7 +259,8 @@ final class PingProbe {
         if n == 0 { return .failed }
         received += buffer[0..<n]
         if received == Self.pong { return .pong }
-        return Self.pong.starts(with: received) ? .pending : .failed
+        if received.starts(with: Self.refusal) { return received.last == 0x0A ? .refused : .pending }
+        return Self.pong.starts(with: received) || Self.refusal.starts(with: received) ? .pending : .failed
     }
 }
 

@@ -64,8 +64,9 @@ Commands:
                               reader that lags), it reconnects and resumes after the last line
                               printed: no change is missed or printed twice. It gives up (exit 4)
                               when it cannot reconnect for --timeout seconds (0: it never gives up),
-                              and exits 6 when the server no longer holds the changes after SEQ
-                              (COMPACTED; follow with --snapshot instead)
+                              exits 6 when the server no longer holds the changes after SEQ
+                              (COMPACTED; follow with --snapshot instead), and 8 when it may not
+                              read NS (NOPERM: refused, or cut off by a reload of the server's rules)
   lock [--timeout SECS] [--ttl SECS] NS KEY [--] COMMAND [ARG...]
                               wait for the lock named KEY in NS, run COMMAND (looked up in PATH)
                               holding it, release it, and exit with COMMAND's exit status (128+N if
@@ -108,15 +109,19 @@ Exit status:
   0  success
   1  not found (get of a missing key; exists when not every key exists; pttl of a missing key)
   2  usage error
-  3  the server refused the request (its error 'CODE message' is printed on standard error),
-     or replied with something unexpected; or standard output could not be written
-     ("actorkv: cannot write standard output: ..." on standard error)
+  3  the server refused the request (its error 'CODE message' is printed on standard error;
+     NOPERM is 8), or replied with something unexpected; or standard output could not be
+     written ("actorkv: cannot write standard output: ..." on standard error)
   4  cannot connect to the server (nothing listens on the socket, or the server refused the
-     connection with MAXCLIENTS or NOPERM), the server did not answer within --timeout, or the
-     connection broke; lock: also when the lock was lost before COMMAND ended
+     connection with MAXCLIENTS, or with NOPERM for this user: actorkvd --allow-uid or
+     --allow-gid), the server did not answer within --timeout, or the connection broke;
+     lock: also when the lock was lost before COMMAND ended
   5  a condition did not hold (put --if-version, a batch's ifversion): nothing was written
   6  changes --from SEQ: the server no longer holds every change after SEQ (COMPACTED)
   7  lock: the lock was not acquired within lock --timeout SECS (COMMAND did not run)
+  8  the server denied a right this command needs on its namespace (NOPERM, under actorkvd
+     --acl; its error is printed on standard error as for 3): nothing was applied; changes:
+     also when a reload of the server's rules withdrew the right to read NS
 lock exits with COMMAND's status otherwise (which can be any of these numbers too: its standard
 error tells them apart), 126 or 127 when COMMAND cannot be run.
 
@@ -136,6 +141,9 @@ enum Exit {
     static let compacted: Int32 = 6
     /// `lock --timeout SECS`: the lock stayed held by another for SECS; the command did not run.
     static let lockTimedOut: Int32 = 7
+    /// The server denied a right the command needs on its namespace (`NOPERM`, under
+    /// `actorkvd --acl`): nothing was applied. (A connection refused on accept is `connection`.)
+    static let permissionDenied: Int32 = 8
     /// `lock`: the command could not be run (as a shell, `env` or `timeout` reports it).
     static let commandNotRunnable: Int32 = 126
     /// `lock`: the command was not found.
@@ -693,7 +701,8 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
             throw Failure(code: Exit.connection, message: "actorkv: cannot connect to \(socketPath): "
                           + "the server refused the connection: \(message.isEmpty ? code : "\(code) \(message)")")
         case .server(let code, let message):
-            throw Failure(code: Exit.server, message: message.isEmpty ? code : "\(code) \(message)")
+            throw Failure(code: error.isPermissionDenied ? Exit.permissionDenied : Exit.server,
+                          message: message.isEmpty ? code : "\(code) \(message)")
         case .cannotConnect, .refused, .timedOut, .connectionLost, .closed:
             throw Failure(code: Exit.connection, message: "actorkv: \(error)")
         case .compacted:

@@ -22,8 +22,11 @@ import ActorKVProtocol
 /// Waiting is bounded by ``timeout`` (10 s unless given): a call that goes that long without a
 /// byte of reply (a stopped or hung server), or a connection the server does not accept within
 /// it, fails with ``ActorKVError/timedOut(_:)``, and the connection is dropped with every call
-/// pending on it. A server that refuses the connection (`-MAXCLIENTS`, `-NOPERM`) fails the call
-/// with ``ActorKVError/refused(path:code:message:)``.
+/// pending on it. A server that refuses the connection (`-MAXCLIENTS`, `-NOPERM connection
+/// refused: …`) fails the call with ``ActorKVError/refused(path:code:message:)``. A call that
+/// a server with `--acl` denies for want of a right on its namespace throws
+/// ``ActorKVError/server(code:message:)`` with `NOPERM` (``ActorKVError/isPermissionDenied``):
+/// nothing was applied, and the connection and the calls pipelined with it go on.
 ///
 ///     let kv = ActorKVClient(socketPath: "/run/myapp/actorkv.sock")
 ///     try await kv.put("config", "theme", "dark")

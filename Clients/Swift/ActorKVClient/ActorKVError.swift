@@ -81,14 +81,16 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// True for ``cannotConnect(path:errno:reason:)`` and ``connectionLost(_:)``: the server
-    /// was not there or went away, as when it is restarted; an attempt may succeed later.
     /// True for a command the server refused because the client lacks a right on its namespace
     /// (`NOPERM no write permission on namespace 'config' for uid 33`, under `actorkvd --acl`):
-    /// nothing was applied and the connection stays usable. A connection refused on accept is
-    /// ``refused(path:code:message:)`` instead.
+    /// nothing was applied and the connection stays usable. Also the end of a change stream
+    /// that may not read its namespace, from the start or once a reload of the server's rules
+    /// withdrew the right (the stream does not reconnect). A connection refused on accept
+    /// (`--allow-uid`, `--allow-gid`) is ``refused(path:code:message:)`` instead.
     public var isPermissionDenied: Bool { serverCode == WireErrorCode.noPerm.rawValue }
 
+    /// True for ``cannotConnect(path:errno:reason:)`` and ``connectionLost(_:)``: the server
+    /// was not there or went away, as when it is restarted; an attempt may succeed later.
     var meansServerGone: Bool {
         switch self {
         case .cannotConnect, .connectionLost: return true

@@ -157,7 +157,11 @@ extension ActorKVClient {
     ///   `reconnect.giveUpAfter`;
     /// - ``ActorKVError/server(code:message:)`` for a refusal (`BADNS`, `ERR` for a `FROM`
     ///   sequence after the namespace's last one, …), ``ActorKVError/protocolViolation(_:)`` for
-    ///   a message that breaks the protocol.
+    ///   a message that breaks the protocol;
+    /// - ``ActorKVError/server(code:message:)`` with `NOPERM` (``ActorKVError/isPermissionDenied``)
+    ///   when the client may not read `namespace` (under `actorkvd --acl`): at once, or after the
+    ///   changes already sent when a reload of the server's rules withdraws the right (the
+    ///   server then closes the stream). It does not reconnect: the right would still be missing.
     ///
     /// The client's ``timeout`` bounds connecting and the wait for the server's answer to
     /// `CHANGES`; an idle stream waits for changes without a time limit. Events wait in a
@@ -459,6 +463,10 @@ struct FollowState: Sendable {
         case .lagging?, .shutdown?:
             // Dropped for falling behind, or the server is stopping: resume on a new connection.
             return .reconnect(.connectionLost("the server ended the change stream: \(text)"))
+        case .noPerm?:
+            // The read right is missing (never given, or withdrawn by a reload, after which the
+            // server closes the stream): a new connection would be refused the same way.
+            return .fail(error)
         default:
             return .fail(error)
         }

@@ -89,7 +89,8 @@ extension ActorKVClient {
     /// connection closed). Throws ``ActorKVError/lockTimedOut(namespace:key:timeout:)``
     /// when the lock is still held at the end of `timeout`; ``ActorKVError/closed`` when the
     /// task is cancelled while it waits; connection errors, and the server's refusals (`BADNS`,
-    /// `BADKEY`, `ERR` for a `ttl` of zero or less).
+    /// `BADKEY`, `ERR` for a `ttl` of zero or less; `NOPERM` at once without the right to write
+    /// `namespace`, or, when the lock is held, to read it, which waiting needs).
     public func acquireLock(_ namespace: String, _ key: [UInt8], timeout: Duration?,
                             ttl: Duration? = nil) async throws(ActorKVError) -> HeldLock {
         let deadline = timeout.map { ContinuousClock.now + max($0, .zero) }

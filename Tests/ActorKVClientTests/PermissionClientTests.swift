@@ -20,16 +20,9 @@ func withNobodyServer(rules: String, arguments: [String] = [], clientTimeout: Du
     try writeRules(rules, to: aclPath)
     let server = try await ServerProcess.started(directory: directory, arguments: ["--socket-mode", "666", "--acl", aclPath] + arguments,
                                                  user: .nobody)
-    let client = ActorKVClient(socketPath: server.socketPath, timeout: clientTimeout)
-    do {
+    try await serving(server, with: ActorKVClient(socketPath: server.socketPath, timeout: clientTimeout)) { server, client in
         try await body(server, client, aclPath)
-    } catch {
-        await client.close()
-        try? await server.signal(SIGTERM)
-        throw error
     }
-    await client.close()
-    try await server.signal(SIGTERM)
 }
 
 /// Writes an ACL file readable by the server's user (replacing it whole, as an editor would).

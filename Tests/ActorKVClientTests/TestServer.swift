@@ -7,7 +7,13 @@ import Glibc
 func withServer(fsync: String = "everysec", arguments: [String] = [],
                 _ body: (ServerProcess, ActorKVClient) async throws -> Void) async throws {
     let server = try await ServerProcess.started(directory: TemporaryDirectory("akc"), arguments: ["--fsync", fsync] + arguments)
-    let client = ActorKVClient(socketPath: server.socketPath)
+    try await serving(server, with: ActorKVClient(socketPath: server.socketPath), body)
+}
+
+/// Runs `body` with a started `server` and a `client` of it; closes the client and stops the
+/// server (SIGTERM) afterwards, also on failure.
+func serving(_ server: ServerProcess, with client: ActorKVClient,
+             _ body: (ServerProcess, ActorKVClient) async throws -> Void) async throws {
     do {
         try await body(server, client)
     } catch {

@@ -44,24 +44,6 @@ func reloadRules(_ rules: String, at path: String, of server: ServerProcess) asy
     throw TestFailure("the server did not log a reload within 30 s of SIGHUP:\n\(server.log)")
 }
 
-/// `body`'s result, or a ``TestFailure`` naming `what` if it takes more than `seconds` (it is
-/// then cancelled): for the waits that would be endless without the feature under test.
-func within<T: Sendable>(_ seconds: Int, _ what: String,
-                         _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            return nil
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let result = first else {
-            throw TestFailure("\(what): not done within \(seconds) s")
-        }
-        return result
-    }
-}
-
 /// What `body` returned or threw.
 func outcome<T: Sendable>(_ body: () async throws(ActorKVError) -> T) async -> Result<T, ActorKVError> {
     do throws(ActorKVError) {
@@ -177,11 +159,11 @@ struct PermissionClientTests {
     func changesDenied() async throws {
         try await withNobodyServer(rules: Self.rules) { _, kv, _ in
             for start in [ChangeStart.now, .snapshot, .after(0)] {
-                let end = try await within(30, "the follow of 'other' from \(start)") { await follow(kv.changes("other", from: start)) }
+                let end = try await withDeadline("the follow of 'other' from \(start)") { await follow(kv.changes("other", from: start)) }
                 #expect(end.events.isEmpty)
                 #expect(end.error == .server(code: "NOPERM", message: "no read permission on namespace 'other' for uid 0"))
             }
-            let mirrorError = try await within(30, "the mirror of 'other'") { () async -> ActorKVError? in
+            let mirrorError = try await withDeadline("the mirror of 'other'") { () async -> ActorKVError? in
                 do throws(ActorKVError) {
                     _ = try await kv.mirror("other")
                     return nil
@@ -198,14 +180,14 @@ struct PermissionClientTests {
         try await withNobodyServer(rules: Self.rules + "uid:0 feed read write\n") { server, kv, aclPath in
             let (events, sink) = AsyncStream<ChangeEvent>.makeStream()
             let follower = Task { await follow(kv.changes("feed")) { sink.yield($0) } }
-            let synced = try await within(30, "the stream's synced") { () async -> Bool in
+            let synced = try await withDeadline("the stream's synced") { () async -> Bool in
                 for await event in events { if case .synced = event { return true } }
                 return false
             }
             #expect(synced)
             try await kv.put("feed", "k", "1")
             try await reloadRules(Self.rules, at: aclPath, of: server)
-            let end = try await within(30, "the end of the stream cut off") {
+            let end = try await withDeadline("the end of the stream cut off") {
                 await withTaskCancellationHandler { await follower.value } onCancel: { follower.cancel() }
             }
             sink.finish()
@@ -223,7 +205,7 @@ struct PermissionClientTests {
     @Test("withLock on a namespace without the write right throws NOPERM at once, without running the body")
     func lockDenied() async throws {
         try await withNobodyServer(rules: Self.rules) { _, kv, _ in
-            let error = try await within(30, "withLock") { () async -> ActorKVError? in
+            let error = try await withDeadline("withLock") { () async -> ActorKVError? in
                 do {
                     try await kv.withLock("readable", "job", timeout: nil) { (_: UInt64) async throws -> Void in Issue.record("the body ran") }
                     return nil
@@ -240,7 +222,7 @@ struct PermissionClientTests {
         // A client timeout longer than the test's bound: a stream reconnecting until it gives up would fail the test.
         try await withNobodyServer(rules: Self.rules + "uid:0 writeonly write\n", clientTimeout: .seconds(120)) { _, kv, _ in
             let held = try await kv.acquireLock("writeonly", "job", timeout: .zero)
-            let error = try await within(30, "the waiter") { () async -> ActorKVError? in
+            let error = try await withDeadline("the waiter") { () async -> ActorKVError? in
                 do throws(ActorKVError) {
                     _ = try await kv.acquireLock("writeonly", "job", timeout: nil)
                     return nil
@@ -259,7 +241,7 @@ struct PermissionClientTests {
             let error = await expectActorKVError { _ = try await kv.ping() }
             #expect(error == .refused(path: server.socketPath, code: "NOPERM", message: "connection refused: uid 0 gid 0 is not allowed to connect"))
             #expect(error?.isConnectionError == true && error?.isPermissionDenied == false)
-            let end = try await within(30, "the follow refused on accept") { await follow(kv.changes("readable")) }
+            let end = try await withDeadline("the follow refused on accept") { await follow(kv.changes("readable")) }
             #expect(end.error == error)
         }
     }

@@ -55,8 +55,13 @@ public final class AccessControl: Sendable {
 
     /// The refusal of a command that needs `needed` on `namespace`, or nil if `peer` has it.
     func refusal(of peer: PeerIdentity, needing needed: AccessRights, on namespace: String) -> CommandError? {
-        let held = rights(of: peer, on: namespace)
-        return held.isSuperset(of: needed) ? nil : Self.denied(needed.subtracting(held), on: namespace, for: peer)
+        Self.refusal(holding: rights(of: peer, on: namespace), needing: needed, on: namespace, for: peer)
+    }
+
+    /// `NOPERM` for a peer that holds `held` on `namespace` and needs `needed`, or nil.
+    static func refusal(holding held: AccessRights, needing needed: AccessRights, on namespace: String,
+                        for peer: PeerIdentity) -> CommandError? {
+        held.isSuperset(of: needed) ? nil : denied(needed.subtracting(held), on: namespace, for: peer)
     }
 
     /// `-NOPERM no write permission on namespace 'config' for uid 33`, naming the first missing right.

@@ -46,8 +46,7 @@ final class ConnectionRights {
 
     /// Throws `NOPERM` unless the connection holds `needed` on `namespace`.
     func require(_ needed: AccessRights, on namespace: String) throws(CommandError) {
-        let held = rights(on: namespace)
-        guard held.isSuperset(of: needed) else { throw AccessControl.denied(needed.subtracting(held), on: namespace, for: peer) }
+        if let refusal = AccessControl.refusal(holding: rights(on: namespace), needing: needed, on: namespace, for: peer) { throw refusal }
     }
 
     /// Judges a parsed command by the right its flags declare, on the namespaces its request

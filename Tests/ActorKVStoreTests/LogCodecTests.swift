@@ -1,4 +1,5 @@
 import ActorKVStore
+import ActorKVTestSupport
 import Testing
 
 @Suite("Log record codec and scanner")
@@ -108,15 +109,27 @@ struct LogCodecTests {
     func truncationAtEveryBoundary() {
         var prefix: [UInt8] = []
         for record in Self.samples.prefix(3) { LogRecordCodec.encode(record, into: &prefix) }
-        for record in Self.samples {
+        for sample in Self.samples {
+            // As the next record (4) it is an append cut short; with another sequence number in
+            // its header, once the cut leaves that, it is damage (garbage where a record began).
+            let record = LogRecord(sequence: 4, mutations: sample.mutations)
             let encoded = LogRecordCodec.encode(record)
+            let stray = LogRecordCodec.encode(LogRecord(sequence: 9, mutations: sample.mutations))
             for cut in 0..<encoded.count {
                 let partial = Array(encoded[..<cut])
-                #expect(Self.decode(partial) == .incomplete, "record \(record.sequence) cut at \(cut)")
+                #expect(Self.decode(partial) == .incomplete, "record \(sample.sequence) cut at \(cut)")
                 let end = Self.scan(prefix + partial)
                 #expect(end == (cut == 0 ? .clean : .torn(validLength: prefix.count)),
-                        "record \(record.sequence) cut at \(cut): \(end)")
+                        "record \(sample.sequence) cut at \(cut): \(end)")
                 #expect(records(in: prefix + partial).records.count == 3)
+                let strayEnd = Self.scan(prefix + Array(stray[..<cut]))
+                if cut >= 16 {
+                    guard case .corrupt(let offset, _) = strayEnd, offset == prefix.count else {
+                        Issue.record("record \(sample.sequence) numbered 9, cut at \(cut): \(strayEnd)"); continue
+                    }
+                } else {
+                    #expect(strayEnd == (cut == 0 ? .clean : .torn(validLength: prefix.count)))
+                }
             }
         }
     }
@@ -222,11 +235,20 @@ struct LogCodecTests {
         // Or in zeros after it (space reserved ahead under always).
         let zeros = [UInt8](repeating: 0, count: 64)
         guard case .corrupt = Self.scan(a + grown(c.count + 10) + c + zeros) else { Issue.record("expected corrupt in zeros"); return }
-        // A record that fails its checksum at the end with nothing whole inside it stays torn.
-        var damaged = b1
+        // A record that fails its checksum at the end with nothing whole inside it stays torn
+        // when a sector of it was never written (zeros)...
+        // (record 8 with a value long enough to span sectors, its sectors after the first unwritten)...
+        let long = LogRecordCodec.encode(LogRecord(sequence: 8, mutations: [.put(key: b("k8"), value: [UInt8](repeating: 0x76, count: 1200))]))
+        var unwritten = long
+        for i in (512 - a.count)..<unwritten.count { unwritten[i] = 0 }
+        #expect(Self.scan(a + unwritten) == .torn(validLength: a.count))
+        #expect(Self.scan(a + unwritten + zeros) == .torn(validLength: a.count))
+        // ... and is damage when every sector holds data (see lastRecordTornIntoGarbage).
+        var damaged = long
         damaged[damaged.count - 1] ^= 1
-        #expect(Self.scan(a + damaged) == .torn(validLength: a.count))
-        #expect(Self.scan(a + damaged + zeros) == .torn(validLength: a.count))
+        guard case .corrupt = Self.scan(a + damaged), case .corrupt = Self.scan(a + damaged + zeros) else {
+            Issue.record("a flipped bit in the last record was not corrupt"); return
+        }
     }
 
     @Test("a checksum-valid body that does not parse is corrupt (malformed)")
@@ -282,10 +304,17 @@ struct LogCodecTests {
         guard case .corrupt = Self.scan(log + [UInt8](repeating: 0, count: 16) + [1]) else {
             Issue.record("zeros followed by data was not corrupt"); return
         }
-        // A damaged last record that ends exactly at the end of the bytes counts as torn.
+        // A damaged last record that ends exactly at the end of the bytes counts as torn when the
+        // damage is a sector's worth of zeros (never written), and is corrupt when it is a flipped bit.
         var damagedLast = LogRecordCodec.encode(Self.samples[4])
-        damagedLast[20] ^= 1
+        for i in 20..<damagedLast.count { damagedLast[i] = 0 }
         #expect(Self.scan(log + damagedLast) == .torn(validLength: log.count))
+        // (Not sample 5: its value is 1000 zeros, a whole sector's worth, which reads as unwritten.)
+        var flippedLast = LogRecordCodec.encode(LogRecord(sequence: 4, mutations: [.put(key: b("k"), value: [UInt8](repeating: 0x41, count: 900))]))
+        flippedLast[20] ^= 1
+        guard case .corrupt(let flippedAt, _) = Self.scan(log + flippedLast), flippedAt == log.count else {
+            Issue.record("a flipped bit in the last record was not corrupt at its start"); return
+        }
         // A file-system-extended tail whose zeros start inside a record (block, not record,
         // boundary): the header survived, the rest of that record and everything after is zero.
         var lastWrite: [UInt8] = []
@@ -333,6 +362,25 @@ struct LogCodecTests {
         append(durable: claim)
         bytes += [UInt8](repeating: 0, count: 1024)  // reserved space after
         return (bytes, holeAt)
+    }
+
+    @Test("a last record whose sector was torn into garbage is corrupt, not cut: it may have been fsync'd")
+    func lastRecordTornIntoGarbage() {
+        // Found by PowerLossTests (garbage sectors): record 2 was fsync'd; the next append, never
+        // fsync'd, rewrote the sector holding record 2's end, and power failed mid-write. The file
+        // kept its fsync'd size, so record 2 was last, its checksum failing: the scanner cut it as
+        // a torn append, losing an acknowledged write without a word.
+        var log = LogRecordCodec.encode(LogRecord(sequence: 1, mutations: [.put(key: b("k1"), value: b("one"))]))
+        let start = log.count
+        log += LogRecordCodec.encode(LogRecord(sequence: 2, mutations: [.put(key: b("k5"), value: [UInt8](repeating: 0x66, count: 700))]))
+        var random = SeededGenerator(seed: 22)
+        for i in 512..<log.count { log[i] = UInt8.random(in: 1...255, using: &random) }
+        guard case .corrupt(let offset, let reason) = Self.scan(log) else { Issue.record("garbage in the last record was cut"); return }
+        #expect(offset == start)
+        #expect(reason.contains("every sector"), "\(reason)")
+        // The same sector never written back (zeros) is the unsynced tail of a torn append: cut.
+        for i in 512..<log.count { log[i] = 0 }
+        #expect(Self.scan(log) == .torn(validLength: start))
     }
 
     @Test("a hole the disk never wrote, followed by records that claim nothing about it, is a torn tail")

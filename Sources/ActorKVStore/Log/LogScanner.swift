@@ -11,6 +11,13 @@
 /// should have carried):
 /// - only zeros from there to the end: the log ends there (``End/unused(validLength:)``): space
 ///   reserved ahead of the writer, or that the file system extended and never filled;
+/// - a checksum mismatch on a record with data in every sector of it and at its end, or an
+///   impossible length other than 0 not cut by a sector boundary into zeros: corrupt. Damage a
+///   power loss leaves is zeros, a sector the disk never wrote; anything else (a flipped bit, a
+///   sector torn into garbage) may have hit a record already fsync'd (the next append rewrote the
+///   sector holding its end), and cutting it would lose an acknowledged write unseen;
+/// - fewer bytes left than the record needs, with a sequence number in its header other than the
+///   next one (or zeros): corrupt, for the same reason;
 /// - a later whole record whose `durableThrough` reaches `firstLost`: corrupt;
 /// - a checksum mismatch on a record that ends exactly at the end of the bytes, or is followed only
 ///   by zeros; or fewer bytes left than the record needs; either with no whole record with the
@@ -69,6 +76,11 @@ public enum LogScanner {
                 continue
             case .incomplete:
                 if allZero(bytes, from: offset) { return .unused(validLength: offset) }
+                if let expected = last.map({ $0 &+ 1 }), let found = sequenceField(bytes, at: offset), found != expected, found != 0 {
+                    // An append cut short starts with its own header: this one is damage (a
+                    // sector torn into garbage where a record or a segment's header was).
+                    return .corrupt(offset: offset, reason: "a record's length runs past the end of the file and its sequence number \(found) is not the next one (\(expected)): damage, not an append cut short")
+                }
                 guard let (later, sequence) = wholeRecord(in: bytes, after: offset, previous: last) else {
                     return .torn(validLength: offset)
                 }
@@ -78,11 +90,19 @@ public enum LogScanner {
                 if endsAlone, let (later, sequence) = wholeRecord(in: bytes, after: offset, previous: last, startingBefore: end) {
                     // A torn append's length is its own: no whole later record lies inside it.
                     damage = Damage(reason: "checksum mismatch in a record whose length covers a whole record (sequence \(sequence)) at byte \(base + later): a damaged length field, not a torn append", tornIfAlone: false)
+                } else if !looksUnwritten(bytes, from: offset, to: end, base: base) {
+                    // Every sector of it holds data: not a write the disk never made, but damage
+                    // (a flipped bit, a sector torn into garbage), maybe to a record already fsync'd.
+                    return .corrupt(offset: offset, reason: "checksum mismatch in a record with data in every sector of it")
                 } else {
                     damage = Damage(reason: "checksum mismatch in a record followed by more data", tornIfAlone: endsAlone)
                 }
             case .invalidLength(let length):
                 if allZero(bytes, from: offset) { return .unused(validLength: offset) }
+                if length != 0, !lengthCutBySector(bytes, at: offset, base: base) {
+                    // Not zeros, nor a length whose last bytes a sector never written left zero: damage.
+                    return .corrupt(offset: offset, reason: "impossible record length \(length)")
+                }
                 damage = Damage(reason: "impossible record length \(length)", tornIfAlone: false)
             case .malformed(let reason):
                 return .corrupt(offset: offset, reason: "malformed record: \(reason)")
@@ -148,6 +168,37 @@ public enum LogScanner {
             candidate = next
         }
         return (first, nil)
+    }
+
+    /// Whether the record at `offset`, ending at `end` with nothing but zeros after it, shows a
+    /// part the disk never wrote: the share of some 512-byte sector in it all zeros, or at least
+    /// 16 zeros running to its end (and so on to the end of the file: an extension the file
+    /// system never filled). A record failing its checksum for that reason is a torn append; one
+    /// with data in every sector and at its end is damaged.
+    static func looksUnwritten(_ bytes: UnsafeRawBufferPointer, from offset: Int, to end: Int, base: Int = 0) -> Bool {
+        if end - offset >= 16, bytes[(end - 16)..<end].allSatisfy({ $0 == 0 }) { return true }
+        var start = offset
+        while start < end {
+            let stop = min(end, ((base + start) / sectorSize + 1) * sectorSize - base)
+            if bytes[start..<stop].allSatisfy({ $0 == 0 }) { return true }
+            start = stop
+        }
+        return false
+    }
+
+    /// The sequence number in the header of the record at `offset`, if the bytes reach that far.
+    static func sequenceField(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> UInt64? {
+        let start = offset + LogRecordCodec.headerLength
+        guard bytes.count - start >= 8 else { return nil }
+        return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start, as: UInt64.self))
+    }
+
+    /// Whether the length field at `offset` is cut by a sector boundary after which its bytes are
+    /// zero: the first bytes of a length written, the rest in a sector the disk never wrote.
+    static func lengthCutBySector(_ bytes: UnsafeRawBufferPointer, at offset: Int, base: Int = 0) -> Bool {
+        let boundary = ((base + offset) / sectorSize + 1) * sectorSize - base
+        let fieldEnd = min(offset + 4, bytes.count)
+        return boundary < fieldEnd && bytes[boundary..<fieldEnd].allSatisfy { $0 == 0 }
     }
 
     /// Whether zeros run from somewhere after `offset` up to a sector boundary no later than

@@ -111,6 +111,17 @@ public actor Namespace {
         return count
     }
 
+    /// Every key with its value, version and lifetime, expired or not, in key order, and the last
+    /// sequence number: the whole state, for tests that compare it with what the log says it must be.
+    func entriesWithLifetimes() -> (sequence: UInt64, entries: [(key: [UInt8], value: [UInt8], version: UInt64, lifetime: Lifetime)]) {
+        var entries: [(key: [UInt8], value: [UInt8], version: UInt64, lifetime: Lifetime)] = []
+        data.map.forEach { key, value, version in
+            entries.append((key, value, version, data.lifetimes.lifetime(of: key)))
+            return true
+        }
+        return (lastSequence, entries)
+    }
+
     /// The milliseconds left before `key` expires: -1 when it has no deadline, -2 when it is absent.
     public func timeToLive(_ key: [UInt8]) -> Int {
         startRun()

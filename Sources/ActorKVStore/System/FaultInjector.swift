@@ -74,8 +74,13 @@ public final class FaultInjector: Sendable {
         return String(cString: raw)
     }()
 
-    /// An injector with nothing armed.
-    public init() {}
+    /// Where this store's mutating file operations are recorded, if anywhere.
+    public let recorder: FileOperationRecorder?
+
+    /// An injector with nothing armed, recording into `recorder` if one is given.
+    public init(recording recorder: FileOperationRecorder? = nil) {
+        self.recorder = recorder
+    }
 
     /// Makes the next `count` calls (every call when nil) of `operation` on a path containing
     /// `pathContains` fail with `errno`.

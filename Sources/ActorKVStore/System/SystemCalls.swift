@@ -13,7 +13,8 @@ import Musl
 /// The calls a test can make fail are methods of a value that carries its store's
 /// ``FaultInjector`` (``StoreOptions/faults``), handed down to wherever the store's files are
 /// touched (``NamespaceFiles``, ``LogSegment``, ``FileWindow``, ``DirectoryLock``); without an
-/// injector each costs one nil check. The calls no test makes fail (`close`, `fstat`, `stat`,
+/// injector each costs one nil check. An injector may also carry a ``FileOperationRecorder``, to
+/// which each mutating call reports once it has succeeded. The calls no test makes fail (`close`, `fstat`, `stat`,
 /// `flock`) are static.
 struct SystemCalls: Sendable {
     /// The injector consulted before each call; nil for none.
@@ -40,7 +41,12 @@ struct SystemCalls: Sendable {
         let noFollow = flags & O_DIRECTORY == 0 ? O_NOFOLLOW : 0
         while true {
             let fd = Glibc.open(path, flags | O_CLOEXEC | noFollow, mode)
-            if fd >= 0 { return fd }
+            if fd >= 0 {
+                if flags & (O_CREAT | O_TRUNC) != 0 {
+                    faults?.recorder?.record(.open(path: path, truncates: flags & O_TRUNC != 0))
+                }
+                return fd
+            }
             if errno != EINTR { throw Errno(errno) }
         }
     }
@@ -63,6 +69,9 @@ struct SystemCalls: Sendable {
                 if errno == EINTR { continue }
                 throw Errno(errno)
             }
+            if let recorder = faults?.recorder {
+                recorder.record(.write(path: path, offset: offset + done, bytes: Array(UnsafeRawBufferPointer(rebasing: bytes[done..<done + n]))))
+            }
             done += n
         }
     }
@@ -84,6 +93,7 @@ struct SystemCalls: Sendable {
         while Glibc.fdatasync(fd) != 0 {
             if errno != EINTR { throw Errno(errno) }
         }
+        faults?.recorder?.record(.sync(path: path))
     }
 
     /// Flushes a file or directory completely. The corresponding C function is `fsync`.
@@ -92,6 +102,7 @@ struct SystemCalls: Sendable {
         while Glibc.fsync(fd) != 0 {
             if errno != EINTR { throw Errno(errno) }
         }
+        faults?.recorder?.record(.sync(path: path))
     }
 
     /// Opens a directory and fsyncs it, so that entries created, renamed or removed in it are durable.
@@ -107,6 +118,7 @@ struct SystemCalls: Sendable {
         while Glibc.ftruncate(fd, off_t(length)) != 0 {
             if errno != EINTR { throw Errno(errno) }
         }
+        faults?.recorder?.record(.truncate(path: path, length: length))
     }
 
     /// The size of an open file in bytes. The corresponding C function is `fstat`.
@@ -137,12 +149,14 @@ struct SystemCalls: Sendable {
     func rename(_ from: String, _ to: String) throws(Errno) {
         try faults?.check(.rename, path: to)
         guard Glibc.rename(from, to) == 0 else { throw Errno(errno) }
+        faults?.recorder?.record(.rename(from: from, to: to))
     }
 
     /// Removes a file; a missing file is not an error. The corresponding C function is `unlink`.
     func unlink(_ path: String) throws(Errno) {
         try faults?.check(.unlink, path: path)
         guard Glibc.unlink(path) == 0 || errno == ENOENT else { throw Errno(errno) }
+        faults?.recorder?.record(.unlink(path: path))
     }
 
     /// Creates a directory; an existing one is not an error. Returns whether it was created here.
@@ -150,7 +164,10 @@ struct SystemCalls: Sendable {
     @discardableResult
     func mkdir(_ path: String, mode: mode_t = 0o700) throws(Errno) -> Bool {
         try faults?.check(.mkdir, path: path)
-        if Glibc.mkdir(path, mode) == 0 { return true }
+        if Glibc.mkdir(path, mode) == 0 {
+            faults?.recorder?.record(.mkdir(path: path))
+            return true
+        }
         guard errno == EEXIST else { throw Errno(errno) }
         return false
     }

@@ -1,0 +1,133 @@
+@testable import ActorKVStore
+import ActorKVTestSupport
+import Foundation
+
+/// Opens crash states with the real recovery code and checks what it recovers against what the
+/// log says must be there (``LogHistory``).
+///
+/// Each state is written out under `scratch`, opened as a data directory, read whole and closed;
+/// then a write is made and acknowledged, recording what recovery and the write do to the files,
+/// so that a second power loss during or after recovery can be cut from that trace and checked
+/// too (``checkSecondCrash(_:)``).
+struct CrashCheck {
+    /// What one recovery gave.
+    struct Recovery {
+        /// The namespaces and their states; a namespace recovery refused is in `refused` instead.
+        var states: [String: NamespaceState] = [:]
+        var refused: [String: StoreError] = [:]
+        /// What recovery and then one write (``afterCrashKey`` in ``afterCrashNamespace``) did to
+        /// the files, for a second crash.
+        var trace: [FileOperationRecorder.Operation] = []
+        /// The trace length when that write was acknowledged, and the entry it wrote.
+        var acknowledgedAt = 0
+        var written: ExpectedEntry?
+    }
+
+    /// A crash state that recovery got wrong.
+    struct Violation: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static let afterCrashNamespace = "config"
+    static let afterCrashKey = Array("written-after-recovery".utf8)
+
+    let scratch: String
+    let history: LogHistory
+    let namespaces: [String]
+
+    /// Writes `image` to a new directory under `scratch` (`root`, its data directory `root/data`),
+    /// recovers it, and, if recovery succeeds, writes one key under `always`.
+    static func recover(_ image: DiskImage, at root: String) async throws -> Recovery {
+        try image.write(to: root)
+        let recorder = FileOperationRecorder()
+        var options = StoreOptions(durability: .always, compaction: CompactionPolicy(interval: 0),
+                                   faults: FaultInjector(recording: recorder))
+        options.changesHistory = 16
+        options.log = { _ in }
+        let store = try Store(directory: root + "/data", options: options)
+        var recovery = Recovery()
+        recovery.refused = await store.openAll()
+        for name in await store.namespaceNames() where recovery.refused[name] == nil {
+            guard let namespace = try await store.existingNamespace(name) else { continue }
+            recovery.states[name] = PowerLossWorkload.state(of: await namespace.entriesWithLifetimes().entries)
+        }
+        if recovery.refused[afterCrashNamespace] == nil {
+            let namespace = try await store.namespace(afterCrashNamespace)
+            let value = Array("after \(root)".utf8)
+            try await namespace.put(afterCrashKey, value)
+            recovery.acknowledgedAt = recorder.count
+            recovery.written = ExpectedEntry(value: value, version: await namespace.sequence)
+            recovery.trace = recorder.operations
+        }
+        _ = await store.close()
+        return recovery
+    }
+
+    /// Checks a recovery from a crash at trace point `point`: every namespace holds exactly the
+    /// state after some prefix of its log sequence that includes every record that had to
+    /// survive (ephemeral keys and keys past their deadline gone). In strict mode recovery may
+    /// refuse a namespace, naming a file and byte offset in it.
+    func check(_ recovery: Recovery, point: Int, strict: Bool, now: UInt64 = WallClock.milliseconds()) throws(Violation) {
+        for (name, refusal) in recovery.refused {
+            guard strict else { throw Violation(description: "recovery refused namespace \(name): \(refusal)") }
+            guard refusal.code == .corrupt, refusal.message.contains("/data/\(name)/"), refusal.message.contains("byte offset") else {
+                throw Violation(description: "recovery refused namespace \(name) without naming a file and offset: \(refusal)")
+            }
+        }
+        for name in namespaces where recovery.refused[name] == nil {
+            let found = recovery.states[name] ?? [:]
+            let required = Int(history.required[point][name] ?? 0)
+            let last = (history.states[name]?.count ?? 1) - 1
+            guard required <= last else { throw Violation(description: "\(name): required \(required) beyond \(last)") }
+            if (required...last).contains(where: { history.visible(name, after: $0, now: now) == found }) { continue }
+            throw Violation(description: explain(name, found: found, required: required, last: last, now: now))
+        }
+    }
+
+    /// Checks a recovery from a second crash, at `point` of the first recovery's trace: the state
+    /// the first recovery gave, and the key written after it — there if the crash came after it was
+    /// acknowledged, there or absent if before.
+    static func checkSecondCrash(_ second: Recovery, after first: Recovery, point: Int) throws(Violation) {
+        // A namespace the first recovery refused (a garbage sector) is refused again, and not written.
+        if let (name, refusal) = second.refused.first(where: { first.refused[$0.key] == nil }) {
+            throw Violation(description: "a second crash at point \(point) of recovery: namespace \(name) refused: \(refusal)")
+        }
+        for name in Set(first.states.keys).union(second.states.keys).union([afterCrashNamespace]) where first.refused[name] == nil {
+            let state = first.states[name] ?? [:]
+            var found = second.states[name] ?? [:]
+            if name == afterCrashNamespace, let written = first.written {
+                let got = found.removeValue(forKey: afterCrashKey)
+                if got != nil && got != written || got == nil && point >= first.acknowledgedAt {
+                    throw Violation(description: "a second crash at point \(point) of recovery (acknowledged at \(first.acknowledgedAt)): "
+                                    + "the write after recovery is \(got.map(\.description) ?? "missing"), expected \(written)")
+                }
+            }
+            guard found == state else {
+                throw Violation(description: "a second crash at point \(point) of recovery changed namespace \(name): "
+                                + Self.difference(expected: state, found: found))
+            }
+        }
+    }
+
+    private func explain(_ name: String, found: NamespaceState, required: Int, last: Int, now: UInt64) -> String {
+        let newest = Int(found.values.map(\.version).max() ?? 0)
+        let closest = min(max(newest, required), last)
+        return "namespace \(name) recovered to no prefix of its log from sequence \(required) (every record through it had to survive) to \(last); "
+            + "against the state after \(closest): " + Self.difference(expected: history.visible(name, after: closest, now: now), found: found)
+    }
+
+    /// The keys missing, extra and different between two states, in words.
+    static func difference(expected: NamespaceState, found: NamespaceState) -> String {
+        var parts: [String] = []
+        for key in Set(expected.keys).union(found.keys).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            let name = String(decoding: key, as: UTF8.self)
+            switch (expected[key], found[key]) {
+            case (let e?, nil): parts.append("\(name) missing (expected \(e))")
+            case (nil, let f?): parts.append("\(name) should not be there (found \(f))")
+            case (let e?, let f?) where e != f: parts.append("\(name) is \(f), expected \(e)")
+            default: continue
+            }
+        }
+        return parts.isEmpty ? "no difference" : parts.joined(separator: "; ")
+    }
+}

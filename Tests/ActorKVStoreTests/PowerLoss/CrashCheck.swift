@@ -84,6 +84,28 @@ struct CrashCheck {
         }
     }
 
+    /// A copy of `image` with one bit flipped in the middle of a record that had to survive a crash
+    /// at `point` (fsync'd, or acknowledged under `always`) and is still whole in its file there,
+    /// and that file's path in the image; nil if there is no such record.
+    func flippingABit<G: RandomNumberGenerator>(in image: DiskImage, point: Int, root: String,
+                                                using random: inout G) -> (image: DiskImage, path: String)? {
+        var candidates: [(path: String, offset: Int, length: Int)] = []
+        for name in namespaces {
+            let required = history.required[point][name] ?? 0
+            for (sequence, record) in history.written[name] ?? [:] where sequence <= required && record.operation < point {
+                let path = String(record.path.dropFirst(root.count + 1))
+                guard let file = image.files[path], file.count >= record.offset + record.bytes.count,
+                      Array(file[record.offset..<record.offset + record.bytes.count]) == record.bytes else { continue }
+                candidates.append((path, record.offset, record.bytes.count))
+            }
+        }
+        guard let target = candidates.sorted(by: { ($0.path, $0.offset) < ($1.path, $1.offset) }).randomElement(using: &random) else { return nil }
+        var flipped = image
+        let at = target.offset + LogRecordCodec.headerLength + Int.random(in: 0..<(target.length - LogRecordCodec.headerLength), using: &random)
+        flipped.files[target.path]![at] ^= UInt8(1) << UInt8.random(in: 0...7, using: &random)
+        return (flipped, target.path)
+    }
+
     /// Checks a recovery from a second crash, at `point` of the first recovery's trace: the state
     /// the first recovery gave, and the key written after it — there if the crash came after it was
     /// acknowledged, there or absent if before.

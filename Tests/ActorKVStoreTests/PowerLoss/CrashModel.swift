@@ -17,8 +17,9 @@ import ActorKVTestSupport
 /// - a file's size is its durable size or any size it had since (after an extend, the new tail
 ///   reads as zeros where its sectors were not written back);
 /// - each create, rename (atomic), unlink and mkdir since its directory's last fsync is kept or
-///   not, independently; the kept ones are applied in trace order, and one that the others make
-///   impossible (a rename of a file whose creation was not kept) is a no-op.
+///   not, independently; the kept ones are applied in trace order, a rename of a file whose
+///   creation was not kept is a no-op, and an entry in a directory whose own entry was not kept
+///   is unreachable.
 ///
 /// Paths in the trace are absolute; they are taken relative to `root`.
 struct CrashModel {
@@ -58,20 +59,31 @@ struct CrashModel {
         var directories: Set<String> = [""]
         var files: [String: Int] = [:]
 
-        /// Applies `change`, unless what it needs is missing (then it does nothing).
+        /// Applies `change`; a rename of a name that is not there does nothing. An entry whose
+        /// directory is missing is kept (it becomes reachable if the directory's own entry does).
         mutating func apply(_ change: EntryChange) {
             switch change {
             case .link(let path, let inode):
-                if directories.contains(DiskImage.parent(of: path)) { files[path] = inode }
+                files[path] = inode
             case .rename(let from, let to):
-                guard let inode = files[from], directories.contains(DiskImage.parent(of: to)) else { return }
+                guard let inode = files[from] else { return }
                 files[from] = nil
                 files[to] = inode
             case .unlink(let path):
                 files[path] = nil
             case .mkdir(let path):
-                if directories.contains(DiskImage.parent(of: path)) { directories.insert(path) }
+                directories.insert(path)
             }
+        }
+
+        /// Whether every directory above `path` is there.
+        func reaches(_ path: String) -> Bool {
+            var parent = DiskImage.parent(of: path)
+            while !parent.isEmpty {
+                guard directories.contains(parent) else { return false }
+                parent = DiskImage.parent(of: parent)
+            }
+            return true
         }
     }
 
@@ -250,8 +262,8 @@ struct CrashModel {
             }
         }
         for pending in pendingEntries where keptEntries.contains(pending.operation) { kept.apply(pending.change) }
-        var image = DiskImage(directories: kept.directories)
-        for (path, id) in kept.files where kept.directories.contains(DiskImage.parent(of: path)) {
+        var image = DiskImage(directories: kept.directories.filter { kept.reaches($0) })
+        for (path, id) in kept.files where kept.reaches(path) {
             image.files[path] = contents(of: id, size: sizes[id] ?? 0, sectors: sectors[id] ?? [], garbage: &garbage)
         }
         return image

@@ -29,8 +29,9 @@ struct LogHistory {
     /// Per crash point (0 ... trace length), per namespace: every record through this sequence
     /// number must survive a crash there.
     private(set) var required: [[String: UInt64]] = []
-    /// The trace operation that wrote each record, per namespace and sequence number.
-    private(set) var writtenAt: [String: [UInt64: Int]] = [:]
+    /// Where each record was written, per namespace and sequence number: the trace operation, the
+    /// file (as in the trace), its offset there and its encoding.
+    private(set) var written: [String: [UInt64: (operation: Int, path: String, offset: Int, bytes: [UInt8])]] = [:]
 
     /// Reads the trace of a store whose data directory is `dataDirectory` (absolute, as in the
     /// trace) and started empty. `acknowledged` holds, per namespace, the writes the store
@@ -47,10 +48,11 @@ struct LogHistory {
             required.append(durable.merging(Self.acknowledged(through: index, &acks, policy: policy)) { max($0, $1) })
             durable = required[index]
             switch operation {
-            case .write(let path, _, let bytes):
+            case .write(let path, let offset, let bytes):
                 guard let namespace = Self.namespace(ofSegment: path, in: dataDirectory) else { continue }
-                for record in Self.records(in: bytes) {
+                for (record, start, end) in Self.records(in: bytes) {
                     try add(record, namespace: namespace, at: index)
+                    written[namespace, default: [:]][record.sequence] = (index, path, offset + start, Array(bytes[start..<end]))
                     pending[path] = (namespace, record.sequence)
                 }
             case .sync(let path):
@@ -95,7 +97,6 @@ struct LogHistory {
         }
         history.append(state)
         states[namespace] = history
-        writtenAt[namespace, default: [:]][record.sequence] = index
     }
 
     /// The namespace whose log segment `path` is (`DATA/ns/000001.log`), or nil for other files.
@@ -105,13 +106,14 @@ struct LogHistory {
         return parts.count == 2 ? String(parts[0]) : nil
     }
 
-    /// The whole records at the start of `bytes`, one after another (none in a header or in zeros).
-    static func records(in bytes: [UInt8]) -> [LogRecord] {
+    /// The whole records at the start of `bytes`, one after another (none in a header or in
+    /// zeros), with where each starts and ends in `bytes`.
+    static func records(in bytes: [UInt8]) -> [(record: LogRecord, start: Int, end: Int)] {
         bytes.withUnsafeBytes { raw in
-            var found: [LogRecord] = []
+            var found: [(record: LogRecord, start: Int, end: Int)] = []
             var offset = 0
             while case .record(let record, let next) = LogRecordCodec.decode(raw, at: offset) {
-                found.append(record)
+                found.append((record, offset, next))
                 offset = next
             }
             return found

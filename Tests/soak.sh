@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long reliability run (not part of CI): 500 kill -9 cycles, millions of decoder fuzz inputs,
-# tens of thousands of hostile live connections. Prints the figures RELIABILITY.md quotes.
+# tens of thousands of hostile live connections, over 200,000 simulated power-loss crash states. Prints the figures RELIABILITY.md quotes.
 #
 # It builds release binaries with testing enabled (in .build-soak): the crash loop re-verifies
 # every key it ever wrote after each restart, and debug builds slow that to minutes per cycle
@@ -11,7 +11,9 @@ export ACTORKV_CRASH_CYCLES="${ACTORKV_CRASH_CYCLES:-500}"
 export ACTORKV_FUZZ_ITERATIONS="${ACTORKV_FUZZ_ITERATIONS:-2000000}"
 export ACTORKV_LIVE_FUZZ_INPUTS="${ACTORKV_LIVE_FUZZ_INPUTS:-50000}"
 export ACTORKV_STRESS_CYCLES="${ACTORKV_STRESS_CYCLES:-200}"
+# Per fsync policy (three of them), plus a quarter of it with garbage sectors: 225,000 in all.
+export ACTORKV_POWERLOSS_STATES="${ACTORKV_POWERLOSS_STATES:-67000}"
 BUILD=(-c release --build-path .build-soak -Xswiftc -enable-testing)
 swift build "${BUILD[@]}" --build-tests
-swift test "${BUILD[@]}" --skip-build --filter 'ServerCrashLoopTests|LiveFuzzTests|Fuzz|Crash' 2>&1 |
-    tee /tmp/actorkv-soak.log | grep -E 'crash loop|fuzz|cycles|inputs|kill -9|Test run|✘'
+swift test "${BUILD[@]}" --skip-build --filter 'ServerCrashLoopTests|LiveFuzzTests|Fuzz|Crash|PowerLoss' 2>&1 |
+    tee /tmp/actorkv-soak.log | grep -E 'crash loop|fuzz|cycles|inputs|kill -9|power loss|Test run|✘'

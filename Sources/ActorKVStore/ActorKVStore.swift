@@ -13,7 +13,8 @@
 // - Snapshot/   the JSON snapshot: its codec (whole-file and windowed), the atomic writer.
 // - OrderedMap/ the in-memory B+tree of keys and values, its group lookups and prefetch hints.
 // - System/     the one seam for file syscalls (`SystemCalls`), `Errno`, the per-store fault injector
-//               that tests arm through it, blocking I/O off the cooperative pool, file windows.
+//               that tests arm through it and the recorder of file operations it may carry (for
+//               the power-loss tests), blocking I/O off the cooperative pool, file windows.
 // - Encoding/   CRC-32C, Base64, UTF-8 validation, byte helpers: pure functions.
 //
 // Pure logic (codecs, cursors, policies, the map) does no I/O; files are touched only through

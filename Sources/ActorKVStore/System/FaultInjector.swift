@@ -22,6 +22,9 @@ import Synchronization
 /// ends the process with `_exit(86)` when any store reaches that step, with or without an
 /// injector (crash tests that run the engine in a child process: actorkv-stress, actorkvd).
 ///
+/// An injector may also carry a ``FileOperationRecorder``, which every mutating syscall of its
+/// store reports to (the power-loss tests work out crash states from that trace).
+///
 /// Unarmed, each check of an injector is one relaxed atomic load.
 public final class FaultInjector: Sendable {
     /// The syscalls that can be made to fail.

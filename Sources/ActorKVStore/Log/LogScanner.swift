@@ -228,9 +228,7 @@ public enum LogScanner {
         let header = LogRecordCodec.headerLength
         var expected: [UInt64] = []
         if let previous { expected.append(previous &+ 2) }
-        if bytes.count - offset >= header + 8 {
-            expected.append(UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset + header, as: UInt64.self)) &+ 1)
-        }
+        if let own = sequenceField(bytes, at: offset) { expected.append(own &+ 1) }
         var candidate = offset + header
         while !expected.isEmpty && candidate < limit && candidate + header + LogRecordCodec.minimumBodyLength <= bytes.count {
             let sequence = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: candidate + header, as: UInt64.self))

@@ -45,8 +45,8 @@ struct LogHistory {
         var acks = acknowledged.sorted { $0.point < $1.point }[...]
         required.reserveCapacity(trace.count + 1)
         for (index, operation) in trace.enumerated() {
-            required.append(durable.merging(Self.acknowledged(through: index, &acks, policy: policy)) { max($0, $1) })
-            durable = required[index]
+            durable.merge(Self.acknowledged(through: index, &acks, policy: policy)) { max($0, $1) }
+            required.append(durable)
             switch operation {
             case .write(let path, let offset, let bytes):
                 guard let namespace = Self.namespace(ofSegment: path, in: dataDirectory) else { continue }
@@ -65,7 +65,8 @@ struct LogHistory {
                 continue
             }
         }
-        required.append(durable.merging(Self.acknowledged(through: trace.count, &acks, policy: policy)) { max($0, $1) })
+        durable.merge(Self.acknowledged(through: trace.count, &acks, policy: policy)) { max($0, $1) }
+        required.append(durable)
     }
 
     /// The acknowledgements at or before `point` taken from `acks`, highest sequence per namespace

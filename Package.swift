@@ -25,8 +25,11 @@ let package = Package(
         .target(name: "ActorKVProtocol", swiftSettings: strict),
         // Linux headers Glibc's Swift module lacks (epoll, eventfd, SO_PEERCRED), as a tiny C shim.
         .target(name: "CActorKVSys"),
+        // Cluster mode's back end: the engine's operations over an etcd cluster's v3 JSON gateway
+        // (a small HTTP/1.1 client of its own), leases for ephemeral and expiring keys.
+        .target(name: "ActorKVEtcd", dependencies: ["ActorKVStore"], swiftSettings: strict),
         // The server: epoll event loop, connections, command dispatch, configuration.
-        .target(name: "ActorKVServer", dependencies: ["ActorKVStore", "ActorKVProtocol", "CActorKVSys"],
+        .target(name: "ActorKVServer", dependencies: ["ActorKVStore", "ActorKVProtocol", "ActorKVEtcd", "CActorKVSys"],
                 swiftSettings: strict),
         .executableTarget(name: "actorkvd", dependencies: ["ActorKVServer"], swiftSettings: strict),
         // Test helper: drives the engine in a child process for kill -9 and failpoint crash tests.
@@ -49,6 +52,7 @@ let package = Package(
         .testTarget(name: "ActorKVProtocolTests", dependencies: ["ActorKVProtocol", "ActorKVTestSupport"], swiftSettings: strict),
         .testTarget(name: "ActorKVServerTests", dependencies: ["ActorKVServer", "ActorKVProtocol", "ActorKVTestSupport"],
                     swiftSettings: strict),
+        .testTarget(name: "ActorKVEtcdTests", dependencies: ["ActorKVEtcd", "ActorKVTestSupport"], swiftSettings: strict),
         .testTarget(name: "ActorKVClientTests", dependencies: ["ActorKVClient", "ActorKVTestSupport"], swiftSettings: strict),
     ]
 )

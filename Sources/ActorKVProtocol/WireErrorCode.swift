@@ -55,6 +55,9 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     /// `CROSSNS`: EXEC of a transaction whose commands address more than one namespace:
     /// nothing was applied (a transaction is one namespace's, as Redis Cluster's CROSSSLOT).
     case crossNS = "CROSSNS"
+    /// `UNAVAILABLE`: cluster mode (`--etcd`): no etcd member answers, or the cluster has no
+    /// leader or quorum. The command was not applied; the connection stays usable.
+    case unavailable = "UNAVAILABLE"
     /// `NOPROTO`: HELLO asked for a protocol version other than 2 or 3.
     case noProto = "NOPROTO"
 
@@ -77,7 +80,7 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
         switch self {
         case .maxClients, .noPerm: return true
         case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown, .proto, .compacted, .lagging,
-             .execAbort, .crossNS, .noProto: return false
+             .execAbort, .crossNS, .noProto, .unavailable: return false
         }
     }
 
@@ -88,7 +91,7 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
         switch self {
         case .proto, .maxClients, .noPerm, .lagging: return true
         case .err, .badNS, .badKey, .tooBig, .badCursor, .corrupt, .ioErr, .shutdown, .compacted, .execAbort, .crossNS,
-             .noProto: return false
+             .noProto, .unavailable: return false
         }
     }
 }

@@ -9,8 +9,10 @@ import ActorKVStore
 /// (and, with `--execution pool`, in parallel).
 /// No sockets here: the event loop hands in parsed commands and sends back what this returns.
 public struct CommandProcessor: Sendable {
-    /// The store commands run against.
-    public let store: Store
+    /// Where commands find the data: the local store, or an etcd cluster.
+    public let backend: any DataBackend
+    /// The local store, when the data is local (nil in cluster mode).
+    public var store: Store! { backend as? Store }
     /// The namespace permissions (`--acl`); nil: every client has every right.
     public let access: AccessControl?
     private let info: @Sendable (_ shows: @Sendable (String) -> Bool) async -> [UInt8]
@@ -25,7 +27,15 @@ public struct CommandProcessor: Sendable {
     public init(store: Store, settings: [(name: String, value: String)] = [], access: AccessControl? = nil,
                 info: @escaping @Sendable (_ shows: @Sendable (String) -> Bool) async -> [UInt8],
                 sessionEnded: (@Sendable (ClientSession, SessionEnd) -> Void)? = nil) {
-        self.store = store
+        self.init(backend: store, settings: settings, access: access, info: info, sessionEnded: sessionEnded)
+    }
+
+    /// Creates a processor over `backend` (the local store or an etcd cluster); the rest as
+    /// ``init(store:settings:access:info:sessionEnded:)``.
+    public init(backend: any DataBackend, settings: [(name: String, value: String)] = [], access: AccessControl? = nil,
+                info: @escaping @Sendable (_ shows: @Sendable (String) -> Bool) async -> [UInt8],
+                sessionEnded: (@Sendable (ClientSession, SessionEnd) -> Void)? = nil) {
+        self.backend = backend
         self.access = access
         self.info = info
         self.settings = settings
@@ -75,7 +85,7 @@ public struct CommandProcessor: Sendable {
                 replies.append(ErrorMapping.reply(for: error))
             case .local(let local):
                 await flush(&group, into: &replies)
-                replies.append(await local.run(CommandContext(store: store, session: session, info: info, settings: settings,
+                replies.append(await local.run(CommandContext(backend: backend, session: session, info: info, settings: settings,
                                                                    hashScanCursors: hashScanCursors, access: access)))
                 if session.closeRequested { return replies }
             }
@@ -98,11 +108,9 @@ public struct CommandProcessor: Sendable {
     private func releaseEphemeralKeys(of session: ClientSession) {
         let namespaces = session.takeOwnedNamespaces()
         guard !namespaces.isEmpty else { return }
-        let (store, owner) = (self.store, session.id)
-        Task(executorPreference: store.options.backgroundExecutor) {
-            for name in namespaces {
-                _ = await (try? store.existingNamespace(name))?.releaseOwner(owner)
-            }
+        let (backend, owner) = (self.backend, session.id)
+        Task(executorPreference: backend.backgroundExecutor) {
+            await backend.releaseOwner(owner, in: namespaces.sorted())
         }
     }
 
@@ -205,7 +213,7 @@ public struct CommandProcessor: Sendable {
         for namespace in order {
             let parts = merged[namespace]!
             let operations = parts.count == 1 ? parts[0].operations : parts.flatMap(\.operations)
-            let execution = await store.execute(operations, inNamespace: namespace)
+            let execution = await backend.execute(operations, inNamespace: namespace)
             let done = { (outcomes: [Outcome]) -> [Done] in
                 var offset = 0
                 return parts.map { part in
@@ -234,7 +242,7 @@ public struct CommandProcessor: Sendable {
         guard let name = group.namespace, !group.operations.isEmpty else { return }
         let (operations, shapes) = (group.operations, group.shapes)
         group = Group()
-        let execution = await store.execute(operations, inNamespace: name)
+        let execution = await backend.execute(operations, inNamespace: name)
         for (index, outcome) in await execution.settled(operations).enumerated() {
             replies.append(KeyValueCommands.reply(for: outcome, of: operations[index], shape: shapes[index]))
         }

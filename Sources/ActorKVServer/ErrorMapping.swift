@@ -72,6 +72,7 @@ public enum ErrorMapping {
         // Redis's INCR errors: "-ERR value is not an integer…", "-ERR increment … would overflow".
         case .notAnInteger, .overflow: return .err
         case .compacted: return .compacted
+        case .unavailable: return .unavailable
         }
     }
 

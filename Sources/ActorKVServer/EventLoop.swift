@@ -102,7 +102,7 @@ final class EventLoop: @unchecked Sendable {
         try register(listener, token: Self.listenerToken, events: ACTORKV_EPOLLIN)
         try register(wakeSignal.fd, token: Self.wakeToken, events: ACTORKV_EPOLLIN)
         reserveFD = Self.openReserve()
-        processor.store.changeListener.set { [weak self] namespace in self?.feedAdvanced(namespace) }
+        processor.backend.changeListener.set { [weak self] namespace in self?.feedAdvanced(namespace) }
     }
 
     deinit { if reserveFD >= 0 { SocketCalls.close(reserveFD) } }

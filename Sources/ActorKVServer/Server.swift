@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ActorKVEtcd
 import ActorKVProtocol
 import ActorKVStore
 import Foundation
@@ -51,6 +52,10 @@ public final class Server: Sendable {
         // The loop's executor exists before the store, whose background work runs on it too
         // (its jobs wait until the loop runs).
         let executor = config.execution == .loop ? LoopExecutor { wake.signal() } : nil
+        if !config.etcdEndpoints.isEmpty {
+            try await runAgent(wake: wake, access: access, executor: executor, staleSocket: staleSocket)
+            return
+        }
         let store: Store
         do { store = try Store(directory: config.dataDirectory, options: config.storeOptions(log: log, executor: executor)) } catch {
             let hint = error.code == .unsafeDirectory ? " (--allow-shared-data-dir)" : ""
@@ -74,6 +79,21 @@ public final class Server: Sendable {
         let processor = CommandProcessor(store: store, settings: config.redisSettings, access: access) { [self] shows in
             await self.infoText(store, access: access, shows: shows)
         }
+        try await serve(listener: listener, socketFile: socketFile, wake: wake, executor: executor, processor: processor) {
+            self.log("ready: \(await store.namespaceNames().count) namespaces (\(unavailable.count) unavailable), accepting connections")
+        }
+        let notDurable = await store.close()
+        guard notDurable.isEmpty else {
+            throw ShutdownError(description: "shut down, but the logs of \(notDurable.count) namespace(s) may not be on disk (their fsync failed; see above): \(notDurable.joined(separator: ", "))")
+        }
+        log("shut down cleanly (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
+    }
+
+    /// Runs the event loop on a thread of its own until a shutdown signal, then removes the
+    /// socket; `ready` is called once the loop exists.
+    private func serve(listener: Int32, socketFile: (device: UInt64, inode: UInt64)?, wake: WakeSignal, executor: LoopExecutor?,
+                       processor: CommandProcessor, ready: () async -> Void) async throws {
+        let config = configuration
         let loop: EventLoop
         do {
             loop = try EventLoop(listener: listener, wakeSignal: wake, executor: executor, configuration: config, processor: processor,
@@ -81,7 +101,7 @@ public final class Server: Sendable {
         } catch {
             throw StartupError(description: "\(error)")
         }
-        log("ready: \(await store.namespaceNames().count) namespaces (\(unavailable.count) unavailable), accepting connections")
+        await ready()
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let thread = Thread {
                 loop.run()
@@ -95,11 +115,34 @@ public final class Server: Sendable {
             unlink(config.socketPath)
         }
         SocketCalls.close(listener)
-        let notDurable = await store.close()
-        guard notDurable.isEmpty else {
-            throw ShutdownError(description: "shut down, but the logs of \(notDurable.count) namespace(s) may not be on disk (their fsync failed; see above): \(notDurable.joined(separator: ", "))")
+    }
+
+    /// Cluster mode (`--etcd`): serves the socket as an agent of the etcd cluster, with no data
+    /// directory. It starts whether or not etcd answers (commands get `-UNAVAILABLE` until it
+    /// does); at shutdown it revokes its connections' leases (their ephemeral keys go).
+    private func runAgent(wake: WakeSignal, access: AccessControl?, executor: LoopExecutor?, staleSocket: Bool) async throws {
+        let config = configuration
+        let endpoints: [EtcdEndpoint]
+        do { endpoints = try config.etcdEndpoints.map { (url) throws(EtcdError) in try EtcdEndpoint(url: url) } } catch {
+            throw StartupError(description: "--etcd: \(error.message)")
         }
-        log("shut down cleanly (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
+        let store = EtcdStore(client: EtcdClient(endpoints: endpoints), prefix: config.etcdPrefix,
+                              limits: StoreLimits(maxValueBytes: config.maxValueBytes), ephemeralTTL: config.ephemeralTTL,
+                              changesHistory: config.changesHistory, log: log)
+        log("actorkvd starting as an etcd agent: socket \(config.socketPath), etcd \(config.etcdEndpoints.joined(separator: ",")), prefix \(config.etcdPrefix), ephemeral TTL \(config.ephemeralTTL) s, max clients \(config.maxClients)")
+        do { log("etcd revision \(try await store.revision()) at \(store.client.currentEndpoint)") } catch {
+            log("warning: etcd does not answer yet (\(error.message)); commands get -UNAVAILABLE until it does")
+        }
+        let (listener, socketFile) = try bindSocket(replacingStale: staleSocket)
+        let backend = ClusterBackend(store: store)
+        let processor = CommandProcessor(backend: backend, settings: config.redisSettings, access: access) { [self] shows in
+            await self.agentInfoText(store, access: access)
+        }
+        try await serve(listener: listener, socketFile: socketFile, wake: wake, executor: executor, processor: processor) {
+            self.log("ready: serving the etcd cluster's data, accepting connections")
+        }
+        await store.close()
+        log("shut down cleanly (signal \(SignalHandling.received.load(ordering: .relaxed))); connection leases revoked")
     }
 
     /// A shutdown that could not make every namespace's log durable: exit status 1.
@@ -186,16 +229,16 @@ public final class Server: Sendable {
         }
     }
 
-    private func infoText(_ store: Store, access: AccessControl?, shows: @Sendable (String) -> Bool) async -> [UInt8] {
-        let namespaces = await store.statistics().filter { shows($0.name) }
+    /// INFO's server, clients and access sections; `storage` are the lines after `socket:` that
+    /// say where the data is.
+    private func commonInfoLines(storage: [String], access: AccessControl?) -> [String] {
         var lines: [String] = [
             "# Server",
             "actorkv_version:\(ActorKVVersion.string)",
             "process_id:\(getpid())",
             "uptime_in_seconds:\(time(nil) - startedAt)",
             "socket:\(configuration.socketPath)",
-            "data_dir:\(configuration.dataDirectory)",
-            "fsync:\(configuration.durability.rawValue)",
+        ] + storage + [
             "",
             "# Clients",
             "connected_clients:\(statistics.connectedClients.load(ordering: .relaxed))",
@@ -208,6 +251,21 @@ public final class Server: Sendable {
         if let access {
             lines += ["", "# Access", "acl_file:\(access.path)", "acl_rules:\(access.ruleCount)", "acl_reloads:\(access.generation)"]
         }
+        return lines
+    }
+
+    /// INFO in cluster mode: the common sections and the cluster's (members, leader, revision,
+    /// the agent's round-trip time to etcd).
+    private func agentInfoText(_ store: EtcdStore, access: AccessControl?) async -> [UInt8] {
+        var lines = commonInfoLines(storage: ["mode:cluster"], access: access)
+        lines += ["", "# Cluster"] + (await store.clusterFacts()).map { "\($0.0):\($0.1)" }
+        return Array((lines.joined(separator: "\r\n") + "\r\n").utf8)
+    }
+
+    private func infoText(_ store: Store, access: AccessControl?, shows: @Sendable (String) -> Bool) async -> [UInt8] {
+        let namespaces = await store.statistics().filter { shows($0.name) }
+        var lines = commonInfoLines(storage: ["mode:local", "data_dir:\(configuration.dataDirectory)", "fsync:\(configuration.durability.rawValue)"],
+                                    access: access)
         lines += [
             "",
             "# Namespaces",

@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import ActorKVEtcd
 import ActorKVStore
 
 /// Everything `actorkvd` can be told, with the defaults it runs with when told nothing.
@@ -41,6 +42,13 @@ public struct ServerConfiguration: Sendable {
     public var shutdownGraceSeconds = 5.0
     /// Where namespace actors run requests.
     public var execution = Execution.loop
+    /// Cluster mode: the etcd members' client URLs (`--etcd`); empty: the data is local.
+    public var etcdEndpoints: [String] = []
+    /// Cluster mode: what every etcd key of ActorKV's starts with (`--etcd-prefix`).
+    public var etcdPrefix = "actorkv/"
+    /// Cluster mode: seconds an agent's connection lease lives unrenewed (`--ephemeral-ttl`):
+    /// how long a dead agent's ephemeral keys outlive it.
+    public var ephemeralTTL = 10
 
     /// Where the server runs the namespace actors' work for its clients.
     public enum Execution: String, Sendable {
@@ -134,6 +142,13 @@ extension ServerConfiguration {
       --execution MODE           where namespace actors run requests: loop (the event-loop
                                  thread, fewest hand-offs) | pool (Swift's cooperative pool,
                                  namespaces in parallel across cores)       (default loop)
+      --etcd URL[,URL...]        cluster mode: keep the data in an etcd cluster (its v3 JSON
+                                 gateway, http://host:port of each member; etcd 3.4+) instead
+                                 of --data-dir; local clients see the same protocol
+                                 (protocol.md "Cluster mode", README "Several machines")
+      --etcd-prefix PREFIX       cluster mode: etcd keys start with PREFIX  (default actorkv/)
+      --ephemeral-ttl SECS       cluster mode: how long a connection's EPHEMERAL keys outlive
+                                 an agent that died (its etcd lease's TTL)  (default 10)
       --check                    check every namespace in --data-dir without serving or
                                  changing its files: prints one line per namespace, exits 0 if
                                  all would open, 1 if any would be refused (stop the server first)
@@ -173,7 +188,7 @@ extension ServerConfiguration {
         "--socket", "--data-dir", "--fsync", "--socket-mode", "--max-clients", "--max-value-bytes", "--max-bulk-bytes",
         "--max-inline-bytes", "--max-arguments", "--max-request-bytes", "--max-output-bytes", "--snapshot-interval", "--compact-ratio",
         "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace", "--execution", "--changes-history",
-        "--changes-lag-bytes", "--acl",
+        "--changes-lag-bytes", "--acl", "--etcd", "--etcd-prefix", "--ephemeral-ttl",
     ]
 
     private static func apply(_ flag: String, _ value: String, to c: inout ServerConfiguration) throws(UsageError) {
@@ -215,6 +230,12 @@ extension ServerConfiguration {
                 throw UsageError(description: "--execution must be loop or pool (got '\(value)')")
             }
             c.execution = mode
+        case "--etcd":
+            do { c.etcdEndpoints = try EtcdEndpoint.list(value).map(\.description) } catch {
+                throw UsageError(description: "--etcd: \(error.message)")
+            }
+        case "--etcd-prefix": c.etcdPrefix = try nonEmpty(flag, value)
+        case "--ephemeral-ttl": c.ephemeralTTL = try positive(flag, value)
         default: throw UsageError(description: "unknown option '\(flag)'")
         }
     }

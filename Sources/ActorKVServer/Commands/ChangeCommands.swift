@@ -75,7 +75,7 @@ enum ChangeCommands {
             return .error(.err, "already following namespace '\(key.namespace)' with prefix '\(Command.printable(key.prefix[...]))' on this connection")
         }
         do {
-            let started = try await context.store.follow(key.namespace, from: start)
+            let started = try await context.backend.follow(key.namespace, from: start)
             context.session.addFollow(NewFollow(key: key, start: started))
             return ChangeMessages.header(namespace: key.namespace, sequence: started.sequence)
         } catch {

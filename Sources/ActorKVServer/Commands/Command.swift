@@ -120,8 +120,8 @@ public struct LocalCommand: Sendable {
 
 /// What a ``LocalCommand`` may use: the store, the connection's session, and the server's facts.
 struct CommandContext: Sendable {
-    /// The store.
-    let store: Store
+    /// Where the data is: the local store or an etcd cluster.
+    let backend: any DataBackend
     /// The connection the command came on.
     let session: ClientSession
     /// Renders the INFO text, with the lines of the namespaces the predicate accepts.

@@ -139,7 +139,7 @@ enum KeyValueCommands {
         put.owner = context.session.id
         context.session.noteOwnedKeys(in: namespace)
         let operations = [Operation.lifetimePut(put)]
-        let execution = await context.store.execute(operations, inNamespace: namespace)
+        let execution = await context.backend.execute(operations, inNamespace: namespace)
         return reply(for: await execution.settled(operations)[0], of: operations[0])
     }
 

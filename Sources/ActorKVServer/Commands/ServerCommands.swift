@@ -27,14 +27,18 @@ enum ServerCommands {
         CommandSpec(name: "NAMESPACES", usage: "NAMESPACES", arity: .exactly(0), flags: [.readOnly]) { (_) throws(CommandError) in
             .local(LocalCommand { context in
                 let shows = context.readableNamespaces
-                return .array(await context.store.namespaceNames().filter(shows).map { .bulk(Array($0.utf8)) })
+                do {
+                    return .array(try await context.backend.listNamespaces().filter(shows).map { .bulk(Array($0.utf8)) })
+                } catch {
+                    return ErrorMapping.reply(for: error)
+                }
             })
         },
         CommandSpec(name: "COMPACT", usage: "COMPACT ns", arity: .exactly(1), flags: [.namespaced, .admin, .notInMulti]) { (args) throws(CommandError) in
             let name = try Command.namespace(args[0])
             return .local(LocalCommand { context in
                 do {
-                    try await context.store.existingNamespace(name)?.compact()
+                    try await context.backend.compact(name)
                     return .simple("OK")
                 } catch {
                     return ErrorMapping.reply(for: error)

@@ -26,7 +26,7 @@ enum TransactionCommands {
                 guard !context.session.inTransaction else { return .error(.err, "WATCH inside MULTI is not allowed") }
                 for name in names {
                     let sequence: UInt64
-                    do { sequence = try await context.store.existingNamespace(name)?.sequence ?? 0 } catch { return ErrorMapping.reply(for: error) }
+                    do { sequence = try await context.backend.lastSequence(of: name) } catch { return ErrorMapping.reply(for: error) }
                     context.session.watch(name, at: sequence)
                 }
                 return .simple("OK")
@@ -92,7 +92,7 @@ enum TransactionCommands {
 
     /// The sequence of `name` now (0 for a namespace that does not exist or cannot be opened).
     private static func currentSequence(of name: String, _ context: CommandContext) async -> UInt64 {
-        (try? await context.store.existingNamespace(name)?.sequence) ?? 0
+        (try? await context.backend.lastSequence(of: name)) ?? 0
     }
 
     /// Runs the queued operations as one batch (or, if none writes, as one run of reads) and
@@ -100,14 +100,14 @@ enum TransactionCommands {
     private static func apply(_ queued: [QueuedCommand], in namespace: String, guardedSince watchedAt: UInt64?,
                               _ context: CommandContext) async -> Reply {
         if !queued.contains(where: { $0.operation.isWrite }), watchedAt == nil {
-            let outcomes = await context.store.execute(queued.map(\.operation), inNamespace: namespace).outcomes
+            let outcomes = await context.backend.execute(queued.map(\.operation), inNamespace: namespace).outcomes
             return .array(zip(outcomes, queued).map { KeyValueCommands.reply(for: $0, of: $1.operation, shape: $1.shape) })
         }
         let plans = queued.map(\.plan)
         var steps: [BatchStep] = watchedAt.map { [.unchangedSince($0)] } ?? []
         for plan in plans { steps += plan.steps }
         let operation = Operation.batch(steps)
-        let execution = await context.store.execute([operation], inNamespace: namespace)
+        let execution = await context.backend.execute([operation], inNamespace: namespace)
         switch await execution.settled([operation])[0] {
         case .conditionFailed: return .nullArray
         case .failure(let error): return ErrorMapping.reply(for: error)

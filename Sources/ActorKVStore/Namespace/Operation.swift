@@ -268,6 +268,12 @@ public struct Execution: Sendable {
     /// Wait on this before replying to any write in the run.
     public var durability: Durability
 
+    /// The outcomes of a run, durable once `durability` says so.
+    public init(outcomes: [Outcome], durability: Durability) {
+        self.outcomes = outcomes
+        self.durability = durability
+    }
+
     /// The outcomes of `operations` (the ones this ran) once their writes are as durable as the
     /// policy promises. If that fails (an fsync failed), every write that had succeeded gets the
     /// error instead: it was applied in memory, but whether it survives a restart is unknown.
@@ -325,4 +331,14 @@ public struct NamespaceStatistics: Sendable, Equatable {
     public var expiringKeys = 0
     /// Keys owned by a connection (`EPHEMERAL`).
     public var ephemeralKeys = 0
+}
+
+extension Operation {
+    /// What an increment of `value` (nil: absent, counting as 0) by `delta` stores: the sum, or
+    /// ``StoreError/Code/notAnInteger`` for a value that is not a canonical signed 64-bit decimal
+    /// and ``StoreError/Code/overflow`` for a sum out of range (the rules of ``increment(key:by:)``,
+    /// for a server that keeps its data elsewhere).
+    public static func incrementedValue(_ value: [UInt8]?, by delta: Int64) -> Result<Int64, StoreError> {
+        WritePlanner.sum(of: value, and: delta)
+    }
 }

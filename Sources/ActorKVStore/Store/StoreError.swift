@@ -36,6 +36,9 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case overflow
         /// A change feed asked to resume from changes the namespace no longer holds.
         case compacted
+        /// Where the data lives cannot be reached now (cluster mode: no etcd member answers, or
+        /// the cluster has no leader or quorum): nothing was done; try again later.
+        case unavailable
 
         /// A short stable name, the case's name, e.g. "corrupt".
         public var name: String { rawValue }

@@ -1,0 +1,139 @@
+import Dispatch
+import Synchronization
+
+/// The agent's client of an etcd cluster's v3 JSON gateway: a pool of keep-alive HTTP/1.1
+/// connections per member, failing over between the members listed.
+///
+/// Each call runs its blocking exchange on a Dispatch worker thread, never on Swift's
+/// cooperative threads. It goes to the member that answered last; a member that cannot be
+/// reached, or that has no leader, is passed over for the next. A read is retried on the next
+/// member whatever happened; a write only if it was not sent (or the member said it had no
+/// leader): a write sent without an answer has an unknown outcome (``EtcdError/Kind/outcomeUnknown``).
+public final class EtcdClient: Sendable {
+    /// The members, in the order given.
+    public let endpoints: [EtcdEndpoint]
+    /// Seconds a connect, a send or a wait for an answer may take.
+    public let timeout: Double
+    private let preferred = Atomic<Int>(0)
+    private let idle: Mutex<[[HTTPConnection]]>
+    private let roundTrips = Mutex(RoundTripStatistics())
+
+    /// Round-trip times to etcd, for INFO.
+    public struct RoundTripStatistics: Sendable {
+        /// Exchanges completed.
+        public var count = 0
+        /// An exponentially weighted mean, in microseconds.
+        public var meanMicroseconds = 0.0
+        /// The last one, in microseconds.
+        public var lastMicroseconds = 0.0
+    }
+
+    /// A client of the members at `endpoints`.
+    public init(endpoints: [EtcdEndpoint], timeout: Double = 5) {
+        precondition(!endpoints.isEmpty, "EtcdClient: no endpoint")
+        self.endpoints = endpoints
+        self.timeout = timeout
+        idle = Mutex(Array(repeating: [], count: endpoints.count))
+    }
+
+    /// Round-trip figures so far.
+    public var statistics: RoundTripStatistics { roundTrips.withLock { $0 } }
+
+    /// The member calls go to first.
+    public var currentEndpoint: EtcdEndpoint { endpoints[preferred.load(ordering: .relaxed) % endpoints.count] }
+
+    /// POSTs `body` to `path` and returns the body of the 200 answer. `write`: the call changes
+    /// data, so it is not retried once sent.
+    public func call(_ path: String, body: [UInt8], write: Bool) async throws(EtcdError) -> [UInt8] {
+        let result: Result<[UInt8], EtcdError> = await withCheckedContinuation { done in
+            DispatchQueue.global().async {
+                done.resume(returning: Result { () throws(EtcdError) in try self.blockingCall(path, body: body, write: write) })
+            }
+        }
+        return try result.get()
+    }
+
+    /// ``call(_:body:write:)`` on the calling thread (which may block for the timeout per member).
+    public func blockingCall(_ path: String, body: [UInt8], write: Bool) throws(EtcdError) -> [UInt8] {
+        let start = preferred.load(ordering: .relaxed)
+        var reasons: [String] = []
+        for attempt in 0..<endpoints.count {
+            let index = (start + attempt) % endpoints.count
+            let began = MonotonicClock.seconds()
+            do {
+                let connection = try checkOut(index)
+                let response = try connection.post(path, body: body)
+                note(MonotonicClock.seconds() - began)
+                if response.keepAlive { checkIn(connection, index) }
+                if response.status == 200 {
+                    if index != start { preferred.store(index, ordering: .relaxed) }
+                    return response.body
+                }
+                let answer = try? EtcdResponses.decode(EtcdResponses.Error.self, from: response.body)
+                let message = answer?.message ?? answer?.error ?? String(decoding: response.body.prefix(200), as: UTF8.self)
+                let error = EtcdError.answered(status: response.status, code: answer?.code ?? 0, message: message)
+                guard error.kind == .unavailable else { throw error }
+                // "no leader" and the like: this member did not apply it. A timeout of a write
+                // may have applied it.
+                if write && message.lowercased().contains("timed out") {
+                    throw EtcdError(.outcomeUnknown, "etcd did not confirm the write in time (\(message)): it may or may not have been applied")
+                }
+                reasons.append("\(endpoints[index]): \(message)")
+            } catch let failure as HTTPConnection.Failure {
+                if write && failure.sent {
+                    throw EtcdError(.outcomeUnknown, "the connection to etcd failed after the write was sent (\(failure.description)): it may or may not have been applied")
+                }
+                reasons.append(failure.description)
+            } catch {
+                throw error as! EtcdError
+            }
+        }
+        throw EtcdError(.unavailable, "no etcd member answered: " + reasons.joined(separator: "; "))
+    }
+
+    /// Opens a connection to the member answering now, for a streamed call (watch): the caller
+    /// owns and closes it.
+    public func streamingConnection() throws(EtcdError) -> HTTPConnection {
+        let start = preferred.load(ordering: .relaxed)
+        var reasons: [String] = []
+        for attempt in 0..<endpoints.count {
+            let index = (start + attempt) % endpoints.count
+            do { return try HTTPConnection(endpoint: endpoints[index], timeout: timeout) } catch {
+                reasons.append(error.description)
+            }
+        }
+        throw EtcdError(.unavailable, "no etcd member answered: " + reasons.joined(separator: "; "))
+    }
+
+    /// Closes every idle connection.
+    public func closeAll() {
+        let all = idle.withLock { lists in
+            defer { lists = Array(repeating: [], count: lists.count) }
+            return lists.flatMap { $0 }
+        }
+        for connection in all { connection.close() }
+    }
+
+    private func checkOut(_ index: Int) throws(HTTPConnection.Failure) -> HTTPConnection {
+        if let connection = idle.withLock({ $0[index].popLast() }) { return connection }
+        return try HTTPConnection(endpoint: endpoints[index], timeout: timeout)
+    }
+
+    private func checkIn(_ connection: HTTPConnection, _ index: Int) {
+        let kept = idle.withLock { lists -> Bool in
+            guard lists[index].count < 256 else { return false }
+            lists[index].append(connection)
+            return true
+        }
+        if !kept { connection.close() }
+    }
+
+    private func note(_ seconds: Double) {
+        let micro = seconds * 1e6
+        roundTrips.withLock { s in
+            s.count += 1
+            s.lastMicroseconds = micro
+            s.meanMicroseconds = s.count == 1 ? micro : s.meanMicroseconds * 0.95 + micro * 0.05
+        }
+    }
+}

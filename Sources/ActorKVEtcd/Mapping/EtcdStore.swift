@@ -1,0 +1,332 @@
+import ActorKVStore
+
+/// ActorKV's data in an etcd cluster (cluster mode, `actorkvd --etcd`): runs the engine's
+/// ``ActorKVStore/Operation``s as etcd requests, with the same outcomes the local engine gives.
+///
+/// Namespace `ns`, key `k` → etcd key `<prefix>ns/k` (a namespace name holds no `/`). A key's
+/// version is its `mod_revision`. Reads are linearizable ranges; a PUT is a put; a conditional
+/// PUT one transaction comparing the mod_revision; anything that reads before it writes (INCR,
+/// BATCH, MULTI/EXEC) is resolved against the keys read at one revision and committed by one
+/// transaction that holds only if none of those keys changed since, retried otherwise.
+/// Ephemeral keys are attached to their connection's lease, keys with a deadline to a lease
+/// shared by the deadlines of the same second (``EtcdLeases``).
+///
+/// Operations of one run are applied one after another, in order: each is acknowledged once
+/// etcd has committed it (a quorum has it on disk).
+public final class EtcdStore: Sendable {
+    /// The client of the cluster.
+    public let client: EtcdClient
+    /// What every key etcd holds for ActorKV starts with (`actorkv/` by default).
+    public let prefix: [UInt8]
+    /// Size limits checked before anything is sent.
+    public let limits: StoreLimits
+    /// The leases of ephemeral keys and of keys with deadlines.
+    public let leases: EtcdLeases
+    /// How many revisions COMPACT keeps for change feeds (`--changes-history`).
+    public let changesHistory: Int
+    /// Transactions retried before an INCR or BATCH gives up under contention.
+    static let maxAttempts = 1000
+
+    /// A store in the cluster `client` reaches, under `prefix`.
+    public init(client: EtcdClient, prefix: String = "actorkv/", limits: StoreLimits = StoreLimits(), ephemeralTTL: Int = 10,
+                changesHistory: Int = 100_000, log: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.client = client
+        self.prefix = Array(prefix.utf8)
+        self.limits = limits
+        self.changesHistory = changesHistory
+        leases = EtcdLeases(client: client, ephemeralTTL: ephemeralTTL, log: log)
+    }
+
+    /// The etcd key of `key` in `namespace`.
+    public func etcdKey(_ namespace: String, _ key: some Collection<UInt8>) -> [UInt8] {
+        var out = prefix
+        out.reserveCapacity(prefix.count + namespace.utf8.count + 1 + key.count)
+        out.append(contentsOf: namespace.utf8)
+        out.append(UInt8(ascii: "/"))
+        out.append(contentsOf: key)
+        return out
+    }
+
+    /// Runs `operations` in order on `namespace`; one outcome each.
+    public func execute(_ operations: [Operation], inNamespace namespace: String) async -> [Outcome] {
+        var outcomes: [Outcome] = []
+        outcomes.reserveCapacity(operations.count)
+        for operation in operations {
+            if let problem = limits.problem(with: operation) {
+                outcomes.append(.failure(problem))
+                continue
+            }
+            do { outcomes.append(try await run(operation, in: namespace)) } catch {
+                outcomes.append(.failure(error.storeError))
+            }
+        }
+        return outcomes
+    }
+
+    private func run(_ operation: Operation, in ns: String) async throws(EtcdError) -> Outcome {
+        switch operation {
+        case .get(let key):
+            return .value(try await read(etcdKey(ns, key))?.valueBytes)
+        case .getVersioned(let key):
+            return .versioned(try await read(etcdKey(ns, key)).map { VersionedValue(value: $0.valueBytes, version: UInt64($0.modRevision)) })
+        case .exists(let keys):
+            return .integer(try await exists(keys.map { etcdKey(ns, $0) }))
+        case .put(let key, let value):
+            let request = EtcdRequest.put(key: etcdKey(ns, key), value: Array(value))
+            _ = try await client.call(request.path, body: request.body, write: true)
+            return .stored
+        case .conditionalPut(let key, let value, let version):
+            return try await conditionalPut(etcdKey(ns, key), value: Array(value), ifVersion: version, lease: 0)
+        case .delete(let keys):
+            return .integer(try await delete(keys.map { etcdKey(ns, $0) }))
+        case .increment(let key, let delta):
+            let outcome = try await batch([.increment(key: key, by: delta)], in: ns)
+            if case .batch(let results) = outcome { return results[0] }
+            return outcome
+        case .batch(let steps):
+            return try await batch(steps, in: ns)
+        case .update(let key, let update):
+            let outcome = try await batch([.update(key: key, update)], in: ns)
+            if case .batch(let results) = outcome { return results[0] }
+            return outcome
+        case .lifetimePut(let put):
+            return try await lifetimePut(put, in: ns)
+        case .setTimeToLive(let key, let milliseconds):
+            return try await setTimeToLive(etcdKey(ns, key), milliseconds: milliseconds)
+        case .timeToLive(let key):
+            return .integer(try await timeToLive(etcdKey(ns, key)))
+        case .count:
+            let base = etcdKey(ns, [])
+            let request = EtcdRequest.range(key: base, rangeEnd: EtcdKeys.rangeEnd(ofPrefix: base), countOnly: true)
+            let answer = try EtcdResponses.decode(EtcdResponses.Range.self, from: try await client.call(request.path, body: request.body, write: false))
+            return .integer(answer.countValue)
+        case .scan(let cursor, let keyPrefix, let limit):
+            return .page(try await scan(ns, after: cursor.afterKey, prefix: keyPrefix, limit: limit))
+        }
+    }
+
+    // MARK: - Reads
+
+    private func read(_ key: [UInt8]) async throws(EtcdError) -> EtcdResponses.KeyValue? {
+        let request = EtcdRequest.range(key: key)
+        let answer = try EtcdResponses.decode(EtcdResponses.Range.self, from: try await client.call(request.path, body: request.body, write: false))
+        return answer.kvs?.first
+    }
+
+    /// Reads `keys` at one revision (one transaction of ranges): each key's state.
+    private func readAll(_ keys: [[UInt8]]) async throws(EtcdError) -> [EtcdResponses.KeyValue?] {
+        if keys.count == 1 { return [try await read(keys[0])] }
+        let txn = EtcdTransaction(success: keys.map { .range(key: $0) })
+        let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: false))
+        let responses = answer.responses ?? []
+        return keys.indices.map { $0 < responses.count ? responses[$0].response_range?.kvs?.first : nil }
+    }
+
+    private func exists(_ keys: [[UInt8]]) async throws(EtcdError) -> Int {
+        var unique: [[UInt8]] = []
+        var seen = Set<[UInt8]>()
+        for key in keys where seen.insert(key).inserted { unique.append(key) }
+        let found = try await readAll(unique)
+        var present = Set<[UInt8]>()
+        for (key, kv) in zip(unique, found) where kv != nil { present.insert(key) }
+        return keys.filter { present.contains($0) }.count
+    }
+
+    private func scan(_ ns: String, after: [UInt8]?, prefix keyPrefix: [UInt8], limit: Int) async throws(EtcdError) -> ScanPage {
+        let base = etcdKey(ns, keyPrefix)
+        let start = after.map { EtcdKeys.after(etcdKey(ns, $0)) } ?? base
+        let request = EtcdRequest.range(key: start, rangeEnd: EtcdKeys.rangeEnd(ofPrefix: base), limit: limit)
+        let answer = try EtcdResponses.decode(EtcdResponses.Range.self, from: try await client.call(request.path, body: request.body, write: false))
+        let strip = etcdKey(ns, []).count
+        let entries = (answer.kvs ?? []).map { KeyValue(key: Array($0.keyBytes.dropFirst(strip)), value: $0.valueBytes) }
+        let next: ScanCursor = (answer.more ?? false) && !entries.isEmpty ? .after(entries.last!.key) : .start
+        return ScanPage(entries: entries, next: next)
+    }
+
+    // MARK: - Writes
+
+    private func conditionalPut(_ key: [UInt8], value: [UInt8], ifVersion version: UInt64, lease: Int64) async throws(EtcdError) -> Outcome {
+        guard version <= UInt64(Int64.max) else { return .conditionFailed }
+        let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: Int64(version))], success: [.put(key: key, value: value, lease: lease)])
+        let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: true))
+        guard answer.succeeded == true else { return .conditionFailed }
+        return .version(UInt64(answer.header?.revisionValue ?? 0))
+    }
+
+    private func delete(_ keys: [[UInt8]]) async throws(EtcdError) -> Int {
+        var unique: [[UInt8]] = []
+        var seen = Set<[UInt8]>()
+        for key in keys where seen.insert(key).inserted { unique.append(key) }
+        if unique.count == 1 {
+            let request = EtcdRequest.deleteRange(key: unique[0])
+            return try EtcdResponses.decode(EtcdResponses.DeleteRange.self, from: try await client.call(request.path, body: request.body, write: true)).deletedValue
+        }
+        let txn = EtcdTransaction(success: unique.map { .deleteRange(key: $0) })
+        let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: true))
+        return (answer.responses ?? []).reduce(0) { $0 + ($1.response_delete_range?.deletedValue ?? 0) }
+    }
+
+    /// Resolves `steps` against the keys read at one revision and commits the writes in one
+    /// transaction guarded by those keys' versions; again from the read if one changed meanwhile.
+    private func batch(_ steps: [BatchStep], in ns: String) async throws(EtcdError) -> Outcome {
+        let keys = BatchResolver.keys(of: steps)
+        let etcdKeys = keys.map { etcdKey(ns, $0) }
+        for _ in 0..<Self.maxAttempts {
+            let read = try await readAll(etcdKeys)
+            var current: [[UInt8]: BatchResolver.State] = [:]
+            for (key, kv) in zip(keys, read) {
+                current[key] = kv.map { VersionedValue(value: $0.valueBytes, version: UInt64($0.modRevision)) }
+            }
+            switch BatchResolver.resolve(steps, current: current, limits: limits) {
+            case .conditionFailed: return .conditionFailed
+            case .refused(let error): return .failure(error)
+            case .apply(let writes, let outcomes):
+                guard !writes.isEmpty else { return .batch(outcomes) }
+                let compare = zip(etcdKeys, read).map { EtcdCompare(key: $0, modRevision: $1?.modRevision ?? 0) }
+                let success: [EtcdRequest] = writes.map { write in
+                    let key = etcdKey(ns, write.key)
+                    return write.value.map { .put(key: key, value: $0) } ?? .deleteRange(key: key)
+                }
+                let txn = EtcdTransaction(compare: compare, success: success)
+                let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: true))
+                if answer.succeeded == true { return .batch(outcomes) }
+            }
+        }
+        throw EtcdError(.unavailable, "the keys kept changing: \(Self.maxAttempts) attempts of this write failed under contention")
+    }
+
+    private func lifetimePut(_ put: LifetimePut, in ns: String) async throws(EtcdError) -> Outcome {
+        if put.owner != 0 && put.milliseconds != 0 {
+            return .failure(StoreError(.invalidArgument, "a key cannot be both EPHEMERAL and expire (PX/EX) in cluster mode: etcd gives a key one lease"))
+        }
+        let lease = put.owner != 0 ? try await leases.sessionLease(of: put.owner)
+            : put.milliseconds != 0 ? try await leases.expiryLease(deadline: WallClock.milliseconds() + put.milliseconds) : 0
+        let key = etcdKey(ns, put.key)
+        if let version = put.ifVersion { return try await conditionalPut(key, value: put.value, ifVersion: version, lease: lease) }
+        let request = EtcdRequest.put(key: key, value: put.value, lease: lease)
+        _ = try await client.call(request.path, body: request.body, write: true)
+        return .stored
+    }
+
+    /// PEXPIRE and PERSIST: the key is written again, with its value, under the new lease (or
+    /// none), if it has not changed since it was read.
+    private func setTimeToLive(_ key: [UInt8], milliseconds: Int64?) async throws(EtcdError) -> Outcome {
+        for _ in 0..<Self.maxAttempts {
+            guard let kv = try await read(key) else { return .integer(0) }
+            if milliseconds == nil && kv.leaseID == 0 { return .integer(0) }
+            var lease: Int64 = 0
+            if let ms = milliseconds {
+                if ms <= 0 {
+                    let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key)])
+                    let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: true))
+                    if answer.succeeded == true { return .integer(1) }
+                    continue
+                }
+                lease = try await leases.expiryLease(deadline: WallClock.milliseconds() + UInt64(ms))
+            }
+            let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)],
+                                      success: [.put(key: key, value: kv.valueBytes, lease: lease)])
+            let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: true))
+            if answer.succeeded == true { return .integer(1) }
+        }
+        throw EtcdError(.unavailable, "the key kept changing: \(Self.maxAttempts) attempts failed under contention")
+    }
+
+    private func timeToLive(_ key: [UInt8]) async throws(EtcdError) -> Int {
+        guard let kv = try await read(key) else { return -2 }
+        guard kv.leaseID != 0 else { return -1 }
+        guard let seconds = try await leases.remainingSeconds(of: kv.leaseID) else { return -2 }
+        return seconds * 1000
+    }
+
+    // MARK: - Namespaces and the cluster
+
+    /// The namespaces that hold at least one key, in name order (one small range per namespace).
+    public func namespaceNames() async throws(EtcdError) -> [String] {
+        var names: [String] = []
+        var start = prefix
+        let end = EtcdKeys.rangeEnd(ofPrefix: prefix)
+        while true {
+            let request = EtcdRequest.range(key: start, rangeEnd: end, limit: 1)
+            let answer = try EtcdResponses.decode(EtcdResponses.Range.self, from: try await client.call(request.path, body: request.body, write: false))
+            guard let key = answer.kvs?.first?.keyBytes else { return names }
+            let rest = key.dropFirst(prefix.count)
+            guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else { return names }
+            let name = String(decoding: rest[..<slash], as: UTF8.self)
+            names.append(name)
+            start = EtcdKeys.rangeEnd(ofPrefix: prefix + Array(name.utf8) + [UInt8(ascii: "/")])
+        }
+    }
+
+    /// The cluster's current revision (WATCH's and CHANGES's sequence).
+    public func revision() async throws(EtcdError) -> Int64 {
+        let request = EtcdRequest.range(key: prefix, limit: 1, countOnly: true)
+        let answer = try EtcdResponses.decode(EtcdResponses.Range.self, from: try await client.call(request.path, body: request.body, write: false))
+        return answer.header?.revisionValue ?? 0
+    }
+
+    /// Compacts etcd's history, keeping the last ``changesHistory`` revisions (etcd's history
+    /// is the whole cluster's: every namespace's is compacted together). Returns the revision
+    /// compacted to (0: nothing to compact).
+    @discardableResult
+    public func compact() async throws(EtcdError) -> Int64 {
+        let target = try await revision() - Int64(changesHistory)
+        guard target > 0 else { return 0 }
+        let body = Array("{\"revision\":\"\(target)\",\"physical\":false}".utf8)
+        do { _ = try await client.call("/v3/kv/compaction", body: body, write: true) } catch where error.message.contains("compacted") {
+            return target
+        }
+        return target
+    }
+
+    /// The facts INFO shows about the cluster: members, leader, revision, database size, and
+    /// the agent's round-trip time to etcd.
+    public func clusterFacts() async -> [(String, String)] {
+        var facts: [(String, String)] = [("etcd_endpoints", client.endpoints.map(\.description).joined(separator: ",")),
+                                         ("etcd_prefix", String(decoding: prefix, as: UTF8.self))]
+        do {
+            let status = try EtcdResponses.decode(EtcdResponses.Status.self, from: try await client.call("/v3/maintenance/status", body: Array("{}".utf8), write: false))
+            let members = try EtcdResponses.decode(EtcdResponses.MemberList.self, from: try await client.call("/v3/cluster/member/list", body: Array("{}".utf8), write: false))
+            let list = members.members ?? []
+            let leader = list.first { $0.ID == status.leader }
+            facts += [("etcd_status", "ok"), ("etcd_version", status.version ?? "?"), ("etcd_members", String(list.count)),
+                      ("etcd_member_names", list.compactMap(\.name).sorted().joined(separator: ",")),
+                      ("etcd_leader", leader?.name ?? status.leader ?? "none"),
+                      ("etcd_revision", status.header?.revision ?? "0"), ("etcd_db_size", status.dbSize ?? "0"),
+                      ("etcd_answering", client.currentEndpoint.description)]
+        } catch {
+            facts += [("etcd_status", "unavailable"), ("etcd_error", error.message.replacingOccurrences(of: "\n", with: " "))]
+        }
+        let trips = client.statistics
+        facts += [("etcd_round_trips", String(trips.count)), ("etcd_latency_mean_us", String(Int(trips.meanMicroseconds))),
+                  ("etcd_latency_last_us", String(Int(trips.lastMicroseconds))), ("ephemeral_leases", String(leases.sessionLeaseCount))]
+        return facts
+    }
+
+    /// Revokes the leases this agent holds (its ephemeral keys go at once) and stops renewing.
+    public func close() async {
+        await leases.close()
+        client.closeAll()
+    }
+}
+
+extension EtcdError {
+    /// The engine error a client is answered with (``ActorKVStore/StoreError``, mapped to a
+    /// wire code in one place by the server).
+    public var storeError: StoreError {
+        switch kind {
+        case .unavailable: return StoreError(.unavailable, message)
+        case .outcomeUnknown: return StoreError(.io, message)
+        case .tooLarge: return StoreError(.valueTooLarge, message)
+        case .compacted(let oldest): return StoreError(.compacted, "oldest available sequence is \(oldest)")
+        case .leaseNotFound: return StoreError(.unavailable, "the lease of this key was lost (\(message)); try again")
+        case .invalidConfiguration, .refused: return StoreError(.invalidArgument, message)
+        }
+    }
+}
+
+extension String {
+    func replacingOccurrences(of target: String, with replacement: String) -> String {
+        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}

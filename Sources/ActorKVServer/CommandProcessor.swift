@@ -165,6 +165,13 @@ public struct CommandProcessor: Sendable {
             merge = (namespace, operations)
         }
 
+        /// The commands again, when they were moved into ``merge`` (for a back end that runs
+        /// each connection's work on its own).
+        var dataCommands: [Command] {
+            guard let (namespace, operations) = merge else { return commands }
+            return operations.indices.map { .data(namespace: namespace, operations[$0], shape: shapes?[$0] ?? .plain) }
+        }
+
         /// The namespace when every command is a data command on it.
         static func singleNamespace(of commands: borrowing [Command]) -> String? {
             var namespace: String?
@@ -199,9 +206,9 @@ public struct CommandProcessor: Sendable {
         var merged: [String: [(work: Work, operations: [Operation])]] = [:]
         var order: [String] = []
         for work in batch {
-            guard let (namespace, operations) = work.merge else {
+            guard let (namespace, operations) = work.merge, backend.mergesConnections else {
                 Task(executorPreference: executor) {
-                    let replies = await process(work.commands, session: work.session)
+                    let replies = await process(work.merge == nil ? work.commands : work.dataCommands, session: work.session)
                     deliver([Done(connection: work.session.id, replies: replies, quit: work.session.closeRequested)])
                 }
                 continue

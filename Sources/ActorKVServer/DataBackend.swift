@@ -23,6 +23,10 @@ public protocol DataBackend: Sendable {
     var changeListener: ChangeListener { get }
     /// Where background work (the release of ephemeral keys) runs; nil: Swift's global executor.
     var backgroundExecutor: (any TaskExecutor)? { get }
+    /// Whether the data commands of different connections on one namespace run as one run
+    /// (the local engine: one actor hop, one log write for all), rather than each connection's
+    /// on its own, concurrently (cluster mode: each is a round trip to etcd).
+    var mergesConnections: Bool { get }
 }
 
 extension Store: DataBackend {
@@ -45,6 +49,7 @@ extension Store: DataBackend {
     }
 
     public nonisolated var backgroundExecutor: (any TaskExecutor)? { options.backgroundExecutor }
+    public nonisolated var mergesConnections: Bool { true }
 }
 
 /// Cluster mode's back end: what the local engine does through a log, done through etcd (the
@@ -85,6 +90,7 @@ public final class ClusterBackend: DataBackend {
     }
 
     public var backgroundExecutor: (any TaskExecutor)? { nil }
+    public var mergesConnections: Bool { false }
 
     private static func unsupported(_ command: String) -> StoreError {
         StoreError(.invalidArgument, "\(command) is not supported in cluster mode yet (protocol.md, \"Cluster mode\")")

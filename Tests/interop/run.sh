@@ -4,7 +4,7 @@
 #   Tests/interop/run.sh [NAME ...]   (NAME like nc or test_nc.sh; default: every test_*.sh here)
 #
 # The server is $ACTORKVD, or <repo root>/.build/debug/actorkvd. It is started in a fresh
-# temporary directory; every test script runs with SOCK set to its socket (and ACTORKVD, T);
+# temporary directory (with ACTORKV_ETCD=URL[,URL…] set: as an agent of that etcd cluster); every test script runs with SOCK set to its socket (and ACTORKVD, T);
 # then the server is stopped with SIGTERM and must exit 0 and remove its socket.
 # Prints the scripts' `ok`/`not ok` lines and a last line `N passed, M failed`; exits non-zero
 # if anything failed. Needs nc (netcat-openbsd), socat, redis-cli and redis-benchmark
@@ -38,7 +38,12 @@ fi
 
 WORK=$(mktemp -d /tmp/akvi.XXXXXX)
 export SOCK=$WORK/s
-"$ACTORKVD" --socket "$SOCK" --data-dir "$WORK/data" </dev/null >"$WORK/server.log" 2>&1 &
+# With ACTORKV_ETCD (endpoints), the server is an agent of that etcd cluster (cluster mode).
+if [ -n "${ACTORKV_ETCD:-}" ]; then
+    "$ACTORKVD" --socket "$SOCK" --etcd "$ACTORKV_ETCD" --etcd-prefix "interop$$/" </dev/null >"$WORK/server.log" 2>&1 &
+else
+    "$ACTORKVD" --socket "$SOCK" --data-dir "$WORK/data" </dev/null >"$WORK/server.log" 2>&1 &
+fi
 SERVER_PID=$!
 cleanup() {
     if is_running "$SERVER_PID"; then kill -9 "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; fi

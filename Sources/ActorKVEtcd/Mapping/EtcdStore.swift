@@ -47,20 +47,78 @@ public final class EtcdStore: Sendable {
         return out
     }
 
-    /// Runs `operations` in order on `namespace`; one outcome each.
+    /// Runs `operations` in order on `namespace`; one outcome each. Consecutive plain reads and
+    /// writes (GET, GETV, EXISTS, PUT, DEL) go to etcd as one transaction (a pipeline is one
+    /// round trip), as long as no key is written twice or read after it was written in it, and
+    /// it holds at most ``maxTransactionOperations``.
     public func execute(_ operations: [Operation], inNamespace namespace: String) async -> [Outcome] {
         var outcomes: [Outcome] = []
         outcomes.reserveCapacity(operations.count)
-        for operation in operations {
-            if let problem = limits.problem(with: operation) {
+        var index = 0
+        while index < operations.count {
+            if let problem = limits.problem(with: operations[index]) {
                 outcomes.append(.failure(problem))
+                index += 1
                 continue
             }
-            do { outcomes.append(try await run(operation, in: namespace)) } catch {
-                outcomes.append(.failure(error.storeError))
+            let end = TransactionGrouping.end(of: operations, from: index, limits: limits, maxRequests: Self.maxTransactionOperations)
+            do {
+                if end - index >= 2 {
+                    outcomes += try await runTogether(operations[index..<end], in: namespace)
+                } else {
+                    outcomes.append(try await run(operations[index], in: namespace))
+                }
+            } catch {
+                outcomes += Array(repeating: .failure(error.storeError), count: max(1, end - index))
             }
+            index = max(end, index + 1)
         }
         return outcomes
+    }
+
+    /// The most requests the agent puts in one transaction (etcd's `--max-txn-ops`, 128 by default).
+    static let maxTransactionOperations = 128
+
+    /// Plain reads and writes as one transaction: their outcomes, in order.
+    private func runTogether(_ operations: ArraySlice<Operation>, in ns: String) async throws(EtcdError) -> [Outcome] {
+        var requests: [EtcdRequest] = []
+        var writes = false
+        for operation in operations {
+            switch operation {
+            case .get(let key), .getVersioned(let key): requests.append(.range(key: etcdKey(ns, key)))
+            case .exists(let keys): requests += keys.map { .range(key: etcdKey(ns, $0), countOnly: true) }
+            case .put(let key, let value):
+                requests.append(.put(key: etcdKey(ns, key), value: Array(value)))
+                writes = true
+            case .delete(let keys):
+                requests += TransactionGrouping.unique(keys).map { .deleteRange(key: etcdKey(ns, $0)) }
+                writes = true
+            default: preconditionFailure("EtcdStore: not a plain read or write")
+            }
+        }
+        let body = EtcdTransaction(success: requests).body
+        let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: body, write: writes))
+        var responses = (answer.responses ?? [])[...]
+        guard responses.count == requests.count else { throw EtcdError(.refused, "etcd answered \(responses.count) of \(requests.count) requests") }
+        return operations.map { operation in
+            switch operation {
+            case .get:
+                return .value(responses.popFirst()?.response_range?.kvs?.first?.valueBytes)
+            case .getVersioned:
+                let kv = responses.popFirst()?.response_range?.kvs?.first
+                return .versioned(kv.map { VersionedValue(value: $0.valueBytes, version: UInt64($0.modRevision)) })
+            case .exists(let keys):
+                return .integer(keys.indices.reduce(0) { total, _ in total + (responses.popFirst()?.response_range?.countValue ?? 0) })
+            case .put:
+                _ = responses.popFirst()
+                return .stored
+            case .delete(let keys):
+                return .integer(TransactionGrouping.unique(keys).indices.reduce(0) { total, _ in
+                    total + (responses.popFirst()?.response_delete_range?.deletedValue ?? 0)
+                })
+            default: preconditionFailure("EtcdStore: not a plain read or write")
+            }
+        }
     }
 
     private func run(_ operation: Operation, in ns: String) async throws(EtcdError) -> Outcome {

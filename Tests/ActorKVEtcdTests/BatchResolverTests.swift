@@ -1,0 +1,82 @@
+import ActorKVEtcd
+import ActorKVStore
+import Testing
+
+/// Batches resolved against keys read from etcd give what the local engine's planner gives.
+@Suite struct BatchResolverTests {
+    private func k(_ s: String) -> [UInt8] { Array(s.utf8) }
+    private func state(_ pairs: [(String, String, UInt64)]) -> [[UInt8]: BatchResolver.State] {
+        var out: [[UInt8]: BatchResolver.State] = [:]
+        for (key, value, version) in pairs { out[k(key)] = VersionedValue(value: k(value), version: version) }
+        return out
+    }
+
+    @Test func stepsSeeTheStepsBeforeThem() {
+        let steps: [BatchStep] = [.increment(key: k("n"), by: 2), .increment(key: k("n"), by: 3), .delete(key: k("gone")),
+                                  .setIfAbsent(key: k("n"), value: k("x")), .put(key: k("p"), value: k("v")), .delete(key: k("p"))]
+        let result = BatchResolver.resolve(steps, current: state([("n", "10", 4)]), limits: StoreLimits())
+        #expect(result == .apply(writes: [(k("n"), k("15")), (k("p"), nil)],
+                                 outcomes: [.integer(12), .integer(15), .integer(0), .integer(0), .stored, .integer(1)]))
+        #expect(BatchResolver.keys(of: steps) == [k("n"), k("gone"), k("p")])
+    }
+
+    @Test func guardsCompareVersionsAndAbsence() {
+        let current = state([("a", "1", 7)])
+        #expect(BatchResolver.resolve([.ifVersion(key: k("a"), 7), .put(key: k("b"), value: k("2"))], current: current, limits: StoreLimits())
+            == .apply(writes: [(k("b"), k("2"))], outcomes: [.stored, .stored]))
+        #expect(BatchResolver.resolve([.ifVersion(key: k("a"), 6), .put(key: k("b"), value: k("2"))], current: current, limits: StoreLimits())
+            == .conditionFailed)
+        #expect(BatchResolver.resolve([.ifVersion(key: k("b"), 0)], current: current, limits: StoreLimits()) == .apply(writes: [], outcomes: [.stored]))
+        // A guard after a write to its key in the same batch sees that write.
+        #expect(BatchResolver.resolve([.put(key: k("b"), value: k("x")), .ifVersion(key: k("b"), 0)], current: current, limits: StoreLimits())
+            == .conditionFailed)
+    }
+
+    @Test func refusalsWriteNothing() {
+        let current = state([("s", "abc", 1), ("max", String(Int64.max), 2)])
+        #expect(BatchResolver.resolve([.put(key: k("x"), value: k("1")), .increment(key: k("s"), by: 1)], current: current, limits: StoreLimits())
+            == .refused(StoreError(.notAnInteger, "value is not an integer")))
+        #expect(BatchResolver.resolve([.increment(key: k("max"), by: 1)], current: current, limits: StoreLimits())
+            == .refused(StoreError(.overflow, "increment or decrement would overflow")))
+        let big = Update { _ in .set([UInt8](repeating: 1, count: 11)) }
+        guard case .refused(let error) = BatchResolver.resolve([.update(key: k("u"), big)], current: [:], limits: StoreLimits(maxValueBytes: 10)) else {
+            Issue.record("an update computing a value over the limit must be refused")
+            return
+        }
+        #expect(error.code == .valueTooLarge)
+    }
+
+    @Test func watchGuardIsRefusedInClusterMode() {
+        guard case .refused(let error) = BatchResolver.resolve([.unchangedSince(3)], current: [:], limits: StoreLimits()) else {
+            Issue.record("unchangedSince must be refused")
+            return
+        }
+        #expect(error.message.contains("WATCH"))
+    }
+}
+
+/// Which operations of a run share one etcd transaction.
+@Suite struct TransactionGroupingTests {
+    private func k(_ s: String) -> [UInt8] { Array(s.utf8) }
+
+    @Test func plainOperationsGroupUntilAKeyRepeatsOrAReadFollowsItsWrite() {
+        let ops: [Operation] = [.get(k("a")), .put(key: k("b"), value: k("1")), .exists([k("a"), k("a")]), .delete([k("c"), k("c")]),
+                                .get(k("b")), .put(key: k("d"), value: k("2"))]
+        // The GET of b after the PUT of b starts a new group.
+        #expect(TransactionGrouping.end(of: ops, from: 0, limits: StoreLimits(), maxRequests: 128) == 4)
+        #expect(TransactionGrouping.end(of: ops, from: 4, limits: StoreLimits(), maxRequests: 128) == 6)
+        let twice: [Operation] = [.put(key: k("a"), value: k("1")), .put(key: k("a"), value: k("2"))]
+        #expect(TransactionGrouping.end(of: twice, from: 0, limits: StoreLimits(), maxRequests: 128) == 1)
+    }
+
+    @Test func readModifyWritesAndOversizedGroupsRunAlone() {
+        let ops: [Operation] = [.put(key: k("a"), value: k("1")), .increment(key: k("n"), by: 1), .get(k("x"))]
+        #expect(TransactionGrouping.end(of: ops, from: 0, limits: StoreLimits(), maxRequests: 128) == 1)
+        #expect(TransactionGrouping.end(of: ops, from: 1, limits: StoreLimits(), maxRequests: 128) == 2)
+        let many = (0..<10).map { Operation.get(k("k\($0)")) }
+        #expect(TransactionGrouping.end(of: many, from: 0, limits: StoreLimits(), maxRequests: 4) == 4)
+        let bad: [Operation] = [.get(k("a")), .get([]), .get(k("b"))]
+        #expect(TransactionGrouping.end(of: bad, from: 0, limits: StoreLimits(), maxRequests: 128) == 1)
+        #expect(TransactionGrouping.unique([k("a"), k("b"), k("a")]) == [k("a"), k("b")])
+    }
+}

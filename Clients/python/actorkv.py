@@ -96,7 +96,7 @@ _REPLY_TYPES = frozenset(b"+-:$*")
 #: the same order as the server's ``WireErrorCode.allCases`` (a Swift test checks).
 ERROR_CODES = ("ERR", "BADNS", "BADKEY", "TOOBIG", "BADCURSOR", "CORRUPT", "IOERR", "SHUTDOWN",
                "PROTO", "MAXCLIENTS", "NOPERM", "COMPACTED", "LAGGING", "EXECABORT", "CROSSNS",
-               "NOPROTO")
+               "NOPROTO", "UNAVAILABLE")
 
 #: The codes of :data:`ERROR_CODES` after which the server may close the connection (a Swift
 #: test checks them against ``WireErrorCode.closesConnection``). ``NOPERM`` closes it only on

@@ -55,11 +55,11 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     /// `CROSSNS`: EXEC of a transaction whose commands address more than one namespace:
     /// nothing was applied (a transaction is one namespace's, as Redis Cluster's CROSSSLOT).
     case crossNS = "CROSSNS"
+    /// `NOPROTO`: HELLO asked for a protocol version other than 2 or 3.
+    case noProto = "NOPROTO"
     /// `UNAVAILABLE`: cluster mode (`--etcd`): no etcd member answers, or the cluster has no
     /// leader or quorum. The command was not applied; the connection stays usable.
     case unavailable = "UNAVAILABLE"
-    /// `NOPROTO`: HELLO asked for a protocol version other than 2 or 3.
-    case noProto = "NOPROTO"
 
     /// How the message of a `NOPERM` sent on accept starts (a command's `NOPERM` never starts so).
     public static let connectionRefusalPrefix = "connection refused: "

@@ -86,6 +86,7 @@ struct WireErrorCodeTests {
         .notAnInteger: .err,  // INCR of a value that is not an integer
         .overflow: .err,  // INCR past the 64-bit range
         .compacted: .compacted,  // CHANGES … FROM older than the history kept
+        .unavailable: .unavailable,  // cluster mode: no etcd member answers, or no quorum
     ]
 
     @Test("ErrorMapping sends every StoreError.Code as the code protocol.md documents for it")

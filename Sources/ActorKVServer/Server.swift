@@ -264,7 +264,7 @@ public final class Server: Sendable {
 
     private func infoText(_ store: Store, access: AccessControl?, shows: @Sendable (String) -> Bool) async -> [UInt8] {
         let namespaces = await store.statistics().filter { shows($0.name) }
-        var lines = commonInfoLines(storage: ["mode:local", "data_dir:\(configuration.dataDirectory)", "fsync:\(configuration.durability.rawValue)"],
+        var lines = commonInfoLines(storage: ["data_dir:\(configuration.dataDirectory)", "fsync:\(configuration.durability.rawValue)"],
                                     access: access)
         lines += [
             "",

@@ -16,7 +16,7 @@ Every reply is checked (values read back, guarded writes succeeded); any error r
 Markdown table: ops/s, p50 and p99 latency (µs), the agent's overhead on p50 and on the mean, this
 client's own CPU time per op on each side (http.client and json cost more than RESP), and the
 overhead on the mean once that CPU time is taken out of both sides (the time spent outside this
-process: the agent's added path against nothing).
+process: agent plus etcd against etcd alone).
 """
 import argparse, base64, gc, http.client, json, socket, statistics, sys, time
 from urllib.parse import urlparse

@@ -53,6 +53,11 @@ public final class EtcdClient: Sendable {
         return try result.get()
     }
 
+    /// ``call(_:body:write:)``, its answer read as `type`.
+    func call<Answer: Decodable>(_ type: Answer.Type, _ path: String, body: [UInt8], write: Bool) async throws(EtcdError) -> Answer {
+        try EtcdResponses.decode(type, from: try await call(path, body: body, write: write))
+    }
+
     /// ``call(_:body:write:)`` on the calling thread (which may block for the timeout per member).
     public func blockingCall(_ path: String, body: [UInt8], write: Bool) throws(EtcdError) -> [UInt8] {
         let start = preferred.load(ordering: .relaxed)

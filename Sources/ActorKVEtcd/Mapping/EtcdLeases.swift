@@ -61,7 +61,7 @@ public final class EtcdLeases: Sendable {
     /// Seconds left of `lease` (nil: it is gone).
     func remainingSeconds(of lease: Int64) async throws(EtcdError) -> Int? {
         let body = Array("{\"ID\":\"\(lease)\"}".utf8)
-        let answer = try EtcdResponses.decode(EtcdResponses.LeaseTimeToLive.self, from: try await client.call("/v3/lease/timetolive", body: body, write: false))
+        let answer = try await client.call(EtcdResponses.LeaseTimeToLive.self, "/v3/lease/timetolive", body: body, write: false)
         guard let ttl = answer.TTL.flatMap(Int.init), ttl >= 0 else { return nil }
         return ttl
     }
@@ -85,7 +85,7 @@ public final class EtcdLeases: Sendable {
 
     private func grant(seconds: Int) async throws(EtcdError) -> Int64 {
         let body = Array("{\"TTL\":\"\(seconds)\"}".utf8)
-        let answer = try EtcdResponses.decode(EtcdResponses.LeaseGrant.self, from: try await client.call("/v3/lease/grant", body: body, write: true))
+        let answer = try await client.call(EtcdResponses.LeaseGrant.self, "/v3/lease/grant", body: body, write: true)
         guard let id = answer.ID.flatMap(Int64.init), id != 0 else {
             throw EtcdError(.refused, "etcd granted no lease: \(answer.error ?? "no ID in the answer")")
         }
@@ -121,7 +121,7 @@ public final class EtcdLeases: Sendable {
         for (owner, lease) in leases {
             let body = Array("{\"ID\":\"\(lease)\"}".utf8)
             do {
-                let answer = try EtcdResponses.decode(EtcdResponses.LeaseKeepAlive.self, from: try await client.call("/v3/lease/keepalive", body: body, write: false))
+                let answer = try await client.call(EtcdResponses.LeaseKeepAlive.self, "/v3/lease/keepalive", body: body, write: false)
                 if (answer.result?.TTL.flatMap(Int.init) ?? 0) <= 0 {
                     // Expired (the agent could not reach etcd for a whole TTL): its keys are gone.
                     state.withLock { s in if s.sessions[owner] == lease { s.sessions[owner] = nil } }

@@ -97,7 +97,7 @@ public final class EtcdStore: Sendable {
             }
         }
         let body = EtcdTransaction(success: requests).body
-        let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: body, write: writes))
+        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: body, write: writes)
         var responses = (answer.responses ?? [])[...]
         guard responses.count == requests.count else { throw EtcdError(.refused, "etcd answered \(responses.count) of \(requests.count) requests") }
         return operations.map { operation in
@@ -156,7 +156,7 @@ public final class EtcdStore: Sendable {
         case .count:
             let base = etcdKey(ns, [])
             let request = EtcdRequest.range(key: base, rangeEnd: EtcdKeys.rangeEnd(ofPrefix: base), countOnly: true)
-            let answer = try EtcdResponses.decode(EtcdResponses.Range.self, from: try await client.call(request.path, body: request.body, write: false))
+            let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
             return .integer(answer.countValue)
         case .scan(let cursor, let keyPrefix, let limit):
             return .page(try await scan(ns, after: cursor.afterKey, prefix: keyPrefix, limit: limit))
@@ -167,7 +167,7 @@ public final class EtcdStore: Sendable {
 
     private func read(_ key: [UInt8]) async throws(EtcdError) -> EtcdResponses.KeyValue? {
         let request = EtcdRequest.range(key: key)
-        let answer = try EtcdResponses.decode(EtcdResponses.Range.self, from: try await client.call(request.path, body: request.body, write: false))
+        let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
         return answer.kvs?.first
     }
 
@@ -175,15 +175,13 @@ public final class EtcdStore: Sendable {
     private func readAll(_ keys: [[UInt8]]) async throws(EtcdError) -> [EtcdResponses.KeyValue?] {
         if keys.count == 1 { return [try await read(keys[0])] }
         let txn = EtcdTransaction(success: keys.map { .range(key: $0) })
-        let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: false))
+        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: false)
         let responses = answer.responses ?? []
         return keys.indices.map { $0 < responses.count ? responses[$0].response_range?.kvs?.first : nil }
     }
 
     private func exists(_ keys: [[UInt8]]) async throws(EtcdError) -> Int {
-        var unique: [[UInt8]] = []
-        var seen = Set<[UInt8]>()
-        for key in keys where seen.insert(key).inserted { unique.append(key) }
+        let unique = TransactionGrouping.unique(keys)
         let found = try await readAll(unique)
         var present = Set<[UInt8]>()
         for (key, kv) in zip(unique, found) where kv != nil { present.insert(key) }
@@ -194,7 +192,7 @@ public final class EtcdStore: Sendable {
         let base = etcdKey(ns, keyPrefix)
         let start = after.map { EtcdKeys.after(etcdKey(ns, $0)) } ?? base
         let request = EtcdRequest.range(key: start, rangeEnd: EtcdKeys.rangeEnd(ofPrefix: base), limit: limit)
-        let answer = try EtcdResponses.decode(EtcdResponses.Range.self, from: try await client.call(request.path, body: request.body, write: false))
+        let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
         let strip = etcdKey(ns, []).count
         let entries = (answer.kvs ?? []).map { KeyValue(key: Array($0.keyBytes.dropFirst(strip)), value: $0.valueBytes) }
         let next: ScanCursor = (answer.more ?? false) && !entries.isEmpty ? .after(entries.last!.key) : .start
@@ -206,21 +204,19 @@ public final class EtcdStore: Sendable {
     private func conditionalPut(_ key: [UInt8], value: [UInt8], ifVersion version: UInt64, lease: Int64) async throws(EtcdError) -> Outcome {
         guard version <= UInt64(Int64.max) else { return .conditionFailed }
         let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: Int64(version))], success: [.put(key: key, value: value, lease: lease)])
-        let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: true))
+        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
         guard answer.succeeded == true else { return .conditionFailed }
         return .version(UInt64(answer.header?.revisionValue ?? 0))
     }
 
     private func delete(_ keys: [[UInt8]]) async throws(EtcdError) -> Int {
-        var unique: [[UInt8]] = []
-        var seen = Set<[UInt8]>()
-        for key in keys where seen.insert(key).inserted { unique.append(key) }
+        let unique = TransactionGrouping.unique(keys)
         if unique.count == 1 {
             let request = EtcdRequest.deleteRange(key: unique[0])
-            return try EtcdResponses.decode(EtcdResponses.DeleteRange.self, from: try await client.call(request.path, body: request.body, write: true)).deletedValue
+            return try await client.call(EtcdResponses.DeleteRange.self, request.path, body: request.body, write: true).deletedValue
         }
         let txn = EtcdTransaction(success: unique.map { .deleteRange(key: $0) })
-        let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: true))
+        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
         return (answer.responses ?? []).reduce(0) { $0 + ($1.response_delete_range?.deletedValue ?? 0) }
     }
 
@@ -246,7 +242,7 @@ public final class EtcdStore: Sendable {
                     return write.value.map { .put(key: key, value: $0) } ?? .deleteRange(key: key)
                 }
                 let txn = EtcdTransaction(compare: compare, success: success)
-                let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: true))
+                let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
                 if answer.succeeded == true { return .batch(outcomes) }
             }
         }
@@ -276,7 +272,7 @@ public final class EtcdStore: Sendable {
             if let ms = milliseconds {
                 if ms <= 0 {
                     let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key)])
-                    let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: true))
+                    let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
                     if answer.succeeded == true { return .integer(1) }
                     continue
                 }
@@ -284,7 +280,7 @@ public final class EtcdStore: Sendable {
             }
             let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)],
                                       success: [.put(key: key, value: kv.valueBytes, lease: lease)])
-            let answer = try EtcdResponses.decode(EtcdResponses.Txn.self, from: try await client.call("/v3/kv/txn", body: txn.body, write: true))
+            let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
             if answer.succeeded == true { return .integer(1) }
         }
         throw EtcdError(.unavailable, "the key kept changing: \(Self.maxAttempts) attempts failed under contention")
@@ -306,7 +302,7 @@ public final class EtcdStore: Sendable {
         let end = EtcdKeys.rangeEnd(ofPrefix: prefix)
         while true {
             let request = EtcdRequest.range(key: start, rangeEnd: end, limit: 1)
-            let answer = try EtcdResponses.decode(EtcdResponses.Range.self, from: try await client.call(request.path, body: request.body, write: false))
+            let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
             guard let key = answer.kvs?.first?.keyBytes else { return names }
             let rest = key.dropFirst(prefix.count)
             guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else { return names }
@@ -319,7 +315,7 @@ public final class EtcdStore: Sendable {
     /// The cluster's current revision (WATCH's and CHANGES's sequence).
     public func revision() async throws(EtcdError) -> Int64 {
         let request = EtcdRequest.range(key: prefix, limit: 1, countOnly: true)
-        let answer = try EtcdResponses.decode(EtcdResponses.Range.self, from: try await client.call(request.path, body: request.body, write: false))
+        let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
         return answer.header?.revisionValue ?? 0
     }
 
@@ -343,8 +339,8 @@ public final class EtcdStore: Sendable {
         var facts: [(String, String)] = [("etcd_endpoints", client.endpoints.map(\.description).joined(separator: ",")),
                                          ("etcd_prefix", String(decoding: prefix, as: UTF8.self))]
         do {
-            let status = try EtcdResponses.decode(EtcdResponses.Status.self, from: try await client.call("/v3/maintenance/status", body: Array("{}".utf8), write: false))
-            let members = try EtcdResponses.decode(EtcdResponses.MemberList.self, from: try await client.call("/v3/cluster/member/list", body: Array("{}".utf8), write: false))
+            let status = try await client.call(EtcdResponses.Status.self, "/v3/maintenance/status", body: Array("{}".utf8), write: false)
+            let members = try await client.call(EtcdResponses.MemberList.self, "/v3/cluster/member/list", body: Array("{}".utf8), write: false)
             let list = members.members ?? []
             let leader = list.first { $0.ID == status.leader }
             facts += [("etcd_status", "ok"), ("etcd_version", status.version ?? "?"), ("etcd_members", String(list.count)),
@@ -353,7 +349,7 @@ public final class EtcdStore: Sendable {
                       ("etcd_revision", status.header?.revision ?? "0"), ("etcd_db_size", status.dbSize ?? "0"),
                       ("etcd_answering", client.currentEndpoint.description)]
         } catch {
-            facts += [("etcd_status", "unavailable"), ("etcd_error", error.message.replacingOccurrences(of: "\n", with: " "))]
+            facts += [("etcd_status", "unavailable"), ("etcd_error", error.message.split(separator: "\n").joined(separator: " "))]
         }
         let trips = client.statistics
         facts += [("etcd_round_trips", String(trips.count)), ("etcd_latency_mean_us", String(Int(trips.meanMicroseconds))),
@@ -380,11 +376,5 @@ extension EtcdError {
         case .leaseNotFound: return StoreError(.unavailable, "the lease of this key was lost (\(message)); try again")
         case .invalidConfiguration, .refused: return StoreError(.invalidArgument, message)
         }
-    }
-}
-
-extension String {
-    func replacingOccurrences(of target: String, with replacement: String) -> String {
-        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
     }
 }

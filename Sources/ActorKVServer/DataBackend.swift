@@ -58,11 +58,17 @@ extension Store: DataBackend {
 public final class ClusterBackend: DataBackend {
     /// The data in etcd.
     public let store: EtcdStore
-    /// Never told: changes are not followed in cluster mode yet.
+    /// Told when a follower's etcd watch has brought changes.
     public let changeListener = ChangeListener()
+    /// Bytes of changes one follower's watch buffers before it stops reading (etcd then holds
+    /// the rest: a slow follower is delayed, not dropped).
+    public let followerBufferBytes: Int
 
-    /// The back end of `store`.
-    public init(store: EtcdStore) { self.store = store }
+    /// The back end of `store`, each follower buffering at most `followerBufferBytes`.
+    public init(store: EtcdStore, followerBufferBytes: Int = 1 << 20) {
+        self.store = store
+        self.followerBufferBytes = followerBufferBytes
+    }
 
     public func execute(_ operations: [Operation], inNamespace name: String) async -> Execution {
         Execution(outcomes: await store.execute(operations, inNamespace: name), durability: .immediate)
@@ -85,8 +91,11 @@ public final class ClusterBackend: DataBackend {
         await store.leases.release(owner)
     }
 
+    /// An etcd watch of the namespace, one per follower (``ActorKVEtcd/EtcdChangeStream``).
     public func follow(_ name: String, from start: FollowFrom) async throws(StoreError) -> FollowStart {
-        throw Self.unsupported("CHANGES")
+        do { return try await store.follow(name, from: start, limitBytes: followerBufferBytes, listener: changeListener) } catch {
+            throw error.storeError
+        }
     }
 
     public var backgroundExecutor: (any TaskExecutor)? { nil }

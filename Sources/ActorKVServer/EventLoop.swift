@@ -590,6 +590,9 @@ final class EventLoop: @unchecked Sendable {
                 case .lagging:
                     drop(c, follower.laggingReply, lagging: follower)
                     return true
+                case .failed(let error):
+                    drop(c, ErrorMapping.reply(for: error), lagging: nil)
+                    return true
                 case .idle:
                     break turn
                 }
@@ -600,7 +603,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Queues a follower's messages on its connection, counting them for INFO.
     private func send(_ messages: [Reply], of follower: Follower, on c: Connection) {
-        follower.feed.messagesSent.add(messages.count, ordering: .relaxed)
+        follower.feed.countSent(messages.count)
         c.enqueue(messages)
     }
 
@@ -659,7 +662,7 @@ final class EventLoop: @unchecked Sendable {
     /// Ends a following connection that cannot go on: stops its follows, queues `reply` after
     /// what is queued, and closes once that is sent (or at a deadline, if the peer never reads).
     private func drop(_ c: Connection, _ reply: Reply, lagging follower: Follower?, reason: SessionEnd = .lagging) {
-        follower?.feed.followersDropped.add(1, ordering: .relaxed)
+        follower?.feed.countDropped()
         releaseFollowers(c)
         c.clearPending()
         c.enqueue([reply])

@@ -14,8 +14,8 @@ import ActorKVStore
 final class Follower {
     /// What it follows.
     let key: FollowKey
-    /// The namespace's feed.
-    let feed: ChangeFeed
+    /// Where it reads the namespace's changes.
+    let feed: any ChangeSource
     /// Where older history is read from (nil: the namespace did not exist when it started).
     let source: Namespace?
     /// Every change through this one has been sent, or passed over as outside the prefix.
@@ -49,6 +49,8 @@ final class Follower {
         case readHistory(after: UInt64, through: UInt64)
         /// Fallen too far behind: drop the connection with `-LAGGING`.
         case lagging
+        /// The source cannot go on: drop the connection with this error.
+        case failed(StoreError)
         /// Nothing to send until the feed moves.
         case idle
     }
@@ -67,6 +69,10 @@ final class Follower {
         case .beforeWindow(let windowStart, let deliverable):
             if source == nil || (synced && feed.hasTrimmed(after: cursor)) { return .lagging }
             return .readHistory(after: cursor, through: min(windowStart - 1, deliverable))
+        case .waiting:
+            return .idle
+        case .failed(let error):
+            return .failed(error)
         }
     }
 

@@ -134,7 +134,7 @@ public final class Server: Sendable {
             log("warning: etcd does not answer yet (\(error.message)); commands get -UNAVAILABLE until it does")
         }
         let (listener, socketFile) = try bindSocket(replacingStale: staleSocket)
-        let backend = ClusterBackend(store: store)
+        let backend = ClusterBackend(store: store, followerBufferBytes: min(config.changesLagBytes, 1 << 20))
         let processor = CommandProcessor(backend: backend, settings: config.redisSettings, access: access) { [self] shows in
             await self.agentInfoText(store, access: access)
         }

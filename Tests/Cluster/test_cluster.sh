@@ -15,6 +15,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 need_tool etcd
 need_tool redis-cli
 need_tool nc
+need_tool curl
 
 WORK=$(mktemp -d /tmp/akvc.XXXXXX)
 BASE=${ACTORKV_ETCD_BASE_PORT:-23890}
@@ -72,10 +73,58 @@ expect_eq "... the batch's PUT was not applied" 1 "$(ca GET tx a)"
 expect_eq "COUNT through B" 2 "$(cb COUNT tx)"
 expect_eq "SCAN through B pages in key order" "$(printf '0\na\n1\nn\n5')" "$(cb SCAN tx 0 COUNT 10)"
 expect_contains "NAMESPACES through B lists the namespaces with keys" "tx" "$(cb NAMESPACES)"
-expect_contains "CHANGES says clearly that it is not supported in cluster mode yet" "not supported in cluster mode" "$(ca CHANGES cfg 2>&1)"
+expect_contains "WATCH says clearly that it is not supported in cluster mode yet" "not supported in cluster mode" "$(ca WATCH cfg 2>&1)"
 expect_contains "INFO shows the cluster's members and leader" "etcd_members:3" "$(ca INFO)"
 big=$WORK/big; head -c 2000000 /dev/zero | tr '\0' x >"$big"
 expect_contains "a value over etcd's request limit gets -TOOBIG" "TOOBIG" "$(timeout "$T" redis-cli -s "$A" -x PUT cfg big <"$big" 2>&1)"
+
+# --- CHANGES across agents: in order, gapless, resumable after an agent restart
+AKV="$(dirname "$ACTORKVD")/actorkv"
+revision() { ca INFO | sed -n 's/^etcd_revision://p' | tr -d '\r'; }
+# lines FILE N: waits (up to 20 s) until FILE has N lines.
+lines() { local i; for i in $(seq 1 200); do [ "$(wc -l <"$1")" -ge "$2" ] && return 0; sleep 0.1; done; return 1; }
+start=$(revision)
+"$AKV" --socket "$B" --timeout 30 changes --from "$start" feed >"$WORK/f1" 2>"$WORK/f1.err" &
+F1=$!
+for i in $(seq 1 30); do ca PUT feed "k$i" "v$i" >/dev/null; done
+ca DEL feed k3 >/dev/null
+ca BATCH feed PUT x 1 PUT y 2 >/dev/null
+lines "$WORK/f1" 33 && ok "a follower through B sees the 33 changes written through A" ||
+    not_ok "follower through B: $(wc -l <"$WORK/f1") of 33 lines ($(cat "$WORK/f1.err"))"
+expected=$( (for i in $(seq 1 30); do printf 'k%s\tv%s\n' "$i" "$i"; done; printf 'k3\t\\N\nx\t1\ny\t2\n') )
+expect_eq "... in the order they were written, each once" "$expected" "$(cut -f2- "$WORK/f1")"
+expect_eq "... with increasing sequences, the BATCH's two keys sharing one" \
+    "$(cut -f1 "$WORK/f1" | sort -n | uniq | wc -l) $(cut -f1 "$WORK/f1" | sort -n | tr '\n' ' ')" "32 $(cut -f1 "$WORK/f1" | tr '\n' ' ')"
+kill -9 "$B_PID"; wait "$B_PID" 2>/dev/null
+for i in $(seq 31 40); do ca PUT feed "k$i" "v$i" >/dev/null; done
+start_agent b; B_PID=$AGENT_PID
+lines "$WORK/f1" 43 && ok "the follower resumes after agent B was killed and restarted: the 10 writes made meanwhile arrive" ||
+    not_ok "after B's restart: $(wc -l <"$WORK/f1") of 43 lines ($(cat "$WORK/f1.err"))"
+expect_eq "... each once, in order" "$(for i in $(seq 31 40); do printf 'k%s\tv%s\n' "$i" "$i"; done)" "$(tail -n +34 "$WORK/f1" | cut -f2-)"
+coproc EPH { nc -U "$A"; }
+printf 'PUT feed session alive EPHEMERAL\r\n' >&"${EPH[1]}"
+read -r -t "$T" reply <&"${EPH[0]}"
+printf 'QUIT\r\n' >&"${EPH[1]}"
+lines "$WORK/f1" 45 && expect_eq "a follower through B sees A's ephemeral key deleted when its connection closed" \
+    "$(printf 'session\talive\nsession\t\\N')" "$(tail -n 2 "$WORK/f1" | cut -f2-)" || not_ok "the ephemeral key's put and delete did not reach the follower"
+snap=$(timeout 3 "$AKV" --socket "$B" changes --snapshot feed)
+expect_eq "CHANGES SNAPSHOT through B: every key at one revision" "$(cb COUNT feed)" "$(printf '%s\n' "$snap" | wc -l)"
+expect_eq "... all at the same sequence" 1 "$(printf '%s\n' "$snap" | cut -f1 | sort -u | wc -l)"
+out=$(printf 'CHANGES feed FROM %s\r\n' "$(( $(revision) + 100 ))" | timeout "$T" nc -U -N "$A")
+expect_contains "CHANGES FROM a future revision is refused" "after the last sequence" "$out"
+rev=$(revision)
+curl -s -X POST "${ENDPOINTS%%,*}/v3/kv/compaction" -d "{\"revision\":\"$rev\"}" >/dev/null
+out=$(printf 'CHANGES feed FROM %s\r\nPING\r\n' "$start" | timeout "$T" nc -U -N "$B" | tr -d '\r' | tr '\n' ' ')
+expect_eq "CHANGES FROM a revision etcd compacted: -COMPACTED with the oldest it holds, the connection stays usable" \
+    "-COMPACTED oldest available sequence is $((rev + 1)) +PONG " "$out"
+
+"$AKV" --socket "$A" lock locks L -- sh -c "sleep 1.5; echo first >>'$WORK/order'" &
+HOLD=$!
+for _ in $(seq 1 50); do [ -n "$(cb GET locks L)" ] && break; sleep 0.1; done
+"$AKV" --socket "$B" lock --timeout 20 locks L -- sh -c "echo second >>'$WORK/order'"
+rc=$?
+wait "$HOLD"
+expect_eq "actorkv lock through B waits for A's holder (it follows the lock's changes), then runs" "0 first second" "$rc $(tr '\n' ' ' <"$WORK/order" | sed 's/ $//')"
 
 # --- locks and ephemeral keys
 coproc HOLDER { nc -U "$A"; }
@@ -105,6 +154,9 @@ for _ in $(seq 1 100); do [ -z "$(cb GET live agent-a-is-up)" ] && { gone=1; bre
 start_agent a; A_PID=$AGENT_PID
 
 # --- an etcd member killed under load: nothing acknowledged is lost
+"$AKV" --socket "$B" --timeout 30 changes load >"$WORK/f3" 2>"$WORK/f3.err" &
+F3=$!
+sleep 0.5
 acked=$WORK/acked
 (for i in $(seq 1 400); do r=$(redis-cli -s "$A" PUT load "k$i" "$i" 2>/dev/null); [ "$r" == OK ] && echo "k$i"; done >"$acked") &
 LOADER=$!
@@ -116,6 +168,11 @@ n=$(wc -l <"$acked")
 lost=0
 while read -r k; do [ "$(cb GET load "$k")" == "${k#k}" ] || lost=$((lost + 1)); done <"$acked"
 expect_eq "no acknowledged write lost after a member was killed" 0 "$lost"
+lines "$WORK/f3" "$n"
+missing=$(cut -f2 "$WORK/f3" | sort | comm -13 - <(sort "$acked") | wc -l)
+expect_eq "a follower through B saw every acknowledged write while the member died (its watch moved on)" 0 "$missing"
+expect_eq "... each once" "$(wc -l <"$WORK/f3")" "$(cut -f2 "$WORK/f3" | sort -u | wc -l)"
+kill "$F1" "$F3" 2>/dev/null
 
 # --- two members down: UNAVAILABLE; writes resume when one returns
 kill -9 "$(cat "$WORK/etcd/m2.pid")"

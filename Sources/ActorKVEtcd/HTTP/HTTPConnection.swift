@@ -74,24 +74,36 @@ public final class HTTPConnection: @unchecked Sendable {
         }
     }
 
-    /// Sends a POST whose response is a stream (etcd's watch): `handle` gets each chunk as it
-    /// arrives and returns false to stop. Returns when the stream ends, `handle` stops it, or
-    /// nothing arrives for the read timeout (throws).
-    public func stream(_ path: String, body: [UInt8], handle: ([UInt8]) -> Bool) throws(Failure) {
-        try send(path, body: body)
+    /// Sends a POST whose response is a stream (etcd's watch), with `headers` (whole lines, no
+    /// line end) added: `handle` gets each chunk as it arrives and returns false to stop; after
+    /// each read timeout with nothing received, `idle` says whether to go on waiting. Returns
+    /// when the stream ends or either says stop; throws when the connection fails or the answer
+    /// is not a 200. The connection is closed when it returns.
+    public func stream(_ path: String, body: [UInt8], headers: [String] = [], handle: ([UInt8]) -> Bool,
+                       idle: () -> Bool) throws(Failure) {
+        defer { close() }
+        try send(path, body: body, headers: headers)
         var parser = HTTPResponseParser()
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        defer { close() }
         while true {
-            let n = try receive(into: &chunk)
+            guard let n = try receive(into: &chunk, timeoutIsIdle: true) else {
+                guard idle() else { return }
+                continue
+            }
             guard n > 0 else { return }
             parser.feed(chunk[0..<n])
             do {
-                if parser.status200 == false { _ = try parser.finish(); return }
+                if parser.status200 == false {
+                    // An error answer: read it whole, to say what it was.
+                    guard let answer = try parser.response() else { continue }
+                    throw Failure(description: "\(endpoint): HTTP \(answer.status): \(String(decoding: answer.body.prefix(200), as: UTF8.self))", sent: true)
+                }
                 while let piece = try parser.nextChunk() { guard handle(piece) else { return } }
                 if try parser.response() != nil { return }
-            } catch {
+            } catch let error as HTTPResponseParser.Malformed {
                 throw Failure(description: "\(endpoint): \(error)", sent: true)
+            } catch {
+                throw error as! Failure
             }
         }
     }
@@ -99,9 +111,10 @@ public final class HTTPConnection: @unchecked Sendable {
     /// Sets how long a read may wait (seconds).
     public func setReadTimeout(_ seconds: Double) { Self.setTimeout(fd, SO_RCVTIMEO, seconds) }
 
-    private func send(_ path: String, body: [UInt8]) throws(Failure) {
+    private func send(_ path: String, body: [UInt8], headers: [String] = []) throws(Failure) {
         guard fd >= 0 else { throw Failure(description: "\(endpoint): connection closed", sent: false) }
-        var request = Array("POST \(path) HTTP/1.1\r\nHost: \(endpoint.host):\(endpoint.port)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n".utf8)
+        let extra = headers.map { $0 + "\r\n" }.joined()
+        var request = Array("POST \(path) HTTP/1.1\r\nHost: \(endpoint.host):\(endpoint.port)\r\nContent-Type: application/json\r\n\(extra)Content-Length: \(body.count)\r\n\r\n".utf8)
         request.append(contentsOf: body)
         var offset = 0
         while offset < request.count {
@@ -117,14 +130,21 @@ public final class HTTPConnection: @unchecked Sendable {
     }
 
     private func receive(into chunk: inout [UInt8]) throws(Failure) -> Int {
+        try receive(into: &chunk, timeoutIsIdle: false)!
+    }
+
+    /// Reads what has arrived into `chunk` (0: the peer closed). A read timeout is a failure,
+    /// or, with `timeoutIsIdle`, nil.
+    private func receive(into chunk: inout [UInt8], timeoutIsIdle: Bool) throws(Failure) -> Int? {
         while true {
             let n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress!, $0.count, 0) }
             if n >= 0 { return n }
             if errno == EINTR { continue }
             let code = errno
+            let timedOut = code == EAGAIN || code == EWOULDBLOCK
+            if timedOut && timeoutIsIdle { return nil }
             close()
-            let what = code == EAGAIN || code == EWOULDBLOCK ? "no answer within the timeout" : String(cString: strerror(code))
-            throw Failure(description: "\(endpoint): \(what)", sent: true)
+            throw Failure(description: "\(endpoint): \(timedOut ? "no answer within the timeout" : String(cString: strerror(code)))", sent: true)
         }
     }
 

@@ -1,4 +1,5 @@
 import ActorKVStore
+import Dispatch
 
 /// ActorKV's data in an etcd cluster (cluster mode, `actorkvd --etcd`): runs the engine's
 /// ``ActorKVStore/Operation``s as etcd requests, with the same outcomes the local engine gives.
@@ -293,6 +294,88 @@ public final class EtcdStore: Sendable {
         return seconds * 1000
     }
 
+    // MARK: - Changes
+
+    /// Starts following `namespace`'s changes (CHANGES) `from` where asked, buffering at most
+    /// about `limitBytes` of them, telling `listener` when there are more (``EtcdChangeStream``).
+    /// Sequences are etcd revisions. `FROM` a revision etcd has compacted away fails with the
+    /// oldest it still has; `SNAPSHOT` reads the namespace's keys at the current revision.
+    public func follow(_ namespace: String, from start: FollowFrom, limitBytes: Int, listener: ChangeListener) async throws(EtcdError) -> FollowStart {
+        let current = UInt64(try await revision())
+        var after = current
+        var snapshot: ChangeSnapshot?
+        switch start {
+        case .now:
+            break
+        case .snapshot:
+            snapshot = ChangeSnapshot(entries: try await entries(of: namespace, at: current))
+        case .sequence(let sequence):
+            guard sequence <= current else {
+                throw EtcdError(.refused, "FROM sequence \(sequence) is after the last sequence (the cluster's revision, \(current))")
+            }
+            try await checkHeld(after: sequence)
+            after = sequence
+        }
+        let stream = EtcdChangeStream(namespace: namespace, client: client, keyPrefix: etcdKey(namespace, []), marker: marker(of: namespace),
+                                      after: after, catchingUp: after < current, limitBytes: limitBytes, listener: listener)
+        stream.start()
+        return FollowStart(feed: stream, sequence: after, snapshot: snapshot, namespace: nil)
+    }
+
+    /// The sync marker of `namespace` (``WatchUpdate``): `<prefix>ns0`, where its key range ends.
+    func marker(of namespace: String) -> [UInt8] { EtcdKeys.rangeEnd(ofPrefix: etcdKey(namespace, [])) }
+
+    /// Every key and value of `namespace` as of `revision`, in key order, read a page at a time.
+    private func entries(of namespace: String, at revision: UInt64) async throws(EtcdError) -> [(key: [UInt8], value: [UInt8])] {
+        let base = etcdKey(namespace, [])
+        let end = EtcdKeys.rangeEnd(ofPrefix: base)
+        var out: [(key: [UInt8], value: [UInt8])] = []
+        var start = base
+        while true {
+            let request = EtcdRequest.range(key: start, rangeEnd: end, limit: 1000, revision: Int64(revision))
+            let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
+            let kvs = answer.kvs ?? []
+            for kv in kvs { out.append((Array(kv.keyBytes.dropFirst(base.count)), kv.valueBytes)) }
+            guard answer.more == true, let last = kvs.last else { return out }
+            start = EtcdKeys.after(last.keyBytes)
+        }
+    }
+
+    /// Throws ``EtcdError/Kind/compacted(oldest:)`` if etcd no longer holds every revision after
+    /// `sequence` (a read as of it fails once it is compacted).
+    private func checkHeld(after sequence: UInt64) async throws(EtcdError) {
+        let request = EtcdRequest.range(key: prefix, limit: 1, countOnly: true, revision: Int64(max(sequence, 1)))
+        do { _ = try await client.call(request.path, body: request.body, write: false) } catch where error.message.contains("compacted") {
+            let compacted = await compactedRevision()
+            throw EtcdError(.compacted(oldest: compacted.map { $0 + 1 } ?? 0), error.message)
+        }
+    }
+
+    /// The revision etcd's history was last compacted to, which a watch from revision 1 is
+    /// canceled with (nil: no answer within the client's timeout).
+    private func compactedRevision() async -> Int64? {
+        let (client, marker) = (self.client, self.marker(of: ""))
+        return await withCheckedContinuation { done in
+            DispatchQueue.global().async {
+                var found: Int64?
+                let began = MonotonicClock.seconds()
+                var splitter = WatchMessageSplitter()
+                let body = EtcdChangeStream.createRequest(marker, marker: marker, from: 1)
+                try? client.streamingConnection().stream("/v3/watch", body: body, handle: { chunk in
+                    for message in splitter.messages(chunk) {
+                        if let decoded = try? EtcdResponses.decode(EtcdResponses.WatchMessage.self, from: message),
+                           let compacted = WatchUpdate(decoded, keyPrefix: marker, marker: marker).compactRevision {
+                            found = compacted
+                            return false
+                        }
+                    }
+                    return true
+                }, idle: { MonotonicClock.seconds() - began < client.timeout })
+                done.resume(returning: found)
+            }
+        }
+    }
+
     // MARK: - Namespaces and the cluster
 
     /// The namespaces that hold at least one key, in name order (one small range per namespace).
@@ -305,7 +388,10 @@ public final class EtcdStore: Sendable {
             let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
             guard let key = answer.kvs?.first?.keyBytes else { return names }
             let rest = key.dropFirst(prefix.count)
-            guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else { return names }
+            guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else {
+                start = EtcdKeys.after(key)  // a namespace's sync marker (or a key of no namespace)
+                continue
+            }
             let name = String(decoding: rest[..<slash], as: UTF8.self)
             names.append(name)
             start = EtcdKeys.rangeEnd(ofPrefix: prefix + Array(name.utf8) + [UInt8(ascii: "/")])

@@ -37,7 +37,7 @@ public struct Change: Sendable, Equatable {
 /// A change is deliverable once it is as durable as the fsync policy promises (``deliverable``):
 /// the namespace advances that mark when a write returns (`everysec`, `no`) or when its fsync
 /// completes (`always`), so a follower never sees a change that a crash could undo.
-public final class ChangeFeed: Sendable {
+public final class ChangeFeed: ChangeSource {
     /// The namespace's name.
     public let namespace: String
     private let lagBytes: Int
@@ -140,6 +140,12 @@ public final class ChangeFeed: Sendable {
         /// The changes after the cursor start before the window: they are in the log files,
         /// through the change before `windowStart` (and no further than ``deliverable``).
         case beforeWindow(windowStart: UInt64, deliverable: UInt64)
+        /// Nothing deliverable yet, but the follower is not caught up either: history it asked
+        /// for is still on its way (cluster mode).
+        case waiting
+        /// The source cannot go on (cluster mode: etcd unreachable); the follower is dropped
+        /// with this error.
+        case failed(StoreError)
     }
 
     /// The deliverable changes after `cursor`, at most `limit` of them.
@@ -157,6 +163,10 @@ public final class ChangeFeed: Sendable {
             return out.isEmpty ? .caughtUp : .changes(out)
         }
     }
+
+    public func countSent(_ count: Int) { messagesSent.add(count, ordering: .relaxed) }
+
+    public func countDropped() { followersDropped.add(1, ordering: .relaxed) }
 
     /// Whether changes after `cursor` that the window held were trimmed before a follower at
     /// `cursor` took them: it is behind by more than `lagBytes`. (A follower behind a window
@@ -200,7 +210,8 @@ public final class ChangeListener: Sendable {
         self.handler.withLock { $0 = boxed }
     }
 
-    func notify(_ namespace: String) {
+    /// Tells the handler that `namespace` has new changes for its followers.
+    public func notify(_ namespace: String) {
         let handler = self.handler.withLock { $0 }
         handler?.call(namespace)
     }

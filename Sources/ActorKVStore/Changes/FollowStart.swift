@@ -10,16 +10,25 @@ public enum FollowFrom: Sendable, Equatable {
 
 /// What a new follower gets: the feed to read, where it starts, and what comes before.
 public struct FollowStart: Sendable {
-    /// The namespace's feed; the follower is counted in it until it calls
-    /// ``ChangeFeed/removeFollower()``.
-    public let feed: ChangeFeed
+    /// Where the follower reads its changes; it is counted there until it calls
+    /// ``ChangeSource/removeFollower()``.
+    public let feed: any ChangeSource
     /// The changes that follow are those after this one.
     public let sequence: UInt64
     /// With ``FollowFrom/snapshot``: the state as of ``sequence``.
     public let snapshot: ChangeSnapshot?
     /// Where history older than the feed's window is read (nil: the namespace does not exist,
-    /// and has no history).
+    /// and has no history; or the source holds all of it itself).
     public let namespace: Namespace?
+
+    /// A start reading `feed` after change `sequence`, with `snapshot` (SNAPSHOT) before it and
+    /// older history in `namespace`'s files.
+    public init(feed: any ChangeSource, sequence: UInt64, snapshot: ChangeSnapshot?, namespace: Namespace?) {
+        self.feed = feed
+        self.sequence = sequence
+        self.snapshot = snapshot
+        self.namespace = namespace
+    }
 }
 
 /// A namespace's keys and values as of one change, read a page at a time (a copy-on-write copy
@@ -29,6 +38,19 @@ public struct FollowStart: Sendable {
 public struct ChangeSnapshot: Sendable {
     let map: OrderedMap
     let lifetimes: KeyLifetimes
+
+    init(map: OrderedMap, lifetimes: KeyLifetimes) {
+        self.map = map
+        self.lifetimes = lifetimes
+    }
+
+    /// A snapshot of `entries` (cluster mode: a namespace's keys read from etcd at one revision),
+    /// none of which expires.
+    public init(entries: some Sequence<(key: [UInt8], value: [UInt8])>) {
+        var map = OrderedMap()
+        for entry in entries { _ = map.updateValue(entry.value, forKey: entry.key) }
+        self.init(map: map, lifetimes: KeyLifetimes())
+    }
 
     /// Up to `limit` keys and values under `prefix` after `after` (nil: from the first), in key
     /// order, less any that have expired. The second element is the last key looked at, where

@@ -1,0 +1,238 @@
+import ActorKVStore
+import Dispatch
+import Foundation
+import Synchronization
+
+/// One CHANGES follower's changes in cluster mode: an etcd watch of its namespace from the
+/// revision after its cursor, read on a thread of its own into a bounded buffer that the
+/// server's follower drains (``ActorKVStore/ChangeSource``).
+///
+/// - **Back-pressure, not loss.** When the buffer holds `limitBytes`, the thread stops reading
+///   the watch: TCP holds etcd back, and etcd keeps the events (a slow watcher is only delayed).
+///   A follower is dropped (`-LAGGING`, resume from its cursor) only when etcd compacts the
+///   revisions it still needs.
+/// - **Catching up.** A follower starting `FROM` an older revision must learn when it has had
+///   all history up to now (its `synced` message). etcd's watch has no such mark, so the thread
+///   writes the namespace's sync marker once the watch is created: when the marker's event (or
+///   any later one) arrives, every earlier event has.
+/// - **Fail-over.** When the member streaming the watch fails, the watch is opened again on
+///   another from the revision after the last one received, so nothing is skipped or repeated.
+///   The watch asks etcd to end it when its member loses the leader (`hasleader`), so a member
+///   cut off from the quorum does not leave the follower silently behind. When no member answers
+///   for ``failureSeconds``, the follower is dropped with `-UNAVAILABLE`.
+public final class EtcdChangeStream: ChangeSource {
+    /// The namespace followed.
+    public let namespace: String
+    private let client: EtcdClient
+    private let keyPrefix: [UInt8]
+    private let marker: [UInt8]
+    private let limitBytes: Int
+    private let listener: ChangeListener
+    private let room = DispatchSemaphore(value: 0)
+    /// Seconds without any member answering before the follower is dropped.
+    static let failureSeconds = 15.0
+    /// How long the thread waits on a quiet watch before checking whether it should stop.
+    static let pollSeconds = 0.5
+
+    private struct State {
+        var changes: [Change] = []
+        var head = 0
+        var bytes = 0
+        /// Every event through this revision has been received (the watch resumes after it).
+        var received: UInt64
+        /// History through this revision must arrive before the follower is caught up (nil: it is).
+        var catchUpThrough: UInt64?
+        var compactedAt: UInt64?
+        var failure: StoreError?
+        var stopped = false
+        var sent = 0
+    }
+    private let state: Mutex<State>
+
+    /// A watch of `namespace` (keys starting with `keyPrefix`, marker `marker`) from the revision
+    /// after `after`, buffering at most about `limitBytes`, telling `listener` when it has more.
+    /// With `catchingUp`, the follower is not caught up until the history up to now has come.
+    init(namespace: String, client: EtcdClient, keyPrefix: [UInt8], marker: [UInt8], after: UInt64, catchingUp: Bool,
+         limitBytes: Int, listener: ChangeListener) {
+        self.namespace = namespace
+        self.client = client
+        self.keyPrefix = keyPrefix
+        self.marker = marker
+        self.limitBytes = limitBytes
+        self.listener = listener
+        state = Mutex(State(received: after, catchUpThrough: catchingUp ? UInt64.max : nil))
+    }
+
+    /// Starts the thread that reads the watch.
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.stackSize = 512 * 1024
+        thread.name = "actorkv-watch"
+        thread.start()
+    }
+
+    // MARK: - ChangeSource
+
+    public func read(after cursor: UInt64, limit: Int) -> ChangeFeed.Read {
+        let (read, freed) = state.withLock { s -> (ChangeFeed.Read, Bool) in
+            let before = s.bytes
+            while s.head < s.changes.count && s.changes[s.head].sequence <= cursor {
+                s.bytes -= s.changes[s.head].byteSize
+                s.head += 1
+            }
+            if s.head > 64 && s.head * 2 > s.changes.count {
+                s.changes.removeFirst(s.head)
+                s.head = 0
+            }
+            let freed = s.bytes < before
+            if s.head < s.changes.count {
+                return (.changes(Array(s.changes[s.head..<min(s.changes.count, s.head + limit)])), freed)
+            }
+            if let failure = s.failure { return (.failed(failure), freed) }
+            if let compacted = s.compactedAt { return (.beforeWindow(windowStart: compacted + 1, deliverable: s.received), freed) }
+            return (s.catchUpThrough == nil ? .caughtUp : .waiting, freed)
+        }
+        if freed { room.signal() }
+        return read
+    }
+
+    public func hasTrimmed(after cursor: UInt64) -> Bool {
+        state.withLock { $0.compactedAt != nil && $0.head == $0.changes.count }
+    }
+
+    public func removeFollower() {
+        state.withLock { $0.stopped = true }
+        room.signal()
+    }
+
+    public func countSent(_ count: Int) { state.withLock { $0.sent += count } }
+
+    public func countDropped() {}
+
+    // MARK: - The thread
+
+    private var stopped: Bool { state.withLock { $0.stopped } }
+
+    /// Watches until the follower goes, etcd compacts what it needs, or no member answers.
+    private func run() {
+        var failingSince: Double?
+        while !stopped {
+            let from = state.withLock { $0.received + 1 }
+            do {
+                try watch(from: from)
+                failingSince = nil
+            } catch {
+                let now = MonotonicClock.seconds()
+                let since = failingSince ?? now
+                failingSince = since
+                if now - since >= Self.failureSeconds {
+                    finish { $0.failure = StoreError(.unavailable, "the change feed lost etcd: \(error.message); resume with CHANGES \(namespace) FROM the last sequence received") }
+                    return
+                }
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+            if state.withLock({ $0.compactedAt != nil }) { return }
+        }
+    }
+
+    /// One watch stream from revision `from` on one member, until it ends or fails.
+    private func watch(from: UInt64) throws(EtcdError) {
+        let connection = try client.streamingConnection()
+        var splitter = WatchMessageSplitter()
+        var trouble: EtcdError?
+        connection.setReadTimeout(Self.pollSeconds)
+        do {
+            try connection.stream("/v3/watch", body: Self.createRequest(keyPrefix, marker: marker, from: from),
+                                  headers: ["Grpc-Metadata-hasleader: true"],
+                                  handle: { chunk in
+                                      for message in splitter.messages(chunk) {
+                                          do throws(EtcdError) { guard try take(message) else { return false } } catch {
+                                              trouble = error
+                                              return false
+                                          }
+                                      }
+                                      return !stopped && waitForRoom()
+                                  },
+                                  idle: { !stopped })
+        } catch {
+            throw EtcdError(.unavailable, error.description)
+        }
+        if let trouble { throw trouble }
+    }
+
+    /// Handles one message of the stream; false when the watch is over (compacted).
+    private func take(_ message: [UInt8]) throws(EtcdError) -> Bool {
+        let decoded = try EtcdResponses.decode(EtcdResponses.WatchMessage.self, from: message)
+        let update = WatchUpdate(decoded, keyPrefix: keyPrefix, marker: marker)
+        if let reason = update.canceledReason { throw EtcdError(.unavailable, "etcd ended the watch: \(reason)") }
+        if let compacted = update.compactRevision {
+            finish { $0.compactedAt = UInt64(compacted) }
+            return false
+        }
+        if update.created {
+            try markIfCatchingUp(createdAt: UInt64(update.headerRevision))
+            return true
+        }
+        let more = state.withLock { s -> Bool in
+            for change in update.changes where change.sequence > s.received {
+                s.changes.append(change)
+                s.bytes += change.byteSize
+            }
+            if update.lastRevision > 0 { s.received = max(s.received, UInt64(update.lastRevision)) }
+            if let through = s.catchUpThrough, s.received > through { s.catchUpThrough = nil }
+            return !update.changes.isEmpty || update.lastRevision > 0
+        }
+        if more { listener.notify(namespace) }
+        return true
+    }
+
+    /// On a follower still catching up: history runs through `createdAt`, and the marker's
+    /// write (a later revision) will show when the watch has delivered all of it.
+    private func markIfCatchingUp(createdAt: UInt64) throws(EtcdError) {
+        let catching = state.withLock { s -> Bool in
+            guard s.catchUpThrough != nil else { return false }
+            if s.received >= createdAt {
+                s.catchUpThrough = nil
+                return false
+            }
+            s.catchUpThrough = createdAt
+            return true
+        }
+        if !catching {
+            listener.notify(namespace)
+            return
+        }
+        let put = EtcdRequest.put(key: marker, value: [])
+        _ = try client.blockingCall(put.path, body: put.body, write: true)
+    }
+
+    /// Waits while the buffer is full; false if the follower went meanwhile.
+    private func waitForRoom() -> Bool {
+        while true {
+            let (full, gone) = state.withLock { ($0.bytes >= limitBytes, $0.stopped) }
+            if gone { return false }
+            if !full { return true }
+            _ = room.wait(timeout: .now() + Self.pollSeconds)
+        }
+    }
+
+    private func finish(_ change: @Sendable (inout State) -> Void) {
+        state.withLock { change(&$0) }
+        listener.notify(namespace)
+    }
+
+    /// The body of a watch of the keys starting with `keyPrefix` and the marker after them,
+    /// from revision `from`.
+    static func createRequest(_ keyPrefix: [UInt8], marker: [UInt8], from: UInt64) -> [UInt8] {
+        var out = JSONWriter()
+        out.open()
+        out.key("create_request")
+        out.open()
+        out.field("key", base64: keyPrefix)
+        out.field("range_end", base64: EtcdKeys.after(marker))
+        out.field("start_revision", Int64(from))
+        out.close()
+        out.close()
+        return out.bytes
+    }
+}

@@ -79,4 +79,18 @@ import Testing
         #expect(TransactionGrouping.end(of: bad, from: 0, limits: StoreLimits(), maxRequests: 128) == 1)
         #expect(TransactionGrouping.unique([k("a"), k("b"), k("a")]) == [k("a"), k("b")])
     }
+
+    @Test func batchesThatOnlyWriteGroupWithPlainOperations() {
+        let hset = Operation.batch([.set(key: k("f1"), value: k("1")), .set(key: k("f2"), value: k("2"))])
+        let hsetTwice = Operation.batch([.set(key: k("f1"), value: k("1")), .set(key: k("f1"), value: k("2"))])
+        let guarded = Operation.batch([.ifVersion(key: k("a"), 3), .put(key: k("b"), value: k("1"))])
+        #expect(TransactionGrouping.blindKeys([.set(key: k("a"), value: []), .delete(key: k("b")), .put(key: k("c"), value: [])]) == [k("a"), k("b"), k("c")])
+        #expect(TransactionGrouping.blindKeys([.set(key: k("a"), value: []), .delete(key: k("a"))]) == nil, "a key twice needs the read")
+        #expect(TransactionGrouping.blindKeys([.increment(key: k("a"), by: 1)]) == nil)
+        let ops: [Operation] = [hset, .get(k("x")), .batch([.set(key: k("f3"), value: k("3"))]), .get(k("f1"))]
+        // The GET of f1 after HSET wrote it starts a new group.
+        #expect(TransactionGrouping.end(of: ops, from: 0, limits: StoreLimits(), maxRequests: 128) == 3)
+        #expect(TransactionGrouping.end(of: [hsetTwice, .get(k("x"))], from: 0, limits: StoreLimits(), maxRequests: 128) == 1)
+        #expect(TransactionGrouping.end(of: [guarded, .get(k("x"))], from: 0, limits: StoreLimits(), maxRequests: 128) == 1)
+    }
 }

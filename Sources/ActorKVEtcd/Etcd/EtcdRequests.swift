@@ -6,8 +6,9 @@ public enum EtcdRequest: Sendable, Equatable {
     /// Keys from `key` (to `rangeEnd`, exclusive, if given), at most `limit` (0: all), as of
     /// `revision` (0: the latest).
     case range(key: [UInt8], rangeEnd: [UInt8]? = nil, limit: Int = 0, countOnly: Bool = false, revision: Int64 = 0)
-    /// Stores `value` under `key`, attached to `lease` (0: none).
-    case put(key: [UInt8], value: [UInt8], lease: Int64 = 0)
+    /// Stores `value` under `key`, attached to `lease` (0: none); with `previous`, the answer
+    /// holds the key-value it replaced.
+    case put(key: [UInt8], value: [UInt8], lease: Int64 = 0, previous: Bool = false)
     /// Removes `key` (to `rangeEnd`, exclusive, if given).
     case deleteRange(key: [UInt8], rangeEnd: [UInt8]? = nil)
 
@@ -36,10 +37,11 @@ public enum EtcdRequest: Sendable, Equatable {
             if limit > 0 { out.field("limit", Int64(limit)) }
             if countOnly { out.field("count_only", true) }
             if revision > 0 { out.field("revision", revision) }
-        case .put(let key, let value, let lease):
+        case .put(let key, let value, let lease, let previous):
             out.field("key", base64: key)
             out.field("value", base64: value)
             if lease != 0 { out.field("lease", lease) }
+            if previous { out.field("prev_kv", true) }
         case .deleteRange(let key, let rangeEnd):
             out.field("key", base64: key)
             if let rangeEnd { out.field("range_end", base64: rangeEnd) }

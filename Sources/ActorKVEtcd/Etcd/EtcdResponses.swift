@@ -34,6 +34,7 @@ enum EtcdResponses {
 
     struct Put: Decodable {
         var header: Header?
+        var prev_kv: KeyValue?
     }
 
     struct DeleteRange: Decodable {

@@ -64,7 +64,7 @@ public final class EtcdStore: Sendable {
             }
             let end = TransactionGrouping.end(of: operations, from: index, limits: limits, maxRequests: Self.maxTransactionOperations)
             do {
-                if end - index >= 2 {
+                if end - index >= 2 || Self.isBlindBatch(operations[index]) {
                     outcomes += try await runTogether(operations[index..<end], in: namespace)
                 } else {
                     outcomes.append(try await run(operations[index], in: namespace))
@@ -75,6 +75,12 @@ public final class EtcdStore: Sendable {
             index = max(end, index + 1)
         }
         return outcomes
+    }
+
+    /// A batch that only puts, sets and deletes (HSET, HDEL): one transaction, no read first.
+    private static func isBlindBatch(_ operation: Operation) -> Bool {
+        if case .batch(let steps) = operation { return TransactionGrouping.blindKeys(steps) != nil }
+        return false
     }
 
     /// The most requests the agent puts in one transaction (etcd's `--max-txn-ops`, 128 by default).
@@ -93,6 +99,15 @@ public final class EtcdStore: Sendable {
                 writes = true
             case .delete(let keys):
                 requests += TransactionGrouping.unique(keys).map { .deleteRange(key: etcdKey(ns, $0)) }
+                writes = true
+            case .batch(let steps):
+                requests += steps.map { step in
+                    switch step {
+                    case .put(let key, let value): .put(key: etcdKey(ns, key), value: value)
+                    case .set(let key, let value): .put(key: etcdKey(ns, key), value: value, previous: true)
+                    default: .deleteRange(key: etcdKey(ns, step.key))
+                    }
+                }
                 writes = true
             default: preconditionFailure("EtcdStore: not a plain read or write")
             }
@@ -116,6 +131,15 @@ public final class EtcdStore: Sendable {
             case .delete(let keys):
                 return .integer(TransactionGrouping.unique(keys).indices.reduce(0) { total, _ in
                     total + (responses.popFirst()?.response_delete_range?.deletedValue ?? 0)
+                })
+            case .batch(let steps):
+                return .batch(steps.map { step in
+                    let response = responses.popFirst()
+                    switch step {
+                    case .put: return .stored
+                    case .set: return .integer(response?.response_put?.prev_kv == nil ? 1 : 0)
+                    default: return .integer(response?.response_delete_range?.deletedValue ?? 0)
+                    }
                 })
             default: preconditionFailure("EtcdStore: not a plain read or write")
             }

@@ -15,5 +15,6 @@ export ACTORKV_STRESS_CYCLES="${ACTORKV_STRESS_CYCLES:-200}"
 export ACTORKV_POWERLOSS_STATES="${ACTORKV_POWERLOSS_STATES:-67000}"
 BUILD=(-c release --build-path .build-soak -Xswiftc -enable-testing)
 swift build "${BUILD[@]}" --build-tests
-swift test "${BUILD[@]}" --skip-build --filter 'ServerCrashLoopTests|LiveFuzzTests|Fuzz|Crash|PowerLoss' 2>&1 |
+# ACTORKV_SOAK_FILTER picks some of them (e.g. PowerLoss, to rerun only the power-loss states).
+swift test "${BUILD[@]}" --skip-build --filter "${ACTORKV_SOAK_FILTER:-ServerCrashLoopTests|LiveFuzzTests|Fuzz|Crash|PowerLoss}" 2>&1 |
     tee /tmp/actorkv-soak.log | grep -E 'crash loop|fuzz|cycles|inputs|kill -9|power loss|Test run|✘'

@@ -175,6 +175,12 @@ expect_eq "... each once" "$(wc -l <"$WORK/f3")" "$(cut -f2 "$WORK/f3" | sort -u
 kill "$F1" "$F3" 2>/dev/null
 
 # --- two members down: UNAVAILABLE; writes resume when one returns
+mkfifo "$WORK/f4in"
+nc -U "$B" <"$WORK/f4in" >"$WORK/f4" &
+F4=$!
+exec 7>"$WORK/f4in"
+printf 'CHANGES cfg\r\n' >&7
+for _ in $(seq 1 50); do grep -q synced "$WORK/f4" && break; sleep 0.1; done
 kill -9 "$(cat "$WORK/etcd/m2.pid")"
 sleep 1.5
 out=$(timeout 30 redis-cli -s "$A" PUT cfg down yes 2>&1)
@@ -185,6 +191,11 @@ resumed=""
 for _ in $(seq 1 100); do [ "$(redis-cli -s "$A" PUT cfg back yes 2>/dev/null)" == OK ] && { resumed=1; break; }; sleep 0.2; done
 [ -n "$resumed" ] && ok "writes resume once a member returns" || not_ok "writes did not resume within 20 s of a member returning"
 expect_eq "... and are read through B" yes "$(cb GET cfg back)"
+for _ in $(seq 1 100); do grep -q back "$WORK/f4" && break; sleep 0.1; done
+expect_contains "a follower through B that lived through the lost quorum gets the write made once it returned" \
+    "$(printf 'back\r\n$3\r\nyes')" "$(cat "$WORK/f4")"
+exec 7>&-
+kill "$F4" 2>/dev/null
 bash "$HERE/etcd-cluster.sh" member "$WORK/etcd" 1
 
 # --- namespace permissions bind local clients in cluster mode too

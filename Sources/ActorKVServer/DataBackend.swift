@@ -78,8 +78,9 @@ public final class ClusterBackend: DataBackend {
         do { return try await store.namespaceNames() } catch { throw error.storeError }
     }
 
+    /// The revision of the namespace's last change (``ActorKVEtcd/EtcdStore/lastChange(of:)``).
     public func lastSequence(of name: String) async throws(StoreError) -> UInt64 {
-        throw Self.unsupported("WATCH")
+        do { return try await store.lastChange(of: name) } catch { throw error.storeError }
     }
 
     /// etcd compacts the whole cluster's history at once, keeping `--changes-history` revisions.
@@ -100,8 +101,4 @@ public final class ClusterBackend: DataBackend {
 
     public var backgroundExecutor: (any TaskExecutor)? { nil }
     public var mergesConnections: Bool { false }
-
-    private static func unsupported(_ command: String) -> StoreError {
-        StoreError(.invalidArgument, "\(command) is not supported in cluster mode yet (protocol.md, \"Cluster mode\")")
-    }
 }

@@ -46,12 +46,11 @@ import Testing
         #expect(error.code == .valueTooLarge)
     }
 
-    @Test func watchGuardIsRefusedInClusterMode() {
-        guard case .refused(let error) = BatchResolver.resolve([.unchangedSince(3)], current: [:], limits: StoreLimits()) else {
-            Issue.record("unchangedSince must be refused")
-            return
-        }
-        #expect(error.message.contains("WATCH"))
+    @Test func watchGuardIsLeftToTheTransaction() {
+        // The guard writes nothing and reads no key: EtcdStore compares the namespace's range.
+        let resolution = BatchResolver.resolve([.unchangedSince(3), .put(key: k("a"), value: k("1"))], current: [:], limits: StoreLimits())
+        #expect(resolution == .apply(writes: [(k("a"), k("1"))], outcomes: [.stored, .stored]))
+        #expect(BatchResolver.keys(of: [.unchangedSince(3), .put(key: k("a"), value: k("1"))]) == [k("a")])
     }
 }
 

@@ -73,7 +73,28 @@ expect_eq "... the batch's PUT was not applied" 1 "$(ca GET tx a)"
 expect_eq "COUNT through B" 2 "$(cb COUNT tx)"
 expect_eq "SCAN through B pages in key order" "$(printf '0\na\n1\nn\n5')" "$(cb SCAN tx 0 COUNT 10)"
 expect_contains "NAMESPACES through B lists the namespaces with keys" "tx" "$(cb NAMESPACES)"
-expect_contains "WATCH says clearly that it is not supported in cluster mode yet" "not supported in cluster mode" "$(ca WATCH cfg 2>&1)"
+# watch_then NS [CMD...]: on one connection to A, WATCH NS; then CMD through B; then MULTI, PUT w a x,
+# EXEC on A. Prints EXEC's reply header: *1 (applied) or *-1 (aborted: a watched namespace changed).
+watch_then() {
+    local ns=$1 pid; shift
+    rm -f "$WORK/wx"; mkfifo "$WORK/wx"
+    timeout "$T" nc -U "$A" <"$WORK/wx" >"$WORK/wx.out" &
+    pid=$!
+    exec 8>"$WORK/wx"
+    printf 'WATCH %s\r\n' "$ns" >&8
+    for _ in $(seq 1 50); do grep -q OK "$WORK/wx.out" && break; sleep 0.1; done
+    [ $# -gt 0 ] && cb "$@" >/dev/null
+    printf 'MULTI\r\nPUT w a x\r\nEXEC\r\nQUIT\r\n' >&8
+    exec 8>&-
+    wait "$pid"
+    tr -d '\r' <"$WORK/wx.out" | sed -n 4p
+}
+ca PUT w b 1 >/dev/null
+expect_eq "WATCH, nothing written meanwhile: EXEC applies" "*1" "$(watch_then w)"
+expect_eq "WATCH, then a PUT in the namespace through B: EXEC applies nothing" "*-1" "$(watch_then w PUT w b 2)"
+expect_eq "WATCH, then a DEL in the namespace through B: EXEC applies nothing" "*-1" "$(watch_then w DEL w b)"
+expect_eq "WATCH, then a write to another namespace: EXEC applies" "*1" "$(watch_then w PUT other z 1)"
+expect_eq "WATCH of another namespace written through B meanwhile: EXEC applies nothing" "*-1" "$(watch_then w2 PUT w2 q 1)"
 expect_contains "INFO shows the cluster's members and leader" "etcd_members:3" "$(ca INFO)"
 big=$WORK/big; head -c 2000000 /dev/zero | tr '\0' x >"$big"
 expect_contains "a value over etcd's request limit gets -TOOBIG" "TOOBIG" "$(timeout "$T" redis-cli -s "$A" -x PUT cfg big <"$big" 2>&1)"

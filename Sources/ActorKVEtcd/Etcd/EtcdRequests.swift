@@ -4,8 +4,8 @@ import ActorKVStore
 /// base64). Pure: no I/O.
 public enum EtcdRequest: Sendable, Equatable {
     /// Keys from `key` (to `rangeEnd`, exclusive, if given), at most `limit` (0: all), as of
-    /// `revision` (0: the latest).
-    case range(key: [UInt8], rangeEnd: [UInt8]? = nil, limit: Int = 0, countOnly: Bool = false, revision: Int64 = 0)
+    /// `revision` (0: the latest); with `newestFirst`, the most recently written first.
+    case range(key: [UInt8], rangeEnd: [UInt8]? = nil, limit: Int = 0, countOnly: Bool = false, revision: Int64 = 0, newestFirst: Bool = false)
     /// Stores `value` under `key`, attached to `lease` (0: none); with `previous`, the answer
     /// holds the key-value it replaced.
     case put(key: [UInt8], value: [UInt8], lease: Int64 = 0, previous: Bool = false)
@@ -31,12 +31,16 @@ public enum EtcdRequest: Sendable, Equatable {
     func write(into out: inout JSONWriter) {
         out.open()
         switch self {
-        case .range(let key, let rangeEnd, let limit, let countOnly, let revision):
+        case .range(let key, let rangeEnd, let limit, let countOnly, let revision, let newestFirst):
             out.field("key", base64: key)
             if let rangeEnd { out.field("range_end", base64: rangeEnd) }
             if limit > 0 { out.field("limit", Int64(limit)) }
             if countOnly { out.field("count_only", true) }
             if revision > 0 { out.field("revision", revision) }
+            if newestFirst {
+                out.field("sort_order", string: "DESCEND")
+                out.field("sort_target", string: "MOD")
+            }
         case .put(let key, let value, let lease, let previous):
             out.field("key", base64: key)
             out.field("value", base64: value)
@@ -62,17 +66,31 @@ public enum EtcdRequest: Sendable, Equatable {
     }
 }
 
-/// A comparison in a transaction: the key's `mod_revision` equals a revision (0: the key is absent).
+/// A comparison in a transaction: the key's `mod_revision` equals a revision (0: the key is
+/// absent), or, over a range of keys, every key's is below one.
 public struct EtcdCompare: Sendable, Equatable {
-    /// The key compared.
+    /// The key compared (the first of the range, with ``rangeEnd``).
     public var key: [UInt8]
-    /// The revision it must have last been written at (0: it must not exist).
+    /// With it, every key from ``key`` to this (exclusive) is compared.
+    public var rangeEnd: [UInt8]?
+    /// The revision it must have last been written at (0: it must not exist), or with ``less``,
+    /// one it must have been written before.
     public var modRevision: Int64
+    /// Whether the mod_revision must be below ``modRevision`` rather than equal to it.
+    public var less: Bool
 
     /// A comparison of `key`'s mod_revision with `modRevision`.
     public init(key: [UInt8], modRevision: Int64) {
+        self.init(key: key, rangeEnd: nil, modRevision: modRevision, less: false)
+    }
+
+    /// A comparison of the mod_revisions of the keys in [`key`, `rangeEnd`) with `modRevision`:
+    /// each below it with `less`, else each equal to it.
+    public init(key: [UInt8], rangeEnd: [UInt8]?, modRevision: Int64, less: Bool) {
         self.key = key
+        self.rangeEnd = rangeEnd
         self.modRevision = modRevision
+        self.less = less
     }
 }
 
@@ -102,8 +120,9 @@ public struct EtcdTransaction: Sendable, Equatable {
             out.element()
             out.open()
             out.field("key", base64: c.key)
+            if let end = c.rangeEnd { out.field("range_end", base64: end) }
             out.field("target", string: "MOD")
-            out.field("result", string: "EQUAL")
+            out.field("result", string: c.less ? "LESS" : "EQUAL")
             out.field("mod_revision", c.modRevision)
             out.close()
         }

@@ -98,7 +98,8 @@ public enum BatchResolver {
                     return .refused(error)
                 }
             case .unchangedSince:
-                return .refused(StoreError(.invalidArgument, "WATCH is not supported in cluster mode (protocol.md, \"Cluster mode\")"))
+                // WATCH's guard: compared by the transaction itself (EtcdStore), not from the keys read.
+                outcomes.append(.stored)
             }
         }
         return .apply(writes: order.map { ($0, state[$0]??.value) }, outcomes: outcomes)

@@ -62,7 +62,8 @@ public final class EtcdStore: Sendable {
                 index += 1
                 continue
             }
-            let end = TransactionGrouping.end(of: operations, from: index, limits: limits, maxRequests: Self.maxTransactionOperations)
+            // One request of each transaction is kept for the marker put that goes with deletes.
+            let end = TransactionGrouping.end(of: operations, from: index, limits: limits, maxRequests: Self.maxTransactionOperations - 1)
             do {
                 if end - index >= 2 || Self.isBlindBatch(operations[index]) {
                     outcomes += try await runTogether(operations[index..<end], in: namespace)
@@ -112,6 +113,7 @@ public final class EtcdStore: Sendable {
             default: preconditionFailure("EtcdStore: not a plain read or write")
             }
         }
+        if requests.contains(where: \.isDelete) { requests.append(markerPut(ns)) }
         let body = EtcdTransaction(success: requests).body
         let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: body, write: writes)
         var responses = (answer.responses ?? [])[...]
@@ -161,7 +163,7 @@ public final class EtcdStore: Sendable {
         case .conditionalPut(let key, let value, let version):
             return try await conditionalPut(etcdKey(ns, key), value: Array(value), ifVersion: version, lease: 0)
         case .delete(let keys):
-            return .integer(try await delete(keys.map { etcdKey(ns, $0) }))
+            return .integer(try await delete(keys.map { etcdKey(ns, $0) }, in: ns))
         case .increment(let key, let delta):
             let outcome = try await batch([.increment(key: key, by: delta)], in: ns)
             if case .batch(let results) = outcome { return results[0] }
@@ -234,13 +236,9 @@ public final class EtcdStore: Sendable {
         return .version(UInt64(answer.header?.revisionValue ?? 0))
     }
 
-    private func delete(_ keys: [[UInt8]]) async throws(EtcdError) -> Int {
+    private func delete(_ keys: [[UInt8]], in ns: String) async throws(EtcdError) -> Int {
         let unique = TransactionGrouping.unique(keys)
-        if unique.count == 1 {
-            let request = EtcdRequest.deleteRange(key: unique[0])
-            return try await client.call(EtcdResponses.DeleteRange.self, request.path, body: request.body, write: true).deletedValue
-        }
-        let txn = EtcdTransaction(success: unique.map { .deleteRange(key: $0) })
+        let txn = EtcdTransaction(success: unique.map { .deleteRange(key: $0) } + [markerPut(ns)])
         let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
         return (answer.responses ?? []).reduce(0) { $0 + ($1.response_delete_range?.deletedValue ?? 0) }
     }
@@ -250,6 +248,10 @@ public final class EtcdStore: Sendable {
     private func batch(_ steps: [BatchStep], in ns: String) async throws(EtcdError) -> Outcome {
         let keys = BatchResolver.keys(of: steps)
         let etcdKeys = keys.map { etcdKey(ns, $0) }
+        let unchanged = steps.compactMap { step -> EtcdCompare? in
+            guard case .unchangedSince(let sequence) = step else { return nil }
+            return unchangedSince(sequence, in: ns)
+        }
         for _ in 0..<Self.maxAttempts {
             let read = try await readAll(etcdKeys)
             var current: [[UInt8]: BatchResolver.State] = [:]
@@ -260,15 +262,18 @@ public final class EtcdStore: Sendable {
             case .conditionFailed: return .conditionFailed
             case .refused(let error): return .failure(error)
             case .apply(let writes, let outcomes):
-                guard !writes.isEmpty else { return .batch(outcomes) }
+                guard !writes.isEmpty || !unchanged.isEmpty else { return .batch(outcomes) }
                 let compare = zip(etcdKeys, read).map { EtcdCompare(key: $0, modRevision: $1?.modRevision ?? 0) }
-                let success: [EtcdRequest] = writes.map { write in
+                var success: [EtcdRequest] = writes.map { write in
                     let key = etcdKey(ns, write.key)
                     return write.value.map { .put(key: key, value: $0) } ?? .deleteRange(key: key)
                 }
-                let txn = EtcdTransaction(compare: compare, success: success)
-                let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
+                if success.contains(where: \.isDelete) { success.append(markerPut(ns)) }
+                let txn = EtcdTransaction(compare: unchanged + compare, success: success)
+                let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: !writes.isEmpty)
                 if answer.succeeded == true { return .batch(outcomes) }
+                // WATCH's guard failed (not one of the keys read): nothing to retry.
+                if !unchanged.isEmpty, try await lastChange(of: ns) > steps.watchedSequence { return .conditionFailed }
             }
         }
         throw EtcdError(.unavailable, "the keys kept changing: \(Self.maxAttempts) attempts of this write failed under contention")
@@ -296,7 +301,7 @@ public final class EtcdStore: Sendable {
             var lease: Int64 = 0
             if let ms = milliseconds {
                 if ms <= 0 {
-                    let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key)])
+                    let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key), markerPut(namespace(of: key))])
                     let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
                     if answer.succeeded == true { return .integer(1) }
                     continue
@@ -346,8 +351,34 @@ public final class EtcdStore: Sendable {
         return FollowStart(feed: stream, sequence: after, snapshot: snapshot, namespace: nil)
     }
 
-    /// The sync marker of `namespace` (``WatchUpdate``): `<prefix>ns0`, where its key range ends.
+    /// The marker of `namespace` (``WatchUpdate``): `<prefix>ns0`, where its key range ends. Put
+    /// (empty) by a CHANGES follower catching up, and with every delete, so that the newest
+    /// mod_revision of the namespace's keys and marker shows its last change, deletes included.
     func marker(of namespace: String) -> [UInt8] { EtcdKeys.rangeEnd(ofPrefix: etcdKey(namespace, [])) }
+
+    /// The put of `namespace`'s marker.
+    private func markerPut(_ namespace: String) -> EtcdRequest { .put(key: marker(of: namespace), value: []) }
+
+    /// The namespace of an etcd key of this store.
+    private func namespace(of key: [UInt8]) -> String {
+        let rest = key.dropFirst(prefix.count)
+        return String(decoding: rest.prefix { $0 != UInt8(ascii: "/") }, as: UTF8.self)
+    }
+
+    /// The revision of `namespace`'s last change (WATCH's sequence): the newest mod_revision of
+    /// its keys and its marker (0: none). A key deleted by its lease (an expiry, an ephemeral
+    /// key's release) moves no marker: such a delete is not seen here.
+    public func lastChange(of namespace: String) async throws(EtcdError) -> UInt64 {
+        let request = EtcdRequest.range(key: etcdKey(namespace, []), rangeEnd: EtcdKeys.after(marker(of: namespace)), limit: 1, newestFirst: true)
+        let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
+        return UInt64(answer.kvs?.first?.modRevision ?? 0)
+    }
+
+    /// WATCH's guard in a transaction: no key of `namespace`, nor its marker, was written after
+    /// revision `sequence`.
+    private func unchangedSince(_ sequence: UInt64, in namespace: String) -> EtcdCompare {
+        EtcdCompare(key: etcdKey(namespace, []), rangeEnd: EtcdKeys.after(marker(of: namespace)), modRevision: Int64(sequence) + 1, less: true)
+    }
 
     /// Every key and value of `namespace` as of `revision`, in key order, read a page at a time.
     private func entries(of namespace: String, at revision: UInt64) async throws(EtcdError) -> [(key: [UInt8], value: [UInt8])] {
@@ -486,5 +517,21 @@ extension EtcdError {
         case .leaseNotFound: return StoreError(.unavailable, "the lease of this key was lost (\(message)); try again")
         case .invalidConfiguration, .refused: return StoreError(.invalidArgument, message)
         }
+    }
+}
+
+extension EtcdRequest {
+    /// Whether it deletes.
+    var isDelete: Bool {
+        if case .deleteRange = self { return true }
+        return false
+    }
+}
+
+extension [BatchStep] {
+    /// The sequence of the WATCH guard among the steps (0: none).
+    var watchedSequence: UInt64 {
+        for step in self { if case .unchangedSince(let sequence) = step { return sequence } }
+        return 0
     }
 }

@@ -2,10 +2,11 @@ import ActorKVStore
 
 /// What one message of a namespace's etcd watch says, as changes (pure: no I/O).
 ///
-/// The watch covers the namespace's keys, `<prefix>ns/…`, and its sync marker, `<prefix>ns0`
-/// (the end of that range: never a data key, since a namespace name holds no `/`): an empty
-/// write the agent makes so that a follower catching up on history learns when it has had all
-/// of it (``EtcdChangeStream``). Marker events are no change; their revision still counts.
+/// The watch covers the namespace's keys, `<prefix>ns/…`, and its marker, `<prefix>ns0` (the
+/// end of that range: never a data key, since a namespace name holds no `/`): an empty write
+/// the agent makes so that a follower catching up on history learns when it has had all of it
+/// (``EtcdChangeStream``), and with every delete (WATCH's guard, ``EtcdStore``). Marker events
+/// are no change; their revision still counts.
 struct WatchUpdate: Equatable {
     /// The watch was created (the first message): ``headerRevision`` is the revision it started at.
     var created = false

@@ -177,7 +177,7 @@ public final class EtcdStore: Sendable {
         case .lifetimePut(let put):
             return try await lifetimePut(put, in: ns)
         case .setTimeToLive(let key, let milliseconds):
-            return try await setTimeToLive(etcdKey(ns, key), milliseconds: milliseconds)
+            return try await setTimeToLive(etcdKey(ns, key), milliseconds: milliseconds, in: ns)
         case .timeToLive(let key):
             return .integer(try await timeToLive(etcdKey(ns, key)))
         case .count:
@@ -294,14 +294,14 @@ public final class EtcdStore: Sendable {
 
     /// PEXPIRE and PERSIST: the key is written again, with its value, under the new lease (or
     /// none), if it has not changed since it was read.
-    private func setTimeToLive(_ key: [UInt8], milliseconds: Int64?) async throws(EtcdError) -> Outcome {
+    private func setTimeToLive(_ key: [UInt8], milliseconds: Int64?, in ns: String) async throws(EtcdError) -> Outcome {
         for _ in 0..<Self.maxAttempts {
             guard let kv = try await read(key) else { return .integer(0) }
             if milliseconds == nil && kv.leaseID == 0 { return .integer(0) }
             var lease: Int64 = 0
             if let ms = milliseconds {
                 if ms <= 0 {
-                    let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key), markerPut(namespace(of: key))])
+                    let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key), markerPut(ns)])
                     let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
                     if answer.succeeded == true { return .integer(1) }
                     continue
@@ -359,17 +359,17 @@ public final class EtcdStore: Sendable {
     /// The put of `namespace`'s marker.
     private func markerPut(_ namespace: String) -> EtcdRequest { .put(key: marker(of: namespace), value: []) }
 
-    /// The namespace of an etcd key of this store.
-    private func namespace(of key: [UInt8]) -> String {
-        let rest = key.dropFirst(prefix.count)
-        return String(decoding: rest.prefix { $0 != UInt8(ascii: "/") }, as: UTF8.self)
+    /// The range of `namespace`'s keys and its marker, which WATCH's sequence and guard cover.
+    private func markedRange(of namespace: String) -> (key: [UInt8], end: [UInt8]) {
+        (etcdKey(namespace, []), EtcdKeys.after(marker(of: namespace)))
     }
 
     /// The revision of `namespace`'s last change (WATCH's sequence): the newest mod_revision of
     /// its keys and its marker (0: none). A key deleted by its lease (an expiry, an ephemeral
     /// key's release) moves no marker: such a delete is not seen here.
     public func lastChange(of namespace: String) async throws(EtcdError) -> UInt64 {
-        let request = EtcdRequest.range(key: etcdKey(namespace, []), rangeEnd: EtcdKeys.after(marker(of: namespace)), limit: 1, newestFirst: true)
+        let range = markedRange(of: namespace)
+        let request = EtcdRequest.range(key: range.key, rangeEnd: range.end, limit: 1, newestFirst: true)
         let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
         return UInt64(answer.kvs?.first?.modRevision ?? 0)
     }
@@ -377,7 +377,8 @@ public final class EtcdStore: Sendable {
     /// WATCH's guard in a transaction: no key of `namespace`, nor its marker, was written after
     /// revision `sequence`.
     private func unchangedSince(_ sequence: UInt64, in namespace: String) -> EtcdCompare {
-        EtcdCompare(key: etcdKey(namespace, []), rangeEnd: EtcdKeys.after(marker(of: namespace)), modRevision: Int64(sequence) + 1, less: true)
+        let range = markedRange(of: namespace)
+        return EtcdCompare(key: range.key, rangeEnd: range.end, modRevision: Int64(sequence) + 1, less: true)
     }
 
     /// Every key and value of `namespace` as of `revision`, in key order, read a page at a time.

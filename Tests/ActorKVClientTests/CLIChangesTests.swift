@@ -40,7 +40,10 @@ struct CLIChangesTests {
             try await kv.put("jobs", "job:1", "a")                                     // 1
             try await kv.put("jobs", "other", "b")                                     // 2
             try await kv.put("jobs", "job:2", "c")                                     // 3
-            let cli = try FollowingCLI(["changes", "--from", "1", "jobs", "job:"], socket: server.socketPath)
+            // --timeout 0: it never gives up reconnecting. The server is down while another starts,
+            // writes and stops, and restarts; on a loaded machine that can take longer than the
+            // default 10 s, after which actorkv would exit 4 as its --help says.
+            let cli = try FollowingCLI(["--timeout", "0", "changes", "--from", "1", "jobs", "job:"], socket: server.socketPath)
             defer { cli.kill() }
             #expect(try await cli.nextLine() == "3\tjob:2\tc")
             try await server.signal(SIGKILL)
@@ -70,7 +73,7 @@ struct CLIChangesTests {
             for batch in 0..<50 {
                 _ = try await kv.batch("big", (0..<1000).map { .put(String(format: "k%05d", batch * 1000 + $0), value) })
             }
-            let cli = try FollowingCLI(["changes", "big", "--snapshot"], socket: server.socketPath)
+            let cli = try FollowingCLI(["--timeout", "0", "changes", "big", "--snapshot"], socket: server.socketPath)
             defer { cli.kill() }
             #expect(try await cli.nextLine() == "50\tk00000\t\(value)")
             try await Task.sleep(for: .milliseconds(200))  // it prints until its output pipe is full, and blocks

@@ -8,6 +8,10 @@ The reply-parser tests are pure. The others start a real ``actorkvd`` per test c
 temporary directory: the binary is ``$ACTORKVD`` or ``<repo root>/.build/debug/actorkvd``.
 Without a binary those tests are skipped, unless ``ACTORKV_REQUIRE_SERVER=1`` makes that a
 failure (for CI).
+
+With ``ACTORKV_ETCD=URL[,URL...]`` the servers are agents of that etcd cluster (cluster mode,
+each under an etcd prefix of its own) and the tests whose behaviour differs there are skipped,
+each saying why (Tests/Cluster/run.sh runs them so).
 """
 
 import os
@@ -34,6 +38,23 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 ACTORKVD = os.environ.get("ACTORKVD") or os.path.join(REPO_ROOT, ".build", "debug", "actorkvd")
 #: Upper bound for waiting on the server (start, stop); generous, never asserted on.
 PATIENCE = 60.0
+#: Cluster mode: the etcd endpoints the servers are agents of (None: local data directories).
+ETCD = os.environ.get("ACTORKV_ETCD") or None
+
+
+#: Milliseconds a PTTL may exceed the deadline asked for: in cluster mode a key expires at the
+#: end of the second its deadline falls in (protocol.md, "Cluster mode").
+DEADLINE_SLACK_MS = 1000 if ETCD else 0
+
+
+def assert_pttl(test, pttl, low, high):
+    """``low < pttl <= high`` (plus the cluster's slack), with the value in the message."""
+    test.assertTrue(low < pttl <= high + DEADLINE_SLACK_MS, "PTTL %r not in (%d, %d]" % (pttl, low, high))
+
+
+def local_only(reason):
+    """Skips a test or class in cluster mode, for ``reason`` (a difference protocol.md states)."""
+    return unittest.skipIf(ETCD is not None, "cluster mode: " + reason)
 
 
 def require_server():
@@ -71,12 +92,17 @@ class ServerProcess(object):
         self.data = os.path.join(self.dir, "data")
         self.log_path = os.path.join(self.dir, "server.log")
         self.process = None
+        # Cluster mode: its keys under a prefix of its own, kept across a restart.
+        self.etcd_prefix = "py%d-%s/" % (os.getpid(), os.path.basename(self.dir).split(".")[-1])
 
     def start(self):
         """Starts the server and waits until it answers PING."""
         log = open(self.log_path, "ab")
-        command = [ACTORKVD, "--socket", self.socket, "--data-dir", self.data,
-                   "--fsync", self.fsync] + self.flags
+        if ETCD is None:
+            storage = ["--data-dir", self.data, "--fsync", self.fsync]
+        else:
+            storage = ["--etcd", ETCD, "--etcd-prefix", self.etcd_prefix]
+        command = [ACTORKVD, "--socket", self.socket] + storage + self.flags
         if self.as_nobody:
             command = [SETPRIV, "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
                        "--clear-groups"] + command
@@ -570,6 +596,7 @@ class RoundTripTests(ServerTestCase):
             self.assertEqual(self.kv.get(self.ns, key), value, key)
         self.assertEqual(self.kv.get(self.ns, b"empty"), b"")  # empty, not missing
 
+    @local_only("etcd takes requests of at most 1.5 MiB")
     def test_large_value(self):
         value = os.urandom(4 << 20)  # exactly the limit this server was given
         self.kv.put(self.ns, "big", value)
@@ -789,6 +816,7 @@ class RoundTripTests(ServerTestCase):
             p.put(self.ns, "never", "sent")
         self.assertIsNone(self.kv.get(self.ns, "never"))
 
+    @local_only("INFO shows the etcd cluster, without fsync and namespace lines")
     def test_info_and_namespaces(self):
         self.kv.put(self.ns, "k", "v")
         text = self.kv.info()
@@ -1376,6 +1404,7 @@ class LifecycleTests(unittest.TestCase):
         first.close()
         self.assert_clean_stop(server)
 
+    @local_only("no data files to damage")
     def test_info_of_unavailable_namespace(self):
         """INFO's error= text holds the file's path, here with a comma and '=' in it; it
         comes back whole from info_dict."""
@@ -1488,7 +1517,10 @@ def rest(feed, wait=0.3):
 
 
 def last_sequence(kv, ns):
-    """The namespace's last sequence, from INFO (0 if it does not exist)."""
+    """The namespace's last sequence, from INFO (0 if it does not exist); in cluster mode the
+    cluster's revision, which sequences are."""
+    if ETCD is not None:
+        return int(kv.info_dict()["etcd_revision"])
     fields = kv.info_dict().get("ns_" + ns)
     return fields["last_sequence"] if fields else 0
 
@@ -1848,6 +1880,7 @@ class PermissionTests(unittest.TestCase):
             with self.assertRaises(PermissionDeniedError):
                 kv.mirror("other")
 
+    @local_only("sequences are etcd revisions, cluster-wide, not 1, 2, 3 per namespace")
     def test_a_feed_cut_off_by_a_reload_ends_with_permission_denied(self):
         server = self.start(ACL_RULES + "uid:0 feed read write\n")
         with server.client() as kv:
@@ -1890,6 +1923,7 @@ class ChangesTests(ServerTestCase):
 
     fsync = "always"
 
+    @local_only("sequences are etcd revisions, cluster-wide, not 1, 2, 3 per namespace")
     def test_watcher_sees_every_acknowledged_write_once_in_order(self):
         """Four writers (threads, each its own connection) write puts, incrs, deletes of
         existing keys and batches; the watcher sees exactly those writes, each batch as one
@@ -2023,12 +2057,14 @@ class ChangesTests(ServerTestCase):
         self.assertEqual(prefixed.data, dict(self.kv.scan(self.ns, prefix="k010")))
         self.assertEqual(prefixed.data[b"k010zz"], b"last")
 
+    @local_only("sequences are etcd revisions, cluster-wide, not 1, 2, 3 per namespace")
     def test_snapshot_of_a_namespace_never_written(self):
         with self.kv.changes(self.ns, snapshot=True) as feed:
             self.assertEqual(take(feed, 2), [Snapshot(self.ns, 0, []), Synced(self.ns, 0)])
             self.kv.put(self.ns, "k", "v")
             self.assertEqual(feed.next_event(PATIENCE), Change(self.ns, 1, [(b"k", b"v")]))
 
+    @local_only("sequences are etcd revisions, cluster-wide, not 1, 2, 3 per namespace")
     def test_from_seq_replays_history(self):
         for i in range(10):
             self.kv.put(self.ns, "k", str(i))
@@ -2061,6 +2097,7 @@ class ChangesTests(ServerTestCase):
             self.assertEqual(take(feed, 2), [Change(self.ns, last + 1, [(b"k", b"w")]),
                                              Synced(self.ns, last + 1)])
 
+    @local_only("sequences are etcd revisions, cluster-wide, not 1, 2, 3 per namespace")
     def test_close_ends_the_iteration_and_the_connection(self):
         before = self.kv.info_dict()["connected_clients"]
         feed = self.kv.changes(self.ns)
@@ -2095,6 +2132,7 @@ class ChangesTests(ServerTestCase):
             self.assertEqual(mirror.data, {b"k": b"v"})
         self.assertTrue(mirror.feed.closed)
 
+    @local_only("sequences are etcd revisions, cluster-wide, not 1, 2, 3 per namespace (the example prints them)")
     def test_watch_config_example(self):
         """Clients/examples/watch_config.py: the mirror's keys, then each change; with
         --from, the changes after a sequence."""
@@ -2144,6 +2182,7 @@ class ChangesRestartTests(unittest.TestCase):
             assert server.stop() == 0, server.log()
         server.start()
 
+    @local_only("sequences are etcd revisions, cluster-wide, not 1, 2, 3 per namespace")
     def test_resume_after_kill_9(self):
         """The feed is not reading when the server is killed: it delivers what it had
         received, then resumes on the restarted server FROM the last change it delivered
@@ -2170,6 +2209,7 @@ class ChangesRestartTests(unittest.TestCase):
         self.assertEqual(feed.reconnects, 1)
         self.assertEqual(rest(feed), [Synced("feed", 20)])  # caught up again; no duplicate
 
+    @local_only("sequences are etcd revisions, cluster-wide, not 1, 2, 3 per namespace")
     def test_resume_while_waiting_across_a_restart(self):
         """A thread waits in the feed (and a mirror) while the server stops (SIGTERM) and
         then is killed again; the feed keeps trying to connect and resumes each time."""
@@ -2222,6 +2262,7 @@ class ChangesRestartTests(unittest.TestCase):
         self.assertEqual(mirror.data, dict(kv.scan("feed")))
         self.assertEqual(mirror.data[b"r2"], b"9")
 
+    @local_only("a follower is held back by etcd, never dropped for lagging, until etcd compacts")
     def test_lagging_follower_resumes(self):
         """A feed that does not read while 6 MB of changes are written is dropped by the
         server (-LAGGING); reading again, it resumes FROM the last change it got and
@@ -2254,6 +2295,7 @@ class ChangesRestartTests(unittest.TestCase):
                 p.execute()
             kv.compact(ns)
 
+    @local_only("sequences are etcd revisions, cluster-wide, not 1, 2, 3 per namespace; COMPACT compacts the whole cluster's history")
     def test_compacted(self):
         server = self.start(ServerProcess("--changes-history", "1", fsync="always"))
         kv = server.client()
@@ -2400,8 +2442,12 @@ def wait_until(condition, what, timeout=PATIENCE):
 
 
 def followers(kv, ns):
-    """How many change feeds follow namespace ``ns`` (INFO)."""
-    return (kv.info_dict().get("ns_" + ns) or {}).get("followers", 0)
+    """How many change feeds follow namespace ``ns`` (INFO); in cluster mode, how many the agent
+    serves in all (its INFO has no namespace lines)."""
+    info = kv.info_dict()
+    if ETCD is not None:
+        return int(info["changes_followers"])
+    return (info.get("ns_" + ns) or {}).get("followers", 0)
 
 
 class ExpiryArgumentTests(unittest.TestCase):
@@ -2533,16 +2579,16 @@ class ExpiryTests(ServerTestCase):
         self.kv.put(self.ns, "forever", "v")
         self.assertEqual(self.kv.pttl(self.ns, "forever"), -1)
         self.kv.put(self.ns, "seconds", "v", ttl=30)
-        self.assertTrue(20000 < self.kv.pttl(self.ns, "seconds") <= 30000)
+        assert_pttl(self, self.kv.pttl(self.ns, "seconds"), 20000, 30000)
         self.kv.put(self.ns, "fraction", "v", ttl=1000.25)  # sent as PX 1000250
-        self.assertTrue(990000 < self.kv.pttl(self.ns, "fraction") <= 1000250)
+        assert_pttl(self, self.kv.pttl(self.ns, "fraction"), 990000, 1000250)
         self.kv.put(self.ns, "short", "v", ttl=1.5)         # PX 1500, not EX 2
-        self.assertLessEqual(self.kv.pttl(self.ns, "short"), 1500)
+        self.assertLessEqual(self.kv.pttl(self.ns, "short"), 1500 + DEADLINE_SLACK_MS)
         self.assertNotEqual(self.kv.pttl(self.ns, "short"), -1)
         version = self.kv.put(self.ns, "guarded", "v", if_version=0, ttl=600)
         self.assertIsInstance(version, int)
         self.assertEqual(self.kv.getv(self.ns, "guarded"), (b"v", version))
-        self.assertTrue(500000 < self.kv.pttl(self.ns, "guarded") <= 600000)
+        assert_pttl(self, self.kv.pttl(self.ns, "guarded"), 500000, 600000)
         self.assertIsNone(self.kv.put(self.ns, "guarded", "w", if_version=0, ttl=600))
         self.assertEqual(self.kv.get(self.ns, "guarded"), b"v")
 
@@ -2557,6 +2603,7 @@ class ExpiryTests(ServerTestCase):
         self.assertEqual(self.kv.get(self.ns, "k"), b"second")
         self.assertEqual(self.kv.pttl(self.ns, "k"), -1)
 
+    @local_only("PEXPIRE and PERSIST write the key again: a new version, and a change")
     def test_pexpire_persist_pttl(self):
         self.assertFalse(self.kv.pexpire(self.ns, "k", 1000))
         self.assertFalse(self.kv.persist(self.ns, "k"))
@@ -2566,7 +2613,7 @@ class ExpiryTests(ServerTestCase):
         feed = self.kv.changes(self.ns)
         self.addCleanup(feed.close)
         self.assertTrue(self.kv.pexpire(self.ns, "k", 600000))
-        self.assertTrue(500000 < self.kv.pttl(self.ns, "k") <= 600000)
+        assert_pttl(self, self.kv.pttl(self.ns, "k"), 500000, 600000)
         self.assertEqual(self.kv.getv(self.ns, "k"), (b"v", version))  # same value, version
         self.assertTrue(self.kv.persist(self.ns, "k"))
         self.assertEqual(self.kv.pttl(self.ns, "k"), -1)
@@ -2596,7 +2643,7 @@ class ExpiryTests(ServerTestCase):
             p.put(self.ns, "k", "w", ttl=5, if_version=0)
             results = p.execute()
         self.assertTrue(results[0])
-        self.assertTrue(500000 < results[1] <= 600000)
+        assert_pttl(self, results[1], 500000, 600000)
         self.assertEqual(results[2:7], [True, -1, True, False, None])
 
     def test_server_refuses_a_bad_expire_time(self):
@@ -2624,7 +2671,7 @@ class ExpiryTests(ServerTestCase):
         self.assertEqual(caught.exception.code, "ERR")
         self.assertIsNone(self.kv.get(self.ns, "k"))
         self.assertEqual(self.kv.execute_command("put", self.ns, "k", "v", "ex", "100"), "OK")
-        self.assertTrue(90000 < self.kv.pttl(self.ns, "k") <= 100000)
+        assert_pttl(self, self.kv.pttl(self.ns, "k"), 90000, 100000)
 
 
 class EphemeralTests(ServerTestCase):
@@ -2766,7 +2813,7 @@ class LockTests(ServerTestCase):
         # With a ttl, the key has a deadline.
         with self.kv.lock(self.ns, "job", ttl=600, owner="worker-7") as lock:
             self.assertEqual(self.kv.get(self.ns, "job"), b"worker-7")
-            self.assertTrue(500000 < self.kv.pttl(self.ns, "job") <= 600000)
+            assert_pttl(self, self.kv.pttl(self.ns, "job"), 500000, 600000)
             self.assertGreater(lock.token, second)
 
     def test_released_when_the_body_raises(self):
@@ -2835,7 +2882,7 @@ class LockTests(ServerTestCase):
         first = self.kv.lock(self.ns, "job", ttl=0.3)
         token = first.acquire()
         self.assertNotEqual(self.kv.pttl(self.ns, "job"), -1)
-        self.assertLessEqual(self.kv.pttl(self.ns, "job"), 300)
+        self.assertLessEqual(self.kv.pttl(self.ns, "job"), 300 + DEADLINE_SLACK_MS)
         second = self.other_client().lock(self.ns, "job", timeout=PATIENCE)
         later = second.acquire()  # once the first one's key has expired
         self.assertGreater(later, token)
@@ -2899,6 +2946,7 @@ class ExpiryRestartTests(unittest.TestCase):
     def setUp(self):
         require_server()
 
+    @local_only("a killed agent's ephemeral keys live until --ephemeral-ttl runs out")
     def test_ephemeral_keys_are_gone_and_deadlines_kept_after_a_restart(self):
         server = ServerProcess(fsync="always")
         self.addCleanup(server.cleanup)
@@ -2915,7 +2963,7 @@ class ExpiryRestartTests(unittest.TestCase):
             self.assertIsNone(kv.get("r", "ephemeral"))
             self.assertEqual(kv.get("r", "plain"), b"p")
             self.assertEqual(kv.get("r", "expiring"), b"x")
-            self.assertTrue(500000 < kv.pttl("r", "expiring") <= 600000)
+            assert_pttl(self, kv.pttl("r", "expiring"), 500000, 600000)
             self.assertEqual(kv.pttl("r", "plain"), -1)
         self.assertEqual(server.stop(), 0, server.log())
 

@@ -2,8 +2,11 @@
 # Starts or stops a local 3-member etcd cluster on 127.0.0.1 for the cluster-mode tests and
 # benchmarks (Debian's etcd-server; nothing else is needed).
 #
-#   Tests/Cluster/etcd-cluster.sh start DIR [BASE_PORT]   members 1..3: client ports BASE, BASE+1,
-#                                                         BASE+2; peer ports BASE+10.. (default 23790)
+#   Tests/Cluster/etcd-cluster.sh start DIR [BASE_PORT [ETCD_FLAG...]]
+#                                                         members 1..3: client ports BASE, BASE+1,
+#                                                         BASE+2; peer ports BASE+10.. (default 23790);
+#                                                         each member also gets the ETCD_FLAGs
+#                                                         (say --max-txn-ops 1024)
 #   Tests/Cluster/etcd-cluster.sh stop DIR                stops them (kill by the pids kept in DIR)
 #   Tests/Cluster/etcd-cluster.sh member DIR N            starts member N again (after a kill)
 #
@@ -29,6 +32,7 @@ start_member() {
         --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
         --initial-cluster "$cluster" --initial-cluster-state "$state" --initial-cluster-token actorkv-test \
         --heartbeat-interval 50 --election-timeout 500 --logger zap --log-level error \
+        $(cat "$dir/extra-flags" 2>/dev/null) \
         >"$dir/m$n.log" 2>&1 &
     echo $! >"$dir/m$n.pid"
 }
@@ -44,6 +48,7 @@ healthy() {
 case "$action" in
 start)
     echo "${3:-23790}" >"$dir/base-port"
+    echo "${@:4}" >"$dir/extra-flags"
     for n in 1 2 3; do start_member "$n"; done
     for _ in $(seq 1 100); do healthy && { endpoints; exit 0; }; sleep 0.1; done
     echo "etcd-cluster.sh: the cluster did not become healthy; logs in $dir" >&2

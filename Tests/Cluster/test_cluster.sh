@@ -162,15 +162,38 @@ expect_eq "the lock is gone once its connection closed" "" "$(cb GET locks job-4
 timeout "$T" "$(dirname "$ACTORKVD")/actorkv" --socket "$B" lock --timeout 0 locks job-42 -- true
 [ $? -eq 0 ] && ok "actorkv lock through B succeeds once it is free" || not_ok "actorkv lock through B once free"
 
+# --- ephemeral keys with a deadline (a lock with a TTL), PTTL and PEXPIRE across agents
+coproc HOLDER3 { nc -U "$A"; }
+printf 'PUT locks ttl-lock holder-a IFVERSION 0 EPHEMERAL PX 1500\r\nPUT locks ttl-long x EPHEMERAL PX 60000\r\nPUT locks plain-eph x EPHEMERAL\r\n' >&"${HOLDER3[1]}"
+replies=""
+for _ in 1 2 3; do read -r -t "$T" reply <&"${HOLDER3[0]}"; replies="$replies ${reply%$'\r'}"; done
+[[ "$replies" =~ ^\ :[0-9]+\ \+OK\ \+OK$ ]] && ok "EPHEMERAL with PX through A: a lock with a TTL is taken" || not_ok "EPHEMERAL PX through A (replies '$replies')"
+p=$(cb PTTL locks ttl-lock)
+[ "$p" -gt 0 ] 2>/dev/null && [ "$p" -le 2500 ] && ok "PTTL through B shows its deadline ($p ms)" || not_ok "PTTL through B of the 1.5 s lock: '$p'"
+p=$(cb PTTL locks ttl-long)
+[ "$p" -gt 55000 ] 2>/dev/null && [ "$p" -le 61000 ] && ok "... and of the 60 s key ($p ms)" || not_ok "PTTL through B of the 60 s key: '$p'"
+expect_eq "PTTL through B of an ephemeral key without deadline is -1, as locally" -1 "$(cb PTTL locks plain-eph)"
+expect_contains "PEXPIRE through B of a key A's connection owns is refused" "another agent" "$(cb PEXPIRE locks plain-eph 60000 2>&1)"
+expect_eq "PEXPIRE through another connection of A keeps the owner" 1 "$(ca PEXPIRE locks plain-eph 60000)"
+gone=""
+for _ in $(seq 1 40); do [ -z "$(cb GET locks ttl-lock)" ] && { gone=1; break; }; sleep 0.1; done
+[ -n "$gone" ] && ok "the lock's TTL ran out while its connection lives: gone through B" || not_ok "the 1.5 s lock is still there after 4 s"
+expect_eq "... the connection's other keys stay" "x x" "$(cb GET locks ttl-long) $(cb GET locks plain-eph)"
+printf 'QUIT\r\n' >&"${HOLDER3[1]}"
+[ -n "${HOLDER3_PID:-}" ] && wait "$HOLDER3_PID" 2>/dev/null
+sleep 0.3
+expect_eq "its connection closed: its key with a deadline, and the one PEXPIRE gave one, are gone" "" "$(cb GET locks ttl-long)$(cb GET locks plain-eph)"
+
 coproc HOLDER2 { nc -U "$A"; }
-printf 'PUT live agent-a-is-up yes EPHEMERAL\r\n' >&"${HOLDER2[1]}"
+printf 'PUT live agent-a-is-up yes EPHEMERAL\r\nPUT live leased yes EPHEMERAL EX 600\r\n' >&"${HOLDER2[1]}"
 read -r -t "$T" reply <&"${HOLDER2[0]}"
-expect_eq "an ephemeral key through A" $'+OK\r' "$reply"
+read -r -t "$T" reply2 <&"${HOLDER2[0]}"
+expect_eq "an ephemeral key through A, and one with a 10-minute deadline" $'+OK\r +OK\r' "$reply $reply2"
 expect_eq "... is seen through B" yes "$(cb GET live agent-a-is-up)"
 kill -9 "$A_PID"; wait "$A_PID" 2>/dev/null
 gone=""
-for _ in $(seq 1 100); do [ -z "$(cb GET live agent-a-is-up)" ] && { gone=1; break; }; sleep 0.1; done
-[ -n "$gone" ] && ok "kill -9 of agent A: its ephemeral key is gone within the TTL (2 s)" || not_ok "ephemeral key of a killed agent still there after 10 s"
+for _ in $(seq 1 100); do [ -z "$(cb GET live agent-a-is-up)$(cb GET live leased)" ] && { gone=1; break; }; sleep 0.1; done
+[ -n "$gone" ] && ok "kill -9 of agent A: its ephemeral keys are gone within the TTL (2 s), the one with a deadline too" || not_ok "ephemeral keys of a killed agent still there after 10 s"
 [ -n "${HOLDER2_PID:-}" ] && kill "$HOLDER2_PID" 2>/dev/null
 start_agent a; A_PID=$AGENT_PID
 

@@ -49,20 +49,29 @@ out=$(RT BATCH rcli PUT b3 three GET b3)
 expect_contains "BATCH with an unknown op is ERR" "(error) ERR BATCH op 2: unknown op 'GET'" "$out"
 
 info=$(R INFO)
-expect_contains "INFO has fsync:" "fsync:" "$info"
-expect_contains "INFO has the namespace line" "ns_rcli:keys=" "$info"
 expect_contains "INFO has the version" "actorkv_version:" "$info"
+if [ -n "${ACTORKV_ETCD:-}" ]; then
+    # Cluster mode (protocol.md, "Cluster mode"): no data directory, fsync policy or namespace
+    # lines; a Cluster section about the etcd cluster the agent talks to.
+    expect_contains "INFO says mode:cluster" "mode:cluster" "$info"
+    expect_contains "INFO reaches etcd" "etcd_status:ok" "$info"
+    expect_contains "INFO counts etcd's 3 members" "etcd_members:3" "$info"
+    expect_eq "INFO has no fsync line in cluster mode" "" "$(printf '%s\n' "$info" | grep '^fsync:')"
+else
+    expect_contains "INFO has fsync:" "fsync:" "$info"
+    expect_contains "INFO has the namespace line" "ns_rcli:keys=" "$info"
 
-# protocol.md's INFO example: its ns_config line is what the examples before it leave. Run
-# here on a namespace of its own (other scripts may share this server and use "config").
-for cmd in "PUT NS motd hello" "PUT NS theme dark" "BATCH NS PUT k1 v1 DEL k1 PUT k2 v2" \
-           "BATCH NS PUT k1 v1 JUMP k2" "DEL NS theme missing"; do
-    read -r -a words <<<"${cmd/NS/protodoc}"
-    R "${words[@]}" >/dev/null
-done
-documented=$(grep -m1 '^    ns_config:' "$ROOT/protocol.md" | sed 's/^ *ns_config://')
-expect_eq "protocol.md's ns_config line is the server's after its examples" "$documented" \
-    "$(R INFO | tr -d '\r' | grep '^ns_protodoc:' | sed 's/^ns_protodoc://')"
+    # protocol.md's INFO example: its ns_config line is what the examples before it leave. Run
+    # here on a namespace of its own (other scripts may share this server and use "config").
+    for cmd in "PUT NS motd hello" "PUT NS theme dark" "BATCH NS PUT k1 v1 DEL k1 PUT k2 v2" \
+               "BATCH NS PUT k1 v1 JUMP k2" "DEL NS theme missing"; do
+        read -r -a words <<<"${cmd/NS/protodoc}"
+        R "${words[@]}" >/dev/null
+    done
+    documented=$(grep -m1 '^    ns_config:' "$ROOT/protocol.md" | sed 's/^ *ns_config://')
+    expect_eq "protocol.md's ns_config line is the server's after its examples" "$documented" \
+        "$(R INFO | tr -d '\r' | grep '^ns_protodoc:' | sed 's/^ns_protodoc://')"
+fi
 
 names=$(R NAMESPACES)
 expect_contains "NAMESPACES lists rcli" $'\nrcli\n' $'\n'"$names"$'\n'

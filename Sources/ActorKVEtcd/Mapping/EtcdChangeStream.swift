@@ -29,6 +29,8 @@ public final class EtcdChangeStream: ChangeSource {
     private let limitBytes: Int
     private let listener: ChangeListener
     private let room = DispatchSemaphore(value: 0)
+    /// The agent's count of followers: one more from the start until the follower is removed.
+    private let followers: FollowerCount
     /// Seconds without any member answering before the follower is dropped.
     static let failureSeconds = 15.0
     /// How long the thread waits on a quiet watch before checking whether it should stop.
@@ -53,18 +55,20 @@ public final class EtcdChangeStream: ChangeSource {
     /// after `after`, buffering at most about `limitBytes`, telling `listener` when it has more.
     /// With `catchingUp`, the follower is not caught up until the history up to now has come.
     init(namespace: String, client: EtcdClient, keyPrefix: [UInt8], marker: [UInt8], after: UInt64, catchingUp: Bool,
-         limitBytes: Int, listener: ChangeListener) {
+         limitBytes: Int, listener: ChangeListener, followers: FollowerCount) {
         self.namespace = namespace
         self.client = client
         self.keyPrefix = keyPrefix
         self.marker = marker
         self.limitBytes = limitBytes
         self.listener = listener
+        self.followers = followers
         state = Mutex(State(received: after, catchUpThrough: catchingUp ? UInt64.max : nil))
     }
 
     /// Starts the thread that reads the watch.
     func start() {
+        followers.add(1)
         let thread = Thread { [self] in run() }
         thread.stackSize = 512 * 1024
         thread.name = "actorkv-watch"
@@ -101,7 +105,11 @@ public final class EtcdChangeStream: ChangeSource {
     }
 
     public func removeFollower() {
-        state.withLock { $0.stopped = true }
+        let first = state.withLock { s in
+            defer { s.stopped = true }
+            return !s.stopped
+        }
+        if first { followers.add(-1) }
         room.signal()
     }
 
@@ -235,4 +243,15 @@ public final class EtcdChangeStream: ChangeSource {
         out.close()
         return out.bytes
     }
+}
+
+/// How many followers an agent's change streams serve (INFO's `changes_followers`).
+final class FollowerCount: Sendable {
+    private let value = Atomic<Int>(0)
+
+    /// Adds `delta` (1 when a stream starts, -1 when its follower is removed).
+    func add(_ delta: Int) { value.add(delta, ordering: .relaxed) }
+
+    /// The count now.
+    var current: Int { value.load(ordering: .relaxed) }
 }

@@ -2,22 +2,38 @@ import ActorKVStore
 import Synchronization
 
 /// The etcd leases of an agent: one per connection that wrote an ephemeral key (kept alive
-/// while the connection lives, revoked when it ends: etcd then deletes its keys), and one per
-/// second in which keys with a deadline expire (shared by all of them, never renewed: etcd
-/// deletes the keys when it runs out).
+/// while the connection lives, revoked when it ends: etcd then deletes its keys); one per
+/// connection and second for its ephemeral keys with a deadline in that second (kept alive
+/// while the connection lives, until the deadline, then revoked); and one per second in which
+/// keys with a deadline expire (shared by all of them, never renewed: etcd deletes the keys
+/// when it runs out). Each lease's ID says which it is (``EtcdLeaseID``).
 ///
 /// If the agent dies, nobody renews its connections' leases and etcd deletes their keys once
-/// `ephemeralTTL` seconds have passed.
+/// `ephemeralTTL` seconds have passed (a key with a deadline: by then, or soon after its
+/// deadline, whichever is first).
 public final class EtcdLeases: Sendable {
     private let client: EtcdClient
     /// Seconds a connection's lease lives without renewal (`--ephemeral-ttl`).
     public let ephemeralTTL: Int
     private let log: @Sendable (String) -> Void
+    /// A connection and the second its keys' deadlines fall in.
+    private struct OwnedDeadline: Hashable {
+        var owner: UInt64
+        var second: Int64
+    }
     private struct State {
+        /// Connection leases without deadline, by connection.
         var sessions: [UInt64: Int64] = [:]
+        /// Connection leases with a deadline (until it passes).
+        var owned: [OwnedDeadline: Int64] = [:]
         /// Expiry leases by the second (since the epoch) they run out at.
-        var expiry: [UInt64: Int64] = [:]
+        var expiry: [Int64: Int64] = [:]
         var closed = false
+
+        /// The connection whose lease `lease` is, if it is one of this agent's.
+        func owner(of lease: Int64) -> UInt64? {
+            sessions.first { $0.value == lease }?.key ?? owned.first { $0.value == lease }?.key.owner
+        }
     }
     private let state = Mutex(State())
     private let renewer = Mutex<Task<Void, Never>?>(nil)
@@ -29,28 +45,55 @@ public final class EtcdLeases: Sendable {
     }
 
     /// How many connections hold a lease.
-    public var sessionLeaseCount: Int { state.withLock { $0.sessions.count } }
+    public var sessionLeaseCount: Int {
+        state.withLock { s in Set(s.sessions.keys).union(s.owned.keys.map(\.owner)).count }
+    }
 
-    /// The lease of connection `owner`, granted on its first ephemeral key. (A connection's
-    /// commands run one after another, so two grants for one owner never race.)
+    /// The lease of connection `owner` for its keys without deadline, granted on its first
+    /// ephemeral key. (A connection's commands run one after another, so two grants for one
+    /// owner never race.)
     func sessionLease(of owner: UInt64) async throws(EtcdError) -> Int64 {
         if let lease = state.withLock({ $0.sessions[owner] }) { return lease }
-        let lease = try await grant(seconds: ephemeralTTL)
+        let lease = try await grant(seconds: ephemeralTTL, kind: .owner, second: nil)
         state.withLock { $0.sessions[owner] = lease }
         startRenewing()
         return lease
     }
 
+    /// The lease of connection `owner` for its keys whose deadline (milliseconds since the
+    /// epoch) falls in the same second as `deadline`: renewed while the connection lives, until
+    /// then, and revoked at the end of that second.
+    func ownedLease(of owner: UInt64, deadline: UInt64) async throws(EtcdError) -> Int64 {
+        let second = Int64((deadline + 999) / 1000)
+        let slot = OwnedDeadline(owner: owner, second: second)
+        if let lease = state.withLock({ $0.owned[slot] }) { return lease }
+        let left = max(1, Int(second - Int64(WallClock.milliseconds() / 1000)))
+        let lease = try await grant(seconds: min(ephemeralTTL, left), kind: .ownerUntilDeadline, second: second)
+        state.withLock { $0.owned[slot] = lease }
+        startRenewing()
+        Task { [weak self] in
+            let wait = Int64(second) * 1000 - Int64(WallClock.milliseconds())
+            if wait > 0 { try? await Task.sleep(for: .milliseconds(wait)) }
+            guard let self, self.state.withLock({ $0.owned.removeValue(forKey: slot) }) != nil else { return }
+            await self.revoke(lease)
+        }
+        return lease
+    }
+
+    /// The connection of this agent whose lease `lease` is (nil: none of this agent's
+    /// connections', or one that ended).
+    func owner(ofLease lease: Int64) -> UInt64? { state.withLock { $0.owner(of: lease) } }
+
     /// A lease that runs out at the second after `deadline` (milliseconds since the epoch),
     /// shared by every key whose deadline falls in the same second.
     func expiryLease(deadline: UInt64) async throws(EtcdError) -> Int64 {
-        let second = (deadline + 999) / 1000
-        let now = WallClock.milliseconds() / 1000
+        let second = Int64((deadline + 999) / 1000)
+        let now = Int64(WallClock.milliseconds() / 1000)
         if let lease = state.withLock({ s -> Int64? in
             s.expiry = s.expiry.filter { $0.key > now }
             return s.expiry[second]
         }) { return lease }
-        let lease = try await grant(seconds: Int(max(1, second - now)))
+        let lease = try await grant(seconds: Int(max(1, second - now)), kind: .deadline, second: second)
         return state.withLock { s in
             if let other = s.expiry[second] { return other }
             s.expiry[second] = lease
@@ -68,28 +111,44 @@ public final class EtcdLeases: Sendable {
 
     /// Revokes connection `owner`'s lease, if it has one: etcd deletes its keys.
     public func release(_ owner: UInt64) async {
-        guard let lease = state.withLock({ $0.sessions.removeValue(forKey: owner) }) else { return }
-        await revoke(lease)
+        let leases = state.withLock { s -> [Int64] in
+            let owned = s.owned.filter { $0.key.owner == owner }
+            for slot in owned.keys { s.owned[slot] = nil }
+            return (s.sessions.removeValue(forKey: owner).map { [$0] } ?? []) + owned.values
+        }
+        for lease in leases { await revoke(lease) }
     }
 
     /// Revokes every connection's lease and stops renewing.
     func close() async {
         let leases = state.withLock { s -> [Int64] in
             s.closed = true
-            defer { s.sessions = [:] }
-            return Array(s.sessions.values)
+            defer { (s.sessions, s.owned) = ([:], [:]) }
+            return Array(s.sessions.values) + s.owned.values
         }
         renewer.withLock { $0?.cancel() }
         for lease in leases { await revoke(lease) }
     }
 
-    private func grant(seconds: Int) async throws(EtcdError) -> Int64 {
-        let body = Array("{\"TTL\":\"\(seconds)\"}".utf8)
-        let answer = try await client.call(EtcdResponses.LeaseGrant.self, "/v3/lease/grant", body: body, write: true)
-        guard let id = answer.ID.flatMap(Int64.init), id != 0 else {
-            throw EtcdError(.refused, "etcd granted no lease: \(answer.error ?? "no ID in the answer")")
+    /// Grants a lease of `seconds` whose ID says `kind` and `second` (``EtcdLeaseID``), drawing
+    /// another ID while etcd has the one asked for.
+    private func grant(seconds: Int, kind: EtcdLeaseID.Kind, second: Int64?) async throws(EtcdError) -> Int64 {
+        var attempt = 0
+        while true {
+            let wanted = EtcdLeaseID(kind: kind, deadlineSecond: second, random: UInt64.random(in: .min ... .max)).id
+            let body = Array("{\"TTL\":\"\(seconds)\",\"ID\":\"\(wanted)\"}".utf8)
+            let answer: EtcdResponses.LeaseGrant
+            do {
+                answer = try await client.call(EtcdResponses.LeaseGrant.self, "/v3/lease/grant", body: body, write: true)
+            } catch where error.message.contains("lease already exists") && attempt < 8 {
+                attempt += 1
+                continue
+            }
+            guard let id = answer.ID.flatMap(Int64.init), id != 0 else {
+                throw EtcdError(.refused, "etcd granted no lease: \(answer.error ?? "no ID in the answer")")
+            }
+            return id
         }
-        return id
     }
 
     private func revoke(_ lease: Int64) async {
@@ -101,7 +160,8 @@ public final class EtcdLeases: Sendable {
         }
     }
 
-    /// Renews every connection's lease three times per TTL.
+    /// Renews every connection's lease three times per TTL (one with a deadline only while it
+    /// would otherwise run out before the deadline).
     private func startRenewing() {
         renewer.withLock { task in
             guard task == nil else { return }
@@ -117,14 +177,24 @@ public final class EtcdLeases: Sendable {
     }
 
     private func renewAll() async {
-        let leases = state.withLock { $0.closed ? [:] : $0.sessions }
+        // A lease renewed a third of a TTL ago runs out two thirds of a TTL from now: renew one
+        // with a deadline while that is before its deadline (its revocation ends it on time).
+        let runsOut = Int64(WallClock.milliseconds()) + Int64(ephemeralTTL) * 2000 / 3
+        let leases = state.withLock { s -> [(UInt64, Int64)] in
+            guard !s.closed else { return [] }
+            let owned = s.owned.filter { runsOut < $0.key.second * 1000 }.map { ($0.key.owner, $0.value) }
+            return s.sessions.map { ($0.key, $0.value) } + owned
+        }
         for (owner, lease) in leases {
             let body = Array("{\"ID\":\"\(lease)\"}".utf8)
             do {
                 let answer = try await client.call(EtcdResponses.LeaseKeepAlive.self, "/v3/lease/keepalive", body: body, write: false)
                 if (answer.result?.TTL.flatMap(Int.init) ?? 0) <= 0 {
                     // Expired (the agent could not reach etcd for a whole TTL): its keys are gone.
-                    state.withLock { s in if s.sessions[owner] == lease { s.sessions[owner] = nil } }
+                    state.withLock { s in
+                        if s.sessions[owner] == lease { s.sessions[owner] = nil }
+                        s.owned = s.owned.filter { $0.value != lease }
+                    }
                     log("cluster: the lease of connection \(owner) expired; its ephemeral keys were deleted by etcd")
                 }
             } catch {

@@ -1,5 +1,6 @@
 import ActorKVStore
 import Dispatch
+import Synchronization
 
 /// ActorKV's data in an etcd cluster (cluster mode, `actorkvd --etcd`): runs the engine's
 /// ``ActorKVStore/Operation``s as etcd requests, with the same outcomes the local engine gives.
@@ -27,6 +28,8 @@ public final class EtcdStore: Sendable {
     public let changesHistory: Int
     /// Transactions retried before an INCR or BATCH gives up under contention.
     static let maxAttempts = 1000
+    /// How many CHANGES followers this agent serves (INFO's `changes_followers`).
+    private let followers = FollowerCount()
 
     /// A store in the cluster `client` reaches, under `prefix`.
     public init(client: EtcdClient, prefix: String = "actorkv/", limits: StoreLimits = StoreLimits(), ephemeralTTL: Int = 10,
@@ -280,11 +283,7 @@ public final class EtcdStore: Sendable {
     }
 
     private func lifetimePut(_ put: LifetimePut, in ns: String) async throws(EtcdError) -> Outcome {
-        if put.owner != 0 && put.milliseconds != 0 {
-            return .failure(StoreError(.invalidArgument, "a key cannot be both EPHEMERAL and expire (PX/EX) in cluster mode: etcd gives a key one lease"))
-        }
-        let lease = put.owner != 0 ? try await leases.sessionLease(of: put.owner)
-            : put.milliseconds != 0 ? try await leases.expiryLease(deadline: WallClock.milliseconds() + put.milliseconds) : 0
+        let lease = try await lease(owner: put.owner, milliseconds: put.milliseconds)
         let key = etcdKey(ns, put.key)
         if let version = put.ifVersion { return try await conditionalPut(key, value: put.value, ifVersion: version, lease: lease) }
         let request = EtcdRequest.put(key: key, value: put.value, lease: lease)
@@ -292,22 +291,40 @@ public final class EtcdStore: Sendable {
         return .stored
     }
 
+    /// The lease for a key of connection `owner` (0: nobody) expiring `milliseconds` from now (0:
+    /// never); 0 for neither.
+    private func lease(owner: UInt64, milliseconds: UInt64) async throws(EtcdError) -> Int64 {
+        let deadline = WallClock.milliseconds() + milliseconds
+        switch (owner != 0, milliseconds != 0) {
+        case (true, true): return try await leases.ownedLease(of: owner, deadline: deadline)
+        case (true, false): return try await leases.sessionLease(of: owner)
+        case (false, true): return try await leases.expiryLease(deadline: deadline)
+        case (false, false): return 0
+        }
+    }
+
     /// PEXPIRE and PERSIST: the key is written again, with its value, under the new lease (or
-    /// none), if it has not changed since it was read.
+    /// none), if it has not changed since it was read. A key of a connection keeps its owner
+    /// (which must then be a connection of this agent's: only it can renew the lease).
     private func setTimeToLive(_ key: [UInt8], milliseconds: Int64?, in ns: String) async throws(EtcdError) -> Outcome {
         for _ in 0..<Self.maxAttempts {
             guard let kv = try await read(key) else { return .integer(0) }
-            if milliseconds == nil && kv.leaseID == 0 { return .integer(0) }
-            var lease: Int64 = 0
-            if let ms = milliseconds {
-                if ms <= 0 {
-                    let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key), markerPut(ns)])
-                    let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
-                    if answer.succeeded == true { return .integer(1) }
-                    continue
+            let current = EtcdLeaseID(kv.leaseID)
+            if milliseconds == nil && (kv.leaseID == 0 || current?.kind == .owner) { return .integer(0) }
+            var owner: UInt64 = 0
+            if current?.isOwned == true {
+                guard let found = leases.owner(ofLease: kv.leaseID) else {
+                    return .failure(StoreError(.invalidArgument, "the key belongs to a connection of another agent: in cluster mode only that agent can change its deadline"))
                 }
-                lease = try await leases.expiryLease(deadline: WallClock.milliseconds() + UInt64(ms))
+                owner = found
             }
+            if let ms = milliseconds, ms <= 0 {
+                let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key), markerPut(ns)])
+                let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
+                if answer.succeeded == true { return .integer(1) }
+                continue
+            }
+            let lease = try await lease(owner: owner, milliseconds: milliseconds.map(UInt64.init) ?? 0)
             let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)],
                                       success: [.put(key: key, value: kv.valueBytes, lease: lease)])
             let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
@@ -316,9 +333,16 @@ public final class EtcdStore: Sendable {
         throw EtcdError(.unavailable, "the key kept changing: \(Self.maxAttempts) attempts failed under contention")
     }
 
+    /// PTTL: -2 absent, -1 without deadline (an ephemeral key's connection lease is not one),
+    /// else the milliseconds until the end of the second its deadline falls in (its lease's
+    /// remaining seconds for a lease an older agent numbered).
     private func timeToLive(_ key: [UInt8]) async throws(EtcdError) -> Int {
         guard let kv = try await read(key) else { return -2 }
         guard kv.leaseID != 0 else { return -1 }
+        if let lease = EtcdLeaseID(kv.leaseID) {
+            guard let second = lease.deadlineSecond else { return -1 }
+            return max(0, Int(second * 1000 - Int64(WallClock.milliseconds())))
+        }
         guard let seconds = try await leases.remainingSeconds(of: kv.leaseID) else { return -2 }
         return seconds * 1000
     }
@@ -346,7 +370,8 @@ public final class EtcdStore: Sendable {
             after = sequence
         }
         let stream = EtcdChangeStream(namespace: namespace, client: client, keyPrefix: etcdKey(namespace, []), marker: marker(of: namespace),
-                                      after: after, catchingUp: after < current, limitBytes: limitBytes, listener: listener)
+                                      after: after, catchingUp: after < current, limitBytes: limitBytes, listener: listener,
+                                      followers: followers)
         stream.start()
         return FollowStart(feed: stream, sequence: after, snapshot: snapshot, namespace: nil)
     }
@@ -495,7 +520,8 @@ public final class EtcdStore: Sendable {
         }
         let trips = client.statistics
         facts += [("etcd_round_trips", String(trips.count)), ("etcd_latency_mean_us", String(Int(trips.meanMicroseconds))),
-                  ("etcd_latency_last_us", String(Int(trips.lastMicroseconds))), ("ephemeral_leases", String(leases.sessionLeaseCount))]
+                  ("etcd_latency_last_us", String(Int(trips.lastMicroseconds))), ("ephemeral_leases", String(leases.sessionLeaseCount)),
+                  ("changes_followers", String(followers.current))]
         return facts
     }
 

@@ -20,7 +20,7 @@ echo "== namespace permissions over the wire (clients under other uids)"
 python3 -m unittest discover -s Tests/acl -v
 echo "== shell interop tests"
 bash Tests/interop/run.sh
-echo "== cluster mode: local 3-member etcd clusters, two agents, then the nc and socat suites against an agent"
+echo "== cluster mode: local 3-member etcd clusters, two agents, then the interop suites and the Python client's tests against an agent"
 bash Tests/Cluster/run.sh
 echo "== doc snippets: the runner's tests, then every code block of README.md and protocol.md"; python3 -m unittest discover -s Tests/docs; python3 Tests/docs/run_snippets.py README.md protocol.md
 echo "== libFuzzer on the protocol decoder (20 s)"

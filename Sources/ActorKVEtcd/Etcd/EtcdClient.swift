@@ -67,7 +67,7 @@ public final class EtcdClient: Sendable {
             let began = MonotonicClock.seconds()
             do {
                 let connection = try checkOut(index)
-                let response = try connection.post(path, body: body)
+                let response = try connection.post(path, body: body, headers: Self.headers(for: path))
                 note(MonotonicClock.seconds() - began)
                 if response.keepAlive { checkIn(connection, index) }
                 if response.status == 200 {
@@ -94,6 +94,15 @@ public final class EtcdClient: Sendable {
             }
         }
         throw EtcdError(.unavailable, "no etcd member answered: " + reasons.joined(separator: "; "))
+    }
+
+    /// The headers of a call to `path`. Data and lease calls ask the member to refuse at once
+    /// when it has no leader (etcd's `hasleader` metadata), rather than hold a write it cannot
+    /// commit until the timeout leaves its outcome unknown: the next member is asked instead,
+    /// and with none `-UNAVAILABLE` says that nothing was applied. Status calls (INFO) go
+    /// without, so that a member without leader still says so.
+    static func headers(for path: String) -> [String] {
+        path.hasPrefix("/v3/kv/") || path.hasPrefix("/v3/lease/") ? ["Grpc-Metadata-hasleader: true"] : []
     }
 
     /// Opens a connection to the member answering now, for a streamed call (watch): the caller

@@ -41,11 +41,12 @@ public final class HTTPConnection: @unchecked Sendable {
     /// Whether it has carried a request before (a server may close such a connection while idle).
     private(set) var reused = false
 
-    /// Sends a POST of `body` (JSON) to `path` and reads the whole response. A reused connection
-    /// that the server had closed while idle (no byte of an answer before the close) fails as
-    /// not sent: a server closes only idle connections without answering.
-    public func post(_ path: String, body: [UInt8]) throws(Failure) -> HTTPResponse {
-        try send(path, body: body)
+    /// Sends a POST of `body` (JSON) to `path`, with `headers` (whole lines, no line end) added,
+    /// and reads the whole response. A reused connection that the server had closed while idle
+    /// (no byte of an answer before the close) fails as not sent: a server closes only idle
+    /// connections without answering.
+    public func post(_ path: String, body: [UInt8], headers: [String] = []) throws(Failure) -> HTTPResponse {
+        try send(path, body: body, headers: headers)
         var parser = HTTPResponseParser()
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         var received = 0

@@ -50,12 +50,17 @@ public final class EtcdLeases: Sendable {
     }
 
     /// The lease of connection `owner` for its keys without deadline, granted on its first
-    /// ephemeral key. (A connection's commands run one after another, so two grants for one
-    /// owner never race.)
+    /// ephemeral key. (Another connection's PERSIST of its key may ask at the same moment: the
+    /// first grant recorded wins, the other is revoked.)
     func sessionLease(of owner: UInt64) async throws(EtcdError) -> Int64 {
         if let lease = state.withLock({ $0.sessions[owner] }) { return lease }
-        let lease = try await grant(seconds: ephemeralTTL, kind: .owner, second: nil)
-        state.withLock { $0.sessions[owner] = lease }
+        let granted = try await grant(seconds: ephemeralTTL, kind: .owner, second: nil)
+        let lease = state.withLock { s in
+            if let first = s.sessions[owner] { return first }
+            s.sessions[owner] = granted
+            return granted
+        }
+        if lease != granted { await revoke(granted) }
         startRenewing()
         return lease
     }
@@ -68,13 +73,21 @@ public final class EtcdLeases: Sendable {
         let slot = OwnedDeadline(owner: owner, second: second)
         if let lease = state.withLock({ $0.owned[slot] }) { return lease }
         let left = max(1, Int(second - Int64(WallClock.milliseconds() / 1000)))
-        let lease = try await grant(seconds: min(ephemeralTTL, left), kind: .ownerUntilDeadline, second: second)
-        state.withLock { $0.owned[slot] = lease }
+        let granted = try await grant(seconds: min(ephemeralTTL, left), kind: .ownerUntilDeadline, second: second)
+        let lease = state.withLock { s in
+            if let first = s.owned[slot] { return first }
+            s.owned[slot] = granted
+            return granted
+        }
+        guard lease == granted else {
+            await revoke(granted)
+            return lease
+        }
         startRenewing()
         Task { [weak self] in
-            let wait = Int64(second) * 1000 - Int64(WallClock.milliseconds())
+            let wait = second * 1000 - Int64(WallClock.milliseconds())
             if wait > 0 { try? await Task.sleep(for: .milliseconds(wait)) }
-            guard let self, self.state.withLock({ $0.owned.removeValue(forKey: slot) }) != nil else { return }
+            guard let self, self.state.withLock({ s in s.owned[slot] == lease ? s.owned.removeValue(forKey: slot) : nil }) != nil else { return }
             await self.revoke(lease)
         }
         return lease

@@ -1,6 +1,5 @@
 import ActorKVStore
 import Dispatch
-import Synchronization
 
 /// ActorKV's data in an etcd cluster (cluster mode, `actorkvd --etcd`): runs the engine's
 /// ``ActorKVStore/Operation``s as etcd requests, with the same outcomes the local engine gives.
@@ -311,18 +310,18 @@ public final class EtcdStore: Sendable {
             guard let kv = try await read(key) else { return .integer(0) }
             let current = EtcdLeaseID(kv.leaseID)
             if milliseconds == nil && (kv.leaseID == 0 || current?.kind == .owner) { return .integer(0) }
+            if let ms = milliseconds, ms <= 0 {
+                let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key), markerPut(ns)])
+                let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
+                if answer.succeeded == true { return .integer(1) }
+                continue
+            }
             var owner: UInt64 = 0
             if current?.isOwned == true {
                 guard let found = leases.owner(ofLease: kv.leaseID) else {
                     return .failure(StoreError(.invalidArgument, "the key belongs to a connection of another agent: in cluster mode only that agent can change its deadline"))
                 }
                 owner = found
-            }
-            if let ms = milliseconds, ms <= 0 {
-                let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key), markerPut(ns)])
-                let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
-                if answer.succeeded == true { return .integer(1) }
-                continue
             }
             let lease = try await lease(owner: owner, milliseconds: milliseconds.map(UInt64.init) ?? 0)
             let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)],

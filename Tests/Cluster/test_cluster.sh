@@ -164,10 +164,10 @@ timeout "$T" "$(dirname "$ACTORKVD")/actorkv" --socket "$B" lock --timeout 0 loc
 
 # --- ephemeral keys with a deadline (a lock with a TTL), PTTL and PEXPIRE across agents
 coproc HOLDER3 { nc -U "$A"; }
-printf 'PUT locks ttl-lock holder-a IFVERSION 0 EPHEMERAL PX 1500\r\nPUT locks ttl-long x EPHEMERAL PX 60000\r\nPUT locks plain-eph x EPHEMERAL\r\n' >&"${HOLDER3[1]}"
+printf 'PUT locks ttl-lock holder-a IFVERSION 0 EPHEMERAL PX 1500\r\nPUT locks ttl-long x EPHEMERAL PX 60000\r\nPUT locks plain-eph x EPHEMERAL\r\nPUT locks doomed x EPHEMERAL\r\n' >&"${HOLDER3[1]}"
 replies=""
-for _ in 1 2 3; do read -r -t "$T" reply <&"${HOLDER3[0]}"; replies="$replies ${reply%$'\r'}"; done
-[[ "$replies" =~ ^\ :[0-9]+\ \+OK\ \+OK$ ]] && ok "EPHEMERAL with PX through A: a lock with a TTL is taken" || not_ok "EPHEMERAL PX through A (replies '$replies')"
+for _ in 1 2 3 4; do read -r -t "$T" reply <&"${HOLDER3[0]}"; replies="$replies ${reply%$'\r'}"; done
+[[ "$replies" =~ ^\ :[0-9]+\ \+OK\ \+OK\ \+OK$ ]] && ok "EPHEMERAL with PX through A: a lock with a TTL is taken" || not_ok "EPHEMERAL PX through A (replies '$replies')"
 p=$(cb PTTL locks ttl-lock)
 [ "$p" -gt 0 ] 2>/dev/null && [ "$p" -le 2500 ] && ok "PTTL through B shows its deadline ($p ms)" || not_ok "PTTL through B of the 1.5 s lock: '$p'"
 p=$(cb PTTL locks ttl-long)
@@ -175,6 +175,7 @@ p=$(cb PTTL locks ttl-long)
 expect_eq "PTTL through B of an ephemeral key without deadline is -1, as locally" -1 "$(cb PTTL locks plain-eph)"
 expect_contains "PEXPIRE through B of a key A's connection owns is refused" "another agent" "$(cb PEXPIRE locks plain-eph 60000 2>&1)"
 expect_eq "PEXPIRE through another connection of A keeps the owner" 1 "$(ca PEXPIRE locks plain-eph 60000)"
+expect_eq "PEXPIRE 0 through B deletes A's ephemeral key, as locally" "1 " "$(cb PEXPIRE locks doomed 0) $(cb GET locks doomed)"
 gone=""
 for _ in $(seq 1 40); do [ -z "$(cb GET locks ttl-lock)" ] && { gone=1; break; }; sleep 0.1; done
 [ -n "$gone" ] && ok "the lock's TTL ran out while its connection lives: gone through B" || not_ok "the 1.5 s lock is still there after 4 s"

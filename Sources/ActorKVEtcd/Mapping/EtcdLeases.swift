@@ -55,12 +55,7 @@ public final class EtcdLeases: Sendable {
     func sessionLease(of owner: UInt64) async throws(EtcdError) -> Int64 {
         if let lease = state.withLock({ $0.sessions[owner] }) { return lease }
         let granted = try await grant(seconds: ephemeralTTL, kind: .owner, second: nil)
-        let lease = state.withLock { s in
-            if let first = s.sessions[owner] { return first }
-            s.sessions[owner] = granted
-            return granted
-        }
-        if lease != granted { await revoke(granted) }
+        let lease = await keepFirst(granted, at: owner, in: \.sessions)
         startRenewing()
         return lease
     }
@@ -69,20 +64,13 @@ public final class EtcdLeases: Sendable {
     /// epoch) falls in the same second as `deadline`: renewed while the connection lives, until
     /// then, and revoked at the end of that second.
     func ownedLease(of owner: UInt64, deadline: UInt64) async throws(EtcdError) -> Int64 {
-        let second = Int64((deadline + 999) / 1000)
+        let second = Self.endingSecond(of: deadline)
         let slot = OwnedDeadline(owner: owner, second: second)
         if let lease = state.withLock({ $0.owned[slot] }) { return lease }
         let left = max(1, Int(second - Int64(WallClock.milliseconds() / 1000)))
         let granted = try await grant(seconds: min(ephemeralTTL, left), kind: .ownerUntilDeadline, second: second)
-        let lease = state.withLock { s in
-            if let first = s.owned[slot] { return first }
-            s.owned[slot] = granted
-            return granted
-        }
-        guard lease == granted else {
-            await revoke(granted)
-            return lease
-        }
+        let lease = await keepFirst(granted, at: slot, in: \.owned)
+        guard lease == granted else { return lease }
         startRenewing()
         Task { [weak self] in
             let wait = second * 1000 - Int64(WallClock.milliseconds())
@@ -100,18 +88,30 @@ public final class EtcdLeases: Sendable {
     /// A lease that runs out at the second after `deadline` (milliseconds since the epoch),
     /// shared by every key whose deadline falls in the same second.
     func expiryLease(deadline: UInt64) async throws(EtcdError) -> Int64 {
-        let second = Int64((deadline + 999) / 1000)
+        let second = Self.endingSecond(of: deadline)
         let now = Int64(WallClock.milliseconds() / 1000)
         if let lease = state.withLock({ s -> Int64? in
             s.expiry = s.expiry.filter { $0.key > now }
             return s.expiry[second]
         }) { return lease }
-        let lease = try await grant(seconds: Int(max(1, second - now)), kind: .deadline, second: second)
-        return state.withLock { s in
-            if let other = s.expiry[second] { return other }
-            s.expiry[second] = lease
-            return lease
+        let granted = try await grant(seconds: Int(max(1, second - now)), kind: .deadline, second: second)
+        return await keepFirst(granted, at: second, in: \.expiry)
+    }
+
+    /// The second (since the epoch) at whose end a key with `deadline` (milliseconds since the
+    /// epoch) expires: the end of the second the deadline falls in.
+    private static func endingSecond(of deadline: UInt64) -> Int64 { Int64((deadline + 999) / 1000) }
+
+    /// Records `granted` at `key` of the leases at `table`, unless a grant that raced this one
+    /// got there first: then that one is used and `granted`, which no key has yet, is revoked.
+    private func keepFirst<Key: Hashable>(_ granted: Int64, at key: Key, in table: WritableKeyPath<State, [Key: Int64]>) async -> Int64 {
+        let lease = state.withLock { s in
+            if let first = s[keyPath: table][key] { return first }
+            s[keyPath: table][key] = granted
+            return granted
         }
+        if lease != granted { await revoke(granted) }
+        return lease
     }
 
     /// Seconds left of `lease` (nil: it is gone).

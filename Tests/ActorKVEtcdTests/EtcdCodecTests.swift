@@ -45,8 +45,25 @@ import Testing
         #expect(throws: HTTPResponseParser.Malformed.self) { try cut.finish() }
     }
 
+    @Test func headerNamesAndValuesInAnyCase() throws {
+        var parser = HTTPResponseParser()
+        parser.feed(Array("HTTP/1.1 404 Not Found\r\ncONTENT-lENGTH:\t3 \r\nCONNECTION: Close\r\nX-Other: a:b\r\n\r\nabc".utf8))
+        #expect(try parser.response() == HTTPResponse(status: 404, keepAlive: false, body: Array("abc".utf8)))
+        var chunked = HTTPResponseParser()
+        chunked.feed(Array("HTTP/1.1 200\r\nTransfer-Encoding: gzip, Chunked\r\n\r\nA\r\n0123456789\r\n0\r\n\r\n".utf8))
+        #expect(try chunked.response() == HTTPResponse(status: 200, keepAlive: true, body: Array("0123456789".utf8)))
+        var old = HTTPResponseParser()
+        old.feed(Array("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n".utf8))
+        #expect(try old.response() == HTTPResponse(status: 200, keepAlive: false, body: []))
+        var kept = HTTPResponseParser()
+        kept.feed(Array("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n".utf8))
+        #expect(try kept.response()?.keepAlive == true)
+    }
+
     @Test func malformedHeadsAreRefused() {
-        for head in ["SMTP 220 hi\r\n\r\n", "HTTP/1.1 abc OK\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: -4\r\n\r\n"] {
+        for head in ["SMTP 220 hi\r\n\r\n", "HTTP/1.1 abc OK\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: -4\r\n\r\n",
+                     "HTTP/1.1 2000 OK\r\n\r\n", "HTTP/2 200 OK\r\n\r\n", "HTTP/1.1\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n",
+                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"] {
             var parser = HTTPResponseParser()
             parser.feed(Array(head.utf8))
             #expect(throws: HTTPResponseParser.Malformed.self) { try parser.response() }

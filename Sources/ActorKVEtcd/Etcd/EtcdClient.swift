@@ -54,7 +54,7 @@ public final class EtcdClient: Sendable {
     }
 
     /// ``call(_:body:write:)``, its answer read as `type`.
-    func call<Answer: Decodable>(_ type: Answer.Type, _ path: String, body: [UInt8], write: Bool) async throws(EtcdError) -> Answer {
+    func call<Answer: JSONReadable>(_ type: Answer.Type, _ path: String, body: [UInt8], write: Bool) async throws(EtcdError) -> Answer {
         try EtcdResponses.decode(type, from: try await call(path, body: body, write: write))
     }
 

@@ -44,3 +44,13 @@ public struct EtcdEndpoint: Sendable, Equatable, CustomStringConvertible {
     /// `http://host:port`.
     public var description: String { host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)" }
 }
+
+extension String {
+    /// The string without leading and trailing spaces and tabs.
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
+        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
+        return String(s)
+    }
+}

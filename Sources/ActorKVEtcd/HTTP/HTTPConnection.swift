@@ -38,6 +38,9 @@ public final class HTTPConnection: @unchecked Sendable {
         fd = -1
     }
 
+    /// Where answers are read into, kept between exchanges (a small answer needs no allocation).
+    private var receiveBuffer = [UInt8](repeating: 0, count: 16 * 1024)
+
     /// Whether it has carried a request before (a server may close such a connection while idle).
     private(set) var reused = false
 
@@ -48,11 +51,10 @@ public final class HTTPConnection: @unchecked Sendable {
     public func post(_ path: String, body: [UInt8], headers: [String] = []) throws(Failure) -> HTTPResponse {
         try send(path, body: body, headers: headers)
         var parser = HTTPResponseParser()
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         var received = 0
         defer { reused = true }
         while true {
-            let n = try receive(into: &chunk)
+            let n = try receive(into: &receiveBuffer)
             received += n
             do {
                 if n == 0 && received == 0 && reused {
@@ -60,7 +62,7 @@ public final class HTTPConnection: @unchecked Sendable {
                     throw Failure(description: "\(endpoint): the idle connection had been closed", sent: false)
                 }
                 guard n > 0 else { return try parser.finish() }
-                parser.feed(chunk[0..<n])
+                parser.feed(receiveBuffer[0..<n])
                 if let response = try parser.response() {
                     lastUsed = MonotonicClock.seconds()
                     if !response.keepAlive { close() }

@@ -91,7 +91,7 @@ public struct HTTPResponseParser: Sendable {
                     if buffer.count - position > Self.maxHead { throw Malformed(description: "response head longer than \(Self.maxHead) bytes") }
                     return
                 }
-                try readHead(Array(buffer[position..<end]))
+                try readHead(position, end)
                 position = end + 4
             case .fixed(let remaining):
                 let take = min(remaining, buffer.count - position)
@@ -100,8 +100,7 @@ public struct HTTPResponseParser: Sendable {
                 if take == remaining { stage = .done } else { stage = .fixed(remaining: remaining - take); return }
             case .chunkSize:
                 guard let end = find([13, 10]) else { return }
-                let line = buffer[position..<end].prefix { $0 != UInt8(ascii: ";") }
-                guard let size = Int(String(decoding: line, as: UTF8.self).trimmingSpaces, radix: 16), size >= 0 else {
+                guard let size = Self.hexadecimal(Self.trimmed(buffer[position..<end].prefix { $0 != UInt8(ascii: ";") })) else {
                     throw Malformed(description: "bad chunk size")
                 }
                 position = end + 2
@@ -136,30 +135,36 @@ public struct HTTPResponseParser: Sendable {
         }
     }
 
-    private mutating func readHead(_ head: [UInt8]) throws(Malformed) {
-        let lines = String(decoding: head, as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)
-        let statusLine = lines.first.map(String.init) ?? ""
-        let parts = statusLine.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let code = Int(parts[1]) else {
-            throw Malformed(description: "not an HTTP/1.x status line: '\(statusLine.prefix(80))'")
+    /// Reads the head in `buffer[start..<end]` (without its final blank line) as bytes: no
+    /// string is made unless it is malformed.
+    private mutating func readHead(_ start: Int, _ end: Int) throws(Malformed) {
+        var lineEnd = find([13, 10], from: start, before: end) ?? end
+        let code = Self.statusCode(buffer[start..<lineEnd])
+        guard let code else {
+            let line = String(decoding: buffer[start..<lineEnd].prefix(80), as: UTF8.self)
+            throw Malformed(description: "not an HTTP/1.x status line: '\(line)'")
         }
         status = code
-        keepAlive = parts[0] != "HTTP/1.0"
+        keepAlive = buffer[start + 7] != UInt8(ascii: "0")
         var length: Int?
         var chunked = false
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            let name = line[..<colon].lowercased()
-            let value = String(line[line.index(after: colon)...]).trimmingSpaces
-            switch name {
-            case "content-length":
-                guard let n = Int(value), n >= 0, n <= Self.maxBody else { throw Malformed(description: "bad Content-Length '\(value)'") }
+        var lineStart = lineEnd + 2
+        while lineStart < end {
+            lineEnd = find([13, 10], from: lineStart, before: end) ?? end
+            defer { lineStart = lineEnd + 2 }
+            guard let colon = buffer[lineStart..<lineEnd].firstIndex(of: UInt8(ascii: ":")) else { continue }
+            let name = buffer[lineStart..<colon]
+            let value = Self.trimmed(buffer[(colon + 1)..<lineEnd])
+            if Self.equalsIgnoringCase(name, "content-length") {
+                guard let n = Self.decimal(value), n <= Self.maxBody else {
+                    throw Malformed(description: "bad Content-Length '\(String(decoding: value.prefix(40), as: UTF8.self))'")
+                }
                 length = n
-            case "transfer-encoding": chunked = value.lowercased().contains("chunked")
-            case "connection":
-                if value.lowercased() == "close" { keepAlive = false }
-                if value.lowercased() == "keep-alive" { keepAlive = true }
-            default: break
+            } else if Self.equalsIgnoringCase(name, "transfer-encoding") {
+                chunked = Self.containsIgnoringCase(value, "chunked")
+            } else if Self.equalsIgnoringCase(name, "connection") {
+                if Self.equalsIgnoringCase(value, "close") { keepAlive = false }
+                if Self.equalsIgnoringCase(value, "keep-alive") { keepAlive = true }
             }
         }
         if chunked { stage = .chunkSize } else if let length { stage = length == 0 ? .done : .fixed(remaining: length) } else if code == 204 || code == 304 {
@@ -170,10 +175,86 @@ public struct HTTPResponseParser: Sendable {
         }
     }
 
+    /// The status code of a status line `HTTP/1.x CODE[ reason]`, nil if it is not one.
+    static func statusCode(_ line: ArraySlice<UInt8>) -> Int? {
+        let prefix = Array("HTTP/1.".utf8)
+        guard line.count > prefix.count + 2, line.starts(with: prefix) else { return nil }
+        let rest = line.dropFirst(prefix.count)
+        guard rest.first.map({ $0 &- UInt8(ascii: "0") < 10 }) == true, rest.dropFirst().first == UInt8(ascii: " ") else { return nil }
+        let codeText = rest.dropFirst(2).prefix { $0 != UInt8(ascii: " ") }
+        guard codeText.count <= 3 else { return nil }
+        return decimal(codeText)
+    }
+
+    /// A non-negative decimal of at most 18 digits (nil for anything else).
+    private static func decimal(_ digits: ArraySlice<UInt8>) -> Int? {
+        guard !digits.isEmpty, digits.count <= 18 else { return nil }
+        var value = 0
+        for byte in digits {
+            guard byte &- UInt8(ascii: "0") < 10 else { return nil }
+            value = value * 10 + Int(byte &- UInt8(ascii: "0"))
+        }
+        return value
+    }
+
+    /// A chunk size: at most 15 hexadecimal digits (nil for anything else).
+    private static func hexadecimal(_ digits: ArraySlice<UInt8>) -> Int? {
+        guard !digits.isEmpty, digits.count <= 15 else { return nil }
+        var value = 0
+        for byte in digits {
+            let digit: UInt8
+            switch lower(byte) {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = lower(byte) - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            value = value << 4 | Int(digit)
+        }
+        return value
+    }
+
+    private static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var slice = bytes
+        while let first = slice.first, first == 0x20 || first == 0x09 { slice.removeFirst() }
+        while let last = slice.last, last == 0x20 || last == 0x09 { slice.removeLast() }
+        return slice
+    }
+
+    private static func lower(_ byte: UInt8) -> UInt8 {
+        byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
+    }
+
+    /// Whether `bytes` spell `word` (lower case ASCII) in any case.
+    private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ word: StaticString) -> Bool {
+        guard bytes.count == word.utf8CodeUnitCount else { return false }
+        var index = 0
+        for byte in bytes {
+            guard lower(byte) == word.utf8Start[index] else { return false }
+            index += 1
+        }
+        return true
+    }
+
+    private static func containsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ word: StaticString) -> Bool {
+        let count = word.utf8CodeUnitCount
+        guard bytes.count >= count else { return false }
+        var start = bytes.startIndex
+        while start + count <= bytes.endIndex {
+            if equalsIgnoringCase(bytes[start..<(start + count)], word) { return true }
+            start += 1
+        }
+        return false
+    }
+
     private func find(_ needle: [UInt8]) -> Int? {
-        guard buffer.count - position >= needle.count else { return nil }
-        var i = position
-        while i <= buffer.count - needle.count {
+        find(needle, from: position, before: buffer.count)
+    }
+
+    /// Where `needle` starts in `buffer[from..<before]`, if it is there whole.
+    private func find(_ needle: [UInt8], from: Int, before: Int) -> Int? {
+        guard before - from >= needle.count else { return nil }
+        var i = from
+        while i <= before - needle.count {
             if buffer[i] == needle[0] {
                 var match = true
                 for j in 1..<needle.count where buffer[i + j] != needle[j] { match = false; break }
@@ -182,15 +263,5 @@ public struct HTTPResponseParser: Sendable {
             i += 1
         }
         return nil
-    }
-}
-
-extension String {
-    /// The string without leading and trailing spaces and tabs.
-    var trimmingSpaces: String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
-        return String(s)
     }
 }

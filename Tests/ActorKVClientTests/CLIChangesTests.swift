@@ -9,7 +9,8 @@ import Testing
 /// exits on bad arguments, COMPACTED and no server.
 @Suite("actorkv changes")
 struct CLIChangesTests {
-    @Test("--snapshot prints the snapshot, then each change's lines as it is written (flushed): deletes as \\N, escapes as scan")
+    @Test("--snapshot prints the snapshot, then each change's lines as it is written (flushed): deletes as \\N, escapes as scan",
+          .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func linesAsWritten() async throws {
         try await withServer { server, kv in
             try await kv.put("config", "a", "1")                                       // 1
@@ -34,7 +35,8 @@ struct CLIChangesTests {
         }
     }
 
-    @Test("--from SEQ with a PREFIX resumes after a kill -9 and restart: the changes written meanwhile are printed, once")
+    @Test("--from SEQ with a PREFIX resumes after a kill -9 and restart: the changes written meanwhile are printed, once",
+          .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func resumesAfterKill() async throws {
         try await withServer(fsync: "always") { server, kv in
             try await kv.put("jobs", "job:1", "a")                                     // 1
@@ -64,7 +66,8 @@ struct CLIChangesTests {
         }
     }
 
-    @Test("a snapshot cut short by a kill -9 is taken again; a key printed from the first that is gone gets a deleted line")
+    @Test("a snapshot cut short by a kill -9 is taken again; a key printed from the first that is gone gets a deleted line",
+          .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func snapshotCutShort() async throws {
         // A small output limit, so that the snapshot stays mostly on the server while the CLI,
         // whose standard output is not read, is blocked.
@@ -104,7 +107,8 @@ struct CLIChangesTests {
         }
     }
 
-    @Test("bad arguments exit 2 with a message; COMPACTED exits 6; a FROM after the last sequence 3; no server 4; --help")
+    @Test("bad arguments exit 2 with a message; COMPACTED exits 6; a FROM after the last sequence 3; no server 4; --help",
+          .localOnly("COMPACT compacts the whole etcd cluster's history, under the tests running beside it (protocol.md, Cluster mode)"))
     func exits() async throws {
         try await withServer(arguments: ["--changes-history", "1"]) { server, kv in
             let s = server.socketPath

@@ -11,7 +11,8 @@ import Testing
 /// a new snapshot instead), and cancellation closing the connection.
 @Suite("Client: CHANGES streams and mirrors")
 struct ChangesClientTests {
-    @Test("a stream from 0 sees exactly the acknowledged writes of 4 concurrent writers: in order, consecutive sequences, batches whole")
+    @Test("a stream from 0 sees exactly the acknowledged writes of 4 concurrent writers: in order, consecutive sequences, batches whole",
+          .localOnly("checks consecutive sequences; an agent's are etcd revisions, with gaps (protocol.md, Cluster mode)"))
     func concurrentWriters() async throws {
         try await withServer { server, kv in
             let stream = kv.changes("feed", from: .after(0)).makeAsyncIterator()
@@ -58,7 +59,8 @@ struct ChangesClientTests {
         }
     }
 
-    @Test("PREFIX: only the keys under it, changes that touch none are not sent; from now; snapshot of the prefix")
+    @Test("PREFIX: only the keys under it, changes that touch none are not sent; from now; snapshot of the prefix",
+          .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func prefixFiltering() async throws {
         try await withServer { _, kv in
             let fromZero = kv.changes("cfg", prefix: "app:", from: .after(0)).makeAsyncIterator()
@@ -100,9 +102,11 @@ struct ChangesClientTests {
             for page in 0..<5 {
                 _ = try await kv.batch("m", (0..<500).map { .put(String(format: "k%04d", page * 500 + $0), "v\($0)") })
             }
+            let loaded = try #require(try await kv.getVersioned("m", "k2499")).version  // 5 locally: the fifth batch
             let whole = try await kv.mirror("m")
             let part = try await kv.mirror("m", prefix: "k1")
-            #expect(whole.entries.count == 2500 && whole.sequence == 5)
+            // An agent's snapshot is at the cluster's revision, which other clients' writes move on.
+            #expect(whole.entries.count == 2500 && (ClusterTarget.active ? whole.sequence >= loaded : whole.sequence == loaded))
             #expect(part.entries.count == 1000)
             let updates = whole.updates()
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -140,7 +144,12 @@ struct ChangesClientTests {
                 }
                 return sequences
             }
-            #expect(sequences == Array(6...last), "one update per change")
+            if ClusterTarget.active {
+                // An agent's sequences are etcd revisions, shared by every namespace: increasing, with gaps.
+                #expect(sequences.first.map { $0 > loaded } == true && sequences == sequences.sorted() && Set(sequences).count == sequences.count)
+            } else {
+                #expect(sequences == Array((loaded + 1)...last), "one update per change")
+            }
             whole.close()
             part.close()
             #expect(whole.failure == nil)
@@ -157,7 +166,7 @@ struct ChangesClientTests {
             try await server.signal(SIGKILL)
             // While the stream cannot reach it, another server on the same data writes 41 to 60:
             // a stream that resumed from "now" rather than after its last change would miss them.
-            let side = try await ServerProcess.started(arguments: ["--data-dir", server.dataPath, "--fsync", "always"])
+            let side = try await ServerProcess.started(arguments: ["--data-dir", server.dataPath, "--fsync", "always"] + server.agentArguments)
             let other = ActorKVClient(socketPath: side.socketPath)
             for i in 41...60 { try await other.put("dur", "k\(i)", "v\(i)") }
             await other.close()
@@ -166,12 +175,15 @@ struct ChangesClientTests {
             await kv.close()  // drop the dead connection; the next call opens one to the new server
             for i in 61...80 { try await kv.put("dur", "k\(i)", "v\(i)") }
             let changes = try await before + readChanges(stream, count: 70)
-            #expect(changes.map(\.sequence) == Array(1...80))
+            let sequences = changes.map(\.sequence)
+            // An agent's sequences are etcd revisions, shared by every namespace: increasing, with gaps.
+            #expect(ClusterTarget.active ? sequences == sequences.sorted() && Set(sequences).count == 80 : sequences == Array(1...80))
             #expect(changes.map { $0.keys } == (1...80).map { [ChangedKey(key: "k\($0)".bytes, value: "v\($0)".bytes)] })
         }
     }
 
-    @Test("a slow consumer is dropped with -LAGGING and resumes from the log: nothing missed or repeated")
+    @Test("a slow consumer is dropped with -LAGGING and resumes from the log: nothing missed or repeated",
+          .localOnly("an agent delays a slow follower (etcd holds the rest) rather than dropping it with -LAGGING (protocol.md, Cluster mode)"))
     func resumeAfterLagging() async throws {
         try await withServer(arguments: ["--changes-lag-bytes", "4096", "--max-output-bytes", "4096"]) { _, kv in
             let stream = kv.changes("lag", from: .after(0)).makeAsyncIterator()
@@ -187,7 +199,8 @@ struct ChangesClientTests {
         }
     }
 
-    @Test("FROM a compacted sequence ends the stream with the typed COMPACTED error; FROM a held one works")
+    @Test("FROM a compacted sequence ends the stream with the typed COMPACTED error; FROM a held one works",
+          .localOnly("COMPACT compacts the whole etcd cluster's history, under the tests running beside it (protocol.md, Cluster mode)"))
     func compactedIsTyped() async throws {
         try await withServer(arguments: ["--changes-history", "1"]) { _, kv in
             try await writeAndCompactTwice(kv, "old")
@@ -210,7 +223,8 @@ struct ChangesClientTests {
         }
     }
 
-    @Test("a mirror that resumes into compacted history takes a new snapshot; its updates report the difference, deletions included")
+    @Test("a mirror that resumes into compacted history takes a new snapshot; its updates report the difference, deletions included",
+          .localOnly("COMPACT compacts the whole etcd cluster's history, under the tests running beside it (protocol.md, Cluster mode)"))
     func mirrorResnapshots() async throws {
         try await withServer(fsync: "always", arguments: ["--changes-history", "1"]) { server, kv in
             for key in ["a", "b", "c"] { try await kv.put("gap", key, "1") }                     // 1 2 3
@@ -249,7 +263,8 @@ struct ChangesClientTests {
         }
     }
 
-    @Test("cancelling the consuming task, or leaving the loop, closes the stream's connection")
+    @Test("cancelling the consuming task, or leaving the loop, closes the stream's connection",
+          .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func cancellationCloses() async throws {
         try await withServer { _, kv in
             try await kv.put("c", "k", "v")
@@ -270,7 +285,8 @@ struct ChangesClientTests {
         }
     }
 
-    @Test("the first connection failing is thrown at once; reconnection gives up after giveUpAfter")
+    @Test("the first connection failing is thrown at once; reconnection gives up after giveUpAfter",
+          .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func connectionFailures() async throws {
         let nowhere = ActorKVClient(socketPath: TemporaryDirectory("chg").path + "/none.sock")
         let stream = nowhere.changes("x").makeAsyncIterator()
@@ -287,7 +303,8 @@ struct ChangesClientTests {
         }
     }
 
-    @Test("RemoteRepository.changes(): items decoded, deletes as a nil item, a snapshot of items; undecodable bytes throw")
+    @Test("RemoteRepository.changes(): items decoded, deletes as a nil item, a snapshot of items; undecodable bytes throw",
+          .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func repositoryChanges() async throws {
         try await withServer { _, kv in
             let repo = RemoteRepository<Counter>(client: kv, namespace: "counters")

@@ -46,7 +46,8 @@ struct ClientTests {
         }
     }
 
-    @Test("delete and exists count keys; count; namespaces; info; compact")
+    @Test("delete and exists count keys; count; namespaces; info; compact",
+          .localOnly("COMPACT compacts the whole etcd cluster's history, under the tests running beside it (protocol.md, Cluster mode)"))
     func countsAndServerCommands() async throws {
         try await withServer { _, kv in
             for key in ["a", "b", "c", "d"] { try await kv.put("n1", key, "value-\(key)") }

@@ -3,10 +3,12 @@ import ActorKVTestSupport
 import Glibc
 
 /// Runs `body` with a fresh `actorkvd` (``ServerProcess``, `--fsync fsync` and more `arguments`)
-/// and a client of it; stops the server afterwards (SIGTERM), also on failure.
+/// and a client of it; stops the server afterwards (SIGTERM), also on failure. With
+/// `ACTORKV_ETCD` set, the server is an agent of that etcd cluster (``ClusterTarget``).
 func withServer(fsync: String = "everysec", arguments: [String] = [],
                 _ body: (ServerProcess, ActorKVClient) async throws -> Void) async throws {
-    let server = try await ServerProcess.started(directory: TemporaryDirectory("akc"), arguments: ["--fsync", fsync] + arguments)
+    let server = try await ServerProcess.started(directory: TemporaryDirectory("akc"),
+                                                 arguments: ["--fsync", fsync] + arguments + ClusterTarget.agentArguments())
     try await serving(server, with: ActorKVClient(socketPath: server.socketPath), body)
 }
 
@@ -28,4 +30,18 @@ func serving(_ server: ServerProcess, with client: ActorKVClient,
 extension String {
     /// The UTF-8 bytes.
     var bytes: [UInt8] { Array(utf8) }
+}
+
+/// How many CHANGES followers the server `kv` talks to serves in `namespace`: its INFO line
+/// `ns_<namespace>:…,followers=N,…` locally; an agent (``ClusterTarget``) counts every
+/// follower it serves in `changes_followers`.
+func followerCount(_ kv: ActorKVClient, _ namespace: String) async throws -> Int? {
+    let info = try await kv.info()
+    let lines = info.split(whereSeparator: \.isNewline)
+    if ClusterTarget.active {
+        return lines.first { $0.hasPrefix("changes_followers:") }.flatMap { Int($0.dropFirst("changes_followers:".count)) }
+    }
+    guard let line = lines.first(where: { $0.hasPrefix("ns_\(namespace):") }) else { return 0 }
+    let field = line.split(separator: ",").first { $0.hasPrefix("followers=") }
+    return field.flatMap { Int($0.split(separator: "=").last ?? "") }
 }

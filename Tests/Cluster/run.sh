@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Cluster mode's tests on real local etcd clusters (Debian's etcd-server; .ci/run installs it):
-# the two-agent suite (test_cluster.sh), then against an agent of a second cluster the suites
-# whose behaviour is the same in both modes: the interop suites (nc, socat, redis-cli and
-# redis-benchmark, redis-py, node-redis, ruby-redis, actorkv lock, sharing between shell, Python
-# and Swift clients) and the Python client's tests (which skip, saying why, what protocol.md
-# lists as different in cluster mode). That cluster runs with --max-txn-ops 1024, as an operator
+# the two-agent suite (test_cluster.sh), then against agents of a second cluster the suites
+# whose behaviour is the same in both modes: the Swift client's and the actorkv CLI's tests
+# (ActorKVClientTests, built by `swift build --build-tests` before), the interop suites (nc,
+# socat, redis-cli and redis-benchmark, redis-py, node-redis, ruby-redis, actorkv lock, sharing
+# between shell, Python and Swift clients) and the Python client's tests. The client tests skip,
+# saying why, what protocol.md lists as different in cluster mode; the Swift ones run first,
+# before any suite compacts the cluster's history. That cluster runs with --max-txn-ops 1024, as an operator
 # would set it for the Redis clients' HSET of 1,000 fields at once (etcd's default is 128).
 # Exits non-zero if anything failed.
 set -u
@@ -14,6 +16,8 @@ bash "$HERE/test_cluster.sh" || status=1
 WORK=$(mktemp -d /tmp/akvci.XXXXXX)
 trap 'bash "$HERE/etcd-cluster.sh" stop "$WORK"; rm -rf "$WORK"' EXIT
 if ENDPOINTS=$(bash "$HERE/etcd-cluster.sh" start "$WORK" 23990 --max-txn-ops 1024); then
+    echo "# the Swift client's and the CLI's tests against agents"
+    (cd "$HERE/../.." && ACTORKV_ETCD=$ENDPOINTS swift test --skip-build --filter ActorKVClientTests) || status=1
     ACTORKV_ETCD=$ENDPOINTS bash "$HERE/../interop/run.sh" nc socat redis_tools rediscli redispy node_redis ruby_redis \
         lock sharing || status=1
     echo "# the Python client's tests against agents"

@@ -12,13 +12,19 @@ blocks (agent first in even blocks, etcd first in odd ones), over the same etcd 
   GET  agent `GET bench k<i>`                              | POST /v3/kv/range
   TXN  agent `PUT bench k<i> <16 B> IFVERSION <version>`   | POST /v3/kv/txn (compare mod_revision
                                                              EQUAL, request_put)
-Every reply is checked (values read back, guarded writes succeeded); any error raises. Prints a
-Markdown table: ops/s, p50 and p99 latency (µs), the agent's overhead on p50 and on the mean, this
-client's own CPU time per op on each side (http.client and json cost more than RESP), and the
-overhead on the mean once that CPU time is taken out of both sides (the time spent outside this
-process: agent plus etcd against etcd alone).
+and, in the same blocks, two more sides:
+  lean   the same requests to etcd over a raw socket, written by hand and checked by byte search
+         (no http.client, no json): the least a client spends per round trip;
+  relay  (GET only) a do-nothing agent: a child process of this script answering `GET ns key` on
+         a Unix socket with a lean range read, one client at a time: the least any local agent
+         adds (a Unix-socket hop and a process wake-up in front of etcd's round trip).
+Every reply is checked (values read back, guarded writes succeeded); any error raises. Prints two
+Markdown tables: against the http.client side, ops/s, p50 and p99 latency (µs), the agent's
+overhead on p50 and on the mean, this client's own CPU time per op on each side (http.client and
+json cost more than RESP), and the overhead on the mean once that CPU time is taken out of both
+sides; then against the lean side, the agent's and the relay's overhead on p50 and mean.
 """
-import argparse, base64, gc, http.client, json, socket, statistics, sys, time
+import argparse, base64, gc, http.client, json, socket, statistics, subprocess, sys, time
 from urllib.parse import urlparse
 
 NS = "bench"
@@ -93,6 +99,70 @@ class Gateway:
         return json.loads(data)
 
 
+class LeanGateway:
+    """etcd's gateway over a raw keep-alive socket: the request bytes written by hand, the answer
+    read by its Content-Length and checked by byte search, no json module. The least a client
+    can spend per round trip, for the agent's overhead against etcd itself."""
+
+    def __init__(self, url):
+        u = urlparse(url)
+        self.sock = socket.create_connection((u.hostname, u.port), timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.host = ("%s:%d" % (u.hostname, u.port)).encode()
+
+    def post(self, path, body):
+        """POSTs `body` (bytes of JSON); returns the answer's body (bytes), raising unless 200."""
+        self.sock.sendall(b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                          % (path.encode(), self.host, len(body), body))
+        buf = b""
+        while True:
+            head, sep, rest = buf.partition(b"\r\n\r\n")
+            if sep:
+                length = int(head.lower().split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+                if len(rest) >= length:
+                    if not head.startswith(b"HTTP/1.1 200"):
+                        raise RuntimeError("etcd %s: %r" % (path, buf[:300]))
+                    return rest[:length]
+            data = self.sock.recv(65536)
+            if not data:
+                raise RuntimeError("etcd closed the connection")
+            buf += data
+
+
+def serve_relay(path, url):
+    """A do-nothing agent: answers `GET ns key` (RESP) on the Unix socket `path` with the value
+    of a range read of <prefix>ns/key through one LeanGateway, one client at a time. What any
+    local agent costs at least: a Unix-socket hop in front of etcd's round trip."""
+    import os
+    gw = LeanGateway(url)
+    if os.path.exists(path):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(4)
+    print("ready", flush=True)
+    while True:
+        conn, _ = listener.accept()
+        reader = Resp.__new__(Resp)
+        reader.sock, reader.buf = conn, b""
+        try:
+            while True:
+                args = reader.reply()   # the request: an array of bulk strings
+                key = args[1] + b"/" + args[2]
+                body = gw.post("/v3/kv/range", b'{"key":"%s"}' % base64.b64encode(PREFIX_FOR_RELAY + key))
+                value = body.split(b'"value":"', 1)[1].split(b'"', 1)[0] if b'"value":"' in body else None
+                if value is None:
+                    conn.sendall(b"$-1\r\n")
+                else:
+                    v = base64.b64decode(value)
+                    conn.sendall(b"$%d\r\n%s\r\n" % (len(v), v))
+        except (RuntimeError, OSError):
+            conn.close()
+
+
+PREFIX_FOR_RELAY = b""
+
+
 def b64(b):
     return base64.b64encode(b).decode()
 
@@ -116,12 +186,24 @@ def main():
     p.add_argument("--ops", type=int, default=2000)
     p.add_argument("--blocks", type=int, default=10)
     p.add_argument("--quick", action="store_true", help="--ops 200")
+    p.add_argument("--serve-relay", metavar="SOCK", help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.serve_relay:
+        global PREFIX_FOR_RELAY
+        PREFIX_FOR_RELAY = a.prefix.encode()
+        serve_relay(a.serve_relay, a.etcd)
+        return
     n = 200 if a.quick else a.ops
     blocks = a.blocks
     if n < blocks or n % blocks:
         sys.exit("--ops must be a multiple of --blocks (%d)" % blocks)
-    agent, gw = Resp(a.socket), Gateway(a.etcd)
+    agent, gw, lean = Resp(a.socket), Gateway(a.etcd), LeanGateway(a.etcd)
+    relay_path = a.socket + ".relay"
+    relay_process = subprocess.Popen([sys.executable, __file__, "--serve-relay", relay_path, "--etcd", a.etcd, "--prefix", a.prefix,
+                                      "--socket", a.socket], stdout=subprocess.PIPE)
+    if relay_process.stdout.readline().strip() != b"ready":
+        sys.exit("the relay did not start")
+    relay = Resp(relay_path)
     ekey = lambda i: (a.prefix + NS + "/k%d" % i).encode()
     value = {"agent": b"agent-value-0001", "etcd": b"etcd-value-00001"}   # 16 bytes each
     current, version = {}, {}   # what each key holds, and its mod_revision (ActorKV's version)
@@ -155,6 +237,37 @@ def main():
                 raise RuntimeError("range k%d: %r, expected %r" % (i, kvs, current[i]))
         return op
 
+    def lean_put(i):
+        def op():
+            lean.post("/v3/kv/put", b'{"key":"%s","value":"%s"}' % (base64.b64encode(ekey(i)), base64.b64encode(value["etcd"])))
+            current[i] = value["etcd"]
+        return op
+
+    def lean_get(i):
+        def op():
+            body = lean.post("/v3/kv/range", b'{"key":"%s"}' % base64.b64encode(ekey(i)))
+            if b'"value":"%s"' % base64.b64encode(current[i]) not in body:
+                raise RuntimeError("range k%d: %r, expected %r" % (i, body[:300], current[i]))
+        return op
+
+    def relay_get(i):
+        def op():
+            r = relay.call("GET", NS, "k%d" % i)
+            if r != current[i]:
+                raise RuntimeError("relay GET k%d: %r, expected %r" % (i, r, current[i]))
+        return op
+
+    def lean_txn(i):
+        def op():
+            k = base64.b64encode(ekey(i))
+            body = lean.post("/v3/kv/txn", b'{"compare":[{"key":"%s","target":"MOD","result":"EQUAL","mod_revision":"%d"}],'
+                             b'"success":[{"request_put":{"key":"%s","value":"%s"}}]}' % (k, version[i], k, base64.b64encode(value["etcd"])))
+            if b'"succeeded":true' not in body:
+                raise RuntimeError("txn on mod_revision %d did not succeed: %r" % (version[i], body[:300]))
+            version[i] = int(body.split(b'"revision":"', 1)[1].split(b'"', 1)[0])
+            current[i] = value["etcd"]
+        return op
+
     def agent_txn(i):
         def op():
             r = agent.call("PUT", NS, "k%d" % i, value["agent"], "IFVERSION", version[i])
@@ -176,24 +289,27 @@ def main():
 
     # Warm-up (untimed): connections, the agent's pool to etcd, both code paths.
     for i in range(n, n + 50):
-        agent_put(i)(); etcd_put(i)(); agent_get(i)(); etcd_get(i)()
+        agent_put(i)(); etcd_put(i)(); agent_get(i)(); etcd_get(i)(); lean_put(i)(); lean_get(i)(); relay_get(i)()
 
-    kinds = [("PUT", agent_put, etcd_put), ("GET", agent_get, etcd_get), ("guarded txn", agent_txn, etcd_txn)]
+    kinds = [("PUT", {"agent": agent_put, "etcd": etcd_put, "lean": lean_put}),
+             ("GET", {"agent": agent_get, "etcd": etcd_get, "lean": lean_get, "relay": relay_get}),
+             ("guarded txn", {"agent": agent_txn, "etcd": etcd_txn, "lean": lean_txn})]
     size = n // blocks
     results = []
     gc.disable()
-    for name, make_agent, make_etcd in kinds:
-        if make_agent is agent_txn:   # the versions the guards compare with (untimed)
+    for name, makers in kinds:
+        if name == "guarded txn":   # the versions the guards compare with (untimed)
             end = a.prefix + NS + "/k" + chr(ord("9") + 1)
             r = gw.post("/v3/kv/range", {"key": b64((a.prefix + NS + "/k").encode()), "range_end": b64(end.encode())})
             for kv in r.get("kvs") or []:
                 version[int(base64.b64decode(kv["key"]).decode().rsplit("/k", 1)[1])] = int(kv["mod_revision"])
-        lat = {"agent": [], "etcd": []}
-        wall, cpu = {"agent": 0, "etcd": 0}, {"agent": 0, "etcd": 0}
+        lat = {side: [] for side in makers}
+        wall, cpu = {side: 0 for side in makers}, {side: 0 for side in makers}
         for b in range(blocks):
             keys = range(b * size, (b + 1) * size)
-            sides = [("agent", make_agent), ("etcd", make_etcd)]
-            for side, make in (sides if b % 2 == 0 else sides[::-1]):
+            sides = list(makers.items())
+            sides = sides[b % len(sides):] + sides[:b % len(sides)]   # each side first in turn
+            for side, make in sides:
                 l, w, c = timed([make(i) for i in keys])
                 lat[side] += l
                 wall[side] += w
@@ -202,6 +318,7 @@ def main():
         results.append((name, {s: summary(lat[s], wall[s], cpu[s]) for s in lat}))
     gc.enable()
 
+    relay_process.kill()
     print("| op (%d sequential round trips per side, %d alternating blocks) | agent ops/s | agent p50 / p99 (µs) "
           "| etcd gateway ops/s | etcd p50 / p99 (µs) | agent overhead on p50 | on mean "
           "| client's CPU per op, agent / etcd (µs) | overhead on mean less the client's CPU |" % (n, blocks))
@@ -212,6 +329,17 @@ def main():
             name, ag["ops"], ag["p50"], ag["p99"], et["ops"], et["p50"], et["p99"],
             (ag["p50"] / et["p50"] - 1) * 100, (ag["mean"] / et["mean"] - 1) * 100, ag["cpu"], et["cpu"],
             ((ag["mean"] - ag["cpu"]) / (et["mean"] - et["cpu"]) - 1) * 100))
+    print()
+    print("| op, against the least a client spends (a raw socket, no json) | lean etcd client p50 / mean (µs) | agent p50 / mean "
+          "| agent overhead on p50 / mean | a do-nothing relay p50 / mean | relay overhead on p50 / mean |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, s in results:
+        ag, le, re_ = s["agent"], s["lean"], s.get("relay")
+        relay = ("%.0f / %.0f | %+.1f%% / %+.1f%%" % (re_["p50"], re_["mean"], (re_["p50"] / le["p50"] - 1) * 100,
+                                                     (re_["mean"] / le["mean"] - 1) * 100)) if re_ else "|"
+        print("| %s | %.0f / %.0f | %.0f / %.0f | %+.1f%% / %+.1f%% | %s |" % (
+            name, le["p50"], le["mean"], ag["p50"], ag["mean"], (ag["p50"] / le["p50"] - 1) * 100,
+            (ag["mean"] / le["mean"] - 1) * 100, relay))
 
 
 def summary(lat_ns, wall_ns, cpu_ns):

@@ -191,6 +191,34 @@ struct LockClientTests {
         }
     }
 
+    @Test("a waiter whose change stream comes back to compacted history (COMPACTED) follows anew and gets the lock",
+          .localOnly("COMPACT compacts the whole etcd cluster's history, under the tests running beside it (protocol.md, Cluster mode)"))
+    func waiterAfterCompaction() async throws {
+        try await withServer(fsync: "always", arguments: ["--changes-history", "1"]) { server, kv in
+            let held = try await kv.acquireLock("locks", "w", timeout: .zero)
+            let patient = ActorKVClient(socketPath: server.socketPath, timeout: .seconds(60))
+            let waiter = Task { try await patient.withLock("locks", "w", timeout: .seconds(60)) { $0 } }
+            try await eventually("the waiter follows") { try await followerCount(kv, "locks") == 1 }
+            try await server.signal(SIGKILL)
+            // While the waiter's stream cannot reach it, another server on the same data writes
+            // to the namespace and compacts it twice, keeping only the last change: the
+            // stream's FROM is then older than anything held.
+            let side = try await ServerProcess.started(arguments: ["--data-dir", server.dataPath, "--changes-history", "1"])
+            let other = ActorKVClient(socketPath: side.socketPath)
+            try await writeAndCompactTwice(other, "locks")
+            let compacted = await expectActorKVError {
+                var events = other.changes("locks", from: .after(1)).makeAsyncIterator()
+                _ = try await events.next()
+            }
+            guard case .compacted = compacted else { throw TestFailure("the waiter's place is still held: \(String(describing: compacted))") }
+            await other.close()
+            try await side.signal(SIGTERM)
+            try await server.restart()
+            let token = try await withDeadline("the waiter acquires after COMPACTED") { try await waiter.value }
+            #expect(token > held.token)
+        }
+    }
+
     @Test("a waiting task that is cancelled throws closed and stops following; the lock is not taken by it")
     func cancelledWaiter() async throws {
         try await withServer { _, kv in

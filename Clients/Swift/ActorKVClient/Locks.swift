@@ -86,7 +86,8 @@ extension ActorKVClient {
     /// The client's ``timeout`` bounds each request and, while waiting, how long the change
     /// stream may fail to reconnect: a server that is restarted while this waits is waited for,
     /// and an attempt whose connection breaks is made again (the server releases a lock whose
-    /// connection closed). Throws ``ActorKVError/lockTimedOut(namespace:key:timeout:)``
+    /// connection closed); a change stream that comes back to find the changes it missed
+    /// compacted away (`COMPACTED`) is followed anew from now, after one more attempt. Throws ``ActorKVError/lockTimedOut(namespace:key:timeout:)``
     /// when the lock is still held at the end of `timeout`; ``ActorKVError/closed`` when the
     /// task is cancelled while it waits; connection errors, and the server's refusals (`BADNS`,
     /// `BADKEY`, `ERR` for a `ttl` of zero or less; `NOPERM` at once without the right to write
@@ -131,6 +132,14 @@ extension ActorKVClient {
             case .retry, .deadline:
                 // At the deadline, one last attempt: the lock may have just been released.
                 continue
+            case .failed(.compacted):
+                // The change stream came back (after a server restart, say) to find the changes
+                // it had not read compacted away: follow anew from now, after one more attempt,
+                // which sees any release the stream missed. (The Python client's Lock resumes
+                // from a new snapshot for the same reason.)
+                watcher?.cancel()
+                watcher = nil
+                wakeups.clearFailure()
             case .failed(let error):
                 throw error
             case .cancelled:
@@ -291,6 +300,11 @@ final class LockWakeups: Sendable {
             }
             waiter?.resume(returning: .failed(error))
         }
+    }
+
+    /// Forgets the error that ended the stream followed so far, before another is followed.
+    func clearFailure() {
+        state.withLock { $0.failure = nil }
     }
 
     private func post() {

@@ -26,7 +26,7 @@ enum JSONValue: Sendable, Equatable {
 
     /// Parses `bytes`, which must hold exactly one JSON value (white space around it allowed).
     static func parse(_ bytes: [UInt8]) throws(Mismatch) -> JSONValue {
-        let result: Result<JSONValue, Mismatch> = bytes.withUnsafeBufferPointer { buffer in
+        let result: Result<JSONValue, Mismatch> = bytes.withUnsafeBytes { buffer in
             var reader = JSONReader(buffer)
             return Result { () throws(Mismatch) in try reader.document() }
         }

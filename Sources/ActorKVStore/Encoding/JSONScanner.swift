@@ -1,23 +1,36 @@
-/// A small pull parser over JSON bytes, for reading snapshots without building a document tree.
+/// A small pull parser over JSON bytes, for reading snapshots without building a document tree
+/// (and, in the package, the tokens of cluster mode's JSON reader).
 ///
 /// It reads exactly the JSON grammar (RFC 8259) for the pieces it is asked for; every failure
 /// carries the byte offset where the input stopped making sense.
-struct JSONScanner {
-    struct Failure: Error {
-        let offset: Int
-        let reason: String
+package struct JSONScanner {
+    /// Where and why the input stopped making sense.
+    package struct Failure: Error {
+        /// The byte offset.
+        package let offset: Int
+        /// What was wrong.
+        package let reason: String
+
+        package init(offset: Int, reason: String) {
+            self.offset = offset
+            self.reason = reason
+        }
     }
 
     let bytes: UnsafeRawBufferPointer
     private(set) var position = 0
 
-    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+    /// A scanner of `bytes`, which must stay valid while it reads.
+    package init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-    var isAtEnd: Bool { position >= bytes.count }
+    /// Whether every byte has been read.
+    package var isAtEnd: Bool { position >= bytes.count }
 
-    func fail(_ reason: String) -> Failure { Failure(offset: position, reason: reason) }
+    /// A failure at the current position.
+    package func fail(_ reason: String) -> Failure { Failure(offset: position, reason: reason) }
 
-    mutating func skipWhitespace() {
+    /// Skips spaces, tabs and line ends.
+    package mutating func skipWhitespace() {
         while position < bytes.count {
             switch bytes[position] {
             case 0x20, 0x0A, 0x0D, 0x09: position += 1
@@ -27,13 +40,13 @@ struct JSONScanner {
     }
 
     /// The next non-whitespace byte, without consuming it.
-    mutating func peek() -> UInt8? {
+    package mutating func peek() -> UInt8? {
         skipWhitespace()
         return position < bytes.count ? bytes[position] : nil
     }
 
     /// Consumes `byte` (after whitespace) or fails.
-    mutating func expect(_ byte: UInt8) throws(Failure) {
+    package mutating func expect(_ byte: UInt8) throws(Failure) {
         guard peek() == byte else {
             throw fail("expected '\(Character(Unicode.Scalar(byte)))'")
         }
@@ -41,14 +54,14 @@ struct JSONScanner {
     }
 
     /// Consumes `byte` if it is next.
-    mutating func consume(_ byte: UInt8) -> Bool {
+    package mutating func consume(_ byte: UInt8) -> Bool {
         guard peek() == byte else { return false }
         position += 1
         return true
     }
 
     /// Reads a string and returns its UTF-8 bytes with escapes resolved.
-    mutating func string() throws(Failure) -> [UInt8] {
+    package mutating func string() throws(Failure) -> [UInt8] {
         try expect(UInt8(ascii: "\""))
         var out: [UInt8] = []
         var runStart = position
@@ -138,6 +151,39 @@ struct JSONScanner {
         return v
     }
 
+    /// Reads a number (`-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`, after any
+    /// whitespace) and returns its text: the caller converts it to the type it wants.
+    package mutating func number() throws(Failure) -> String {
+        skipWhitespace()
+        let start = position
+        if position < bytes.count, bytes[position] == UInt8(ascii: "-") { position += 1 }
+        guard isDigitNext else { throw fail("expected a number") }
+        if bytes[position] == UInt8(ascii: "0") {
+            position += 1
+            guard !isDigitNext else { throw fail("a number with a leading zero") }
+        } else {
+            skipDigits()
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            position += 1
+            guard isDigitNext else { throw fail("expected a digit after '.'") }
+            skipDigits()
+        }
+        if position < bytes.count, bytes[position] | 0x20 == UInt8(ascii: "e") {
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
+            guard isDigitNext else { throw fail("expected a digit in the exponent") }
+            skipDigits()
+        }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+    }
+
+    private var isDigitNext: Bool { position < bytes.count && bytes[position] &- UInt8(ascii: "0") < 10 }
+
+    private mutating func skipDigits() {
+        while isDigitNext { position += 1 }
+    }
+
     /// Skips any one JSON value.
     mutating func skipValue(depth: Int = 0) throws(Failure) {
         guard depth < 64 else { throw fail("nesting too deep") }
@@ -168,7 +214,7 @@ struct JSONScanner {
     }
 
     /// Reads the literal `word` (`true`, `false`, `null`), after any whitespace.
-    mutating func literal(_ word: String) throws(Failure) {
+    package mutating func literal(_ word: String) throws(Failure) {
         skipWhitespace()
         for c in word.utf8 {
             guard position < bytes.count, bytes[position] == c else { throw fail("expected \(word)") }

@@ -7,8 +7,9 @@ import Synchronization
 /// Each call runs its blocking exchange on a Dispatch worker thread, never on Swift's
 /// cooperative threads. It goes to the member that answered last; a member that cannot be
 /// reached, or that has no leader, is passed over for the next. A read is retried on the next
-/// member whatever happened; a write only if it was not sent (or the member said it had no
-/// leader): a write sent without an answer has an unknown outcome (``EtcdError/Kind/outcomeUnknown``).
+/// member whatever happened; a write only if it was not sent, or the member said it had no
+/// leader (refused before proposing it): a write sent without an answer, or refused in any other
+/// way that etcd reports as unavailable, has an unknown outcome (``EtcdError/Kind/outcomeUnknown``).
 public final class EtcdClient: Sendable {
     /// The members, in the order given.
     public let endpoints: [EtcdEndpoint]
@@ -78,10 +79,12 @@ public final class EtcdClient: Sendable {
                 let message = answer?.message ?? answer?.error ?? String(decoding: response.body.prefix(200), as: UTF8.self)
                 let error = EtcdError.answered(status: response.status, code: answer?.code ?? 0, message: message)
                 guard error.kind == .unavailable else { throw error }
-                // "no leader" and the like: this member did not apply it. A timeout of a write
-                // may have applied it.
-                if write && message.lowercased().contains("timed out") {
-                    throw EtcdError(.outcomeUnknown, "etcd did not confirm the write in time (\(message)): it may or may not have been applied")
+                // A member without a leader refuses a write before proposing it (etcd's
+                // hasleader check): the next member may take it. Any other unavailability of a
+                // write (a timeout, the member stopping) may come after it was proposed, and it
+                // may have been applied: sending it again could apply it twice.
+                if write && !message.lowercased().contains("no leader") {
+                    throw EtcdError(.outcomeUnknown, "etcd did not confirm the write (\(message)): it may or may not have been applied")
                 }
                 reasons.append("\(endpoints[index]): \(message)")
             } catch let failure as HTTPConnection.Failure {
@@ -128,8 +131,13 @@ public final class EtcdClient: Sendable {
         for connection in all { connection.close() }
     }
 
+    /// An idle connection to member `index` that is still open (those the member closed are
+    /// dropped), or a new one.
     private func checkOut(_ index: Int) throws(HTTPConnection.Failure) -> HTTPConnection {
-        if let connection = idle.withLock({ $0[index].popLast() }) { return connection }
+        while let connection = idle.withLock({ $0[index].popLast() }) {
+            if !connection.isClosedByPeer { return connection }
+            connection.close()
+        }
         return try HTTPConnection(endpoint: endpoints[index], timeout: timeout)
     }
 

@@ -45,9 +45,10 @@ public final class HTTPConnection: @unchecked Sendable {
     private(set) var reused = false
 
     /// Sends a POST of `body` (JSON) to `path`, with `headers` (whole lines, no line end) added,
-    /// and reads the whole response. A reused connection that the server had closed while idle
-    /// (no byte of an answer before the close) fails as not sent: a server closes only idle
-    /// connections without answering.
+    /// and reads the whole response. A close with no byte of an answer counts as sent: the
+    /// server may have read the request before it died (a member killed after it took a write),
+    /// so a write's outcome is unknown. Check an idle connection with ``isClosedByPeer`` before
+    /// reusing it, so that a close while it was idle is found before sending.
     public func post(_ path: String, body: [UInt8], headers: [String] = []) throws(Failure) -> HTTPResponse {
         try send(path, body: body, headers: headers)
         var parser = HTTPResponseParser()
@@ -59,7 +60,7 @@ public final class HTTPConnection: @unchecked Sendable {
             do {
                 if n == 0 && received == 0 && reused {
                     close()
-                    throw Failure(description: "\(endpoint): the idle connection had been closed", sent: false)
+                    throw Failure(description: "\(endpoint): the connection closed before any answer", sent: true)
                 }
                 guard n > 0 else { return try parser.finish() }
                 parser.feed(receiveBuffer[0..<n])
@@ -109,6 +110,15 @@ public final class HTTPConnection: @unchecked Sendable {
                 throw error as! Failure
             }
         }
+    }
+
+    /// Whether the peer has closed the connection (or sent something unasked, which an idle
+    /// HTTP/1.1 connection must not have), seen without waiting: a pooled connection that says
+    /// so is dropped rather than used.
+    public var isClosedByPeer: Bool {
+        guard fd >= 0 else { return true }
+        var poller = pollfd(fd: fd, events: Int16(POLLIN) | 0x2000, revents: 0)  // 0x2000: POLLRDHUP (a _GNU_SOURCE macro Glibc does not export)
+        return poll(&poller, 1, 0) != 0
     }
 
     /// Sets how long a read may wait (seconds).

@@ -129,7 +129,7 @@ class LeanGateway:
             buf += data
 
 
-def serve_relay(path, url):
+def serve_relay(path, url, prefix):
     """A do-nothing agent: answers `GET ns key` (RESP) on the Unix socket `path` with the value
     of a range read of <prefix>ns/key through one LeanGateway, one client at a time. What any
     local agent costs at least: a Unix-socket hop in front of etcd's round trip."""
@@ -149,7 +149,7 @@ def serve_relay(path, url):
             while True:
                 args = reader.reply()   # the request: an array of bulk strings
                 key = args[1] + b"/" + args[2]
-                body = gw.post("/v3/kv/range", b'{"key":"%s"}' % base64.b64encode(PREFIX_FOR_RELAY + key))
+                body = gw.post("/v3/kv/range", b'{"key":"%s"}' % base64.b64encode(prefix + key))
                 value = body.split(b'"value":"', 1)[1].split(b'"', 1)[0] if b'"value":"' in body else None
                 if value is None:
                     conn.sendall(b"$-1\r\n")
@@ -158,9 +158,6 @@ def serve_relay(path, url):
                     conn.sendall(b"$%d\r\n%s\r\n" % (len(v), v))
         except (RuntimeError, OSError):
             conn.close()
-
-
-PREFIX_FOR_RELAY = b""
 
 
 def b64(b):
@@ -189,9 +186,7 @@ def main():
     p.add_argument("--serve-relay", metavar="SOCK", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.serve_relay:
-        global PREFIX_FOR_RELAY
-        PREFIX_FOR_RELAY = a.prefix.encode()
-        serve_relay(a.serve_relay, a.etcd)
+        serve_relay(a.serve_relay, a.etcd, a.prefix.encode())
         return
     n = 200 if a.quick else a.ops
     blocks = a.blocks

@@ -114,15 +114,15 @@ final class FakeMember: Sendable {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             guard Self.readRequest(connection, &buffer, &chunk) != nil else { return }
-            let index = count.add(1, ordering: .relaxed).oldValue
-            switch script(index) {
+            let action = script(count.add(1, ordering: .relaxed).oldValue)
+            switch action {
             case .closeWithoutAnswer:
                 return
             case .answer(let status, let body), .answerAndClose(let status, let body):
                 let head = "HTTP/1.1 \(status) X\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n"
                 let bytes = Array(head.utf8) + body
                 _ = bytes.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                if case .answerAndClose = script(index) { return }
+                if case .answerAndClose = action { return }
             }
         }
     }

@@ -41,9 +41,6 @@ public final class HTTPConnection: @unchecked Sendable {
     /// Where answers are read into, kept between exchanges (a small answer needs no allocation).
     private var receiveBuffer = [UInt8](repeating: 0, count: 16 * 1024)
 
-    /// Whether it has carried a request before (a server may close such a connection while idle).
-    private(set) var reused = false
-
     /// Sends a POST of `body` (JSON) to `path`, with `headers` (whole lines, no line end) added,
     /// and reads the whole response. A close with no byte of an answer counts as sent: the
     /// server may have read the request before it died (a member killed after it took a write),
@@ -53,12 +50,11 @@ public final class HTTPConnection: @unchecked Sendable {
         try send(path, body: body, headers: headers)
         var parser = HTTPResponseParser()
         var received = 0
-        defer { reused = true }
         while true {
             let n = try receive(into: &receiveBuffer)
             received += n
             do {
-                if n == 0 && received == 0 && reused {
+                if n == 0 && received == 0 {
                     close()
                     throw Failure(description: "\(endpoint): the connection closed before any answer", sent: true)
                 }

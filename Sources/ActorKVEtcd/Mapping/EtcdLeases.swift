@@ -28,6 +28,12 @@ public final class EtcdLeases: Sendable {
         var owned: [OwnedDeadline: Int64] = [:]
         /// Expiry leases by the second (since the epoch) they run out at.
         var expiry: [Int64: Int64] = [:]
+        /// Connections another connection is granting a lease for (a PERSIST or PEXPIRE of one
+        /// of their keys), with how many such grants are under way.
+        var claims: [UInt64: Int] = [:]
+        /// Of those, the ones that ended meanwhile: a lease granted for them is revoked, not kept
+        /// (nobody would revoke it: it would outlive its connection, renewed forever).
+        var endedWhileClaimed: Set<UInt64> = []
         var closed = false
 
         /// The connection whose lease `lease` is, if it is one of this agent's.
@@ -51,25 +57,26 @@ public final class EtcdLeases: Sendable {
 
     /// The lease of connection `owner` for its keys without deadline, granted on its first
     /// ephemeral key. (Another connection's PERSIST of its key may ask at the same moment: the
-    /// first grant recorded wins, the other is revoked.)
-    func sessionLease(of owner: UInt64) async throws(EtcdError) -> Int64 {
+    /// first grant recorded wins, the other is revoked.) Nil: `owner` ended while another
+    /// connection's claim on it (``claimOwner(ofLease:)``) was waiting for the grant.
+    func sessionLease(of owner: UInt64) async throws(EtcdError) -> Int64? {
         if let lease = state.withLock({ $0.sessions[owner] }) { return lease }
         let granted = try await grant(seconds: ephemeralTTL, kind: .owner, second: nil)
-        let lease = await keepFirst(granted, at: owner, in: \.sessions)
+        guard let lease = await keepFirst(granted, at: owner, in: \.sessions, owner: owner) else { return nil }
         startRenewing()
         return lease
     }
 
     /// The lease of connection `owner` for its keys whose deadline (milliseconds since the
     /// epoch) falls in the same second as `deadline`: renewed while the connection lives, until
-    /// then, and revoked at the end of that second.
-    func ownedLease(of owner: UInt64, deadline: UInt64) async throws(EtcdError) -> Int64 {
+    /// then, and revoked at the end of that second. Nil: as for ``sessionLease(of:)``.
+    func ownedLease(of owner: UInt64, deadline: UInt64) async throws(EtcdError) -> Int64? {
         let second = Self.endingSecond(of: deadline)
         let slot = OwnedDeadline(owner: owner, second: second)
         if let lease = state.withLock({ $0.owned[slot] }) { return lease }
         let left = max(1, Int(second - Int64(WallClock.milliseconds() / 1000)))
         let granted = try await grant(seconds: min(ephemeralTTL, left), kind: .ownerUntilDeadline, second: second)
-        let lease = await keepFirst(granted, at: slot, in: \.owned)
+        guard let lease = await keepFirst(granted, at: slot, in: \.owned, owner: owner) else { return nil }
         guard lease == granted else { return lease }
         startRenewing()
         Task { [weak self] in
@@ -82,8 +89,24 @@ public final class EtcdLeases: Sendable {
     }
 
     /// The connection of this agent whose lease `lease` is (nil: none of this agent's
-    /// connections', or one that ended).
-    func owner(ofLease lease: Int64) -> UInt64? { state.withLock { $0.owner(of: lease) } }
+    /// connections', or one that ended), claimed for a grant on its behalf: if it ends before
+    /// ``endClaim(_:)``, the leases granted for it meanwhile are revoked instead of kept.
+    func claimOwner(ofLease lease: Int64) -> UInt64? {
+        state.withLock { s in
+            guard let owner = s.owner(of: lease) else { return nil }
+            s.claims[owner, default: 0] += 1
+            return owner
+        }
+    }
+
+    /// Ends a claim of ``claimOwner(ofLease:)``.
+    func endClaim(_ owner: UInt64) {
+        state.withLock { s in
+            let left = (s.claims[owner] ?? 1) - 1
+            s.claims[owner] = left > 0 ? left : nil
+            if left <= 0 { s.endedWhileClaimed.remove(owner) }
+        }
+    }
 
     /// A lease that runs out at the second after `deadline` (milliseconds since the epoch),
     /// shared by every key whose deadline falls in the same second.
@@ -95,7 +118,7 @@ public final class EtcdLeases: Sendable {
             return s.expiry[second]
         }) { return lease }
         let granted = try await grant(seconds: Int(max(1, second - now)), kind: .deadline, second: second)
-        return await keepFirst(granted, at: second, in: \.expiry)
+        return await keepFirst(granted, at: second, in: \.expiry, owner: nil)!
     }
 
     /// The second (since the epoch) at whose end a key with `deadline` (milliseconds since the
@@ -104,8 +127,11 @@ public final class EtcdLeases: Sendable {
 
     /// Records `granted` at `key` of the leases at `table`, unless a grant that raced this one
     /// got there first: then that one is used and `granted`, which no key has yet, is revoked.
-    private func keepFirst<Key: Hashable>(_ granted: Int64, at key: Key, in table: WritableKeyPath<State, [Key: Int64]>) async -> Int64 {
-        let lease = state.withLock { s in
+    /// A lease of connection `owner` that ended while claimed is revoked too, and nil returned.
+    private func keepFirst<Key: Hashable>(_ granted: Int64, at key: Key, in table: WritableKeyPath<State, [Key: Int64]>,
+                                          owner: UInt64?) async -> Int64? {
+        let lease = state.withLock { s -> Int64? in
+            if let owner, s.endedWhileClaimed.contains(owner) { return nil }
             if let first = s[keyPath: table][key] { return first }
             s[keyPath: table][key] = granted
             return granted
@@ -125,6 +151,7 @@ public final class EtcdLeases: Sendable {
     /// Revokes connection `owner`'s lease, if it has one: etcd deletes its keys.
     public func release(_ owner: UInt64) async {
         let leases = state.withLock { s -> [Int64] in
+            if s.claims[owner] != nil { s.endedWhileClaimed.insert(owner) }
             let owned = s.owned.filter { $0.key.owner == owner }
             for slot in owned.keys { s.owned[slot] = nil }
             return (s.sessions.removeValue(forKey: owner).map { [$0] } ?? []) + owned.values

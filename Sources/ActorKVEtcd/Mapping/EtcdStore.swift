@@ -282,7 +282,9 @@ public final class EtcdStore: Sendable {
     }
 
     private func lifetimePut(_ put: LifetimePut, in ns: String) async throws(EtcdError) -> Outcome {
-        let lease = try await lease(owner: put.owner, milliseconds: put.milliseconds)
+        guard let lease = try await lease(owner: put.owner, milliseconds: put.milliseconds) else {
+            throw EtcdError(.unavailable, "this connection's lease is gone (it is ending)")
+        }
         let key = etcdKey(ns, put.key)
         if let version = put.ifVersion { return try await conditionalPut(key, value: put.value, ifVersion: version, lease: lease) }
         let request = EtcdRequest.put(key: key, value: put.value, lease: lease)
@@ -291,8 +293,8 @@ public final class EtcdStore: Sendable {
     }
 
     /// The lease for a key of connection `owner` (0: nobody) expiring `milliseconds` from now (0:
-    /// never); 0 for neither.
-    private func lease(owner: UInt64, milliseconds: UInt64) async throws(EtcdError) -> Int64 {
+    /// never); 0 for neither; nil if `owner` ended while another connection had claimed it.
+    private func lease(owner: UInt64, milliseconds: UInt64) async throws(EtcdError) -> Int64? {
         let deadline = WallClock.milliseconds() + milliseconds
         switch (owner != 0, milliseconds != 0) {
         case (true, true): return try await leases.ownedLease(of: owner, deadline: deadline)
@@ -318,12 +320,19 @@ public final class EtcdStore: Sendable {
             }
             var owner: UInt64 = 0
             if current?.isOwned == true {
-                guard let found = leases.owner(ofLease: kv.leaseID) else {
+                guard let found = leases.claimOwner(ofLease: kv.leaseID) else {
                     return .failure(StoreError(.invalidArgument, "the key belongs to a connection of another agent: in cluster mode only that agent can change its deadline"))
                 }
                 owner = found
             }
-            let lease = try await lease(owner: owner, milliseconds: milliseconds.map(UInt64.init) ?? 0)
+            let granted: Int64?
+            do { granted = try await lease(owner: owner, milliseconds: milliseconds.map(UInt64.init) ?? 0) } catch {
+                if owner != 0 { leases.endClaim(owner) }
+                throw error
+            }
+            if owner != 0 { leases.endClaim(owner) }
+            // Its connection ended meanwhile: the lease the key has is revoked, and the key with it.
+            guard let lease = granted else { return .integer(0) }
             let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)],
                                       success: [.put(key: key, value: kv.valueBytes, lease: lease)])
             let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
@@ -353,14 +362,15 @@ public final class EtcdStore: Sendable {
     /// Sequences are etcd revisions. `FROM` a revision etcd has compacted away fails with the
     /// oldest it still has; `SNAPSHOT` reads the namespace's keys at the current revision.
     public func follow(_ namespace: String, from start: FollowFrom, limitBytes: Int, listener: ChangeListener) async throws(EtcdError) -> FollowStart {
-        let current = UInt64(try await revision())
+        var current = UInt64(try await revision())
         var after = current
         var snapshot: ChangeSnapshot?
         switch start {
         case .now:
             break
         case .snapshot:
-            snapshot = ChangeSnapshot(entries: try await entries(of: namespace, at: current))
+            (current, snapshot) = try await self.snapshot(of: namespace, at: current)
+            after = current
         case .sequence(let sequence):
             guard sequence <= current else {
                 throw EtcdError(.refused, "FROM sequence \(sequence) is after the last sequence (the cluster's revision, \(current))")
@@ -404,6 +414,23 @@ public final class EtcdStore: Sendable {
         let range = markedRange(of: namespace)
         return EtcdCompare(key: range.key, rangeEnd: range.end, modRevision: Int64(sequence) + 1, less: true)
     }
+
+    /// The keys and values of `namespace` at one revision, `revision` first, and that revision.
+    /// A large namespace is read a page at a time, all at that revision: when etcd compacts it
+    /// before the last page (a COMPACT by another client, or etcd's own), the whole read is
+    /// made again at the revision of that moment.
+    private func snapshot(of namespace: String, at revision: UInt64) async throws(EtcdError) -> (UInt64, ChangeSnapshot) {
+        var at = revision
+        for _ in 0..<Self.snapshotAttempts {
+            do { return (at, ChangeSnapshot(entries: try await entries(of: namespace, at: at))) } catch where error.message.contains("compacted") {
+                at = UInt64(try await self.revision())
+            }
+        }
+        throw EtcdError(.unavailable, "etcd compacted its history \(Self.snapshotAttempts) times while the snapshot of \(namespace) was read; try again")
+    }
+
+    /// How many times a snapshot is read again when etcd compacts the revision it reads at.
+    static let snapshotAttempts = 5
 
     /// Every key and value of `namespace` as of `revision`, in key order, read a page at a time.
     private func entries(of namespace: String, at revision: UInt64) async throws(EtcdError) -> [(key: [UInt8], value: [UInt8])] {

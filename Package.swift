@@ -52,7 +52,7 @@ let package = Package(
         .testTarget(name: "ActorKVProtocolTests", dependencies: ["ActorKVProtocol", "ActorKVTestSupport"], swiftSettings: strict),
         .testTarget(name: "ActorKVServerTests", dependencies: ["ActorKVServer", "ActorKVProtocol", "ActorKVTestSupport"],
                     swiftSettings: strict),
-        .testTarget(name: "ActorKVEtcdTests", dependencies: ["ActorKVEtcd", "ActorKVTestSupport"], swiftSettings: strict),
+        .testTarget(name: "ActorKVEtcdTests", dependencies: ["ActorKVEtcd", "ActorKVTestSupport", "CActorKVSys"], swiftSettings: strict),
         .testTarget(name: "ActorKVClientTests", dependencies: ["ActorKVClient", "ActorKVTestSupport"], swiftSettings: strict),
     ]
 )

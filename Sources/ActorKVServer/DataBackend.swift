@@ -27,6 +27,18 @@ public protocol DataBackend: Sendable {
     /// (the local engine: one actor hop, one log write for all), rather than each connection's
     /// on its own, concurrently (cluster mode: each is a round trip to etcd).
     var mergesConnections: Bool { get }
+    /// Told that the server's event loop runs as `reactor` from now on (cluster mode drives
+    /// its connections to etcd there).
+    func attach(to reactor: any Reactor)
+    /// Told that the reactor stops (on its thread).
+    func detachFromReactor()
+}
+
+extension DataBackend {
+    /// Nothing to drive.
+    public func attach(to reactor: any Reactor) {}
+    /// Nothing to let go of.
+    public func detachFromReactor() {}
 }
 
 extension Store: DataBackend {
@@ -101,4 +113,9 @@ public final class ClusterBackend: DataBackend {
 
     public var backgroundExecutor: (any TaskExecutor)? { nil }
     public var mergesConnections: Bool { false }
+
+    /// etcd's answers are read on the server's event loop (``ActorKVEtcd/EtcdClient/attach(to:)``).
+    public func attach(to reactor: any Reactor) { store.client.attach(to: reactor) }
+
+    public func detachFromReactor() { store.client.detachFromReactor() }
 }

@@ -15,12 +15,12 @@ import Synchronization
 /// storage: fsync happens on other threads and delays only the clients waiting for it.
 final class EventLoop: @unchecked Sendable {
     // Everything below except `completions`, `wakeSignal` and `stopRequested` is touched only by the loop thread.
-    private let epollFD: Int32
+    let epollFD: Int32
     /// The eventfd that wakes the loop (also written by the signal handler); never closed while written.
     let wakeSignal: WakeSignal
     private let listener: Int32
     private let configuration: ServerConfiguration
-    private let processor: CommandProcessor
+    let processor: CommandProcessor
     private let statistics: ServerStatistics
     private let log: @Sendable (String) -> Void
     private var connections: [UInt64: Connection] = [:]
@@ -62,6 +62,8 @@ final class EventLoop: @unchecked Sendable {
     /// Connections closing after a last error (LAGGING) that a stalled peer may never read:
     /// closed at this deadline if still open.
     private var closingDeadlines: [UInt64: Double] = [:]
+    /// What the loop runs as cluster mode's ``ActorKVEtcd/Reactor`` (EventLoopReactor.swift).
+    let reactor = ReactorRegistry()
 
     /// A finished read of history for one follower of one connection.
     private struct HistoryRead: Sendable {
@@ -122,7 +124,7 @@ final class EventLoop: @unchecked Sendable {
         wake()
     }
 
-    private func wake() { wakeSignal.signal() }
+    func wake() { wakeSignal.signal() }
 
     /// Runs until a stop is requested and every connection is finished; blocks the calling thread.
     func run() {
@@ -131,14 +133,16 @@ final class EventLoop: @unchecked Sendable {
         defer { events.deallocate() }
         var drainDeadline = 0.0
         executor?.attachToCurrentThread()
+        startReactor()
         while true {
             let busy = !ready.isEmpty || !outgoing.isEmpty || executor?.hasPending == true
             let timeout: Int32 = busy ? 0 : (draining || acceptPausedUntil != nil ? 50 : (lingering.isEmpty && closingDeadlines.isEmpty ? -1 : 250))
-            let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), timeout)
+            let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), untilNextTimer(timeout))
             if n < 0 && errno != EINTR { log("epoll_wait failed: \(String(cString: strerror(errno)))"); break }
             for i in 0..<max(0, Int(n)) {
                 handle(token: actorkv_epoll_token(events, Int32(i)), flags: actorkv_epoll_flags(events, Int32(i)))
             }
+            runDueTimers()
             serviceReady()
             settle()
             expireLingering(force: false)
@@ -152,6 +156,7 @@ final class EventLoop: @unchecked Sendable {
                 break
             }
         }
+        stopReactor()
         for connection in connections.values { closeConnection(connection, reason: .shutdown) }
         for (_, ended) in endedInFlight { processor.endSession(ended.session, reason: ended.reason) }
         endedInFlight.removeAll()
@@ -165,9 +170,12 @@ final class EventLoop: @unchecked Sendable {
         case Self.listenerToken: acceptAll()
         case Self.wakeToken:
             wakeSignal.drain()
+            runReactorJobs()
             applyAccessChanges()
             drainCompletions()
             serviceFeeds()
+        case ReactorRegistry.firstToken...:
+            reactorEvent(token, flags: flags)
         default:
             guard let connection = connections[token] else { discardInput(token); return }
             if flags & (ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLHUP | ACTORKV_EPOLLERR) != 0 {

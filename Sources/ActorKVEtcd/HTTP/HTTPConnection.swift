@@ -120,11 +120,18 @@ public final class HTTPConnection: @unchecked Sendable {
     /// Sets how long a read may wait (seconds).
     public func setReadTimeout(_ seconds: Double) { Self.setTimeout(fd, SO_RCVTIMEO, seconds) }
 
-    private func send(_ path: String, body: [UInt8], headers: [String] = []) throws(Failure) {
-        guard fd >= 0 else { throw Failure(description: "\(endpoint): connection closed", sent: false) }
+    /// The bytes of a POST of `body` (JSON) to `path` on `endpoint`, with `headers` (whole
+    /// lines, no line end) added.
+    static func request(_ path: String, body: [UInt8], headers: [String], to endpoint: EtcdEndpoint) -> [UInt8] {
         let extra = headers.map { $0 + "\r\n" }.joined()
         var request = Array("POST \(path) HTTP/1.1\r\nHost: \(endpoint.host):\(endpoint.port)\r\nContent-Type: application/json\r\n\(extra)Content-Length: \(body.count)\r\n\r\n".utf8)
         request.append(contentsOf: body)
+        return request
+    }
+
+    private func send(_ path: String, body: [UInt8], headers: [String] = []) throws(Failure) {
+        guard fd >= 0 else { throw Failure(description: "\(endpoint): connection closed", sent: false) }
+        let request = Self.request(path, body: body, headers: headers, to: endpoint)
         var offset = 0
         while offset < request.count {
             let n = request.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
@@ -157,7 +164,9 @@ public final class HTTPConnection: @unchecked Sendable {
         }
     }
 
-    private static func connect(_ endpoint: EtcdEndpoint, timeout: Double) throws(Failure) -> Int32 {
+    /// A TCP socket connected to `endpoint` within `timeout` seconds (blocking, with that
+    /// timeout on each later read and write).
+    static func connect(_ endpoint: EtcdEndpoint, timeout: Double) throws(Failure) -> Int32 {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)

@@ -139,6 +139,47 @@ out=$(printf 'CHANGES feed FROM %s\r\nPING\r\n' "$start" | timeout "$T" nc -U -N
 expect_eq "CHANGES FROM a revision etcd compacted: -COMPACTED with the oldest it holds, the connection stays usable" \
     "-COMPACTED oldest available sequence is $((rev + 1)) +PONG " "$out"
 
+# --- followers on the agent's event loop: many of them, and one that does not read for a while
+python3 - "$A" "$B" "$B_PID" >"$WORK/many" 2>&1 <<'PY'
+import re, socket, sys, time
+a, b, pid = sys.argv[1], sys.argv[2], sys.argv[3]
+def connect(path, command):
+    s = socket.socket(socket.AF_UNIX); s.connect(path); s.settimeout(30); s.sendall(command); return s
+def read_until(s, needle):
+    data = b""
+    while needle not in data:
+        chunk = s.recv(65536)
+        if not chunk: break
+        data += chunk
+    return data
+followers = [connect(b, b"CHANGES many\r\n") for _ in range(200)]
+for f in followers: read_until(f, b"changes\r\n$4\r\nmany\r\n")
+time.sleep(0.5)
+threads = [l.split()[1] for l in open(f"/proc/{pid}/status") if l.startswith("Threads:")][0]
+w = connect(a, b"PUT many hello world\r\n"); read_until(w, b"+OK\r\n")
+seen = sum(1 for f in followers if b"hello" in read_until(f, b"hello"))
+for f in followers: f.close()
+print(f"threads {threads} seen {seen}")
+slow = connect(b, b"CHANGES many\r\n"); read_until(slow, b"changes\r\n$4\r\nmany\r\n")
+value = b"v" * 1024
+w.sendall(b"".join(b"PUT many k%04d %s\r\n" % (i, value) for i in range(3000)))
+assert read_until(w, b"+OK\r\n" * 3000).count(b"+OK") == 3000
+time.sleep(2)  # the agent's buffer for the slow follower fills; etcd holds the rest
+data = b""
+while data.count(b"\r\n$1024\r\n") < 3000:
+    chunk = slow.recv(1 << 20)
+    if not chunk or b"-LAGGING" in chunk or b"-UNAVAILABLE" in chunk: break
+    data += chunk
+keys = re.findall(rb"\$5\r\n(k\d{4})\r\n\$1024\r\n", data)
+print("slow", len(keys), "in order" if keys == [b"k%04d" % i for i in range(3000)] else "out of order", "errors" if b"-" + b"LAGGING" in data else "")
+PY
+read -r _ threads _ seen <"$WORK/many"
+[ "${seen:-0}" = 200 ] && ok "200 followers through B each see A's write" || not_ok "200 followers: $(cat "$WORK/many")"
+[ "${threads:-999}" -lt 40 ] && ok "... served by the agent's event loop: $threads threads, not one per follower" ||
+    not_ok "agent B runs ${threads:-?} threads with 200 followers"
+expect_eq "a follower that did not read while 3 MB of changes were written gets all 3000, in order (etcd held them back)" \
+    "slow 3000 in order" "$(sed -n 2p "$WORK/many" | sed 's/ *$//')"
+
 "$AKV" --socket "$A" lock locks L -- sh -c "sleep 1.5; echo first >>'$WORK/order'" &
 HOLD=$!
 for _ in $(seq 1 50); do [ -n "$(cb GET locks L)" ] && break; sleep 0.1; done

@@ -52,6 +52,9 @@ public final class EtcdClient: Sendable {
         onReactor.withLock { $0 = ReactorConnections(reactor: reactor, endpoints: endpoints, timeout: timeout) }
     }
 
+    /// The reactor calls run on (nil: none).
+    public var reactor: (any Reactor)? { onReactor.withLock { $0?.reactor } }
+
     /// Calls go back to blocking exchanges on Dispatch threads; those under way on the reactor
     /// fail (a write's outcome is then unknown). Called on the reactor's thread, as it stops.
     public func detachFromReactor() {

@@ -32,6 +32,12 @@ public final class HTTPConnection: @unchecked Sendable {
 
     deinit { if fd >= 0 { Glibc.close(fd) } }
 
+    /// Hands its socket over to the caller, who closes it; the connection is closed.
+    func takeDescriptor() -> Int32 {
+        defer { fd = -1 }
+        return fd
+    }
+
     /// Closes it; later exchanges fail.
     public func close() {
         if fd >= 0 { Glibc.close(fd) }

@@ -4,11 +4,12 @@ import Foundation
 import Synchronization
 
 /// One CHANGES follower's changes in cluster mode: an etcd watch of its namespace from the
-/// revision after its cursor, read on a thread of its own into a bounded buffer that the
-/// server's follower drains (``ActorKVStore/ChangeSource``).
+/// revision after its cursor, read into a bounded buffer that the server's follower drains
+/// (``ActorKVStore/ChangeSource``). The watch is read on the client's reactor, the server's
+/// event loop (``ReactorWatch``), or, with none, on a thread of its own.
 ///
-/// - **Back-pressure, not loss.** When the buffer holds `limitBytes`, the thread stops reading
-///   the watch: TCP holds etcd back, and etcd keeps the events (a slow watcher is only delayed).
+/// - **Back-pressure, not loss.** When the buffer holds `limitBytes`, the watch is no longer
+///   read: TCP holds etcd back, and etcd keeps the events (a slow watcher is only delayed).
 ///   A follower is dropped (`-LAGGING`, resume from its cursor) only when etcd compacts the
 ///   revisions it still needs.
 /// - **Catching up.** A follower starting `FROM` an older revision must learn when it has had
@@ -50,6 +51,8 @@ public final class EtcdChangeStream: ChangeSource {
         var sent = 0
     }
     private let state: Mutex<State>
+    /// The watch read on a reactor (nil: on a thread of its own).
+    private let onReactor = Mutex<ReactorWatch?>(nil)
 
     /// A watch of `namespace` (keys starting with `keyPrefix`, marker `marker`) from the revision
     /// after `after`, buffering at most about `limitBytes`, telling `listener` when it has more.
@@ -66,9 +69,15 @@ public final class EtcdChangeStream: ChangeSource {
         state = Mutex(State(received: after, catchUpThrough: catchingUp ? UInt64.max : nil))
     }
 
-    /// Starts the thread that reads the watch.
+    /// Starts reading the watch: on the client's reactor if it has one, else on a thread.
     func start() {
         followers.add(1)
+        if let reactor = client.reactor {
+            let watch = ReactorWatch(stream: self, client: client, reactor: reactor)
+            onReactor.withLock { $0 = watch }
+            reactor.submit { watch.open() }
+            return
+        }
         let thread = Thread { [self] in run() }
         thread.stackSize = 512 * 1024
         thread.name = "actorkv-watch"
@@ -96,7 +105,10 @@ public final class EtcdChangeStream: ChangeSource {
             if let compacted = s.compactedAt { return (.beforeWindow(windowStart: compacted + 1, deliverable: s.received), freed) }
             return (s.catchUpThrough == nil ? .caughtUp : .waiting, freed)
         }
-        if freed { room.signal() }
+        if freed {
+            room.signal()
+            onReactor.withLock { $0 }?.roomFreed()
+        }
         return read
     }
 
@@ -111,15 +123,54 @@ public final class EtcdChangeStream: ChangeSource {
         }
         if first { followers.add(-1) }
         room.signal()
+        // Taken out: the watch holds the stream, and its last jobs may still run.
+        let watch = onReactor.withLock { current -> ReactorWatch? in
+            defer { current = nil }
+            return current
+        }
+        if let watch { watch.reactor.submit { watch.stop() } }
     }
 
     public func countSent(_ count: Int) { state.withLock { $0.sent += count } }
 
     public func countDropped() {}
 
+    // MARK: - What either way of reading shares
+
+    /// Whether the follower has gone.
+    var stopped: Bool { state.withLock { $0.stopped } }
+
+    /// Whether the buffer is full (reading waits until the follower has taken some).
+    var isFull: Bool { state.withLock { $0.bytes >= limitBytes } }
+
+    /// Whether the watch is over (etcd compacted what it still needed, or it failed).
+    var isOver: Bool { state.withLock { $0.compactedAt != nil || $0.failure != nil } }
+
+    /// The body of the watch request that resumes after the last revision received.
+    func resumeRequest() -> [UInt8] {
+        Self.createRequest(keyPrefix, marker: marker, from: state.withLock { $0.received + 1 })
+    }
+
+    /// The put of the namespace's marker (see ``markIfCatchingUp(createdAt:)``).
+    var markerPut: EtcdRequest { .put(key: marker, value: []) }
+
+    /// Drops the follower with `-UNAVAILABLE`: no member answered for ``failureSeconds``.
+    func lostEtcd(_ error: EtcdError) {
+        finish { $0.failure = StoreError(.unavailable, "the change feed lost etcd: \(error.message); resume with CHANGES \(self.namespace) FROM the last sequence received") }
+    }
+
+    /// What a message of the watch asks of the reader.
+    enum Taken {
+        /// Read on.
+        case more
+        /// The watch is over (compacted).
+        case over
+        /// Read on, after writing ``markerPut`` (the follower is catching up).
+        case putMarker
+    }
+
     // MARK: - The thread
 
-    private var stopped: Bool { state.withLock { $0.stopped } }
 
     /// Watches until the follower goes, etcd compacts what it needs, or no member answers.
     private func run() {
@@ -134,7 +185,7 @@ public final class EtcdChangeStream: ChangeSource {
                 let since = failingSince ?? now
                 failingSince = since
                 if now - since >= Self.failureSeconds {
-                    finish { $0.failure = StoreError(.unavailable, "the change feed lost etcd: \(error.message); resume with CHANGES \(namespace) FROM the last sequence received") }
+                    lostEtcd(error)
                     return
                 }
                 Thread.sleep(forTimeInterval: 0.2)
@@ -154,7 +205,13 @@ public final class EtcdChangeStream: ChangeSource {
                                   headers: ["Grpc-Metadata-hasleader: true"],
                                   handle: { chunk in
                                       for message in splitter.messages(chunk) {
-                                          do throws(EtcdError) { guard try take(message) else { return false } } catch {
+                                          do throws(EtcdError) {
+                                              switch try take(message) {
+                                              case .more: break
+                                              case .over: return false
+                                              case .putMarker: _ = try client.blockingCall(markerPut.path, body: markerPut.body, write: true)
+                                              }
+                                          } catch {
                                               trouble = error
                                               return false
                                           }
@@ -168,19 +225,16 @@ public final class EtcdChangeStream: ChangeSource {
         if let trouble { throw trouble }
     }
 
-    /// Handles one message of the stream; false when the watch is over (compacted).
-    private func take(_ message: [UInt8]) throws(EtcdError) -> Bool {
+    /// Handles one message of the stream.
+    func take(_ message: [UInt8]) throws(EtcdError) -> Taken {
         let decoded = try EtcdResponses.decode(EtcdResponses.WatchMessage.self, from: message)
         let update = WatchUpdate(decoded, keyPrefix: keyPrefix, marker: marker)
         if let reason = update.canceledReason { throw EtcdError(.unavailable, "etcd ended the watch: \(reason)") }
         if let compacted = update.compactRevision {
             finish { $0.compactedAt = UInt64(compacted) }
-            return false
+            return .over
         }
-        if update.created {
-            try markIfCatchingUp(createdAt: UInt64(update.headerRevision))
-            return true
-        }
+        if update.created { return markIfCatchingUp(createdAt: UInt64(update.headerRevision)) ? .putMarker : .more }
         let more = state.withLock { s -> Bool in
             for change in update.changes where change.sequence > s.received {
                 s.changes.append(change)
@@ -191,12 +245,13 @@ public final class EtcdChangeStream: ChangeSource {
             return !update.changes.isEmpty || update.lastRevision > 0
         }
         if more { listener.notify(namespace) }
-        return true
+        return .more
     }
 
     /// On a follower still catching up: history runs through `createdAt`, and the marker's
-    /// write (a later revision) will show when the watch has delivered all of it.
-    private func markIfCatchingUp(createdAt: UInt64) throws(EtcdError) {
+    /// write (a later revision), which the caller makes when this returns true, will show when
+    /// the watch has delivered all of it.
+    private func markIfCatchingUp(createdAt: UInt64) -> Bool {
         let catching = state.withLock { s -> Bool in
             guard s.catchUpThrough != nil else { return false }
             if s.received >= createdAt {
@@ -206,12 +261,8 @@ public final class EtcdChangeStream: ChangeSource {
             s.catchUpThrough = createdAt
             return true
         }
-        if !catching {
-            listener.notify(namespace)
-            return
-        }
-        let put = EtcdRequest.put(key: marker, value: [])
-        _ = try client.blockingCall(put.path, body: put.body, write: true)
+        if !catching { listener.notify(namespace) }
+        return catching
     }
 
     /// Waits while the buffer is full; false if the follower went meanwhile.

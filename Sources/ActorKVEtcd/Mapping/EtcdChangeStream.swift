@@ -171,7 +171,6 @@ public final class EtcdChangeStream: ChangeSource {
 
     // MARK: - The thread
 
-
     /// Watches until the follower goes, etcd compacts what it needs, or no member answers.
     private func run() {
         var failingSince: Double?

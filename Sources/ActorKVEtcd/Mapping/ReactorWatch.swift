@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Dispatch
+import Synchronization
 
 /// An ``EtcdChangeStream``'s watch read on a ``Reactor`` (the server's event loop), so that a
 /// follower costs a socket and a buffer, not a thread. Touched only on the reactor's thread,
@@ -25,8 +26,9 @@ final class ReactorWatch: ReactorHandler, @unchecked Sendable {
     private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
     private var opening = false
     private var stopped = false
-    /// Reading waits for room in the stream's buffer.
-    private var paused = false
+    /// Reading waits for room in the stream's buffer (set on the reactor's thread, read by
+    /// ``roomFreed()`` on any).
+    private let paused = Atomic<Bool>(false)
     /// Since when no member has served the watch (nil: one does).
     private var failingSince: Double?
     /// Seconds between a failed or ended watch and the next attempt.
@@ -63,15 +65,15 @@ final class ReactorWatch: ReactorHandler, @unchecked Sendable {
     /// The follower took changes from a full buffer: reading goes on (soon, on the reactor's
     /// thread, not inside the follower's read). From any thread.
     func roomFreed() {
+        guard paused.load(ordering: .acquiring) else { return }
         reactor.schedule(after: 0) {
-            guard self.paused else { return }
-            self.paused = false
+            guard self.paused.exchange(false, ordering: .acquiringAndReleasing) else { return }
             self.receive()
         }
     }
 
     func ready(readable: Bool, writable: Bool) {
-        if readable && !paused { receive() }
+        if readable && !paused.load(ordering: .relaxed) { receive() }
     }
 
     private func opened(_ result: Result<(Int32, EtcdEndpoint), EtcdError>, _ body: [UInt8]) {
@@ -91,7 +93,7 @@ final class ReactorWatch: ReactorHandler, @unchecked Sendable {
         fd = descriptor
         parser = HTTPResponseParser()
         splitter = WatchMessageSplitter()
-        paused = false
+        paused.store(false, ordering: .releasing)
         guard let watched = reactor.watch(descriptor, handler: self) else {
             return failed(EtcdError(.unavailable, "the watch's socket could not be watched"))
         }
@@ -109,8 +111,9 @@ final class ReactorWatch: ReactorHandler, @unchecked Sendable {
         while fd >= 0 {
             if stream.stopped { return stop() }
             if stream.isFull {
-                paused = true
-                return
+                paused.store(true, ordering: .releasing)
+                // Room freed between the check and the mark would have found it unmarked.
+                guard !stream.isFull, paused.exchange(false, ordering: .acquiringAndReleasing) else { return }
             }
             let n = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress!, $0.count, 0) }
             if n > 0 {

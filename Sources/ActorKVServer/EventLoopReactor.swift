@@ -29,12 +29,17 @@ extension EventLoop: Reactor {
             job()
             return
         }
-        let queued = reactor.jobs.withLock { jobs -> Bool in
-            guard !jobs.stopped else { return false }
+        // nil: the loop has stopped; true: the first job waiting (the loop must be woken).
+        let first = reactor.jobs.withLock { jobs -> Bool? in
+            guard !jobs.stopped else { return nil }
             jobs.queued.append(job)
             return jobs.queued.count == 1
         }
-        if queued { wake() } else if reactor.jobs.withLock({ $0.stopped }) { job() }
+        switch first {
+        case nil: job()
+        case true?: wake()
+        case false?: break
+        }
     }
 
     func schedule(after seconds: Double, _ job: @escaping @Sendable () -> Void) {

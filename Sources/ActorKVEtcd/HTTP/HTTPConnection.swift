@@ -117,7 +117,11 @@ public final class HTTPConnection: @unchecked Sendable {
     /// Whether the peer has closed the connection (or sent something unasked, which an idle
     /// HTTP/1.1 connection must not have), seen without waiting: a pooled connection that says
     /// so is dropped rather than used.
-    public var isClosedByPeer: Bool {
+    public var isClosedByPeer: Bool { Self.isClosedByPeer(fd) }
+
+    /// Whether the peer of the idle connected socket `fd` (-1: none) has closed it, or sent
+    /// something unasked, seen without waiting.
+    static func isClosedByPeer(_ fd: Int32) -> Bool {
         guard fd >= 0 else { return true }
         var poller = pollfd(fd: fd, events: Int16(POLLIN) | 0x2000, revents: 0)  // 0x2000: POLLRDHUP (a _GNU_SOURCE macro Glibc does not export)
         return poll(&poller, 1, 0) != 0

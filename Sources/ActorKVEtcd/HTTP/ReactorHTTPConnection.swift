@@ -47,11 +47,7 @@ final class ReactorHTTPConnection: ReactorHandler, @unchecked Sendable {
     /// Whether the member has closed it (or sent something unasked, which an idle HTTP/1.1
     /// connection must not have), seen without waiting: checked before an idle connection is
     /// used, so that a close while it was idle is found before a write is sent on it.
-    var isClosedByPeer: Bool {
-        guard fd >= 0 else { return true }
-        var poller = pollfd(fd: fd, events: Int16(POLLIN) | 0x2000, revents: 0)  // 0x2000: POLLRDHUP
-        return poll(&poller, 1, 0) != 0
-    }
+    var isClosedByPeer: Bool { HTTPConnection.isClosedByPeer(fd) }
 
     /// Sends `request` (a whole HTTP request) and calls `completion` once, on the reactor's
     /// thread, with the answer or the failure; ``timeOut()`` fails it if called first.

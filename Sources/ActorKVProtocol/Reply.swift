@@ -37,9 +37,6 @@ public enum Reply: Sendable, Equatable {
     /// Switches the connection to `version`, then is `reply` encoded in it (HELLO's reply, which
     /// is already in the version it asks for, and RESET's). Only meaningful as a whole reply.
     indirect case switching(to: RESPVersion, Reply)
-    /// A reply already encoded, sent as these bytes (a change message that many followers
-    /// share, encoded once per version). Only ever sent; decoders never produce it.
-    case raw([UInt8])
 
     /// Appends the encoding of this reply in `version` to `buffer`. Never throws.
     public func encode(into buffer: inout [UInt8], version: RESPVersion = .resp2) {
@@ -65,8 +62,6 @@ public enum Reply: Sendable, Equatable {
             if version == .resp3 { RESPWriter.appendLine(type: ASCII.hash, value ? "t" : "f", to: &buffer) } else { RESPWriter.appendHeader(type: ASCII.colon, count: value ? 1 : 0, to: &buffer) }
         case .switching(let newVersion, let reply):
             reply.encode(into: &buffer, version: newVersion)
-        case .raw(let bytes):
-            buffer.append(contentsOf: bytes)
         }
     }
 

@@ -134,8 +134,7 @@ public struct ReplyStream: Sendable {
             return encodedSize(of: elements, budget: room, depth: estimateDepth) != nil
         case .switching(_, let inner):
             return fitsWhole(inner, room: room)
-        case .simple, .error, .integer, .null, .nullArray, .raw, .double, .boolean:
-            // A raw reply is written whole (the server keeps them small: see `Reply.raw`).
+        case .simple, .error, .integer, .null, .nullArray, .double, .boolean:
             return true
         }
     }
@@ -156,8 +155,6 @@ public struct ReplyStream: Sendable {
                 total += 5
             case .bulk(let bytes):
                 total += bytes.count + bulkOverhead
-            case .raw(let bytes):
-                total += bytes.count
             case .switching(_, let inner):
                 guard depth > 0, let size = encodedSize(of: [inner], budget: budget - total, depth: depth - 1) else { return nil }
                 total += size
@@ -189,7 +186,7 @@ public struct ReplyStream: Sendable {
             }
         case .switching(_, let inner):
             start(inner, into: &buffer)
-        case .simple, .error, .integer, .null, .nullArray, .raw, .double, .boolean:
+        case .simple, .error, .integer, .null, .nullArray, .double, .boolean:
             reply.encode(into: &buffer, version: version)
         }
     }

@@ -40,6 +40,8 @@ final class Connection {
     var protocolError: Reply?
     /// The change feeds this connection follows (CHANGES), in the order they were taken.
     var followers: [Follower] = []
+    /// Its followers wait for the next turn's budget (it is in the loop's list of them).
+    var followersDeferred = false
     /// Its namespace rights, which judge each request as it is parsed; nil when every request
     /// may run (no `--acl`, or the server's own uid).
     let rights: ConnectionRights?
@@ -123,6 +125,20 @@ final class Connection {
     /// Encodes queued replies into `output` until about `chunk` bytes are waiting (a large bulk
     /// is cut there and continued on a later call).
     func encodeReplies(upTo chunk: Int) {
+        reclaimSentOutput()
+        replies.encode(into: &output, upTo: outputHead + chunk)
+    }
+
+    /// Appends bytes already encoded (a follower's messages copied from a tape) after what is
+    /// waiting; only when no reply is queued, which would have to go first.
+    func appendOutput(_ bytes: ArraySlice<UInt8>) {
+        precondition(replies.isEmpty, "encoded bytes would overtake queued replies")
+        reclaimSentOutput()
+        output.append(contentsOf: bytes)
+    }
+
+    /// Frees the sent front of `output` when that is cheap: all of it was sent, or at least half.
+    private func reclaimSentOutput() {
         if outputHead == output.count {
             output.removeAll(keepingCapacity: output.capacity <= Self.retainedCapacity)
             outputHead = 0
@@ -130,6 +146,5 @@ final class Connection {
             output.removeFirst(outputHead)
             outputHead = 0
         }
-        replies.encode(into: &output, upTo: outputHead + chunk)
     }
 }

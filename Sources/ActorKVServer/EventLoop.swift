@@ -28,6 +28,10 @@ final class EventLoop: @unchecked Sendable {
     /// until the peer closes or the deadline passes (a lingering close; see ``linger(_:id:)``).
     private var lingering: [UInt64: (fd: Int32, deadline: Double)] = [:]
     private var ready: [UInt64] = []
+    /// What is left of this turn's ``followerBytesPerTurn``.
+    private var followerBudget = 0
+    /// Following connections whose turn did not come in this turn for want of budget.
+    private var deferredFollowers: [UInt64] = []
     private var nextID: UInt64 = 16
     /// One read per connection per turn at most this big (as Redis does): it bounds how much work
     /// one client adds to a turn, and so how long the others wait for theirs.
@@ -57,8 +61,8 @@ final class EventLoop: @unchecked Sendable {
     private let advancedFeeds = Mutex<Set<String>>([])
     /// Reads of change history that finished; filled from any thread.
     private let historyReads = Mutex<[HistoryRead]>([])
-    /// Encoded change messages shared by followers.
-    private var changeMessages = ChangeMessages()
+    /// Encoded change messages shared by followers of the local engine.
+    private var changeTapes: ChangeTapes
     /// Connections closing after a last error (LAGGING) that a stalled peer may never read:
     /// closed at this deadline if still open.
     private var closingDeadlines: [UInt64: Double] = [:]
@@ -86,6 +90,11 @@ final class EventLoop: @unchecked Sendable {
     /// About how many bytes of changes one follower is given per turn (then the others', and
     /// the socket, get theirs).
     private static let followerTurnBytes = 64 * 1024
+    /// About how many bytes of changes all followers together are given per turn, so that a
+    /// flood of changes to many followers cannot crowd out the requests: the followers not
+    /// served in a turn are served first in the next, and one that falls behind by more than the
+    /// feed holds is dropped with `-LAGGING`.
+    private static let followerBytesPerTurn = 256 * 1024
     /// Bytes of history read from the log files at a time for a follower catching up.
     private static let historyReadBytes = 256 * 1024
     private static let maxLingering = 1024
@@ -94,6 +103,7 @@ final class EventLoop: @unchecked Sendable {
          statistics: ServerStatistics, log: @escaping @Sendable (String) -> Void) throws(SocketCalls.Failure) {
         self.listener = listener
         self.configuration = configuration
+        changeTapes = ChangeTapes(byteBudget: configuration.changesLagBytes)
         self.processor = processor
         self.statistics = statistics
         self.log = log
@@ -135,7 +145,8 @@ final class EventLoop: @unchecked Sendable {
         executor?.attachToCurrentThread()
         startReactor()
         while true {
-            let busy = !ready.isEmpty || !outgoing.isEmpty || executor?.hasPending == true
+            serviceDeferredFollowers()
+            let busy = !ready.isEmpty || !outgoing.isEmpty || executor?.hasPending == true || !deferredFollowers.isEmpty
             let timeout: Int32 = busy ? 0 : (draining || acceptPausedUntil != nil ? 50 : (lingering.isEmpty && closingDeadlines.isEmpty ? -1 : 250))
             let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), untilNextTimer(timeout))
             if n < 0 && errno != EINTR { log("epoll_wait failed: \(String(cString: strerror(errno)))"); break }
@@ -309,7 +320,7 @@ final class EventLoop: @unchecked Sendable {
                 refuseForShutdown(c)
             } else if c.canDispatch && !c.pending.isEmpty {
                 dispatch(c)
-            } else if !c.followers.isEmpty && c.hasRoomForFollowers && serviceFollowers(c) {
+            } else if !c.followers.isEmpty && c.hasRoomForFollowers && serviceFollowersWithinBudget(c) {
                 continue
             } else if c.canDispatch && c.protocolError == nil && c.readable && !c.peerClosed && !draining {
                 if reads == Self.readsPerTurn { ready.append(c.id); return }
@@ -579,19 +590,61 @@ final class EventLoop: @unchecked Sendable {
         return false
     }
 
+    /// Starts a turn: renews the followers' budget, and first serves those whose turn did not
+    /// come in the last one.
+    private func serviceDeferredFollowers() {
+        followerBudget = Self.followerBytesPerTurn
+        guard !deferredFollowers.isEmpty else { return }
+        let ids = deferredFollowers
+        deferredFollowers.removeAll(keepingCapacity: true)
+        for id in ids {
+            guard let c = connections[id] else { continue }
+            c.followersDeferred = false
+            pump(c)
+        }
+    }
+
+    /// Serves the connection's followers if this turn's budget is not spent; otherwise they
+    /// are served first in the next turn. Returns whether anything was queued.
+    private func serviceFollowersWithinBudget(_ c: Connection) -> Bool {
+        guard followerBudget > 0 else {
+            if !c.followersDeferred {
+                c.followersDeferred = true
+                deferredFollowers.append(c.id)
+            }
+            return false
+        }
+        return serviceFollowers(c)
+    }
+
     /// Gives each follower of the connection a turn: queues its next messages (about
     /// ``followerTurnBytes``), or starts a read of history. Returns whether anything was queued.
     private func serviceFollowers(_ c: Connection) -> Bool {
         var queued = false
         for follower in c.followers {
+            if follower.isLagging {
+                drop(c, follower.laggingReply, lagging: follower)
+                return true
+            }
+            adoptTape(follower, on: c)
             var bytes = 0
+            defer { followerBudget -= bytes }
             turn: while bytes < Self.followerTurnBytes {
-                switch follower.next(&changeMessages, version: c.replies.version) {
+                if c.replies.isEmpty, let slice = follower.nextFromTape(maxBytes: Self.followerTurnBytes - bytes) {
+                    deliver(follower.tape!.bytes[slice.range], on: c)
+                    follower.feed.countSent(slice.messages)
+                    bytes += slice.range.count
+                    queued = queued || !slice.range.isEmpty
+                    continue
+                }
+                switch follower.next() {
                 case .messages(let messages):
                     guard !messages.isEmpty else { continue }
                     bytes += messages.reduce(0) { $0 + Self.size(of: $1) }
                     send(messages, of: follower, on: c)
                     queued = true
+                    // Queued replies must be sent before a tape's bytes are added after them.
+                    break turn
                 case .readHistory(let after, let through):
                     startHistoryRead(c, follower, after: after, through: through)
                     break turn
@@ -609,6 +662,25 @@ final class EventLoop: @unchecked Sendable {
         return queued
     }
 
+    /// Sends a tape's bytes to the connection straight from the tape when nothing else waits to
+    /// be sent, and queues what the socket does not take (a failed send is met again, and
+    /// handled, when the queue is flushed).
+    private func deliver(_ bytes: ArraySlice<UInt8>, on c: Connection) {
+        var rest = bytes
+        if !c.hasUnsentOutput, let sent = try? rest.withUnsafeBytes({ (raw) throws(SocketCalls.Failure) in try SocketCalls.send(c.fd, raw) }) {
+            rest = rest.dropFirst(sent)
+        }
+        if !rest.isEmpty { c.appendOutput(rest) }
+    }
+
+    /// Gives a follower of the local engine the tape of its feed, prefix and the connection's
+    /// protocol version (which HELLO may have changed since it last had one).
+    private func adoptTape(_ follower: Follower, on c: Connection) {
+        guard follower.canUseTape, follower.tape?.version != c.replies.version, let feed = follower.localFeed else { return }
+        if let old = follower.tape { changeTapes.release(old, feed: ObjectIdentifier(feed)) }
+        follower.tape = changeTapes.adopt(feed: feed, prefix: follower.key.prefix, version: c.replies.version, cursor: follower.cursor)
+    }
+
     /// Queues a follower's messages on its connection, counting them for INFO.
     private func send(_ messages: [Reply], of follower: Follower, on c: Connection) {
         follower.feed.countSent(messages.count)
@@ -618,7 +690,6 @@ final class EventLoop: @unchecked Sendable {
     /// About how many bytes a message takes on the wire (for sharing turns, not for limits).
     private static func size(of message: Reply) -> Int {
         switch message {
-        case .raw(let bytes): return bytes.count
         case .array(let elements), .map(let elements), .push(let elements): return elements.reduce(8) { $0 + size(of: $1) }
         case .switching(_, let inner): return size(of: inner)
         case .bulk(let bytes): return bytes.count + 8
@@ -657,7 +728,7 @@ final class EventLoop: @unchecked Sendable {
             switch read.result {
             case .success(let chunk):
                 follower.historyPosition = chunk.next
-                send(follower.take(chunk.changes, &changeMessages, version: c.replies.version), of: follower, on: c)
+                send(follower.take(chunk.changes), of: follower, on: c)
                 pump(c)
             case .failure(let error) where error.code == .compacted:
                 drop(c, follower.laggingReply, lagging: follower)
@@ -683,12 +754,10 @@ final class EventLoop: @unchecked Sendable {
     private func releaseFollowers(_ c: Connection) {
         for follower in c.followers {
             follower.feed.removeFollower()
+            if let tape = follower.tape { changeTapes.release(tape, feed: ObjectIdentifier(follower.feed)) }
             let namespace = follower.key.namespace
             followersByNamespace[namespace]?.remove(c.id)
-            if followersByNamespace[namespace]?.isEmpty == true {
-                followersByNamespace[namespace] = nil
-                changeMessages.forget(namespace)
-            }
+            if followersByNamespace[namespace]?.isEmpty == true { followersByNamespace[namespace] = nil }
         }
         c.followers.removeAll()
     }

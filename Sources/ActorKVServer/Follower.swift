@@ -27,6 +27,10 @@ final class Follower {
     var historyPosition: HistoryPosition?
     /// A read of history is running: nothing is sent until it is back.
     var readingHistory = false
+    /// The local engine's feed, when that is what it reads: its messages can come from a tape.
+    let localFeed: ChangeFeed?
+    /// The shared tape it copies messages from, once it has asked for one.
+    var tape: ChangeTape?
 
     /// Snapshot pairs per message.
     static let snapshotPage = 1000
@@ -36,6 +40,7 @@ final class Follower {
     init(_ follow: NewFollow) {
         key = follow.key
         feed = follow.start.feed
+        localFeed = follow.start.feed as? ChangeFeed
         source = follow.start.namespace
         cursor = follow.start.sequence
         snapshot = follow.start.snapshot
@@ -55,13 +60,28 @@ final class Follower {
         case idle
     }
 
-    /// The next step, using `messages` to encode changes for a connection speaking `version`.
-    func next(_ messages: inout ChangeMessages, version: RESPVersion) -> Next {
+    /// Whether it may copy its next messages from a tape now: it reads the local engine's feed
+    /// and is past its snapshot, with no read of history running.
+    var canUseTape: Bool { localFeed != nil && snapshot == nil && !readingHistory }
+
+    /// Its next messages from ``tape`` (which first reads on in the feed when the follower is at
+    /// its end), about `maxBytes` of them, moving the cursor past them; nil when the tape
+    /// cannot serve it now (``next()`` then does).
+    func nextFromTape(maxBytes: Int) -> ChangeTape.Slice? {
+        guard let tape, let localFeed, canUseTape else { return nil }
+        if cursor >= tape.last { tape.extend(from: localFeed) }
+        guard let slice = tape.slice(after: cursor, maxBytes: maxBytes) else { return nil }
+        cursor = slice.through
+        return slice
+    }
+
+    /// The next step.
+    func next() -> Next {
         if snapshot != nil { return .messages([nextSnapshotPage()]) }
         if readingHistory { return .idle }
         switch feed.read(after: cursor, limit: Self.windowBatch) {
         case .changes(let changes):
-            return .messages(take(changes, &messages, version: version))
+            return .messages(take(changes))
         case .caughtUp:
             guard !synced else { return .idle }
             synced = true
@@ -76,12 +96,12 @@ final class Follower {
         }
     }
 
-    /// The messages of changes read (from the window or the log files), in order, for a
-    /// connection speaking `version`; the cursor moves past each.
-    func take(_ changes: [Change], _ messages: inout ChangeMessages, version: RESPVersion) -> [Reply] {
+    /// The messages of changes read (from the window or the log files), in order; the cursor
+    /// moves past each.
+    func take(_ changes: [Change]) -> [Reply] {
         var out: [Reply] = []
         for change in changes where change.sequence > cursor {
-            if let message = messages.message(for: change, namespace: key.namespace, prefix: key.prefix, version: version) { out.append(message) }
+            if let message = ChangeMessages.message(for: change, namespace: key.namespace, prefix: key.prefix) { out.append(message) }
             cursor = change.sequence
         }
         return out

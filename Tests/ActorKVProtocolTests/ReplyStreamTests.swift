@@ -174,24 +174,8 @@ struct ReplyStreamTests {
         case .simple(let text), .error(let text): text.utf8.count + 3
         case .array(let elements), .map(let elements), .push(let elements): elements.map(longestLine(in:)).max() ?? 0
         case .switching(_, let inner): longestLine(in: inner)
-        case .raw(let bytes): bytes.count  // written whole, like a line
         case .double, .boolean: 32
         case .integer, .bulk, .null, .nullArray: 0
-        }
-    }
-
-    @Test("a raw reply (a change message encoded once for many followers) goes out as its bytes, whole, between the others")
-    func rawRepliesAreSentAsTheyAre() {
-        let message = Reply.array([.bulk(Array("change".utf8)), .integer(7), .array([.bulk(Array("k".utf8)), .null])])
-        let replies: [Reply] = [.simple("OK"), .raw(message.encoded), .bulk(Array(repeating: 0x61, count: 300)), .raw(message.encoded)]
-        let expected = replies.reduce(into: [UInt8]()) { $0 += $1.encoded }
-        #expect(Reply.raw(message.encoded).encoded == message.encoded)
-        for chunk in [1, 7, 64, 100_000] {
-            var stream = ReplyStream()
-            stream.append(contentsOf: replies)
-            var out: [UInt8] = []
-            while !stream.isEmpty { stream.encode(into: &out, upTo: out.count + chunk) }
-            #expect(out == expected, "in pieces of \(chunk)")
         }
     }
 

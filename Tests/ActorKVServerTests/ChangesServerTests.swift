@@ -365,6 +365,101 @@ struct ChangesServerTests {
         #expect(Self.sequences(rest) == Array((last + 1)...UInt64(writes)))
         }
     }
+
+    @Test("followers sharing encoded changes (RESP2 and RESP3, with and without a prefix, one going back to RESP2 midway) each get exactly their bytes, changes too large to share included")
+    func sharedEncodings() async throws {
+        try await onOwnThread {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let synced2 = "*3\r\n$6\r\nsynced\r\n$1\r\nt\r\n:0\r\n", synced3 = ">3\r\n$6\r\nsynced\r\n$1\r\nt\r\n:0\r\n"
+        var followers: [(c: RawConnection, prefix: String, version: RESPVersion)] = []
+        for (prefix, version) in [("", RESPVersion.resp2), ("", .resp2), ("a:", .resp2), ("", .resp3), ("a:", .resp3), ("", .resp3)] {
+            let c = try RawConnection(path: server.socketPath)
+            if version == .resp3 { _ = try RESP3ServerTests.exchange(c, "HELLO 3\r\n", expect: "$7\r\nmodules\r\n*0\r\n") }
+            _ = try RESP3ServerTests.exchange(c, prefix.isEmpty ? "CHANGES t\r\n" : "CHANGES t PREFIX \(prefix)\r\n", expect: version == .resp3 ? synced3 : synced2)
+            followers.append((c, prefix, version))
+        }
+        let writer = try RawConnection(path: server.socketPath)
+        var sequence: UInt64 = 0
+        /// Writes and returns each change as (sequence, key/value pairs; nil value: deleted).
+        func write(_ round: Int) throws -> [(UInt64, [([UInt8], [UInt8]?)])] {
+            var changes: [(UInt64, [([UInt8], [UInt8]?)])] = []
+            for i in 1...30 {
+                sequence += 1
+                let key = "\(i % 2 == 0 ? "a" : "b"):\(round):\(i)"
+                let value = i % 10 == 5 ? [UInt8](repeating: 0x61 + UInt8(i % 7), count: 100_000) : b("v\(i)")
+                #expect(try writer.command([b("PUT"), b("t"), b(key), value]) == .simple("OK"))
+                changes.append((sequence, [(b(key), value)]))
+                if i % 6 == 0 {
+                    sequence += 1
+                    #expect(try writer.command(["BATCH", "t", "PUT", "a:\(round):x", "\(i)", "DEL", key]) == .array([.simple("OK"), .integer(1)]))
+                    changes.append((sequence, [(b("a:\(round):x"), b("\(i)")), (b(key), nil)]))
+                }
+            }
+            return changes
+        }
+        func expected(_ changes: [(UInt64, [([UInt8], [UInt8]?)])], prefix: String, version: RESPVersion) -> [UInt8] {
+            changes.flatMap { change -> [UInt8] in
+                let pairs = change.1.filter { $0.0.starts(with: b(prefix)) }.flatMap { [Reply.bulk($0.0), $0.1.map(Reply.bulk) ?? .null] }
+                guard !pairs.isEmpty else { return [] }
+                return Reply.push([.bulk(b("change")), .bulk(b("t")), .integer(Int64(change.0)), .array(pairs)]).encoded(in: version)
+            }
+        }
+        let first = try write(1)
+        for f in followers {
+            let want = expected(first, prefix: f.prefix, version: f.version)
+            #expect(try Self.receive(f.c, count: want.count) == want, "\(f.version), prefix '\(f.prefix)'")
+        }
+        // The last one goes back to RESP2: from its HELLO 2 on, its messages are arrays.
+        let last = followers.count - 1
+        _ = try RESP3ServerTests.exchange(followers[last].c, "HELLO 2\r\n", expect: "$7\r\nmodules\r\n*0\r\n")
+        followers[last].version = .resp2
+        let second = try write(2)
+        for f in followers {
+            let want = expected(second, prefix: f.prefix, version: f.version)
+            #expect(try Self.receive(f.c, count: want.count) == want, "\(f.version), prefix '\(f.prefix)', second round")
+        }
+        }
+    }
+
+    @Test("forty followers of a flood larger than a turn's budget for them all get every change, in order")
+    func floodToManyFollowers() async throws {
+        try await onOwnThread {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let followers = try (0..<40).map { _ in try RawConnection(path: server.socketPath) }
+        for c in followers { _ = try RESP3ServerTests.exchange(c, "CHANGES f\r\n", expect: "$6\r\nsynced\r\n$1\r\nf\r\n:0\r\n") }
+        let writes = 200
+        let value = [UInt8](repeating: 0x76, count: 4000)  // 40 x 200 x 4 kB: 32 MB, some 120 turns' budget
+        let writer = try RawConnection(path: server.socketPath)
+        var pipeline: [UInt8] = []
+        for i in 1...writes { RequestEncoder.encode([b("PUT"), b("f"), b("k\(i)"), value], into: &pipeline) }
+        try writer.send(pipeline)
+        for _ in 1...writes { #expect(try writer.reply() == .simple("OK")) }
+        for (n, c) in followers.enumerated() {
+            var seen: UInt64 = 0
+            _ = try Self.read(c) { message in
+                if case .change(_, let seq, let pairs) = message {
+                    #expect(seq == seen + 1 && pairs.first?.value == value, "follower \(n)")
+                    seen = seq
+                }
+                return seen == UInt64(writes)
+            }
+        }
+        }
+    }
+
+    /// Reads exactly `count` bytes from `c` (or fails at its timeout).
+    static func receive(_ c: RawConnection, count: Int) throws -> [UInt8] {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while received.count < count {
+            let n = buffer.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, min($0.count, count - received.count), 0) }
+            guard n > 0 else { throw TestFailure("recv after \(received.count) of \(count) bytes: \(n)") }
+            received += buffer[0..<n]
+        }
+        return received
+    }
 }
 
 private func b(_ s: String) -> [UInt8] { Array(s.utf8) }

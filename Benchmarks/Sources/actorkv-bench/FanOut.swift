@@ -17,7 +17,8 @@ import ActorKVProtocol
 /// message is read before its writer's reply arrives, which Redis's PUBLISH allows).
 ///
 /// With `--messages 0 --seconds S` it only holds W watchers for S seconds, draining what comes
-/// (to measure writers' throughput with watchers attached, from redis-benchmark beside it).
+/// (to measure writers' throughput with watchers attached, from redis-benchmark beside it), and
+/// reports the messages they received and how many were dropped (`-LAGGING`, or closed) on the way.
 enum FanOut {
     enum Target: String { case akv, redis }
 
@@ -29,6 +30,10 @@ enum FanOut {
         let holdUntil: UInt64
         var deliveries: [(index: Int, at: UInt64)] = []
         var counts: [Int]
+        /// Messages of any kind received (holding).
+        var received = 0
+        /// Watchers the server dropped (holding).
+        var dropped = 0
         var error: String?
 
         init(clients: [SocketClient], target: Target, expected: Int, holdUntil: UInt64) {
@@ -46,15 +51,24 @@ enum FanOut {
                 if expected == 0 && now >= holdUntil { return }
                 if now > deadline { error = "timed out with \(remaining) watchers short"; return }
                 guard poll(&fds, nfds_t(fds.count), 100) >= 0 else { if errno == EINTR { continue }; error = "poll: errno \(errno)"; return }
-                for i in fds.indices where fds[i].revents != 0 {
+                for i in fds.indices where fds[i].revents != 0 && fds[i].fd >= 0 {
                     do {
                         try clients[i].receiveSome { reply in
+                            if expected == 0 {
+                                if case .error = reply { dropped += 1; fds[i].fd = -1 } else { received += 1 }
+                                return
+                            }
                             guard let index = FanOut.index(of: reply, target: target) else { return }
                             deliveries.append((index, nowNanos()))
                             counts[i] += 1
                             if counts[i] == expected { remaining -= 1 }
                         }
                     } catch {
+                        if expected == 0 {
+                            if fds[i].fd >= 0 { dropped += 1 }
+                            fds[i].fd = -1
+                            continue
+                        }
                         self.error = error.description
                         return
                     }
@@ -131,6 +145,12 @@ enum FanOut {
             }
         }
         for thread in threads { pthread_join(thread, nil) }
+        if messages == 0 {
+            let dropped = readerObjects.reduce(0) { $0 + $1.dropped }
+            let received = readerObjects.reduce(0) { $0 + $1.received }
+            result("fanout-hold target=\(target.rawValue) watchers=\(watchers) seconds=\(seconds) received=\(received) dropped=\(dropped)")
+            return
+        }
         if let failed = readerObjects.first(where: { $0.error != nil }) { throw ClientError("a reader failed: \(failed.error ?? "")") }
         var latencies = Samples(capacity: watchers * messages)
         var last = start

@@ -358,7 +358,6 @@ public final class ActorKVClient: Sendable {
         case .double(let value): shown = ",\(value)"
         case .boolean(let value): shown = value ? "#t" : "#f"
         case .switching(_, let inner): return unexpected(inner, for: command)
-        case .raw(let bytes): shown = "\(bytes.count) encoded bytes"
         }
         return .protocolViolation("unexpected reply to \(command): \(shown)")
     }

@@ -91,5 +91,9 @@ import Testing
         #expect(TransactionGrouping.end(of: ops, from: 0, limits: StoreLimits(), maxRequests: 128) == 3)
         #expect(TransactionGrouping.end(of: [hsetTwice, .get(k("x"))], from: 0, limits: StoreLimits(), maxRequests: 128) == 1)
         #expect(TransactionGrouping.end(of: [guarded, .get(k("x"))], from: 0, limits: StoreLimits(), maxRequests: 128) == 1)
+        // A one-field HSET (a set operation) groups like a PUT: until its field is read or written again.
+        let sets: [Operation] = [.set(key: k("f1")[...], value: k("1")[...]), .get(k("x")), .set(key: k("f2")[...], value: k("2")[...]),
+                                 .set(key: k("f1")[...], value: k("3")[...])]
+        #expect(TransactionGrouping.end(of: sets, from: 0, limits: StoreLimits(), maxRequests: 128) == 3)
     }
 }

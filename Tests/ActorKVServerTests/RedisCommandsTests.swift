@@ -50,6 +50,30 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("a one-field HSET says whether it added the field: absent, deleted or expired earlier → 1, a replaced value → 0; in a pipeline and inside MULTI")
+    func oneFieldHashSet() async throws {
+        try await withProcessor { p in
+            // One pipeline: each HSET sees the writes before it in the same run.
+            let replies = await run(p, ["HSET one a 1", "HSET one a 2", "HDEL one a", "HSET one a 3", "HSET one b 4", "HGETALL one",
+                                        "MULTI", "HSET one c 5", "HSET one c 6", "HSET one a 7", "EXEC", "HGETALL one"])
+            #expect(replies == [
+                .integer(1), .integer(0), .integer(1), .integer(1), .integer(1), .map(["a", "3", "b", "4"].map(bulk)),
+                .simple("OK"), .simple("QUEUED"), .simple("QUEUED"), .simple("QUEUED"), .array([.integer(1), .integer(0), .integer(0)]),
+                .map(["a", "7", "b", "4", "c", "6"].map(bulk)),
+            ])
+            // A field whose deadline has passed is absent: setting it adds it.
+            _ = await run(p, ["PUT one gone x PX 1"])
+            try await Task.sleep(for: .milliseconds(20))
+            #expect(await run(p, ["HSET one gone y", "HSET one gone z", "PTTL one gone"]) == [.integer(1), .integer(0), .integer(-1)])
+            // Each one-field HSET is a record of its own that versions its key, like a PUT.
+            let before = try #require(try await p.store.existingNamespace("one")?.sequence)
+            #expect(await run(p, ["HSET one b 8", "GETV one b"]) == [.integer(0), .array([bulk("8"), .integer(Int64(before + 1))])])
+            let errors = await run(p, ["HSET one \(String(repeating: "k", count: 70_000)) v", "HGET one b"])
+            #expect(errors.first?.errorCode != nil, "an over-long key is refused")
+            #expect(errors.last == bulk("8"))
+        }
+    }
+
     @Test("a multi-field HSET or HDEL is one log record: every field gets the same version, the namespace's sequence moves by one")
     func multiFieldWritesAreOneRecord() async throws {
         try await withProcessor { p in

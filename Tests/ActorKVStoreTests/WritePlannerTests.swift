@@ -130,7 +130,7 @@ struct WritePlannerTests {
         }
     }
 
-    @Test("random runs of every write (guarded, counting, updating, HSET's set and setIfAbsent, WATCH's namespace guard) and read equal a model applied one at a time, versions included, and reopen the same")
+    @Test("random runs of every write (guarded, counting, updating, HSET's set as an operation and as steps, setIfAbsent, WATCH's namespace guard) and read equal a model applied one at a time, versions included, and reopen the same")
     func modelRuns() async throws {
         let dir = TemporaryDirectory("plan-model")
         defer { dir.remove() }
@@ -164,8 +164,9 @@ struct WritePlannerTests {
                 var operations: [Operation] = []
                 for _ in 0..<Int.random(in: 1...12, using: &random) {
                     let key = keys.randomElement(using: &random)!
-                    switch Int.random(in: 0..<8, using: &random) {
+                    switch Int.random(in: 0..<9, using: &random) {
                     case 0: operations.append(.put(key: key, value: value()))
+                    case 8: operations.append(.set(key: key[...], value: value()[...]))
                     case 1: operations.append(.delete([key, keys.randomElement(using: &random)!]))
                     case 2: operations.append(.update(key: key, Self.append("u")))
                     case 3: operations.append(.batch((0..<Int.random(in: 1...4, using: &random)).map { _ in randomStep() }))
@@ -208,6 +209,7 @@ struct WritePlannerTests {
             case .get(let key): return .value(entries[Array(key)]?.value)
             case .getVersioned(let key): return .versioned(entries[Array(key)])
             case .put(let key, let value): return apply(steps: [.put(key: Array(key), value: Array(value))], single: true)
+            case .set(let key, let value): return apply(steps: [.set(key: Array(key), value: Array(value))], single: true)
             case .delete(let keys):
                 guard case .batch(let results) = apply(steps: keys.map { .delete(key: $0) }, single: false) else { return .conditionFailed }
                 return .integer(results.reduce(0) { if case .integer(let n) = $1 { return $0 + n }; return $0 })

@@ -51,7 +51,7 @@ public final class EtcdStore: Sendable {
     }
 
     /// Runs `operations` in order on `namespace`; one outcome each. Consecutive plain reads and
-    /// writes (GET, GETV, EXISTS, PUT, DEL) go to etcd as one transaction (a pipeline is one
+    /// writes (GET, GETV, EXISTS, PUT, HSET, DEL) go to etcd as one transaction (a pipeline is one
     /// round trip), as long as no key is written twice or read after it was written in it, and
     /// it holds at most ``maxTransactionOperations``.
     public func execute(_ operations: [Operation], inNamespace namespace: String) async -> [Outcome] {
@@ -100,6 +100,9 @@ public final class EtcdStore: Sendable {
             case .put(let key, let value):
                 requests.append(.put(key: etcdKey(ns, key), value: Array(value)))
                 writes = true
+            case .set(let key, let value):
+                requests.append(.put(key: etcdKey(ns, key), value: Array(value), previous: true))
+                writes = true
             case .delete(let keys):
                 requests += TransactionGrouping.unique(keys).map { .deleteRange(key: etcdKey(ns, $0)) }
                 writes = true
@@ -132,6 +135,8 @@ public final class EtcdStore: Sendable {
             case .put:
                 _ = responses.popFirst()
                 return .stored
+            case .set:
+                return .integer(responses.popFirst()?.response_put?.prev_kv == nil ? 1 : 0)
             case .delete(let keys):
                 return .integer(TransactionGrouping.unique(keys).indices.reduce(0) { total, _ in
                     total + (responses.popFirst()?.response_delete_range?.deletedValue ?? 0)
@@ -162,6 +167,10 @@ public final class EtcdStore: Sendable {
             let request = EtcdRequest.put(key: etcdKey(ns, key), value: Array(value))
             _ = try await client.call(request.path, body: request.body, write: true)
             return .stored
+        case .set(let key, let value):
+            let request = EtcdRequest.put(key: etcdKey(ns, key), value: Array(value), previous: true)
+            let answer = try await client.call(EtcdResponses.Put.self, request.path, body: request.body, write: true)
+            return .integer(answer.prev_kv == nil ? 1 : 0)
         case .conditionalPut(let key, let value, let version):
             return try await conditionalPut(etcdKey(ns, key), value: Array(value), ifVersion: version, lease: 0)
         case .delete(let keys):

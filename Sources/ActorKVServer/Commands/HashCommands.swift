@@ -13,6 +13,8 @@ enum HashCommands {
         },
         CommandSpec(name: "HSET", usage: "HSET ns field value [field value ...]", arity: .atLeast(3).pairs, flags: [.namespaced, .write]) { (args) throws(CommandError) in
             let ns = try Command.namespace(args[0])
+            // One field: a put that says whether it added the key, from the request's bytes.
+            guard args.count > 3 else { return .data(namespace: ns, .set(key: args[1], value: args[2]), shape: .added) }
             let steps = stride(from: 1, to: args.count, by: 2).map { BatchStep.set(key: args.array($0), value: args.array($0 + 1)) }
             return .data(namespace: ns, .batch(steps), shape: .added)
         },

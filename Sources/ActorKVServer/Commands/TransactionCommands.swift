@@ -154,6 +154,8 @@ struct TransactionStep: Sendable {
             return TransactionStep(steps: [.update(key: Array(key), keep)]) { KeyValueCommands.reply(for: $0[0], of: operation, shape: shape) }
         case .put(let key, let value):
             return TransactionStep(steps: [.put(key: Array(key), value: Array(value))]) { _ in .simple("OK") }
+        case .set(let key, let value):
+            return TransactionStep(steps: [.set(key: Array(key), value: Array(value))]) { .integer(KeyValueCommands.sumOfCounts($0)) }
         case .increment(let key, let delta):
             return TransactionStep(steps: [.increment(key: key, by: delta)]) { KeyValueCommands.reply(for: $0[0]) }
         case .delete(let keys):

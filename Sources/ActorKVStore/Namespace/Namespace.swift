@@ -319,7 +319,7 @@ public actor Namespace {
                 outcomes[index] = write.outcome
                 continue
             }
-            if case .put = operation, index > prefetchedThrough, index + 1 < operations.count {
+            if operation.plainPut != nil, index > prefetchedThrough, index + 1 < operations.count {
                 prefetchedThrough = prefetchPuts(from: index, operations, outcomes)
             }
             // A GET that is last with none queued before it runs at once: a lone GET allocates nothing.
@@ -340,7 +340,7 @@ public actor Namespace {
         keys.reserveCapacity(Self.putPrefetchGroup)
         var index = start
         while index < operations.count && keys.count < Self.putPrefetchGroup {
-            if outcomes[index] == nil, case .put(let key, _) = operations[index] { keys.append(key) }
+            if outcomes[index] == nil, let put = operations[index].plainPut { keys.append(put.key) }
             index += 1
         }
         if keys.count > 1 { data.map.prefetch(forKeys: keys) }
@@ -386,6 +386,8 @@ public actor Namespace {
         case .put(let key, let value):
             data.put(key: key, value: value, version: version)
             return .stored
+        case .set(let key, let value):
+            return .integer(data.put(key: key, value: value, version: version, now: runNow) ? 1 : 0)
         case .delete(let keys):
             return .integer(keys.reduce(0) { $0 + (data.delete($1, now: runNow) ? 1 : 0) })
         case .batch(let steps):

@@ -9,6 +9,11 @@ public enum Operation: Sendable {
     case getVersioned(ArraySlice<UInt8>)
     /// Set a key. (A slice key as for ``get(_:)-swift.enum.case``.)
     case put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>)
+    /// Set a key, as ``put(key:value:)-swift.enum.case``, reporting whether it was added: the
+    /// outcome is ``Outcome/integer(_:)`` 1 if the key was absent (or expired), 0 if a value was
+    /// replaced (Redis's HSET of one field). A put's cost: the record is a put's, and whether
+    /// the key was new is what the map's insert finds anyway.
+    case set(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>)
     /// Set a key only if its version is `ifVersion` (0: only if it is absent). The outcome is
     /// the key's new version (``Outcome/version(_:)``), or ``Outcome/conditionFailed`` with
     /// nothing written. (The key is an array, so that the payload is no larger than a PUT's:
@@ -50,10 +55,19 @@ public enum Operation: Sendable {
     /// Set `key` to `value`.
     public static func put(key: [UInt8], value: [UInt8]) -> Operation { .put(key: key[...], value: value[...]) }
 
+    /// The key and value of a plain put (``put(key:value:)-swift.enum.case`` or
+    /// ``set(key:value:)``), whose record is encoded from the request as it is; nil for the others.
+    var plainPut: (key: ArraySlice<UInt8>, value: ArraySlice<UInt8>)? {
+        switch self {
+        case .put(let key, let value), .set(let key, let value): return (key, value)
+        default: return nil
+        }
+    }
+
     /// Whether the operation changes data (and so is logged and waits for durability).
     public var isWrite: Bool {
         switch self {
-        case .put, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive: return true
+        case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive: return true
         case .get, .getVersioned, .exists, .count, .scan, .timeToLive: return false
         }
     }
@@ -64,7 +78,7 @@ public enum Operation: Sendable {
         switch self {
         case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
-        case .get, .getVersioned, .exists, .put, .delete, .count, .scan, .timeToLive: return false
+        case .get, .getVersioned, .exists, .put, .set, .delete, .count, .scan, .timeToLive: return false
         }
     }
 
@@ -73,7 +87,7 @@ public enum Operation: Sendable {
     /// Deletes and reads never do, nor a write whose condition cannot hold where nothing exists.
     var mayCreateNamespace: Bool {
         switch self {
-        case .put, .update, .increment: return true
+        case .put, .set, .update, .increment: return true
         case .conditionalPut(_, _, let version): return version == 0
         case .lifetimePut(let put): return (put.ifVersion ?? 0) == 0
         case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps) && steps.contains { $0.mayWriteValue }

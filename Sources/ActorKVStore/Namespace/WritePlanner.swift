@@ -94,7 +94,7 @@ struct WritePlanner {
         }
         if overlay == nil && operation.readsBeforeWriting { overlay = replayWritten(operations) }
         switch operation {
-        case .put(let key, let value):
+        case .put(let key, let value), .set(let key, let value):
             let recorded = record(of: index, bodyLength: LogRecordCodec.putBodyLength(key: key, value: value)) { sequence, claim, buffer in
                 LogRecordCodec.encodePut(sequence: sequence, key: key, value: value, durableThrough: claim, into: &buffer)
             }
@@ -336,7 +336,7 @@ struct WritePlanner {
                 continue
             }
             switch operations[index] {
-            case .put(let key, let value): overlay.note(.put(key: Array(key), value: Array(value)), version: version)
+            case .put(let key, let value), .set(let key, let value): overlay.note(.put(key: Array(key), value: Array(value)), version: version)
             case .delete(let keys): overlay.note(keys.lazy.map { .delete(key: $0) }, version: version)
             case .batch(let steps): overlay.note(steps.lazy.map { $0.plainMutation! }, version: version)
             case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .get, .getVersioned, .exists, .count, .scan, .timeToLive:

@@ -146,7 +146,7 @@ public actor Store {
                 default: return .integer(0)
                 }
             })
-        case .put, .update, .increment: preconditionFailure("Store: a valid write creates its namespace")
+        case .put, .set, .update, .increment: preconditionFailure("Store: a valid write creates its namespace")
         }
     }
 

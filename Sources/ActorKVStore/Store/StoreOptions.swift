@@ -56,7 +56,7 @@ extension StoreLimits {
         case .get(let key), .getVersioned(let key): return keyProblem(key)
         case .exists(let keys), .delete(let keys): return keys.lazy.compactMap(keyProblem).first
         case .count, .scan: return nil
-        case .put(let key, let value): return keyProblem(key) ?? valueProblem(value)
+        case .put(let key, let value), .set(let key, let value): return keyProblem(key) ?? valueProblem(value)
         case .conditionalPut(let key, let value, _): return keyProblem(key) ?? valueProblem(value)
         case .update(let key, _), .increment(let key, _), .setTimeToLive(let key, _), .timeToLive(let key): return keyProblem(key)
         case .lifetimePut(let put): return keyProblem(put.key) ?? valueProblem(put.value)

@@ -22,6 +22,9 @@ public struct KeyLifetimes: Sendable {
     /// Whether no key has a lifetime (the common case: then reads need no checks).
     var isEmpty: Bool { lifetimes.isEmpty }
 
+    /// Keys with a lifetime.
+    var count: Int { lifetimes.count }
+
     /// Whether any key has a deadline.
     var hasDeadlines: Bool { expiringCount > 0 }
 

@@ -1,5 +1,10 @@
 /// A namespace's live map together with the byte count of its keys and values (the compaction
-/// policy compares the log's size with it).
+/// policy compares the log's size with it), and the lifetimes of the keys that have one.
+///
+/// A key has a lifetime exactly when its map entry is marked (``OrderedMap/setMarked(_:forKey:)``),
+/// so that reading or writing a key without one never looks in the lifetime tables, even when
+/// other keys of the namespace are due: the mark costs no memory (a bit of the version word),
+/// and a put of a new value clears it with the lifetime.
 struct LiveData: Sendable {
     var map = OrderedMap()
     var bytes = 0
@@ -17,17 +22,18 @@ struct LiveData: Sendable {
         case .delete(let key):
             return delete(key, now: now)
         case .lifetime(let key, let lifetime):
-            if map.contains(key) { lifetimes.set(key, lifetime) }
+            if map.setMarked(!lifetime.isNone, forKey: key) { lifetimes.set(key, lifetime) }
             return false
         }
     }
 
     /// Removes `key`; returns whether it existed and had not expired at `now` (0: ignore deadlines).
     mutating func delete(_ key: [UInt8], now: UInt64) -> Bool {
+        guard let removed = map.removeEntry(forKey: key) else { return false }
+        bytes -= key.count + removed.old.count
+        guard removed.wasMarked else { return true }
         let expired = now != 0 && lifetimes.hasExpired(key, at: now)
         lifetimes.clear(key)
-        guard let old = map.removeValue(forKey: key) else { return false }
-        bytes -= key.count + old.count
         return !expired
     }
 
@@ -36,18 +42,30 @@ struct LiveData: Sendable {
     /// Returns whether the key was added: absent before, or (with a `now`) expired by then.
     @discardableResult
     mutating func put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, version: UInt64, now: UInt64 = 0) -> Bool {
-        var expired = false
-        if !lifetimes.isEmpty {
-            let owned = Array(key)
-            expired = now != 0 && lifetimes.hasExpired(owned, at: now)
-            lifetimes.clear(owned)
+        guard let replaced = map.replace(copying: value, forKey: key, version: version) else {
+            bytes += key.count + value.count
+            return true
         }
-        if let old = map.updateValue(copying: value, forKey: key, version: version) {
-            bytes += value.count - old
-            return expired
+        bytes += value.count - replaced.old
+        // Only a key that had a lifetime (a marked entry) has one to forget.
+        guard replaced.wasMarked else { return false }
+        let owned = Array(key)
+        let expired = now != 0 && lifetimes.hasExpired(owned, at: now)
+        lifetimes.clear(owned)
+        return expired
+    }
+
+    /// Whether exactly the keys with a lifetime have marked entries (for tests).
+    func marksMatchLifetimes() -> Bool {
+        var marked = 0
+        var matches = true
+        map.forEach { key, _, _ in
+            let isMarked = map.isMarked(key)
+            if isMarked { marked += 1 }
+            matches = isMarked == !lifetimes.lifetime(of: key).isNone
+            return matches
         }
-        bytes += key.count + value.count
-        return true
+        return matches && marked == lifetimes.count
     }
 
     /// Sums the key and value bytes of a map (after loading a snapshot).

@@ -363,16 +363,28 @@ public actor Namespace {
             return key
         }
         let targets = indices
-        data.map.values(forKeys: keys) { i, value in outcomes[targets[i]] = .value(value) }
-        if runNow != 0 {
-            for (i, key) in keys.enumerated() where hasExpired(key) { outcomes[targets[i]] = .value(nil) }
+        guard runNow != 0 else {
+            data.map.values(forKeys: keys) { i, value in outcomes[targets[i]] = .value(value) }
+            return
         }
+        // Some key is due: only those with a lifetime (marked) may have expired.
+        data.map.markedValues(forKeys: keys) { i, value, marked in
+            outcomes[targets[i]] = .value(marked && hasExpired(keys[i]) ? nil : value)
+        }
+    }
+
+    /// The value of `key`, nil when it is absent or has expired by ``runNow``; a key's lifetime
+    /// is looked up only when its entry is marked as having one.
+    private func liveValue(_ key: ArraySlice<UInt8>) -> [UInt8]? {
+        guard runNow != 0 else { return data.map[key] }
+        guard let (value, marked) = data.map.markedValue(key) else { return nil }
+        return marked && hasExpired(key) ? nil : value
     }
 
     /// Performs a read, or a plain write whose record is numbered `version`.
     private func perform(_ operation: Operation, version: UInt64 = 0) -> Outcome {
         switch operation {
-        case .get(let key): return .value(hasExpired(key) ? nil : data.map[key])
+        case .get(let key): return .value(liveValue(key))
         case .getVersioned(let key):
             return .versioned(hasExpired(key) ? nil : data.map.versionedValue(key))
         case .exists(let keys): return .integer(keys.reduce(0) { $0 + (data.map.contains($1) && !hasExpired($1) ? 1 : 0) })
@@ -731,6 +743,9 @@ public actor Namespace {
         (activeStart, activeLength, activeReserved) = (LogSegmentHeader.length, LogSegmentHeader.length, LogSegmentHeader.length)
         syncer.rotate(to: next, durableThrough: lastSequence)
     }
+
+    /// Whether exactly the keys with a lifetime have marked map entries (for tests).
+    func lifetimeMarksMatch() -> Bool { data.marksMatchLifetimes() }
 
     // MARK: - Lifecycle
 

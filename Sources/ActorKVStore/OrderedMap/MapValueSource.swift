@@ -16,11 +16,12 @@ protocol MapValueSource {
 
 extension MapValueSource {
     /// Puts these bytes and `version` in place of `entry`'s (one access to the leaf's entry
-    /// array, not one per field); returns what was replaced.
+    /// array, not one per field), unmarked; returns what was replaced and whether it was marked.
     @inline(__always)
-    func replace(_ entry: inout OrderedMap.Entry, version: UInt64) -> Replaced {
-        entry.version = version
-        return replace(&entry.value)
+    func replace(_ entry: inout OrderedMap.Entry, version: UInt64) -> OrderedMap.Replaced<Replaced> {
+        let wasMarked = entry.isMarked
+        entry.stamp = version
+        return OrderedMap.Replaced(old: replace(&entry.value), wasMarked: wasMarked)
     }
 }
 

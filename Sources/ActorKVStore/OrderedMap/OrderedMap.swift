@@ -106,12 +106,21 @@ public struct OrderedMap: Sendable {
 
     // MARK: Writing
 
-    /// Stores `value` with `version` for `key`, replacing any value it had. O(log n).
+    /// The bit of an entry's version word that holds its mark: versions are below 2^63.
+    static let markBit: UInt64 = 1 << 63
+
+    /// What a write replaced: the old value (or its length) and whether its entry was marked.
+    struct Replaced<Old> {
+        var old: Old
+        var wasMarked: Bool
+    }
+
+    /// Stores `value` with `version` for `key`, replacing any value it had (and its mark). O(log n).
     ///
     /// Returns the value replaced, or nil if `key` was new.
     @discardableResult
     public mutating func updateValue(_ value: [UInt8], forKey key: [UInt8], version: UInt64 = 0) -> [UInt8]? {
-        update(key, from: value, version: version)
+        update(key, from: value, version: version)?.old
     }
 
     /// Stores a copy of `value` with `version` for `key`, replacing any value it had. O(log n).
@@ -121,10 +130,47 @@ public struct OrderedMap: Sendable {
     /// Returns the length of the value replaced, or nil if `key` was new.
     @discardableResult
     public mutating func updateValue(copying value: ArraySlice<UInt8>, forKey key: ArraySlice<UInt8>, version: UInt64 = 0) -> Int? {
+        update(key, from: value, version: version)?.old
+    }
+
+    /// ``updateValue(copying:forKey:version:)``, also saying whether the replaced entry was
+    /// marked (the new one is not).
+    mutating func replace(copying value: ArraySlice<UInt8>, forKey key: ArraySlice<UInt8>, version: UInt64) -> Replaced<Int>? {
         update(key, from: value, version: version)
     }
 
-    private mutating func update<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, from value: Value, version: UInt64) -> Value.Replaced? {
+    /// Marks or unmarks the entry of `key`; returns false, touching nothing, when there is none.
+    /// A write of a new value (``updateValue(_:forKey:version:)``) unmarks it again. O(log n).
+    @discardableResult
+    mutating func setMarked(_ marked: Bool, forKey key: [UInt8]) -> Bool {
+        guard contains(key) else { return false }
+        if !isKnownUniquelyReferenced(&root) { root = root!.clone() }
+        var node = root!
+        while !node.isLeaf { node = node.uniqueChild(node.childIndex(for: key)) }
+        let index = node.keys.find(key).index
+        if marked { node.entries[index].stamp |= Self.markBit } else { node.entries[index].stamp &= ~Self.markBit }
+        return true
+    }
+
+    /// Whether `key`'s entry is marked (false when there is none). O(log n).
+    func isMarked<Key: BorrowedBytes>(_ key: Key) -> Bool {
+        withLeaf(for: key) { leaf in
+            let (index, found) = leaf.keys.find(key)
+            return found && leaf.entries[index].isMarked
+        } ?? false
+    }
+
+    /// The value stored for `key` and whether its entry is marked, or nil. O(log n).
+    func markedValue<Key: BorrowedBytes>(_ key: Key) -> (value: [UInt8], marked: Bool)? {
+        withLeaf(for: key) { leaf in
+            let (index, found) = leaf.keys.find(key)
+            guard found else { return nil }
+            let entry = leaf.entries[index]
+            return (entry.value, entry.isMarked)
+        } ?? nil
+    }
+
+    private mutating func update<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, from value: Value, version: UInt64) -> Replaced<Value.Replaced>? {
         guard root != nil else {
             root = Node(keys: PackedKeys(key), entries: [Entry(value: value.newValue(), version: version)])
             entryCount = 1
@@ -147,7 +193,7 @@ public struct OrderedMap: Sendable {
     /// Inserts or replaces under `node`, which must be uniquely owned. Returns the replaced
     /// value and, when `node` overfilled and split, the separator and the new right sibling.
     private static func insert<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, _ value: Value, _ version: UInt64, into node: Node, _ layout: Layout)
-        -> (old: Value.Replaced?, split: (separator: [UInt8], right: Node)?) {
+        -> (old: Replaced<Value.Replaced>?, split: (separator: [UInt8], right: Node)?) {
         node.prefetch()
         if node.isLeaf {
             let (index, found) = node.keys.find(key)
@@ -175,6 +221,11 @@ public struct OrderedMap: Sendable {
     /// no node is copied for a key that is absent).
     @discardableResult
     public mutating func removeValue(forKey key: [UInt8]) -> [UInt8]? {
+        removeEntry(forKey: key)?.old
+    }
+
+    /// ``removeValue(forKey:)``, also saying whether the removed entry was marked.
+    mutating func removeEntry(forKey key: [UInt8]) -> Replaced<[UInt8]>? {
         guard contains(key) else { return nil }
         if !isKnownUniquelyReferenced(&root) { root = root!.clone() }
         let top = root!
@@ -185,7 +236,7 @@ public struct OrderedMap: Sendable {
         } else if top.children.count == 1 {
             root = top.children[0]
         }
-        return old.value
+        return Replaced(old: old.value, wasMarked: old.isMarked)
     }
 
     /// Removes `key`, which is present, from under `node`, which must be uniquely owned, and

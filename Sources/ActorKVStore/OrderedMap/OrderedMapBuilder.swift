@@ -38,15 +38,22 @@ extension OrderedMap {
             startLeaf(expectedBytes: 0)
         }
 
-        /// Appends one entry. Returns false, and appends nothing, if `key` is not strictly
-        /// greater than the key appended before it.
+        /// Appends one entry (`marked`: see ``OrderedMap/setMarked(_:forKey:)``). Returns false,
+        /// and appends nothing, if `key` is not strictly greater than the key appended before it.
         public mutating func append(key: [UInt8], value: [UInt8], version: UInt64 = 0) -> Bool {
+            append(key: key, value: value, version: version, marked: false)
+        }
+
+        /// ``append(key:value:version:)`` of an entry that may be marked.
+        mutating func append(key: [UInt8], value: [UInt8], version: UInt64, marked: Bool) -> Bool {
             if let lastKey, compareBytes(key, lastKey) <= 0 { return false }
             if entries.count == layout.leafCapacity { closeLeaf() }
             precondition(keyBytes.count + key.count <= Int(UInt32.max), "keys of one node exceed 4 GiB")
             keyBytes.append(contentsOf: key)
             keyOffsets.append(UInt32(truncatingIfNeeded: keyBytes.count))
-            entries.append(Entry(value: value, version: version))
+            var entry = Entry(value: value, version: version)
+            if marked { entry.stamp |= OrderedMap.markBit }
+            entries.append(entry)
             lastKey = key
             entryCount += 1
             return true

@@ -15,11 +15,16 @@ extension OrderedMap {
     /// of different keys overlap, as a server's pipelined `GET`s can afford. The result is exactly
     /// that of the subscript.
     public func values(forKeys keys: [[UInt8]], _ body: (Int, [UInt8]?) -> Void) {
-        lookUp(keys, deliver: true, body)
+        lookUp(keys, deliver: true) { i, value, _ in body(i, value) }
     }
 
     /// ``values(forKeys:_:)`` for keys that are slices of larger buffers (a server's requests).
     public func values(forKeys keys: [ArraySlice<UInt8>], _ body: (Int, [UInt8]?) -> Void) {
+        lookUp(keys, deliver: true) { i, value, _ in body(i, value) }
+    }
+
+    /// ``values(forKeys:_:)`` for slices, also handing over whether each found entry is marked.
+    func markedValues(forKeys keys: [ArraySlice<UInt8>], _ body: (_ index: Int, _ value: [UInt8]?, _ marked: Bool) -> Void) {
         lookUp(keys, deliver: true, body)
     }
 
@@ -28,13 +33,13 @@ extension OrderedMap {
     /// reading any value. Only a hint: nothing changes, and the writes that follow find those
     /// nodes warm (unless an earlier one of them split the node). For a server's pipelined `PUT`s.
     public func prefetch(forKeys keys: [ArraySlice<UInt8>]) {
-        lookUp(keys, deliver: false) { _, _ in }
+        lookUp(keys, deliver: false) { _, _, _ in }
     }
 
-    /// Walks `keys` in groups; with `deliver`, hands each key's value to `body`, in order.
-    private func lookUp<Key: BorrowedBytes>(_ keys: [Key], deliver: Bool, _ body: (Int, [UInt8]?) -> Void) {
+    /// Walks `keys` in groups; with `deliver`, hands each key's value and mark to `body`, in order.
+    private func lookUp<Key: BorrowedBytes>(_ keys: [Key], deliver: Bool, _ body: (Int, [UInt8]?, Bool) -> Void) {
         guard let root else {
-            if deliver { for i in keys.indices { body(i, nil) } }
+            if deliver { for i in keys.indices { body(i, nil, false) } }
             return
         }
         withExtendedLifetime(root) {
@@ -100,11 +105,17 @@ extension OrderedMap {
             }
         }
 
-        /// Hands each key's value (retained only now, when its storage has had time to arrive).
-        func deliver(_ body: (Int, [UInt8]?) -> Void) {
+        /// Hands each key's value (retained only now, when its storage has had time to arrive)
+        /// and whether its entry is marked.
+        func deliver(_ body: (Int, [UInt8]?, Bool) -> Void) {
             for i in 0..<count {
                 let slot = slots[i]
-                body(start &+ i, slot < 0 ? nil : nodes[i]._withUnsafeGuaranteedRef { $0.entries[slot].value })
+                guard slot >= 0 else {
+                    body(start &+ i, nil, false)
+                    continue
+                }
+                let entry = nodes[i]._withUnsafeGuaranteedRef { $0.entries[slot] }
+                body(start &+ i, entry.value, entry.isMarked)
             }
         }
     }

@@ -32,13 +32,25 @@ extension OrderedMap {
     }
 
     /// A leaf's entry: a value and its version, side by side so that a write touches one cache
-    /// line for both.
+    /// line for both, and the entry's mark in the version's top bit (``OrderedMap/markBit``).
     struct Entry: Sendable {
         /// The value.
         var value: [UInt8]
-        /// The version the owner gave it (the namespace: the sequence number of the log record that
-        /// wrote it).
-        var version: UInt64
+        /// The version, with ``OrderedMap/markBit`` set when the entry is marked.
+        var stamp: UInt64
+
+        /// An unmarked entry.
+        init(value: [UInt8], version: UInt64) {
+            self.value = value
+            self.stamp = version
+        }
+
+        /// The version the owner gave it (the namespace: the sequence number of the log record
+        /// that wrote it).
+        var version: UInt64 { stamp & ~OrderedMap.markBit }
+
+        /// Whether the owner marked the entry (the namespace: the key has a lifetime).
+        var isMarked: Bool { stamp & OrderedMap.markBit != 0 }
     }
 
     /// One node of the B+tree: a leaf holding entries, or a branch holding children and the

@@ -314,9 +314,14 @@ private struct SnapshotParser {
             try scanner.expect(UInt8(ascii: ","))
             let value = try bytesValue()
             let version = versioned ? try entryVersion(upTo: lastSequence) : lastSequence
-            if withLifetimes && scanner.consume(UInt8(ascii: ",")) { lifetimes.set(key, try lifetime()) }
+            // A key with a lifetime has a marked entry (see LiveData).
+            var marked = false
+            if withLifetimes && scanner.consume(UInt8(ascii: ",")) {
+                lifetimes.set(key, try lifetime())
+                marked = true
+            }
             try scanner.expect(UInt8(ascii: "]"))
-            guard builder.append(key: key, value: value, version: version) else {
+            guard builder.append(key: key, value: value, version: version, marked: marked) else {
                 throw JSONScanner.Failure(offset: start, reason: "keys out of order or duplicated")
             }
         } while scanner.consume(UInt8(ascii: ","))

@@ -12,7 +12,9 @@
 # -r 100000 -P PIPELINE (default 16) and prints the server's utime+stime per request (from
 # /proc/PID/stat). With `mallocs` as the fifth argument it counts malloc calls per request
 # instead (a uprobe per call slows the server several times over, so the CPU figure of such a
-# run is not printed). Needs redis-benchmark (redis-tools); counting mallocs needs perf and a probe:
+# run is not printed). With CPU_LIFETIME=1, one more key of the namespace gets a deadline an hour
+# away (PX) before the run: the cost a namespace with some key's lifetime puts on the others.
+# Needs redis-benchmark (redis-tools); counting mallocs needs perf and a probe:
 #   perf probe -x /usr/lib/x86_64-linux-gnu/libc.so.6 malloc
 # Asserts nothing: it is a measuring tool.
 set -euo pipefail
@@ -26,6 +28,9 @@ read -r -a flags <<<"${ACTORKVD_FLAGS---compact-min-bytes 100000000000}"
 PID=$!
 for _ in $(seq 1 100); do [ -S "$DIR/s.sock" ] && break; sleep 0.05; done
 redis-benchmark -s "$DIR/s.sock" -c 50 -n 200000 -r 100000 -P 16 -q PUT bench key:__rand_int__ "$V" >/dev/null 2>&1
+if [ "${CPU_LIFETIME:-0}" = 1 ]; then
+    [ "$(redis-cli -s "$DIR/s.sock" PUT bench lifetime:key v PX 3600000)" = OK ] || { echo "PUT … PX failed" >&2; exit 1; }
+fi
 case $CMD in
     GET) args=(GET bench key:__rand_int__) ;;
     PUT) args=(PUT bench key:__rand_int__ "$V") ;;

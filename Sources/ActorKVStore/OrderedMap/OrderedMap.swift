@@ -106,7 +106,9 @@ public struct OrderedMap: Sendable {
 
     // MARK: Writing
 
-    /// The bit of an entry's version word that holds its mark: versions are below 2^63.
+    /// The bit of an entry's version word that holds its mark. Versions stay below it: they are
+    /// log sequence numbers, counted from 1 one record at a time, and a snapshot whose last
+    /// sequence is 2^62 or more is refused as impossible (`SnapshotCodec`).
     static let markBit: UInt64 = 1 << 63
 
     /// What a write replaced: the old value (or its length) and whether its entry was marked.

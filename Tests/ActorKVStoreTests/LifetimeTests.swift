@@ -69,6 +69,28 @@ struct LifetimeTests {
         #expect(order == order.sorted())
     }
 
+    @Test("a frozen copy (for a snapshot being written) answers lookups and expiry as the original did, whatever the original does next")
+    func frozenCopy() {
+        var lifetimes = KeyLifetimes()
+        for i in 0..<200 { lifetimes.set(key("k\(i)"), Lifetime(deadline: UInt64(1_000 + i * 10), owner: i % 3 == 0 ? 7 : 0)) }
+        lifetimes.set(key("owned"), Lifetime(deadline: 0, owner: 9))
+        let frozen = lifetimes.frozen()
+        // The original goes on: keys taken due, deadlines changed, an owner's key dropped.
+        let due = lifetimes.takeDue(at: 1_500, limit: 100)
+        #expect(due.count == 51)
+        for key in due { lifetimes.clear(key) }
+        lifetimes.set(key("k150"), Lifetime(deadline: 50, owner: 0))
+        lifetimes.clear(key("owned"))
+        #expect(frozen.hasDue(at: 1_000) && !frozen.hasDue(at: 999))
+        for i in 0..<200 {
+            #expect(frozen.lifetime(of: key("k\(i)")) == Lifetime(deadline: UInt64(1_000 + i * 10), owner: i % 3 == 0 ? 7 : 0))
+            #expect(frozen.hasExpired(key("k\(i)"), at: 1_500) == (i <= 50))
+        }
+        #expect(frozen.lifetime(of: key("owned")) == Lifetime(deadline: 0, owner: 9))
+        #expect(frozen.expiringCount == 200 && frozen.ephemeralCount == 68)
+        #expect(lifetimes.lifetime(of: key("k10")) == .none && lifetimes.hasExpired(key("k150"), at: 60))
+    }
+
     @Test("a sweep that took t rests 4t (20% of the time) while keys wait; otherwise it waits for the next deadline, at most 100 ms")
     func pacing() {
         var pacing = SweepPacing()

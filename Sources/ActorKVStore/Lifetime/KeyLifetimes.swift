@@ -114,6 +114,20 @@ public struct KeyLifetimes: Sendable {
     /// The earliest deadline held (perhaps of a stale entry), or nil.
     var earliestDeadline: UInt64? { heap.count == 0 ? nil : heap.earliestDeadline }
 
+    /// A copy for a reader that only looks keys up (a snapshot being written, a `CHANGES …
+    /// SNAPSHOT`): it shares the table of lifetimes but not the heap of deadlines (only its
+    /// earliest, for ``hasDue(at:)``) nor the owners' sets, so that the sweeper's next pop and
+    /// the next owner's key do not copy those whole while the reader holds it. It answers
+    /// ``lifetime(of:)``, ``hasExpired(_:at:)``, ``hasDue(at:)`` and the counts as the original
+    /// did when it was made; it has nothing to take due and no owners' keys.
+    func frozen() -> KeyLifetimes {
+        var copy = self
+        copy.owned = [:]
+        copy.heap = DeadlineHeap()
+        if let earliest = earliestDeadline { copy.heap.push(deadline: earliest, key: []) }
+        return copy
+    }
+
     /// The keys `owner` holds.
     func keys(ownedBy owner: UInt64) -> [[UInt8]] {
         owned[owner].map { $0.map(\.bytes) } ?? []
@@ -153,34 +167,48 @@ struct DeadlineHeap: Sendable {
     mutating func push(deadline: UInt64, key: [UInt8]) {
         deadlines.append(deadline)
         keys.append(key)
-        var child = deadlines.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard deadlines[child] < deadlines[parent] else { break }
-            swapEntries(child, parent)
-            child = parent
+        withBuffers { deadlines, keys in
+            var child = deadlines.count - 1
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard deadlines[child] < deadlines[parent] else { break }
+                Self.swap(child, parent, deadlines, keys)
+                child = parent
+            }
         }
     }
 
     mutating func pop() {
         guard !deadlines.isEmpty else { return }
-        swapEntries(0, deadlines.count - 1)
+        withBuffers { deadlines, keys in Self.swap(0, deadlines.count - 1, deadlines, keys) }
         deadlines.removeLast()
         keys.removeLast()
-        let count = deadlines.count
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1, right = left + 1
-            var smallest = parent
-            if left < count && deadlines[left] < deadlines[smallest] { smallest = left }
-            if right < count && deadlines[right] < deadlines[smallest] { smallest = right }
-            guard smallest != parent else { return }
-            swapEntries(parent, smallest)
-            parent = smallest
+        withBuffers { deadlines, keys in
+            let count = deadlines.count
+            var parent = 0
+            while true {
+                let left = 2 * parent + 1, right = left + 1
+                var smallest = parent
+                if left < count && deadlines[left] < deadlines[smallest] { smallest = left }
+                if right < count && deadlines[right] < deadlines[smallest] { smallest = right }
+                guard smallest != parent else { return }
+                Self.swap(parent, smallest, deadlines, keys)
+                parent = smallest
+            }
         }
     }
 
-    private mutating func swapEntries(_ a: Int, _ b: Int) {
+    /// Runs `body` over both arrays' storage, so that sifting moves keys without retaining and
+    /// releasing each one on the way (an `Array.swapAt` of keys did: most of a sweep's heap time).
+    private mutating func withBuffers(_ body: (UnsafeMutableBufferPointer<UInt64>, UnsafeMutableBufferPointer<[UInt8]>) -> Void) {
+        deadlines.withUnsafeMutableBufferPointer { deadlines in
+            keys.withUnsafeMutableBufferPointer { keys in body(deadlines, keys) }
+        }
+    }
+
+    /// Swaps entries `a` and `b`: the keys' references are moved, not copied.
+    @inline(__always)
+    private static func swap(_ a: Int, _ b: Int, _ deadlines: UnsafeMutableBufferPointer<UInt64>, _ keys: UnsafeMutableBufferPointer<[UInt8]>) {
         deadlines.swapAt(a, b)
         keys.swapAt(a, b)
     }

@@ -634,7 +634,7 @@ public actor Namespace {
             return FollowStart(feed: feed, sequence: after, snapshot: nil, namespace: self)
         case .snapshot:
             let sequence = lastSequence
-            let snapshot = ChangeSnapshot(map: data.map, lifetimes: data.lifetimes)
+            let snapshot = ChangeSnapshot(map: data.map, lifetimes: data.lifetimes.frozen())
             if always {
                 do { try await syncer.waitDurable(sequence) } catch {
                     feed.removeFollower()
@@ -700,7 +700,7 @@ public actor Namespace {
             // nodes that writes copied meanwhile are freed there, not on this actor (at 1M keys
             // that was a pause of tens of milliseconds for the writers).
             let frozen = FrozenMap(data.map)
-            let lifetimes = data.lifetimes
+            let lifetimes = data.lifetimes.frozen()
             let keyCount = data.map.count
             try rotate()
             let dropping = Array(olderSegments.prefix(HistoryRetention.droppable(

@@ -49,18 +49,30 @@ public struct KeyLifetimes: Sendable {
 
     /// Gives `key` this lifetime (``Lifetime/none``: forgets it).
     mutating func set(_ key: [UInt8], _ lifetime: Lifetime) {
+        _ = replace(key, with: lifetime)
+    }
+
+    /// Forgets `key`'s lifetime and returns it (``Lifetime/none`` when it had none).
+    mutating func remove(_ key: [UInt8]) -> Lifetime {
+        lifetimes.isEmpty ? .none : replace(key, with: .none)
+    }
+
+    /// Gives `key` this lifetime; returns the one it had.
+    private mutating func replace(_ key: [UInt8], with lifetime: Lifetime) -> Lifetime {
         let hashed = HashedKey(key)
-        let old = lifetimes[hashed] ?? .none
-        guard old != lifetime else { return }
+        // One lookup of the table, which writes as it reads (a sweep clears a lifetime per key).
+        let old: Lifetime
+        if lifetime.isNone {
+            guard let removed = lifetimes.removeValue(forKey: hashed) else { return .none }
+            old = removed
+        } else {
+            old = lifetimes.updateValue(lifetime, forKey: hashed) ?? .none
+            guard old != lifetime else { return old }
+        }
         if old.deadline != 0 { expiringCount -= 1 }
         if old.owner != 0 {
             ephemeralCount -= 1
             disown(hashed, by: old.owner)
-        }
-        if lifetime.isNone {
-            lifetimes[hashed] = nil
-        } else {
-            lifetimes[hashed] = lifetime
         }
         if lifetime.owner != 0 {
             ephemeralCount += 1
@@ -71,6 +83,7 @@ public struct KeyLifetimes: Sendable {
             heap.push(deadline: lifetime.deadline, key: key)
             if heap.count > 64 && heap.count > 2 * expiringCount { rebuildHeap() }
         }
+        return old
     }
 
     /// Forgets `key`'s lifetime (it was written without one, or deleted).

@@ -32,9 +32,8 @@ struct LiveData: Sendable {
         guard let removed = map.removeEntry(forKey: key) else { return false }
         bytes -= key.count + removed.old.count
         guard removed.wasMarked else { return true }
-        let expired = now != 0 && lifetimes.hasExpired(key, at: now)
-        lifetimes.clear(key)
-        return !expired
+        let lifetime = lifetimes.remove(key)
+        return !(now != 0 && lifetime.hasExpired(at: now))
     }
 
     /// Stores `value` with `version` for `key` (see `OrderedMap.updateValue(copying:forKey:version:)`):
@@ -49,10 +48,8 @@ struct LiveData: Sendable {
         bytes += value.count - replaced.old
         // Only a key that had a lifetime (a marked entry) has one to forget.
         guard replaced.wasMarked else { return false }
-        let owned = Array(key)
-        let expired = now != 0 && lifetimes.hasExpired(owned, at: now)
-        lifetimes.clear(owned)
-        return expired
+        let lifetime = lifetimes.remove(Array(key))
+        return now != 0 && lifetime.hasExpired(at: now)
     }
 
     /// Whether exactly the keys with a lifetime have marked entries (for tests).

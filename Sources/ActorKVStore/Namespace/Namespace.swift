@@ -377,8 +377,8 @@ public actor Namespace {
     /// is looked up only when its entry is marked as having one.
     private func liveValue(_ key: ArraySlice<UInt8>) -> [UInt8]? {
         guard runNow != 0 else { return data.map[key] }
-        guard let (value, marked) = data.map.markedValue(key) else { return nil }
-        return marked && hasExpired(key) ? nil : value
+        guard let entry = data.map.entry(key) else { return nil }
+        return entry.isMarked && hasExpired(key) ? nil : entry.value
     }
 
     /// Performs a read, or a plain write whose record is numbered `version`.

@@ -63,11 +63,14 @@ public struct OrderedMap: Sendable {
 
     /// ``versioned(_:)-(Array)`` for a key that is a slice of a larger buffer.
     func versioned<Key: BorrowedBytes>(_ key: Key) -> (value: [UInt8], version: UInt64)? {
+        entry(key).map { ($0.value, $0.version) }
+    }
+
+    /// The entry of `key` (its value, version and mark), or nil if there is none. O(log n).
+    func entry<Key: BorrowedBytes>(_ key: Key) -> Entry? {
         withLeaf(for: key) { leaf in
             let (index, found) = leaf.keys.find(key)
-            guard found else { return nil }
-            let entry = leaf.entries[index]
-            return (entry.value, entry.version)
+            return found ? leaf.entries[index] : nil
         } ?? nil
     }
 
@@ -156,20 +159,7 @@ public struct OrderedMap: Sendable {
 
     /// Whether `key`'s entry is marked (false when there is none). O(log n).
     func isMarked<Key: BorrowedBytes>(_ key: Key) -> Bool {
-        withLeaf(for: key) { leaf in
-            let (index, found) = leaf.keys.find(key)
-            return found && leaf.entries[index].isMarked
-        } ?? false
-    }
-
-    /// The value stored for `key` and whether its entry is marked, or nil. O(log n).
-    func markedValue<Key: BorrowedBytes>(_ key: Key) -> (value: [UInt8], marked: Bool)? {
-        withLeaf(for: key) { leaf in
-            let (index, found) = leaf.keys.find(key)
-            guard found else { return nil }
-            let entry = leaf.entries[index]
-            return (entry.value, entry.isMarked)
-        } ?? nil
+        entry(key)?.isMarked ?? false
     }
 
     private mutating func update<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, from value: Value, version: UInt64) -> Replaced<Value.Replaced>? {

@@ -14,7 +14,7 @@ struct LifetimeTests {
         let deadlines: [UInt64] = [50, 10, 40, 30, 20, 70, 60, 90, 80, 100]
         for (i, deadline) in deadlines.enumerated() { lifetimes.set(key("k\(i)"), Lifetime(deadline: deadline, owner: 0)) }
         lifetimes.set(key("k0"), Lifetime(deadline: 5, owner: 0))     // 50 → 5: the old entry is stale
-        lifetimes.clear(key("k4"))                                   // 20: gone
+        _ = lifetimes.remove(key("k4"))                                 // 20: gone
         #expect(lifetimes.expiringCount == 9)
         #expect(lifetimes.hasDue(at: 4) == false)
         #expect(lifetimes.hasExpired(key("k1"), at: 4) == false)
@@ -44,7 +44,7 @@ struct LifetimeTests {
         #expect(lifetimes.hasDue(at: 1_000))
         #expect(lifetimes.hasExpired(key("soon"), at: 1_000))
         #expect(lifetimes.keys(ownedBy: 7) == [key("owned")])
-        lifetimes.clear(key("owned"))
+        _ = lifetimes.remove(key("owned"))
         #expect(lifetimes.keys(ownedBy: 7).isEmpty)
         #expect(lifetimes.ephemeralCount == 0)
     }
@@ -78,9 +78,9 @@ struct LifetimeTests {
         // The original goes on: keys taken due, deadlines changed, an owner's key dropped.
         let due = lifetimes.takeDue(at: 1_500, limit: 100)
         #expect(due.count == 51)
-        for key in due { lifetimes.clear(key) }
+        for key in due { _ = lifetimes.remove(key) }
         lifetimes.set(key("k150"), Lifetime(deadline: 50, owner: 0))
-        lifetimes.clear(key("owned"))
+        _ = lifetimes.remove(key("owned"))
         #expect(frozen.hasDue(at: 1_000) && !frozen.hasDue(at: 999))
         for i in 0..<200 {
             #expect(frozen.lifetime(of: key("k\(i)")) == Lifetime(deadline: UInt64(1_000 + i * 10), owner: i % 3 == 0 ? 7 : 0))

@@ -86,13 +86,6 @@ public struct KeyLifetimes: Sendable {
         return old
     }
 
-    /// Forgets `key`'s lifetime (it was written without one, or deleted).
-    @inline(__always)
-    mutating func clear(_ key: [UInt8]) {
-        guard !lifetimes.isEmpty else { return }
-        set(key, .none)
-    }
-
     /// Up to `limit` keys whose deadline has passed at `now`, earliest first, taken off the
     /// heap (put them back with ``set(_:_:)`` if they are not deleted after all).
     mutating func takeDue(at now: UInt64, limit: Int) -> [[UInt8]] {

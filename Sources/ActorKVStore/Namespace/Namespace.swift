@@ -319,7 +319,7 @@ public actor Namespace {
                 outcomes[index] = write.outcome
                 continue
             }
-            if operation.plainPut != nil, index > prefetchedThrough, index + 1 < operations.count {
+            if operation.isPlainPut, index > prefetchedThrough, index + 1 < operations.count {
                 prefetchedThrough = prefetchPuts(from: index, operations, outcomes)
             }
             // A GET that is last with none queued before it runs at once: a lone GET allocates nothing.
@@ -340,7 +340,7 @@ public actor Namespace {
         keys.reserveCapacity(Self.putPrefetchGroup)
         var index = start
         while index < operations.count && keys.count < Self.putPrefetchGroup {
-            if outcomes[index] == nil, let put = operations[index].plainPut { keys.append(put.key) }
+            if outcomes[index] == nil, let key = operations[index].plainPutKey { keys.append(key) }
             index += 1
         }
         if keys.count > 1 { data.map.prefetch(forKeys: keys) }

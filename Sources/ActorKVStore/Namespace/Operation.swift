@@ -55,11 +55,20 @@ public enum Operation: Sendable {
     /// Set `key` to `value`.
     public static func put(key: [UInt8], value: [UInt8]) -> Operation { .put(key: key[...], value: value[...]) }
 
-    /// The key and value of a plain put (``put(key:value:)-swift.enum.case`` or
-    /// ``set(key:value:)``), whose record is encoded from the request as it is; nil for the others.
-    var plainPut: (key: ArraySlice<UInt8>, value: ArraySlice<UInt8>)? {
+    /// Whether the operation is a plain put (``put(key:value:)-swift.enum.case`` or
+    /// ``set(key:value:)``), whose record is encoded from the request as it is. (No payload is
+    /// bound: asked of every operation of a run, it retains nothing.)
+    var isPlainPut: Bool {
         switch self {
-        case .put(let key, let value), .set(let key, let value): return (key, value)
+        case .put, .set: return true
+        default: return false
+        }
+    }
+
+    /// The key of a plain put (see ``isPlainPut``); nil for the others.
+    var plainPutKey: ArraySlice<UInt8>? {
+        switch self {
+        case .put(let key, _), .set(let key, _): return key
         default: return nil
         }
     }

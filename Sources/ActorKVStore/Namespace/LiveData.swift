@@ -41,6 +41,15 @@ struct LiveData: Sendable {
     /// Returns whether the key was added: absent before, or (with a `now`) expired by then.
     @discardableResult
     mutating func put(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>, version: UInt64, now: UInt64 = 0) -> Bool {
+        guard !lifetimes.isEmpty else {
+            // No key has a lifetime: no mark to read (a plain PUT's path, as before marks).
+            guard let old = map.updateValue(copying: value, forKey: key, version: version) else {
+                bytes += key.count + value.count
+                return true
+            }
+            bytes += value.count - old
+            return false
+        }
         guard let replaced = map.replace(copying: value, forKey: key, version: version) else {
             bytes += key.count + value.count
             return true

@@ -12,16 +12,37 @@ protocol MapValueSource {
     func newValue() -> [UInt8]
     /// Puts these bytes in place of the value in `slot`; returns what was replaced.
     func replace(_ slot: inout [UInt8]) -> Replaced
+    /// Puts these bytes and `version` in place of `entry`'s (one access to the leaf's entry
+    /// array, not one per field), unmarked; returns what was replaced.
+    func replace(_ entry: inout OrderedMap.Entry, version: UInt64) -> Replaced
 }
 
 extension MapValueSource {
-    /// Puts these bytes and `version` in place of `entry`'s (one access to the leaf's entry
-    /// array, not one per field), unmarked; returns what was replaced and whether it was marked.
+    /// Replaces the value and the version word (so the mark is cleared); reports the value's.
     @inline(__always)
-    func replace(_ entry: inout OrderedMap.Entry, version: UInt64) -> OrderedMap.Replaced<Replaced> {
+    func replace(_ entry: inout OrderedMap.Entry, version: UInt64) -> Replaced {
+        entry.stamp = version
+        return replace(&entry.value)
+    }
+}
+
+/// Bytes copied as an `ArraySlice` copies them, whose replacement also reports whether the
+/// replaced entry was marked (`OrderedMap.replace(copying:forKey:version:)`): the put of a key
+/// that may have a lifetime. Plain puts go without it, their path as it was before marks.
+struct MarkReportingBytes: MapValueSource {
+    let bytes: ArraySlice<UInt8>
+
+    func newValue() -> [UInt8] { bytes.newValue() }
+
+    func replace(_ slot: inout [UInt8]) -> OrderedMap.Replaced<Int> {
+        OrderedMap.Replaced(old: bytes.replace(&slot), wasMarked: false)
+    }
+
+    @inline(__always)
+    func replace(_ entry: inout OrderedMap.Entry, version: UInt64) -> OrderedMap.Replaced<Int> {
         let wasMarked = entry.isMarked
         entry.stamp = version
-        return OrderedMap.Replaced(old: replace(&entry.value), wasMarked: wasMarked)
+        return OrderedMap.Replaced(old: bytes.replace(&entry.value), wasMarked: wasMarked)
     }
 }
 

@@ -125,7 +125,7 @@ public struct OrderedMap: Sendable {
     /// Returns the value replaced, or nil if `key` was new.
     @discardableResult
     public mutating func updateValue(_ value: [UInt8], forKey key: [UInt8], version: UInt64 = 0) -> [UInt8]? {
-        update(key, from: value, version: version)?.old
+        update(key, from: value, version: version)
     }
 
     /// Stores a copy of `value` with `version` for `key`, replacing any value it had. O(log n).
@@ -135,13 +135,13 @@ public struct OrderedMap: Sendable {
     /// Returns the length of the value replaced, or nil if `key` was new.
     @discardableResult
     public mutating func updateValue(copying value: ArraySlice<UInt8>, forKey key: ArraySlice<UInt8>, version: UInt64 = 0) -> Int? {
-        update(key, from: value, version: version)?.old
+        update(key, from: value, version: version)
     }
 
     /// ``updateValue(copying:forKey:version:)``, also saying whether the replaced entry was
     /// marked (the new one is not).
     mutating func replace(copying value: ArraySlice<UInt8>, forKey key: ArraySlice<UInt8>, version: UInt64) -> Replaced<Int>? {
-        update(key, from: value, version: version)
+        update(key, from: MarkReportingBytes(bytes: value), version: version)
     }
 
     /// Marks or unmarks the entry of `key`; returns false, touching nothing, when there is none.
@@ -162,7 +162,7 @@ public struct OrderedMap: Sendable {
         entry(key)?.isMarked ?? false
     }
 
-    private mutating func update<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, from value: Value, version: UInt64) -> Replaced<Value.Replaced>? {
+    private mutating func update<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, from value: Value, version: UInt64) -> Value.Replaced? {
         guard root != nil else {
             root = Node(keys: PackedKeys(key), entries: [Entry(value: value.newValue(), version: version)])
             entryCount = 1
@@ -185,7 +185,7 @@ public struct OrderedMap: Sendable {
     /// Inserts or replaces under `node`, which must be uniquely owned. Returns the replaced
     /// value and, when `node` overfilled and split, the separator and the new right sibling.
     private static func insert<Key: BorrowedBytes, Value: MapValueSource>(_ key: Key, _ value: Value, _ version: UInt64, into node: Node, _ layout: Layout)
-        -> (old: Replaced<Value.Replaced>?, split: (separator: [UInt8], right: Node)?) {
+        -> (old: Value.Replaced?, split: (separator: [UInt8], right: Node)?) {
         node.prefetch()
         if node.isLeaf {
             let (index, found) = node.keys.find(key)

@@ -62,7 +62,8 @@ public struct CommandProcessor: Sendable {
         var replies: [Reply] = []
         replies.reserveCapacity(commands.count)
         var group = Group()
-        for command in commands {
+        for unbound in commands {
+            let command = unbound.bound(to: session)
             if session.inTransaction && !command.controlsTransaction {
                 await flush(&group, into: &replies)
                 replies.append(TransactionCommands.queue(command, on: session))
@@ -80,6 +81,8 @@ public struct CommandProcessor: Sendable {
                 group.operations.append(operation)
                 group.shapes.append(shape)
                 continue
+            case .owned:
+                preconditionFailure("process: an owned put is bound to its session above")
             case .refused(let error):
                 await flush(&group, into: &replies)
                 replies.append(ErrorMapping.reply(for: error))

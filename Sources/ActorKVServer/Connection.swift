@@ -72,8 +72,10 @@ final class Connection {
     /// Whether nothing is left to do before closing.
     var isIdle: Bool { !inFlight && pending.isEmpty && !hasUnsentOutput }
 
-    /// Queues a parsed command, noting whether the pending ones can still be merged.
+    /// Queues a parsed command (bound to this connection's session: see ``Command/bound(to:)``),
+    /// noting whether the pending ones can still be merged.
     func appendPending(_ command: consuming Command) {
+        if case .owned = command { command = command.bound(to: session) }
         if !pendingMixed {
             if case .data(let namespace, _, _) = command, pendingNamespace == nil || pendingNamespace == namespace {
                 pendingNamespace = namespace

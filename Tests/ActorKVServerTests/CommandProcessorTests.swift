@@ -185,6 +185,39 @@ import Testing
         }
     }
 
+    /// `PUT … EPHEMERAL` is a data command bound to its connection's session when queued, so
+    /// connections' lock acquires merge into one run like any write: the second acquire of a key
+    /// in the run is refused by the first, and each key belongs to the session that wrote it
+    /// (the end of one session deletes its keys, not the other's).
+    @Test func ephemeralPutsOfTwoConnectionsMergeAndKeepTheirOwners() async throws {
+        try await withProcessor { p in
+            let parse = { (line: String) in Command(parsing: Request(line.split(separator: " ").map { Array($0.utf8) })) }
+            let (one, two) = (ClientSession(id: 1, peer: nil), ClientSession(id: 2, peer: nil))
+            guard case .owned = parse("PUT l job x EPHEMERAL") else { Issue.record("not an owned put"); return }
+            let first = CommandProcessor.Work(session: one, commands: [parse("PUT l mine-1 a EPHEMERAL").bound(to: one),
+                                                                     parse("PUT l job 1 IFVERSION 0 EPHEMERAL").bound(to: one)])
+            let second = CommandProcessor.Work(session: two, commands: [parse("PUT l job 2 IFVERSION 0 EPHEMERAL").bound(to: two),
+                                                                      parse("PUT l mine-2 b ephemeral PX 60000").bound(to: two)])
+            #expect(first.merge != nil && second.merge != nil, "both are merged with each other")
+            let done = Mutex<[CommandProcessor.Done]>([])
+            await p.process(batch: [first, second]) { delivered in done.withLock { $0 += delivered } }
+            let replies = done.withLock { $0 }.sorted { $0.connection < $1.connection }.map(\.replies)
+            guard replies.count == 2, replies[0].count == 2, case .integer(let token) = replies[0][1] else {
+                Issue.record("replies: \(replies)"); return
+            }
+            #expect(token > 0 && replies[0][0] == .simple("OK"))
+            #expect(replies[1] == [.null, .simple("OK")], "the lock was taken earlier in the run")
+            p.endSession(one, reason: .quit)
+            var left: [Reply] = []
+            for _ in 0..<500 {
+                left = await run(p, ["EXISTS l mine-1", "EXISTS l job", "EXISTS l mine-2"])
+                if left == [.integer(0), .integer(0), .integer(1)] { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(left == [.integer(0), .integer(0), .integer(1)], "only the ended session's keys are gone")
+        }
+    }
+
     @Test func rejectedWritesAndDeletesNeverCreateANamespace() async throws {
         try await withProcessor { p in
             let bytes = { (words: [String]) in words.map { Array($0.utf8) } }

@@ -78,6 +78,8 @@ struct CommandTableTests {
                 #expect(spec.flags.contains(.namespaced) && namespace == "ns", "\(spec.name)")
                 #expect(operation.isWrite == spec.flags.contains(.write), "\(spec.name): isWrite \(operation.isWrite)")
                 #expect(operation.isWrite != spec.flags.contains(.readOnly), "\(spec.name)")
+            case .owned(let namespace, _):
+                #expect(spec.flags.contains(.namespaced) && spec.flags.contains(.write) && namespace == "ns", "\(spec.name)")
             case .local:
                 #expect(!spec.flags.contains(.write), "\(spec.name): a write must run in its namespace's run")
             case .refused(let error):

@@ -8,6 +8,10 @@ public enum Command: Sendable {
     /// next to it on the same namespace (one actor hop, one log write), and its reply is made
     /// from the operation's outcome, as `shape` says.
     case data(namespace: String, Operation, shape: ReplyShape = .plain)
+    /// A put of a key owned by the connection that sends it (`PUT … EPHEMERAL`): it runs as a
+    /// ``data(namespace:_:shape:)`` command, merged like any other, once ``bound(to:)`` that
+    /// connection's session.
+    case owned(namespace: String, LifetimePut)
     /// Any other command: runs on its own, given what it needs.
     case local(LocalCommand)
     /// A request refused before running (unknown command, wrong arguments): its reply.
@@ -56,10 +60,20 @@ public enum Command: Sendable {
         do { self = try Self.parse(request, rights: rights) } catch { self = .refused(error) }
     }
 
+    /// This command as the connection of `session` runs it: an ``owned(namespace:_:)`` put becomes
+    /// a data command whose key `session` owns, and the session notes the namespace now, before
+    /// the write, so that the connection's end finds the key. Any other command is itself.
+    consuming func bound(to session: ClientSession) -> Command {
+        guard case .owned(let namespace, var put) = self else { return self }
+        put.owner = session.id
+        session.noteOwnedKeys(in: namespace)
+        return .data(namespace: namespace, .lifetimePut(put))
+    }
+
     /// Whether a connection that follows changes may send it (its own error, for a refused one).
     var isAllowedWhileFollowing: Bool {
         switch self {
-        case .data: return false
+        case .data, .owned: return false
         case .local(let local): return local.flags.contains(.allowedWhileFollowing)
         case .refused: return true
         }

@@ -65,8 +65,8 @@ enum KeyValueCommands {
         guard args.count > 3 else { return .data(namespace: ns, .put(key: args[1], value: args[2])) }
         let options = try PutOptions(args)
         if options.ephemeral {
-            let put = LifetimePut(key: args.array(1), value: args.array(2), milliseconds: options.milliseconds, ifVersion: options.ifVersion)
-            return .local(LocalCommand { context in await putEphemeral(put, in: ns, context) })
+            return .owned(namespace: ns, LifetimePut(key: args.array(1), value: args.array(2), milliseconds: options.milliseconds,
+                                                     ifVersion: options.ifVersion))
         }
         if options.milliseconds != 0 {
             return .data(namespace: ns, .lifetimePut(LifetimePut(key: args.array(1), value: args.array(2), milliseconds: options.milliseconds,
@@ -130,17 +130,6 @@ enum KeyValueCommands {
     /// Redis's error for a TTL that is not a positive integer (or, PEXPIRE, not an integer).
     static func invalidExpireTime(_ command: String) -> CommandError {
         CommandError(.syntax, "invalid expire time in '\(command)' command")
-    }
-
-    /// Runs a `PUT … EPHEMERAL`: the key is owned by this connection's session, which deletes it
-    /// when the connection ends (see ``CommandProcessor/endSession(_:reason:)``).
-    private static func putEphemeral(_ put: LifetimePut, in namespace: String, _ context: CommandContext) async -> Reply {
-        var put = put
-        put.owner = context.session.id
-        context.session.noteOwnedKeys(in: namespace)
-        let operations = [Operation.lifetimePut(put)]
-        let execution = await context.backend.execute(operations, inNamespace: namespace)
-        return reply(for: await execution.settled(operations)[0], of: operations[0])
     }
 
     /// A version argument: a decimal integer from 0 (absent) to 2^63-1, written as Redis writes

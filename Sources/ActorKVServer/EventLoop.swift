@@ -23,21 +23,21 @@ final class EventLoop: @unchecked Sendable {
     let processor: CommandProcessor
     private let statistics: ServerStatistics
     private let log: @Sendable (String) -> Void
-    private var connections: [UInt64: Connection] = [:]
+    @exclusivity(unchecked) private var connections: [UInt64: Connection] = [:]
     /// Connections the server has finished with, half-closed, whose unread input is discarded
     /// until the peer closes or the deadline passes (a lingering close; see ``linger(_:id:)``).
     private var lingering: [UInt64: (fd: Int32, deadline: Double)] = [:]
-    private var ready: [UInt64] = []
+    @exclusivity(unchecked) private var ready: [UInt64] = []
     /// What is left of this turn's ``followerBytesPerTurn``.
-    private var followerBudget = 0
+    @exclusivity(unchecked) private var followerBudget = 0
     /// Following connections whose turn did not come in this turn for want of budget.
-    private var deferredFollowers: [UInt64] = []
+    @exclusivity(unchecked) private var deferredFollowers: [UInt64] = []
     private var nextID: UInt64 = 16
     /// One read per connection per turn at most this big (as Redis does): it bounds how much work
     /// one client adds to a turn, and so how long the others wait for theirs.
-    private var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
+    @exclusivity(unchecked) private var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
     private let completions = Mutex<[CommandProcessor.Done]>([])
-    private var outgoing: [CommandProcessor.Work] = []
+    @exclusivity(unchecked) private var outgoing: [CommandProcessor.Work] = []
     /// Sessions whose connection closed while a command of theirs was still running: ended when
     /// its replies come back (or when the loop stops), so the hook runs after their last command.
     private var endedInFlight: [UInt64: (session: ClientSession, reason: SessionEnd)] = [:]
@@ -46,7 +46,7 @@ final class EventLoop: @unchecked Sendable {
     /// Runs the namespace actors' work on this thread (nil with `--execution pool`).
     private let executor: LoopExecutor?
     private let stopRequested = Atomic<Bool>(false)
-    private var draining = false
+    @exclusivity(unchecked) private var draining = false
     /// A descriptor held in reserve for running out of them: see ``refuseForWantOfDescriptors()``.
     private var reserveFD: Int32 = -1
     /// While the listener is out of epoll after accept failed: when to put it back.

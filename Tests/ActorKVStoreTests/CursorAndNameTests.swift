@@ -54,6 +54,14 @@ struct CursorAndNameTests {
                 Bool.random(using: &rng) ? UInt8.random(in: 0x80...0xF5, using: &rng) : UInt8.random(in: 0...0xFF, using: &rng)
             })
         }
+        for _ in 0..<3000 {
+            // Longer, mostly ASCII (the validator skips ASCII eight bytes at a time), with a
+            // byte of any value now and then, anywhere: at, before and after each eight.
+            let n = Int.random(in: 0..<40, using: &rng)
+            inputs.append((0..<n).map { _ in
+                Int.random(in: 0..<12, using: &rng) == 0 ? UInt8.random(in: 0x80...0xFF, using: &rng) : UInt8.random(in: 0...0x7F, using: &rng)
+            })
+        }
         for bytes in inputs {
             let reference = String(validating: bytes, as: UTF8.self) != nil
             #expect(UTF8Validator.isValid(bytes) == reference, "\(bytes)")

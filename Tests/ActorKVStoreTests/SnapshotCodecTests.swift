@@ -65,6 +65,30 @@ struct SnapshotCodecTests {
         #expect(text.hasPrefix("{\"format\":\"actorkv-snapshot\",\"version\":3,\"namespace\":\"config\""))
     }
 
+    @Test("random keys and values round-trip: runs of plain bytes between escapes, UTF-8 and not")
+    func randomRoundTrip() throws {
+        var rng = SeededGenerator(seed: 11)
+        let special: [UInt8] = [0x22, 0x5C, 0x0A, 0x0D, 0x09, 0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xFF]
+        let draw = { (rng: inout SeededGenerator) -> [UInt8] in
+            (0..<Int.random(in: 0..<60, using: &rng)).map { _ in
+                Int.random(in: 0..<6, using: &rng) == 0 ? special.randomElement(using: &rng)! : UInt8.random(in: 0x20...0x7E, using: &rng)
+            }
+        }
+        var expected: [[UInt8]: [UInt8]] = [:]
+        for _ in 0..<500 {
+            var key = draw(&rng)
+            if key.isEmpty { key = [0x6B] }
+            expected[key] = draw(&rng)
+        }
+        var map = OrderedMap()
+        for (key, value) in expected { map.updateValue(value, forKey: key, version: 1) }
+        let document = SnapshotCodec.encode(map, header: Self.header)
+        _ = try JSONSerialization.jsonObject(with: Data(document))
+        var decoded: [[UInt8]: [UInt8]] = [:]
+        try SnapshotCodec.decode(document).map.forEach { key, value, _ in decoded[key] = value; return true }
+        #expect(decoded == expected)
+    }
+
     @Test("an empty map and one large value round-trip; chunked output equals one-shot output")
     func emptyAndChunked() throws {
         let empty = SnapshotCodec.encode(OrderedMap(), header: Self.header)

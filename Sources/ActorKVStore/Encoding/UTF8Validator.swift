@@ -6,10 +6,20 @@ public enum UTF8Validator {
     }
 
     /// True when `bytes` is well-formed UTF-8.
+    public static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        isValid(bytes.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// True when `bytes` is well-formed UTF-8.
     public static func isValid(_ b: UnsafeBufferPointer<UInt8>) -> Bool {
         var i = 0
         let n = b.count
         while i < n {
+            // ASCII, the usual case, eight bytes at a time.
+            while n - i >= 8, UnsafeRawBufferPointer(b).loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+                i += 8
+            }
+            guard i < n else { break }
             let c = b[i]
             if c < 0x80 { i += 1; continue }
             let need: Int

@@ -390,6 +390,30 @@ public struct OrderedMap: Sendable {
         _ = try Self.visit(root, body)
     }
 
+    /// Calls `body` with each entry in ascending key order until it returns false, as
+    /// ``forEach(_:)`` does, but with the key's bytes borrowed (valid only during the call: no
+    /// array is made per key) and whether the entry is marked. For walks over every key, such
+    /// as writing a snapshot.
+    func forEachEntry(_ body: (_ key: UnsafeRawBufferPointer, _ value: [UInt8], _ version: UInt64, _ marked: Bool) throws -> Bool) rethrows {
+        guard let root else { return }
+        _ = try Self.visitEntries(root, body)
+    }
+
+    /// Walks the subtree of `node` in order for ``forEachEntry(_:)``; false when `body` asked to stop.
+    private static func visitEntries(_ node: Node, _ body: (UnsafeRawBufferPointer, [UInt8], UInt64, Bool) throws -> Bool) rethrows -> Bool {
+        if node.isLeaf {
+            for index in 0..<node.keys.count {
+                let entry = node.entries[index]
+                guard try node.keys.withKey(at: index, { try body($0, entry.value, entry.version, entry.isMarked) }) else { return false }
+            }
+            return true
+        }
+        for child in node.children {
+            guard try visitEntries(child, body) else { return false }
+        }
+        return true
+    }
+
     /// Walks the subtree of `node` in order; false when `body` asked to stop.
     private static func visit(_ node: Node, _ body: ([UInt8], [UInt8], UInt64) throws -> Bool) rethrows -> Bool {
         if node.isLeaf {

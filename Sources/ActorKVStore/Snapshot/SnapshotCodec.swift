@@ -75,19 +75,25 @@ public enum SnapshotCodec {
         writer.append(",\"count\":\(map.count),\"entries\":[")
         var first = true
         var failure: E?
-        map.forEach { key, value, version in
-            writer.append(first ? "\n[" : ",\n[")
+        var marked = 0
+        map.forEachEntry { key, value, version, isMarked in
+            writer.buffer.append(contentsOf: first ? entryOpen[1...] : entryOpen[...])
             first = false
             appendValue(key, to: &writer.buffer)
             writer.buffer.append(UInt8(ascii: ","))
-            appendValue(value, to: &writer.buffer)
+            value.withUnsafeBytes { appendValue($0, to: &writer.buffer) }
             writer.buffer.append(UInt8(ascii: ","))
             ASCIIDecimal.append(magnitude: version, to: &writer.buffer)
-            if !lifetimes.isEmpty { appendLifetime(lifetimes.lifetime(of: key), to: &writer.buffer) }
+            // Only a marked entry has a lifetime (the namespace keeps marks and lifetimes in step).
+            if isMarked {
+                marked += 1
+                appendLifetime(lifetimes.lifetime(of: Array(key)), to: &writer.buffer)
+            }
             writer.buffer.append(UInt8(ascii: "]"))
             do throws(E) { try writer.flushIfFull(sink) } catch { failure = error; return false }
             return true
         }
+        assert(failure != nil || marked == lifetimes.count, "a key with a lifetime is not marked in the map, or one marked has none")
         if let failure { throw failure }
         writer.append("\n]")
         try writer.flush(sink)
@@ -171,29 +177,49 @@ public enum SnapshotCodec {
         try bytes.withBytes { (raw) throws(Failure) in try decode(raw) }
     }
 
+    /// `,\n[`, what opens each entry (the first without the comma).
+    private static let entryOpen: [UInt8] = Array(",\n[".utf8)
+
+    /// Appends `bytes` as a JSON string, or as `{"base64":"…"}` when they are not UTF-8.
     static func appendValue(_ bytes: [UInt8], to out: inout [UInt8]) {
+        bytes.withUnsafeBytes { appendValue($0, to: &out) }
+    }
+
+    /// Appends `bytes` as a JSON string, or as `{"base64":"…"}` when they are not UTF-8. Runs of
+    /// bytes that need no escape are copied whole.
+    static func appendValue(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         guard UTF8Validator.isValid(bytes) else {
             out.append(contentsOf: "{\"base64\":\"".utf8)
-            Base64.encode(bytes, into: &out)
+            Base64.encode(Array(bytes), into: &out)
             out.append(contentsOf: "\"}".utf8)
             return
         }
         out.append(UInt8(ascii: "\""))
-        for b in bytes {
-            switch b {
-            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                        hex[Int(b >> 4)], hex[Int(b & 15)]])
-            default: out.append(b)
-            }
+        var start = 0
+        for index in 0..<bytes.count {
+            let b = bytes[index]
+            guard b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") else { continue }
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start..<index]))
+            appendEscape(b, to: &out)
+            start = index + 1
         }
+        out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start...]))
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends JSON's escape for `b`, a quote, a backslash or a control character.
+    private static func appendEscape(_ b: UInt8, to out: inout [UInt8]) {
+        switch b {
+        case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+        case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+        case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+        case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+        case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+        default:
+            let hex = Array("0123456789abcdef".utf8)
+            out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                    hex[Int(b >> 4)], hex[Int(b & 15)]])
+        }
     }
 }
 

@@ -91,7 +91,7 @@ struct LifetimeTests {
         #expect(lifetimes.lifetime(of: key("k10")) == .none && lifetimes.hasExpired(key("k150"), at: 60))
     }
 
-    @Test("a sweep that took t rests 4t (20% of the time) while keys wait; otherwise it waits for the next deadline, at most 100 ms")
+    @Test("a sweep that took t rests 9t (10% of the time) while requests come and t (50%) while none does; otherwise it waits for the next deadline, at most 100 ms")
     func pacing() {
         var pacing = SweepPacing()
         let ms: UInt64 = 1_000_000
@@ -100,16 +100,21 @@ struct LifetimeTests {
         #expect(pacing.delay(now: 0, wallNow: 1_000, earliest: 1_030) == 30 * ms)
         #expect(pacing.delay(now: 0, wallNow: 1_000, earliest: 9_000) == 100 * ms)
         #expect(pacing.delay(now: 0, wallNow: 1_000, earliest: 900) == 0)
-        // A 5 ms sweep ending at t = 10 ms: no sweep before 30 ms, even with keys due.
-        pacing.swept(from: 5 * ms, to: 10 * ms)
-        #expect(pacing.restUntil == 30 * ms)
-        #expect(!pacing.maySweep(at: 29 * ms))
-        #expect(pacing.maySweep(at: 30 * ms))
-        #expect(pacing.delay(now: 10 * ms, wallNow: 1_000, earliest: 900) == 20 * ms)
+        // A 5 ms sweep ending at t = 10 ms while clients are served: no sweep before 55 ms,
+        // even with keys due.
+        pacing.swept(from: 5 * ms, to: 10 * ms, busy: true)
+        #expect(pacing.restUntil == 55 * ms)
+        #expect(!pacing.maySweep(at: 54 * ms))
+        #expect(pacing.maySweep(at: 55 * ms))
+        #expect(pacing.delay(now: 10 * ms, wallNow: 1_000, earliest: 900) == 45 * ms)
         // The rest never shortens the wait for a later deadline.
         #expect(pacing.delay(now: 10 * ms, wallNow: 1_000, earliest: 1_050) == 50 * ms)
+        // With nobody served meanwhile, the same sweep rests as long as it took.
+        pacing.swept(from: 60 * ms, to: 65 * ms, busy: false)
+        #expect(pacing.restUntil == 70 * ms)
+        #expect(pacing.delay(now: 65 * ms, wallNow: 1_000, earliest: 900) == 5 * ms)
         // A sweep that found nothing to do costs (almost) no rest.
-        pacing.swept(from: 40 * ms, to: 40 * ms)
-        #expect(pacing.maySweep(at: 40 * ms))
+        pacing.swept(from: 80 * ms, to: 80 * ms, busy: true)
+        #expect(pacing.maySweep(at: 80 * ms))
     }
 }

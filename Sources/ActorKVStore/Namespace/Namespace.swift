@@ -43,8 +43,10 @@ public actor Namespace {
     private var sweeper: Task<Void, Never>?
     /// A sweep asked for by a read that met an expired key.
     private var promptSweep: Task<Void, Never>?
-    /// When sweeps may run: while keys are due, a fixed share of the time.
+    /// When sweeps may run: while keys are due, a share of the time, smaller while requests come.
     private var sweepPacing = SweepPacing()
+    /// Whether a run was performed, while keys had deadlines, since the last sweep.
+    private var servedSinceSweep = false
     private var statistics: NamespaceStatistics
     private var writeFailure: StoreError?
     private var closed = false
@@ -156,6 +158,7 @@ public actor Namespace {
     /// passed; 0 (no key is checked) before the earliest deadline or when no key has one.
     private func startRun() {
         guard data.lifetimes.hasDeadlines else { runNow = 0; return }
+        servedSinceSweep = true
         let now = WallClock.milliseconds()
         runNow = data.lifetimes.hasDue(at: now) ? now : 0
     }
@@ -593,7 +596,8 @@ public actor Namespace {
     private func pacedSweep() {
         let start = SweepPacing.monotonicNanoseconds()
         sweepExpired()
-        sweepPacing.swept(from: start, to: SweepPacing.monotonicNanoseconds())
+        sweepPacing.swept(from: start, to: SweepPacing.monotonicNanoseconds(), busy: servedSinceSweep)
+        servedSinceSweep = false
     }
 
     /// Sweeps soon: a read met a key whose deadline has passed (lazy expiry).

@@ -594,9 +594,11 @@ public actor Namespace {
 
     /// One sweep, timed for the pacing.
     private func pacedSweep() {
+        // Read before the sweep: its own deletes are runs too.
+        let busy = servedSinceSweep
         let start = SweepPacing.monotonicNanoseconds()
         sweepExpired()
-        sweepPacing.swept(from: start, to: SweepPacing.monotonicNanoseconds(), busy: servedSinceSweep)
+        sweepPacing.swept(from: start, to: SweepPacing.monotonicNanoseconds(), busy: busy)
         servedSinceSweep = false
     }
 

@@ -50,5 +50,5 @@ run() {  # label server(path|redis)
 for _ in $(seq 1 "$ROUNDS"); do
     run "A $(basename "$A")" "$A"
     run "B $(basename "$B")" "$B"
-    [ "$WAIT" = spin ] && run "redis" redis
+    if [ "$WAIT" = spin ]; then run "redis" redis; fi
 done

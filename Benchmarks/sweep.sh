@@ -8,8 +8,8 @@
 # than the load, so that none expires before it ends), through redis-cli --pipe, then polls INFO
 # until no key with a deadline is left, and prints the server's utime+stime per key deleted
 # (from /proc/PID/stat, from the end of the load on) and how long the deletions took from the
-# first deadline. Nothing else runs meanwhile: the sweep paces itself as with any backlog (at
-# most a fifth of the time, SweepPacing), and the CPU is the sweep's.
+# first deadline. Nothing else runs meanwhile: the sweep paces itself as with any backlog that
+# no request waits behind (at most half of the time, SweepPacing), and the CPU is the sweep's.
 # Needs redis-cli (redis-tools). Asserts nothing: it is a measuring tool.
 set -euo pipefail
 BIN=$1 KEYS=${2:-500000} PX=${3:-15000}

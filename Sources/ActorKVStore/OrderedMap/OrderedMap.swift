@@ -381,13 +381,11 @@ public struct OrderedMap: Sendable {
     }
 
     /// Calls `body` with every key, value and version in ascending key order; stops early when
-    /// `body` returns false. Used to encode snapshots: iterate a copy, and writes to the
-    /// original go on.
+    /// `body` returns false. Iterate a copy, and writes to the original go on.
     ///
     /// Rethrows whatever `body` throws, which also ends the walk.
     public func forEach(_ body: (_ key: [UInt8], _ value: [UInt8], _ version: UInt64) throws -> Bool) rethrows {
-        guard let root else { return }
-        _ = try Self.visit(root, body)
+        try forEachEntry { key, value, version, _ in try body(Array(key), value, version) }
     }
 
     /// Calls `body` with each entry in ascending key order until it returns false, as
@@ -410,21 +408,6 @@ public struct OrderedMap: Sendable {
         }
         for child in node.children {
             guard try visitEntries(child, body) else { return false }
-        }
-        return true
-    }
-
-    /// Walks the subtree of `node` in order; false when `body` asked to stop.
-    private static func visit(_ node: Node, _ body: ([UInt8], [UInt8], UInt64) throws -> Bool) rethrows -> Bool {
-        if node.isLeaf {
-            for index in 0..<node.keys.count {
-                let entry = node.entries[index]
-                guard try body(node.keys[index], entry.value, entry.version) else { return false }
-            }
-            return true
-        }
-        for child in node.children {
-            guard try visit(child, body) else { return false }
         }
         return true
     }

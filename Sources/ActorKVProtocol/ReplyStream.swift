@@ -17,21 +17,21 @@
 /// while it is walked, but stay referenced by that array until the whole array is written.
 public struct ReplyStream: Sendable {
     /// Replies not yet started; those before `head` are done (and were set to `.null`).
-    private var replies: [Reply] = []
-    private var head = 0
+    @usableFromInline private(set) var replies: [Reply] = []
+    @usableFromInline private(set) var head = 0
     /// Arrays being walked, outermost first. Each frame holds a reference to the array (never a
     /// copy of its elements) and the index of the next element to start.
-    private var frames: [Frame] = []
+    @usableFromInline private(set) var frames: [Frame] = []
     /// The bulk string whose content is being written, when `inBulk`.
     private var bulk: [UInt8] = []
     /// How much of `bulk`'s content has been written.
     private var bulkOffset = 0
-    private var inBulk = false
+    @usableFromInline private(set) var inBulk = false
     /// The protocol the replies are encoded in: RESP2 until a ``Reply/switching(to:_:)`` reply
     /// (HELLO's, RESET's) is encoded, from that reply on.
     public private(set) var version: RESPVersion = .resp2
 
-    private struct Frame: Sendable {
+    @usableFromInline struct Frame: Sendable {
         let elements: [Reply]
         var next: Int
     }
@@ -47,8 +47,9 @@ public struct ReplyStream: Sendable {
     /// An empty stream.
     public init() {}
 
-    /// Whether nothing is left to encode: no queued replies and none partly written.
-    public var isEmpty: Bool {
+    /// Whether nothing is left to encode: no queued replies and none partly written. (Inlinable:
+    /// the event loop asks several times per connection per turn.)
+    @inlinable public var isEmpty: Bool {
         head == replies.count && frames.isEmpty && !inBulk
     }
 

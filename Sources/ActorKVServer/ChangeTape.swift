@@ -17,6 +17,9 @@ import ActorKVStore
 /// Only for a feed that keeps a window every follower reads without consuming it (the local
 /// engine's ``ChangeFeed``): an etcd watch is read by its one follower, and reading ahead of it
 /// here would take changes from it.
+///
+/// Its mutable state is `@exclusivity(unchecked)`: only the loop thread touches it, one access
+/// at a time (``slice(after:maxBytes:)`` runs once per follower per change).
 final class ChangeTape {
     /// What a tape is shared by.
     struct Key: Hashable {
@@ -49,7 +52,7 @@ final class ChangeTape {
     /// A message larger than this is not kept here (about a follower's output bound: 64 KiB).
     static let sharedLimit = 64 * 1024
     /// About how many bytes of messages the tape keeps (set by ``ChangeTapes``).
-    var byteLimit = 1 << 20
+    @exclusivity(unchecked) var byteLimit = 1 << 20
     /// Changes read from the feed per extension.
     static let readBatch = 1024
 
@@ -58,12 +61,12 @@ final class ChangeTape {
     let prefix: [UInt8]
     let version: RESPVersion
     /// How many followers use it; the registry forgets it when none is left.
-    var users = 0
+    @exclusivity(unchecked) var users = 0
     /// The tape holds every change after this one (through ``last``).
-    private(set) var coveredAfter: UInt64
-    private var entries: [Entry] = []
+    @exclusivity(unchecked) private(set) var coveredAfter: UInt64
+    @exclusivity(unchecked) private var entries: [Entry] = []
     /// The encoded messages, in sequence order.
-    private(set) var bytes: [UInt8] = []
+    @exclusivity(unchecked) private(set) var bytes: [UInt8] = []
 
     /// An empty tape for `namespace`'s changes under `prefix`, encoded in `version`, starting
     /// after change `after`.

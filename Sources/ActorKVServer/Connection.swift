@@ -74,6 +74,12 @@ final class Connection {
         !closeAfterFlush && replies.isEmpty && output.count - outputHead < outputLimit
     }
 
+    /// Whether the connection waits on nothing but its followers: no request to read, parse or
+    /// run, no error to report, not closing.
+    var onlyFollows: Bool {
+        !readable && !peerClosed && !inFlight && pending.isEmpty && protocolError == nil && !closeAfterFlush
+    }
+
     /// Whether nothing is left to do before closing.
     var isIdle: Bool { !inFlight && pending.isEmpty && !hasUnsentOutput }
 

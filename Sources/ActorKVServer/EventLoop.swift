@@ -534,6 +534,9 @@ final class EventLoop: @unchecked Sendable {
             for id in followersByNamespace[namespace] ?? [] {
                 guard let c = connections[id] else { continue }
                 if c.hasRoomForFollowers {
+                    // A connection that only follows (nothing to read, run or send) is served
+                    // without the rest of a pump, unless serving leaves it something to do.
+                    if !draining && c.onlyFollows && !serviceFollowersWithinBudget(c) && !c.hasUnsentOutput { continue }
                     pump(c)
                 } else if let lagging = c.followers.first(where: \.isLagging) {
                     drop(c, lagging.laggingReply, lagging: lagging)
@@ -605,7 +608,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Serves the connection's followers if this turn's budget is not spent; otherwise they
-    /// are served first in the next turn. Returns whether anything was queued.
+    /// are served first in the next turn. Returns whether serving them again may queue more.
     private func serviceFollowersWithinBudget(_ c: Connection) -> Bool {
         guard followerBudget > 0 else {
             if !c.followersDeferred {
@@ -617,10 +620,13 @@ final class EventLoop: @unchecked Sendable {
         return serviceFollowers(c)
     }
 
-    /// Gives each follower of the connection a turn: queues its next messages (about
-    /// ``followerTurnBytes``), or starts a read of history. Returns whether anything was queued.
+    /// Gives each follower of the connection a turn: sends its next messages from a tape or
+    /// queues them (about ``followerTurnBytes``), or starts a read of history. Returns whether
+    /// serving them again may queue more: replies were queued (to be encoded first), or a
+    /// follower's share ran out. A follower that reached the end of its feed is not asked again
+    /// this turn: its feed's next change wakes it (``serviceFeeds()``).
     private func serviceFollowers(_ c: Connection) -> Bool {
-        var queued = false
+        var again = false
         for follower in c.followers {
             if follower.isLagging {
                 drop(c, follower.laggingReply, lagging: follower)
@@ -629,12 +635,16 @@ final class EventLoop: @unchecked Sendable {
             adoptTape(follower, on: c)
             var bytes = 0
             defer { followerBudget -= bytes }
-            turn: while bytes < Self.followerTurnBytes {
+            turn: while true {
+                guard bytes < Self.followerTurnBytes else {
+                    again = true
+                    break turn
+                }
                 if c.replies.isEmpty, let slice = follower.nextFromTape(maxBytes: Self.followerTurnBytes - bytes) {
-                    deliver(follower.tape!.bytes[slice.range], on: c)
+                    // What the socket did not take is queued; flushing it learns whether it failed.
+                    if !deliver(follower.tape!.bytes[slice.range], on: c) { again = true }
                     follower.feed.countSent(slice.messages)
                     bytes += slice.range.count
-                    queued = queued || !slice.range.isEmpty
                     continue
                 }
                 switch follower.next() {
@@ -642,7 +652,7 @@ final class EventLoop: @unchecked Sendable {
                     guard !messages.isEmpty else { continue }
                     bytes += messages.reduce(0) { $0 + Self.size(of: $1) }
                     send(messages, of: follower, on: c)
-                    queued = true
+                    again = true
                     // Queued replies must be sent before a tape's bytes are added after them.
                     break turn
                 case .readHistory(let after, let through):
@@ -659,18 +669,20 @@ final class EventLoop: @unchecked Sendable {
                 }
             }
         }
-        return queued
+        return again
     }
 
     /// Sends a tape's bytes to the connection straight from the tape when nothing else waits to
     /// be sent, and queues what the socket does not take (a failed send is met again, and
-    /// handled, when the queue is flushed).
-    private func deliver(_ bytes: ArraySlice<UInt8>, on c: Connection) {
+    /// handled, when the queue is flushed). Returns whether the socket took them all.
+    private func deliver(_ bytes: ArraySlice<UInt8>, on c: Connection) -> Bool {
         var rest = bytes
         if !c.hasUnsentOutput, let sent = try? rest.withUnsafeBytes({ (raw) throws(SocketCalls.Failure) in try SocketCalls.send(c.fd, raw) }) {
             rest = rest.dropFirst(sent)
         }
-        if !rest.isEmpty { c.appendOutput(rest) }
+        guard !rest.isEmpty else { return true }
+        c.appendOutput(rest)
+        return false
     }
 
     /// Gives a follower of the local engine the tape of its feed, prefix and the connection's

@@ -11,6 +11,9 @@ import ActorKVStore
 /// trimmed from the window's front is behind by more than the server holds for it:
 /// ``Next/lagging``. One that synced before the window's first changes became durable (they
 /// were written before it followed, their fsync still running) reads them from the log files.
+///
+/// Its mutable state is `@exclusivity(unchecked)`, as ``Connection``'s: only the loop thread
+/// touches it, one access at a time, and the checks were a visible share of each delivery.
 final class Follower {
     /// What it follows.
     let key: FollowKey
@@ -19,18 +22,18 @@ final class Follower {
     /// Where older history is read from (nil: the namespace did not exist when it started).
     let source: Namespace?
     /// Every change through this one has been sent, or passed over as outside the prefix.
-    private(set) var cursor: UInt64
-    private var snapshot: ChangeSnapshot?
-    private var snapshotAfter: [UInt8]?
-    private(set) var synced = false
+    @exclusivity(unchecked) private(set) var cursor: UInt64
+    @exclusivity(unchecked) private var snapshot: ChangeSnapshot?
+    @exclusivity(unchecked) private var snapshotAfter: [UInt8]?
+    @exclusivity(unchecked) private(set) var synced = false
     /// Where the last read of history stopped.
-    var historyPosition: HistoryPosition?
+    @exclusivity(unchecked) var historyPosition: HistoryPosition?
     /// A read of history is running: nothing is sent until it is back.
-    var readingHistory = false
+    @exclusivity(unchecked) var readingHistory = false
     /// The local engine's feed, when that is what it reads: its messages can come from a tape.
     let localFeed: ChangeFeed?
     /// The shared tape it copies messages from, once it has asked for one.
-    var tape: ChangeTape?
+    @exclusivity(unchecked) var tape: ChangeTape?
 
     /// Snapshot pairs per message.
     static let snapshotPage = 1000
@@ -65,11 +68,11 @@ final class Follower {
     var canUseTape: Bool { localFeed != nil && snapshot == nil && !readingHistory }
 
     /// Its next messages from ``tape`` (which first reads on in the feed when the follower is at
-    /// its end), about `maxBytes` of them, moving the cursor past them; nil when the tape
-    /// cannot serve it now (``next()`` then does).
+    /// its end and the feed has more), about `maxBytes` of them, moving the cursor past them;
+    /// nil when the tape cannot serve it now (``next()`` then does).
     func nextFromTape(maxBytes: Int) -> ChangeTape.Slice? {
         guard let tape, let localFeed, canUseTape else { return nil }
-        if cursor >= tape.last { tape.extend(from: localFeed) }
+        if cursor >= tape.last && localFeed.deliverable > tape.last { tape.extend(from: localFeed) }
         guard let slice = tape.slice(after: cursor, maxBytes: maxBytes) else { return nil }
         cursor = slice.through
         return slice
@@ -79,6 +82,8 @@ final class Follower {
     func next() -> Next {
         if snapshot != nil { return .messages([nextSnapshotPage()]) }
         if readingHistory { return .idle }
+        // Caught up with the local feed, as a follower is after each change: no lock to learn it.
+        if synced, let localFeed, cursor >= localFeed.deliverable { return .idle }
         switch feed.read(after: cursor, limit: Self.windowBatch) {
         case .changes(let changes):
             return .messages(take(changes))

@@ -65,6 +65,12 @@ public final class ChangeFeed: ChangeSource {
     }
 
     private let state = Mutex(State())
+    /// ``State/deliverable``, readable without the lock: a follower that has every change
+    /// through it need not take the lock to learn that it is caught up.
+    private let deliverableMark = Atomic<UInt64>(0)
+    /// ``State/windowStart`` once changes have been trimmed from the window (0 before): a
+    /// follower before it has lost changes it had not taken. Readable without the lock.
+    private let trimmedBefore = Atomic<UInt64>(0)
 
     /// A feed of `namespace`'s changes, holding at most about `lagBytes` of deliverable ones,
     /// which tells `listener` when more become deliverable.
@@ -80,8 +86,9 @@ public final class ChangeFeed: ChangeSource {
     /// How many follow.
     public var followers: Int { followerCount.load(ordering: .relaxed) }
 
-    /// The last deliverable change's number.
-    public var deliverable: UInt64 { state.withLock { $0.deliverable } }
+    /// The last deliverable change's number (read without the lock: a change made deliverable
+    /// after this read is announced to the listener afterwards).
+    public var deliverable: UInt64 { deliverableMark.load(ordering: .acquiring) }
 
     /// Adds a follower. On the namespace's actor (or, for a namespace that does not exist yet,
     /// the store's), so that no record is written between `lastSequence` and the window's start:
@@ -94,6 +101,7 @@ public final class ChangeFeed: ChangeSource {
                 s.windowStart = lastSequence + 1
                 s.firstHeld = lastSequence + 1
                 s.deliverable = deliverable
+                publishMarks(s)
             }
             followerCount.add(1, ordering: .releasing)
         }
@@ -103,7 +111,10 @@ public final class ChangeFeed: ChangeSource {
     public func removeFollower() {
         state.withLock { s in
             let left = followerCount.subtract(1, ordering: .releasing).newValue
-            if left == 0 { s = State() }
+            if left == 0 {
+                s = State()
+                publishMarks(s)
+            }
         }
     }
 
@@ -117,6 +128,7 @@ public final class ChangeFeed: ChangeSource {
                 s.bytes += change.byteSize
             }
             trim(&s)
+            publishMarks(s)
         }
     }
 
@@ -126,6 +138,7 @@ public final class ChangeFeed: ChangeSource {
             guard sequence > s.deliverable else { return false }
             s.deliverable = sequence
             trim(&s)
+            publishMarks(s)
             return true
         }
         if advanced && isFollowed { listener.notify(namespace) }
@@ -172,7 +185,14 @@ public final class ChangeFeed: ChangeSource {
     /// `cursor` took them: it is behind by more than `lagBytes`. (A follower behind a window
     /// that was never trimmed is not: it reads what it lacks from the log files.)
     public func hasTrimmed(after cursor: UInt64) -> Bool {
-        state.withLock { s in cursor + 1 < s.windowStart && s.windowStart > s.firstHeld }
+        cursor + 1 < trimmedBefore.load(ordering: .acquiring)
+    }
+
+    /// Copies what followers check on every turn out of the state (under its lock) into the
+    /// atomics they read without it.
+    private func publishMarks(_ s: borrowing State) {
+        deliverableMark.store(s.deliverable, ordering: .releasing)
+        trimmedBefore.store(s.windowStart > s.firstHeld ? s.windowStart : 0, ordering: .releasing)
     }
 
     /// Drops deliverable changes from the front while more than `lagBytes` are held.

@@ -47,6 +47,9 @@ final class Connection {
     @exclusivity(unchecked) var followers: [Follower] = []
     /// Its followers wait for the next turn's budget (it is in the loop's list of them).
     @exclusivity(unchecked) var followersDeferred = false
+    /// epoll reports the socket's writability: only while output waits for room (see
+    /// ``EventLoop``'s `flush`), as otherwise every read by the peer would be an event.
+    @exclusivity(unchecked) var watchesWritable = false
     /// Its namespace rights, which judge each request as it is parsed; nil when every request
     /// may run (no `--acl`, or the server's own uid).
     let rights: ConnectionRights?

@@ -284,8 +284,7 @@ final class EventLoop: @unchecked Sendable {
         nextID += 1
         let connection = Connection(session: ClientSession(id: id, peer: peer), fd: fd, limits: configuration.protocolLimits,
                                     outputLimit: configuration.maxOutputBytes, rights: rights(for: peer))
-        let events = ACTORKV_EPOLLIN | ACTORKV_EPOLLOUT | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
-        guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, id) == 0 else {
+        guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, Self.connectionEvents, id) == 0 else {
             SocketCalls.close(fd)
             return
         }
@@ -464,7 +463,9 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Sends what the socket takes, then encodes queued replies up to the output limit so the
-    /// connection may read on; false if the connection was closed.
+    /// connection may read on; false if the connection was closed. While bytes are left unsent,
+    /// epoll also reports the socket's writability (its next room is an event); once all are
+    /// sent, it stops, so a peer reading replies does not wake the loop.
     private func flush(_ c: Connection) -> Bool {
         while c.hasUnsentOutput {
             c.encodeReplies(upTo: Self.outputChunk)
@@ -479,11 +480,23 @@ final class EventLoop: @unchecked Sendable {
             }
             if sent == 0 {
                 c.encodeReplies(upTo: c.outputLimit)
+                watchWritable(c, true)
                 return true
             }
             c.outputHead += sent
         }
+        watchWritable(c, false)
         return true
+    }
+
+    /// epoll's interest in a connection: always input and hang-up; writability only while
+    /// output waits for room (edge-triggered, so arming it reports room that is already there).
+    private static let connectionEvents = ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
+
+    private func watchWritable(_ c: Connection, _ watch: Bool) {
+        guard c.watchesWritable != watch else { return }
+        c.watchesWritable = watch
+        _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_MOD, c.fd, Self.connectionEvents | (watch ? ACTORKV_EPOLLOUT : 0), c.id)
     }
 
     private func serviceReady() {

@@ -14,6 +14,7 @@
 #define ACTORKV_EPOLLET (1u << 31)
 #define ACTORKV_EPOLL_CTL_ADD 1
 #define ACTORKV_EPOLL_CTL_DEL 2
+#define ACTORKV_EPOLL_CTL_MOD 3
 
 /// epoll_create1(EPOLL_CLOEXEC).
 int actorkv_epoll_create(void);

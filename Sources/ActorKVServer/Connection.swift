@@ -37,6 +37,9 @@ final class Connection {
     @exclusivity(unchecked) var inFlight = false
     /// Edge-triggered epoll: true until a read says there is nothing more.
     @exclusivity(unchecked) var readable = true
+    /// epoll reported a hang-up (the peer closed or half-closed): reads go on until they meet
+    /// the end of the stream, as a short read no longer means that more will be an event.
+    @exclusivity(unchecked) var hangUpSeen = false
     /// The peer sent EOF (it may still read our replies: `nc -N` half-closes).
     @exclusivity(unchecked) var peerClosed = false
     /// Close once everything queued is sent (QUIT, a framing error, shutdown).

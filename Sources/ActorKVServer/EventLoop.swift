@@ -192,6 +192,9 @@ final class EventLoop: @unchecked Sendable {
             if flags & (ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLHUP | ACTORKV_EPOLLERR) != 0 {
                 connection.readable = true
             }
+            if flags & (ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLHUP | ACTORKV_EPOLLERR) != 0 {
+                connection.hangUpSeen = true
+            }
             pump(connection)
         }
     }
@@ -360,6 +363,10 @@ final class EventLoop: @unchecked Sendable {
         }
         guard let n = result else { c.readable = false; return true }
         if n == 0 { c.peerClosed = true; return true }
+        // A read that did not fill the buffer took everything the socket held: the next bytes
+        // (or the peer's close) are a new epoll event, so no second read to meet EAGAIN. Once a
+        // hang-up was reported, reads go on to meet the end of the stream.
+        if n < readBuffer.count && !c.hangUpSeen { c.readable = false }
         readBuffer.withUnsafeBytes { c.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         do {
             while let request = try c.decoder.nextRequest() {

@@ -62,6 +62,27 @@ import Glibc
         }
     }
 
+    /// `printf … | nc -U -N`: the requests and the end of the client's stream arrive together.
+    /// The server answers them and then closes, every time; with a short timeout, a connection
+    /// the server forgot (it read the requests but never the end) fails the test.
+    @Test func requestsFollowedByAHalfCloseAreAnsweredThenTheConnectionCloses() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            for i in 0..<200 {
+                let c = try RawConnection(path: server.socketPath, timeoutSeconds: 5)
+                try c.send("PUT hc k\(i) v\(i)\r\nGET hc k\(i)\r\n")
+                shutdown(c.fd, Int32(SHUT_WR))
+                #expect(try c.reply() == .simple("OK"))
+                #expect(try c.reply() == .bulk(Array("v\(i)".utf8)))
+                guard c.isClosedByServer() else {
+                    Issue.record("connection \(i): not closed by the server within 5 s of its half-close")
+                    return
+                }
+            }
+        }
+    }
+
     @Test func sigtermShutsDownCleanlyAndDataSurvivesRestart() async throws {
         try await onOwnThread {
             let dir = TemporaryDirectory()

@@ -206,8 +206,7 @@ public struct CommandProcessor: Sendable {
     /// through ``process(_:session:)``. The tasks this starts prefer `executor` (nil: Swift's
     /// global executor).
     public func process(batch: [Work], executor: (any TaskExecutor)? = nil, deliver: @escaping @Sendable ([Done]) -> Void) async {
-        var merged: [String: [(work: Work, operations: [Operation])]] = [:]
-        var order: [String] = []
+        var merged = MergedWork()
         for work in batch {
             guard let (namespace, operations) = work.merge, backend.mergesConnections else {
                 Task(executorPreference: executor) {
@@ -216,30 +215,57 @@ public struct CommandProcessor: Sendable {
                 }
                 continue
             }
-            if merged[namespace] == nil { order.append(namespace) }
-            merged[namespace, default: []].append((work, operations))
+            merged.add(work, operations, on: namespace)
         }
         var ready: [Done] = []
-        for namespace in order {
-            let parts = merged[namespace]!
+        for (namespace, parts) in merged.groups {
             let operations = parts.count == 1 ? parts[0].operations : parts.flatMap(\.operations)
             let execution = await backend.execute(operations, inNamespace: namespace)
-            let done = { (outcomes: [Outcome]) -> [Done] in
-                var offset = 0
-                return parts.map { part in
-                    defer { offset += part.operations.count }
-                    let mine = outcomes[offset..<(offset + part.operations.count)]
-                    guard let shapes = part.work.shapes else {
-                        return Done(connection: part.work.session.id, replies: zip(mine, part.operations).map(KeyValueCommands.reply(for:of:)), quit: false)
-                    }
-                    let replies = mine.indices.map { KeyValueCommands.reply(for: mine[$0], of: part.operations[$0 - offset], shape: shapes[$0 - offset]) }
-                    return Done(connection: part.work.session.id, replies: replies, quit: false)
-                }
-            }
-            guard !execution.durability.isImmediate else { ready += done(execution.outcomes); continue }
-            Task(executorPreference: executor) { deliver(done(await execution.settled(operations))) }
+            guard !execution.durability.isImmediate else { ready += Self.done(parts, execution.outcomes); continue }
+            Task(executorPreference: executor) { deliver(Self.done(parts, await execution.settled(operations))) }
         }
         if !ready.isEmpty { deliver(ready) }
+    }
+
+    /// Each connection's replies to its part of a merged run's `outcomes` (in the parts' order).
+    private static func done(_ parts: [MergedWork.Part], _ outcomes: [Outcome]) -> [Done] {
+        var offset = 0
+        return parts.map { part in
+            defer { offset += part.operations.count }
+            let mine = outcomes[offset..<(offset + part.operations.count)]
+            guard let shapes = part.work.shapes else {
+                return Done(connection: part.work.session.id, replies: zip(mine, part.operations).map(KeyValueCommands.reply(for:of:)), quit: false)
+            }
+            let replies = mine.indices.map { KeyValueCommands.reply(for: mine[$0], of: part.operations[$0 - offset], shape: shapes[$0 - offset]) }
+            return Done(connection: part.work.session.id, replies: replies, quit: false)
+        }
+    }
+
+    /// A turn's data work grouped by namespace, in the order each namespace first came. A turn
+    /// usually touches one or a few namespaces, so they are found by a look along the list (no
+    /// hashing of names); an index by name is built only when there are more.
+    struct MergedWork {
+        typealias Part = (work: Work, operations: [Operation])
+        private(set) var groups: [(namespace: String, parts: [Part])] = []
+        private var index: [String: Int] = [:]
+        /// How many groups are looked for along the list before an index is built.
+        static let listed = 8
+
+        mutating func add(_ work: Work, _ operations: [Operation], on namespace: String) {
+            let found: Int?
+            if groups.count <= Self.listed {
+                found = groups.firstIndex { $0.namespace == namespace }
+            } else {
+                if index.isEmpty { for (at, group) in groups.enumerated() { index[group.namespace] = at } }
+                found = index[namespace]
+            }
+            if let found {
+                groups[found].parts.append((work, operations))
+            } else {
+                if !index.isEmpty { index[namespace] = groups.count }
+                groups.append((namespace, [(work, operations)]))
+            }
+        }
     }
 
     private struct Group {

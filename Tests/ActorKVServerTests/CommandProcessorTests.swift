@@ -185,6 +185,33 @@ import Testing
         }
     }
 
+    /// A turn's work is grouped by namespace, in the order each first came, past the few looked
+    /// for along the list: each namespace's parts stay in their connections' order, and each
+    /// connection gets its own replies.
+    @Test func aTurnOfManyNamespacesIsGroupedByNamespaceInOrder() async throws {
+        let names = (0..<20).map { "ns\($0)" }
+        var merged = CommandProcessor.MergedWork()
+        var expected: [String: [UInt64]] = [:]
+        for (index, name) in (names + names.reversed() + names).enumerated() {
+            let work = CommandProcessor.Work(session: ClientSession(id: UInt64(index), peer: nil),
+                                             commands: [.data(namespace: name, .put(key: Array("k".utf8), value: Array("\(index)".utf8)))])
+            merged.add(work, work.merge!.operations, on: name)
+            expected[name, default: []].append(UInt64(index))
+        }
+        #expect(merged.groups.map(\.namespace) == names)
+        for group in merged.groups {
+            #expect(group.parts.map(\.work.session.id) == expected[group.namespace], "\(group.namespace)'s parts, in order")
+        }
+        try await withProcessor { p in
+            let works = (0..<12).map { CommandProcessor.Work(session: ClientSession(id: UInt64($0), peer: nil),
+                                                             commands: [.data(namespace: "g\($0 % 10)", .increment(key: Array("n".utf8), by: 1))]) }
+            let done = Mutex<[CommandProcessor.Done]>([])
+            await p.process(batch: works) { delivered in done.withLock { $0 += delivered } }
+            let replies = done.withLock { $0 }.sorted { $0.connection < $1.connection }.map(\.replies)
+            #expect(replies == (0..<12).map { [.integer($0 < 10 ? 1 : 2)] }, "g0 and g1 were each incremented twice, in order")
+        }
+    }
+
     /// `PUT … EPHEMERAL` is a data command bound to its connection's session when queued, so
     /// connections' lock acquires merge into one run like any write: the second acquire of a key
     /// in the run is refused by the first, and each key belongs to the session that wrote it

@@ -27,6 +27,9 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
         }
     }
     private let state = Mutex(State())
+    /// The jobs ``runPending()`` takes, swapped with the waiting ones and kept, emptied but with
+    /// its capacity, for the next swap: enqueuing a job then allocates nothing. Loop thread only.
+    private var spare: [UnownedJob] = []
     private let wake: @Sendable () -> Void
     /// The loop thread's `pthread_t`, once ``run()`` of the loop has started.
     private let loopThread = Atomic<UInt>(0)
@@ -77,10 +80,14 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
     /// Runs jobs until none are waiting, including jobs they enqueue. Loop thread only.
     func runPending() {
         let unowned = asUnownedTaskExecutor()
+        var batch: [UnownedJob] = []
+        swap(&batch, &spare)
+        defer { swap(&batch, &spare) }
         while true {
-            let batch = state.withLock { $0.takeJobs() }
+            state.withLock { swap(&$0.jobs, &batch) }
             if batch.isEmpty { return }
             for job in batch { job.runSynchronously(on: unowned) }
+            batch.removeAll(keepingCapacity: true)
         }
     }
 }

@@ -18,6 +18,14 @@ public enum PushWriter {
         RESPWriter.appendBulk(bytes, to: &buffer)
     }
 
+    /// Appends a bulk string held in an array: the overload callers in other modules reach
+    /// for keys and values. A generic function is not specialized across modules, so the
+    /// `some Collection` one, called from the server with an array, copied byte by byte through
+    /// the collection's witnesses (a fifth of the loop's time while it encoded 700k changes/s).
+    public static func appendBulk(_ bytes: [UInt8], to buffer: inout [UInt8]) {
+        RESPWriter.appendBulk(bytes, to: &buffer)
+    }
+
     /// Appends an integer.
     public static func appendInteger(_ value: Int64, to buffer: inout [UInt8]) {
         RESPWriter.appendHeader(type: ASCII.colon, count: value, to: &buffer)

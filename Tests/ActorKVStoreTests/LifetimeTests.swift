@@ -117,4 +117,47 @@ struct LifetimeTests {
         pacing.swept(from: 80 * ms, to: 80 * ms, busy: true)
         #expect(pacing.maySweep(at: 80 * ms))
     }
+
+    @Test("a snapshot taken at time t leaves out exactly the keys whose deadline passed by t, counts only what it writes, and reads back with every other key's value, version and lifetime")
+    func snapshotLeavesOutExpiredKeys() throws {
+        var map = OrderedMap()
+        var lifetimes = KeyLifetimes()
+        var kept: [[UInt8]: (value: [UInt8], version: UInt64, lifetime: Lifetime)] = [:]
+        let now: UInt64 = 1_200
+        for i in 0..<400 {
+            let k = key("k\(i)"), value = Array("v\(i)".utf8), version = UInt64(i + 1)
+            map.updateValue(value, forKey: k, version: version)
+            let lifetime = switch i % 4 {
+            case 0: Lifetime.none
+            case 1: Lifetime(deadline: 1_003 + UInt64(i))  // passed by `now` for i <= 197 (exactly at it for 197)
+            case 2: Lifetime(owner: Lifetime.recoveredOwner)  // ephemeral, no deadline
+            default: Lifetime(deadline: 1_002 + UInt64(i), owner: Lifetime.recoveredOwner)  // passed for i <= 195, not at 199 (1_201)
+            }
+            if !lifetime.isNone {
+                let marked = map.setMarked(true, forKey: k)
+                #expect(marked)
+                lifetimes.set(k, lifetime)
+            }
+            if !lifetime.hasExpired(at: now) { kept[k] = (value, version, lifetime) }
+        }
+        #expect(kept.count == 400 - 50 - 49)
+        let header = SnapshotCodec.Header(namespace: "ttl", lastSequence: 400, createdAt: 1)
+        // Encoded from a frozen copy, as a compaction does (it has no heap of deadlines to count from).
+        var written = 0
+        var document: [UInt8] = []
+        written = SnapshotCodec.encode(map, header: header, lifetimes: lifetimes.frozen(), expiredAt: now) { (chunk: UnsafeRawBufferPointer) throws(Never) in
+            document.append(contentsOf: chunk)
+        }
+        #expect(written == kept.count)
+        #expect(document.firstRange(of: Array("\"count\":\(kept.count),".utf8)) != nil)
+        let contents = try document.withUnsafeBytes { try SnapshotCodec.decodeContents($0) }
+        #expect(contents.map.count == kept.count && contents.lifetimes.count == kept.values.count { !$0.lifetime.isNone })
+        for (k, entry) in kept {
+            #expect(contents.map.versionedValue(k) == VersionedValue(value: entry.value, version: entry.version))
+            #expect(contents.lifetimes.lifetime(of: k) == entry.lifetime)
+        }
+        // Without a time, every key is written, expired or not.
+        let whole = try SnapshotCodec.encode(map, header: header, lifetimes: lifetimes).withUnsafeBytes { try SnapshotCodec.decodeContents($0) }
+        #expect(whole.map.count == 400 && whole.lifetimes.count == 300)
+    }
 }

@@ -195,11 +195,7 @@ extension ServerConfiguration {
         switch flag {
         case "--socket": c.socketPath = try nonEmpty(flag, value)
         case "--data-dir": c.dataDirectory = try nonEmpty(flag, value)
-        case "--fsync":
-            guard let policy = DurabilityPolicy(rawValue: value) else {
-                throw UsageError(description: "--fsync must be always, everysec or no (got '\(value)')")
-            }
-            c.durability = policy
+        case "--fsync": c.durability = try choice(flag, value, "always, everysec or no")
         case "--socket-mode":
             guard let mode = UInt32(value, radix: 8), mode <= 0o777 else {
                 throw UsageError(description: "--socket-mode must be octal permission bits like 600 (got '\(value)')")
@@ -225,11 +221,7 @@ extension ServerConfiguration {
         case "--acl": c.accessFile = try nonEmpty(flag, value)
         case "--allow-gid": c.allowGIDs = try idList(flag, value)
         case "--shutdown-grace": c.shutdownGraceSeconds = try seconds(flag, value)
-        case "--execution":
-            guard let mode = Execution(rawValue: value) else {
-                throw UsageError(description: "--execution must be loop or pool (got '\(value)')")
-            }
-            c.execution = mode
+        case "--execution": c.execution = try choice(flag, value, "loop or pool")
         case "--etcd":
             do { c.etcdEndpoints = try EtcdEndpoint.list(value).map(\.description) } catch {
                 throw UsageError(description: "--etcd: \(error.message)")
@@ -243,6 +235,12 @@ extension ServerConfiguration {
     private static func nonEmpty(_ flag: String, _ value: String) throws(UsageError) -> String {
         guard !value.isEmpty else { throw UsageError(description: "\(flag) must not be empty") }
         return value
+    }
+
+    /// The value of a flag that takes one of a few words (`expected` lists them for the error).
+    private static func choice<Choice: RawRepresentable<String>>(_ flag: String, _ value: String, _ expected: String) throws(UsageError) -> Choice {
+        guard let choice = Choice(rawValue: value) else { throw UsageError(description: "\(flag) must be \(expected) (got '\(value)')") }
+        return choice
     }
 
     private static func positive(_ flag: String, _ value: String) throws(UsageError) -> Int {

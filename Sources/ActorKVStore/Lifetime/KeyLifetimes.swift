@@ -117,6 +117,15 @@ public struct KeyLifetimes: Sendable {
         return count
     }
 
+    /// ``expiredCount(at:)`` found by looking at every lifetime held rather than the heap, so
+    /// that it also works on a ``frozen()`` copy (which keeps no heap).
+    func expiredCountByScanning(at now: UInt64) -> Int {
+        guard expiringCount > 0 else { return 0 }
+        var count = 0
+        for lifetime in lifetimes.values where lifetime.hasExpired(at: now) { count += 1 }
+        return count
+    }
+
     /// The earliest deadline held (perhaps of a stale entry), or nil.
     var earliestDeadline: UInt64? { heap.count == 0 ? nil : heap.earliestDeadline }
 

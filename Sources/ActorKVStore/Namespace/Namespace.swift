@@ -707,17 +707,18 @@ public actor Namespace {
             // that was a pause of tens of milliseconds for the writers).
             let frozen = FrozenMap(data.map)
             let lifetimes = data.lifetimes.frozen()
-            let keyCount = data.map.count
+            // Keys already expired are gone for reads: the snapshot leaves them out.
+            let expiredAt = data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0
             try rotate()
             let dropping = Array(olderSegments.prefix(HistoryRetention.droppable(
                 olderSegments, next: activeFirstSequence, covered: covered, history: options.changesHistory)))
             try self.files.system.failpoint("compaction.afterRotate")
             let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)))
             let files = self.files
-            let size = try await BlockingIO.run { () throws(StoreError) in
-                let size = try SnapshotWriter.write(frozen.take(), lifetimes: lifetimes, header: header, files: files)
+            let (size, keyCount) = try await BlockingIO.run { () throws(StoreError) in
+                let written = try SnapshotWriter.write(frozen.take(), lifetimes: lifetimes, expiredAt: expiredAt, header: header, files: files)
                 try files.removeSegments(dropping.map(\.number))
-                return size
+                return written
             }
             olderSegments.removeAll { span in dropping.contains(span) }
             olderBytes = NamespaceRecovery.bytesAfterSnapshot(olderSegments, next: activeFirstSequence, snapshot: covered)

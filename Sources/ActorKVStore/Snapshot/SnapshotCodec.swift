@@ -17,6 +17,9 @@ import ActorKVProtocol
 /// string round-trips. Format version 1 (before keys had versions) has `[key, value]` pairs and
 /// is still read: its keys take `lastSequence` as their version. `lastSequence` comes before
 /// `entries`.
+/// A snapshot written by a compaction leaves out the keys whose deadline had passed when it was
+/// taken: they were gone for every read already, and the sweeper's deletes of them, logged after
+/// the snapshot, find nothing to delete when replayed.
 /// `crc32c` is the CRC-32C, in hex, of every byte before the comma that precedes `"crc32c"`.
 /// `lastSequence` is the sequence number of the last log record the snapshot includes: recovery
 /// replays only records after it.
@@ -65,18 +68,33 @@ public enum SnapshotCodec {
     }
 
     /// Encodes `map` with `header`, handing the bytes to `sink` in chunks of about `chunkSize`,
-    /// so that a large map never exists twice in memory.
-    public static func encode<E: Error>(_ map: OrderedMap, header: Header, lifetimes: KeyLifetimes = KeyLifetimes(), chunkSize: Int = 1 << 20,
-                                        sink: (UnsafeRawBufferPointer) throws(E) -> Void) throws(E) {
+    /// so that a large map never exists twice in memory. With `expiredAt` (milliseconds since the
+    /// epoch; 0: keep every key), the keys whose deadline has passed by then are left out.
+    /// Returns how many entries it wrote.
+    @discardableResult
+    public static func encode<E: Error>(_ map: OrderedMap, header: Header, lifetimes: KeyLifetimes = KeyLifetimes(), expiredAt now: UInt64 = 0,
+                                        chunkSize: Int = 1 << 20, sink: (UnsafeRawBufferPointer) throws(E) -> Void) throws(E) -> Int {
         var writer = ChunkWriter(chunkSize: chunkSize)
         writer.append("{\"format\":\"\(formatName)\",\"version\":\(currentVersion),\"namespace\":")
         appendValue(Array(header.namespace.utf8), to: &writer.buffer)
         writer.append(",\"lastSequence\":\(header.lastSequence),\"createdAt\":\(header.createdAt)")
-        writer.append(",\"count\":\(map.count),\"entries\":[")
+        let expired = now == 0 ? 0 : lifetimes.expiredCountByScanning(at: now)
+        writer.append(",\"count\":\(map.count - expired),\"entries\":[")
         var first = true
         var failure: E?
         var marked = 0
+        var leftOut = 0
         map.forEachEntry { key, value, version, isMarked in
+            // Only a marked entry has a lifetime (the namespace keeps marks and lifetimes in step).
+            var lifetime = Lifetime.none
+            if isMarked {
+                marked += 1
+                lifetime = lifetimes.lifetime(of: Array(key))
+                if now != 0 && lifetime.hasExpired(at: now) {
+                    leftOut += 1
+                    return true
+                }
+            }
             writer.buffer.append(contentsOf: first ? entryOpen[1...] : entryOpen[...])
             first = false
             appendValue(key, to: &writer.buffer)
@@ -84,28 +102,26 @@ public enum SnapshotCodec {
             value.withUnsafeBytes { appendValue($0, to: &writer.buffer) }
             writer.buffer.append(UInt8(ascii: ","))
             ASCIIDecimal.append(magnitude: version, to: &writer.buffer)
-            // Only a marked entry has a lifetime (the namespace keeps marks and lifetimes in step).
-            if isMarked {
-                marked += 1
-                appendLifetime(lifetimes.lifetime(of: Array(key)), to: &writer.buffer)
-            }
+            appendLifetime(lifetime, to: &writer.buffer)
             writer.buffer.append(UInt8(ascii: "]"))
             do throws(E) { try writer.flushIfFull(sink) } catch { failure = error; return false }
             return true
         }
         assert(failure != nil || marked == lifetimes.count, "a key with a lifetime is not marked in the map, or one marked has none")
+        assert(failure != nil || leftOut == expired, "the count of expired keys does not match the entries left out")
         if let failure { throw failure }
         writer.append("\n]")
         try writer.flush(sink)
         let crc = String(writer.crc, radix: 16)
         writer.append(",\"crc32c\":\"\(String(repeating: "0", count: 8 - crc.count) + crc)\"}\n")
         try writer.flush(sink, checksummed: false)
+        return map.count - leftOut
     }
 
     /// Encodes a whole snapshot into one array (for tests and small maps).
-    public static func encode(_ map: OrderedMap, header: Header, lifetimes: KeyLifetimes = KeyLifetimes()) -> [UInt8] {
+    public static func encode(_ map: OrderedMap, header: Header, lifetimes: KeyLifetimes = KeyLifetimes(), expiredAt now: UInt64 = 0) -> [UInt8] {
         var out: [UInt8] = []
-        encode(map, header: header, lifetimes: lifetimes) { (chunk: UnsafeRawBufferPointer) throws(Never) in out.append(contentsOf: chunk) }
+        encode(map, header: header, lifetimes: lifetimes, expiredAt: now) { (chunk: UnsafeRawBufferPointer) throws(Never) in out.append(contentsOf: chunk) }
         return out
     }
 

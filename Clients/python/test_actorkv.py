@@ -1672,10 +1672,13 @@ def pipeline_server(test, name, replies):
                     if request is NOT_READY:
                         break
                     requests.append(request)
-                    if len(requests) == expected:
-                        conn.sendall(b"".join(replies))
-                    elif len(requests) > expected:
-                        conn.sendall(b"+PONG\r\n")
+                    try:
+                        if len(requests) == expected:
+                            conn.sendall(b"".join(replies))
+                        elif len(requests) > expected:
+                            conn.sendall(b"+PONG\r\n")
+                    except (BrokenPipeError, ConnectionResetError):
+                        return  # the client hung up first (told to go away, it need not read on)
                 chunk = conn.recv(4096)
                 if not chunk:
                     return

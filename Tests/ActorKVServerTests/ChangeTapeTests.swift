@@ -62,6 +62,31 @@ struct ChangeTapeTests {
         }
     }
 
+    @Test("a change message is encoded as its Reply is for every count of digits: sequences, lengths and pair counts at each power of ten")
+    func encodingAtDigitBoundaries() {
+        var generator = SystemRandomNumberGenerator()
+        let sequences: [UInt64] = [1, 9, 10, 99, 100, 999, 1_000, 123_456_789, 9_999_999_999, UInt64(Int64.max)]
+        let lengths = [0, 1, 9, 10, 11, 99, 100, 1_000, 10_000]
+        for version in RESPVersion.allCases {
+            for sequence in sequences {
+                for _ in 0..<20 {
+                    let mutations: [Mutation] = (0..<Int.random(in: 1...12, using: &generator)).map { i in
+                        let key = b("k\(i):") + [UInt8](repeating: 0x61, count: lengths.randomElement(using: &generator)!)
+                        if Bool.random(using: &generator) { return .delete(key: key) }
+                        return .put(key: key, value: (0..<lengths.randomElement(using: &generator)!).map { _ in UInt8.random(in: 0...255, using: &generator) })
+                    }
+                    let change = Change(sequence: sequence, mutations: mutations)
+                    var bytes = b("before")
+                    #expect(ChangeMessages.append(change, namespace: b("ns"), prefix: [], version: version, to: &bytes))
+                    #expect(bytes == b("before") + Self.expected(change, prefix: [], version: version), "sequence \(sequence), \(version)")
+                }
+            }
+        }
+        var untouched = b("x")
+        #expect(!ChangeMessages.append(Change(sequence: 5, mutations: [.put(key: b("b"), value: b("v"))]), namespace: b("ns"), prefix: b("a"), version: .resp3, to: &untouched))
+        #expect(untouched == b("x"))
+    }
+
     @Test("a slice holds whole changes within its bytes (at least one) and stops before a change too large to share; past it the tape serves again")
     func slicesAndHoles() {
         let large = [UInt8](repeating: 0x78, count: ChangeTape.sharedLimit + 1)

@@ -9,7 +9,6 @@ enum ChangeMessages {
     private static let snapshotWord = Reply.bulk(Array("snapshot".utf8))
     private static let changeWord = Reply.bulk(Array("change".utf8))
     private static let syncedWord = Reply.bulk(Array("synced".utf8))
-    private static let changeBytes = Array("change".utf8)
 
     /// `changes ns :seq`: the first message, the changes after `sequence` follow.
     static func header(namespace: String, sequence: UInt64) -> Reply {
@@ -54,33 +53,9 @@ enum ChangeMessages {
 
     /// Appends the `change` message of `change` for a follower of keys under `prefix`, encoded
     /// in `version` (the bytes ``message(for:namespace:prefix:)`` would encode to), without
-    /// building it first. Returns false, appending nothing, when it touches none of those keys.
+    /// building it first (``ChangeMessageEncoder``). Returns false, appending nothing, when it
+    /// touches none of those keys.
     static func append(_ change: Change, namespace: [UInt8], prefix: [UInt8], version: RESPVersion, to buffer: inout [UInt8]) -> Bool {
-        var pairs = 0
-        for mutation in change.mutations {
-            switch mutation {
-            case .put(let key, _) where key.starts(with: prefix), .delete(let key) where key.starts(with: prefix): pairs += 1
-            case .put, .delete, .lifetime: continue
-            }
-        }
-        guard pairs > 0 else { return false }
-        PushWriter.appendPushHeader(count: 4, version: version, to: &buffer)
-        PushWriter.appendBulk(changeBytes, to: &buffer)
-        PushWriter.appendBulk(namespace, to: &buffer)
-        PushWriter.appendInteger(Int64(change.sequence), to: &buffer)
-        PushWriter.appendArrayHeader(count: pairs * 2, to: &buffer)
-        for mutation in change.mutations {
-            switch mutation {
-            case .put(let key, let value) where key.starts(with: prefix):
-                PushWriter.appendBulk(key, to: &buffer)
-                PushWriter.appendBulk(value, to: &buffer)
-            case .delete(let key) where key.starts(with: prefix):
-                PushWriter.appendBulk(key, to: &buffer)
-                PushWriter.appendNull(version: version, to: &buffer)
-            case .put, .delete, .lifetime:
-                continue
-            }
-        }
-        return true
+        ChangeMessageEncoder.append(change, namespace: namespace, prefix: prefix, version: version, to: &buffer)
     }
 }

@@ -77,13 +77,13 @@ struct ChangeTapeTests {
                     }
                     let change = Change(sequence: sequence, mutations: mutations)
                     var bytes = b("before")
-                    #expect(ChangeMessages.append(change, namespace: b("ns"), prefix: [], version: version, to: &bytes))
+                    #expect(ChangeMessageEncoder.append(change, namespace: b("ns"), prefix: [], version: version, to: &bytes))
                     #expect(bytes == b("before") + Self.expected(change, prefix: [], version: version), "sequence \(sequence), \(version)")
                 }
             }
         }
         var untouched = b("x")
-        #expect(!ChangeMessages.append(Change(sequence: 5, mutations: [.put(key: b("b"), value: b("v"))]), namespace: b("ns"), prefix: b("a"), version: .resp3, to: &untouched))
+        #expect(!ChangeMessageEncoder.append(Change(sequence: 5, mutations: [.put(key: b("b"), value: b("v"))]), namespace: b("ns"), prefix: b("a"), version: .resp3, to: &untouched))
         #expect(untouched == b("x"))
     }
 

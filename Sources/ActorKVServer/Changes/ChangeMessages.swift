@@ -3,7 +3,8 @@ import ActorKVStore
 
 /// The messages of a change stream (protocol.md, "CHANGES"): push messages, which a RESP2
 /// connection receives as arrays and a RESP3 one as `>` pushes. Followers of the local engine
-/// copy most `change` messages from a shared ``ChangeTape``; these are the messages themselves.
+/// copy most `change` messages from a shared ``ChangeTape``, written there by
+/// ``ChangeMessageEncoder``; these are the messages themselves.
 enum ChangeMessages {
     private static let changesWord = Reply.bulk(Array("changes".utf8))
     private static let snapshotWord = Reply.bulk(Array("snapshot".utf8))
@@ -49,13 +50,5 @@ enum ChangeMessages {
         }
         guard !pairs.isEmpty else { return nil }
         return .push([changeWord, .bulk(Array(namespace.utf8)), .integer(Int64(change.sequence)), .array(pairs)])
-    }
-
-    /// Appends the `change` message of `change` for a follower of keys under `prefix`, encoded
-    /// in `version` (the bytes ``message(for:namespace:prefix:)`` would encode to), without
-    /// building it first (``ChangeMessageEncoder``). Returns false, appending nothing, when it
-    /// touches none of those keys.
-    static func append(_ change: Change, namespace: [UInt8], prefix: [UInt8], version: RESPVersion, to buffer: inout [UInt8]) -> Bool {
-        ChangeMessageEncoder.append(change, namespace: namespace, prefix: prefix, version: version, to: &buffer)
     }
 }

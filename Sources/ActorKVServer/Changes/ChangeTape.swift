@@ -86,7 +86,7 @@ final class ChangeTape {
         var messages = entries.last?.messages ?? 0
         for change in changes where change.sequence > last {
             let hole = change.byteSize > Self.sharedLimit
-            if !hole && ChangeMessages.append(change, namespace: namespaceBytes, prefix: prefix, version: version, to: &bytes) {
+            if !hole && ChangeMessageEncoder.append(change, namespace: namespaceBytes, prefix: prefix, version: version, to: &bytes) {
                 messages += 1
             }
             entries.append(Entry(sequence: change.sequence, end: bytes.count, messages: messages, hole: hole))

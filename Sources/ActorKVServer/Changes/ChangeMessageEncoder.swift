@@ -14,17 +14,9 @@ enum ChangeMessageEncoder {
         var pairs = 0
         var length = 0
         let nullLength = version == .resp3 ? 3 : 5  // `_\r\n` or `$-1\r\n`
-        for mutation in change.mutations {
-            switch mutation {
-            case .put(let key, let value) where key.starts(with: prefix):
-                pairs += 1
-                length += bulkLength(key.count) + bulkLength(value.count)
-            case .delete(let key) where key.starts(with: prefix):
-                pairs += 1
-                length += bulkLength(key.count) + nullLength
-            case .put, .delete, .lifetime:
-                continue
-            }
+        ChangeMessages.forEachPair(in: change, under: prefix) { key, value in
+            pairs += 1
+            length += bulkLength(key.count) + (value.map { bulkLength($0.count) } ?? nullLength)
         }
         guard pairs > 0 else { return false }
         let sequence = change.sequence
@@ -39,17 +31,9 @@ enum ChangeMessageEncoder {
             out.bulk(namespace)
             out.header(UInt8(ascii: ":"), sequence)
             out.header(UInt8(ascii: "*"), UInt64(pairs * 2))
-            for mutation in change.mutations {
-                switch mutation {
-                case .put(let key, let value) where key.starts(with: prefix):
-                    out.bulk(key)
-                    out.bulk(value)
-                case .delete(let key) where key.starts(with: prefix):
-                    out.bulk(key)
-                    out.null(version)
-                case .put, .delete, .lifetime:
-                    continue
-                }
+            ChangeMessages.forEachPair(in: change, under: prefix) { key, value in
+                out.bulk(key)
+                if let value { out.bulk(value) } else { out.null(version) }
             }
             assert(out.at == all.baseAddress! + start + length, "a change message's length was miscounted")
         }

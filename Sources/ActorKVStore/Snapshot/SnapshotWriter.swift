@@ -12,7 +12,7 @@ enum SnapshotWriter {
     /// Writes `map` (with the `lifetimes` of its keys) as the namespace's snapshot, leaving out
     /// the keys expired by `now` (milliseconds since the epoch; 0: none); returns the file's size
     /// and the number of entries written. Blocking: call it off the actor.
-    static func write(_ map: OrderedMap, lifetimes: KeyLifetimes, expiredAt now: UInt64 = 0, header: SnapshotCodec.Header,
+    static func write(_ map: OrderedMap, lifetimes: KeyLifetimes, expiredAt now: UInt64, header: SnapshotCodec.Header,
                       files: NamespaceFiles) throws(StoreError) -> (size: Int, entries: Int) {
         let temp = files.temporarySnapshotPath
         let system = files.system

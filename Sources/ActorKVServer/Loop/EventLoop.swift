@@ -408,10 +408,11 @@ final class EventLoop: @unchecked Sendable {
         let batch = outgoing
         outgoing.removeAll(keepingCapacity: true)
         let processor = self.processor
-        let executor = self.executor
-        Task(executorPreference: executor) {
-            await processor.process(batch: batch, executor: executor, deliver: { self.post($0) })
+        guard let executor else {
+            Task { await processor.process(batch: batch, deliver: { self.post($0) }) }
+            return
         }
+        processor.start(batch: batch, executor: executor, deliver: { self.post($0) })
     }
 
     /// Starts this turn's requests and, with a ``LoopExecutor``, runs them here and sends their

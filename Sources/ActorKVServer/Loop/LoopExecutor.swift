@@ -4,20 +4,26 @@ import Glibc
 import Dispatch
 import Synchronization
 
-/// A task executor that runs jobs on the event-loop thread, between its epoll turns.
+/// The executor of the event-loop thread: it runs jobs there, between epoll turns, both as a task
+/// executor (tasks the loop starts prefer it) and as the serial executor of the namespace actors
+/// (``ActorKVStore/StoreOptions/serialExecutor``).
 ///
-/// The loop starts each turn's requests in a task that prefers this executor, so the namespace
-/// actors (default actors) run on the loop thread when they are free: a request is read, run
-/// against the in-memory map, appended to the log and answered without handing it to another
-/// thread and back. fsync stays on each namespace's syncer queue and blocking file work on
-/// ``BlockingIO``'s threads, so one namespace's fsync still never stalls the loop.
-/// Jobs enqueued from other threads (a task resumed after an fsync, say) wake the loop.
-/// Once the loop has stopped (``detach()``), jobs run on Dispatch threads instead, so that a task
-/// still waiting then (past the shutdown grace) cannot leave an actor unscheduled.
-final class LoopExecutor: TaskExecutor, @unchecked Sendable {
+/// As the namespaces' serial executor, it lets the loop run a turn's requests on a namespace
+/// synchronously (``ActorKVStore/Store/executeNow(_:inNamespace:)``, through `assumeIsolated`):
+/// read, run against the in-memory map, appended to the log and answered with no task and no
+/// hop. fsync stays on each namespace's syncer queue and blocking file work on ``BlockingIO``'s
+/// threads, so one namespace's fsync still never stalls the loop. Jobs enqueued from other
+/// threads (a task resumed after an fsync, say) wake the loop.
+///
+/// Its jobs run one at a time wherever they run, as a serial executor's must: before the loop
+/// attaches (while the store opens its namespaces) and after it stops (``detach()``), on one
+/// serial Dispatch queue; in between, on the loop thread only. Attaching waits until the jobs
+/// already handed to the queue have run.
+final class LoopExecutor: TaskExecutor, SerialExecutor, @unchecked Sendable {
+    private enum Mode { case early, attached, detached }
     private struct State {
         var jobs: [UnownedJob] = []
-        var detached = false
+        var mode = Mode.early
 
         /// The waiting jobs, leaving none (swapped out: no copy, no new buffer).
         mutating func takeJobs() -> [UnownedJob] {
@@ -31,6 +37,8 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
     /// its capacity, for the next swap: enqueuing a job then allocates nothing. Loop thread only.
     private var spare: [UnownedJob] = []
     private let wake: @Sendable () -> Void
+    /// Where jobs run while the loop does not run them: serial, so the namespaces stay exclusive.
+    private let offLoop = DispatchQueue(label: "actorkvd.loop-executor")
     /// The loop thread's `pthread_t`, once ``run()`` of the loop has started.
     private let loopThread = Atomic<UInt>(0)
 
@@ -39,9 +47,12 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
         self.wake = wake
     }
 
-    /// Marks the calling thread as the loop thread.
+    /// Marks the calling thread as the loop thread: jobs wait for ``runPending()`` from now on,
+    /// once those already handed to the serial queue (before the loop ran) have run.
     func attachToCurrentThread() {
         loopThread.store(pthread_self(), ordering: .releasing)
+        state.withLock { $0.mode = .attached }
+        offLoop.sync {}
     }
 
     /// Whether the caller runs on the loop thread.
@@ -51,12 +62,12 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        let (wasEmpty, detached) = state.withLock { state -> (Bool, Bool) in
-            if state.detached { return (false, true) }
+        let (wasEmpty, mode) = state.withLock { state -> (Bool, Mode) in
+            guard state.mode == .attached else { return (false, state.mode) }
             state.jobs.append(job)
-            return (state.jobs.count == 1, false)
+            return (state.jobs.count == 1, .attached)
         }
-        if detached { runElsewhere(job); return }
+        if mode != .attached { runOffLoop(job); return }
         // The loop runs its queue empty before it waits again, so only other threads need to wake it.
         if wasEmpty && !isLoopThread { wake() }
     }
@@ -64,29 +75,38 @@ final class LoopExecutor: TaskExecutor, @unchecked Sendable {
     /// Whether jobs are waiting.
     var hasPending: Bool { state.withLock { !$0.jobs.isEmpty } }
 
-    /// Called when the loop stops: waiting jobs and all later ones run on Dispatch threads.
+    /// Called when the loop stops: waiting jobs and all later ones run on the serial queue.
     func detach() {
         let left = state.withLock { state -> [UnownedJob] in
-            state.detached = true
+            state.mode = .detached
             return state.takeJobs()
         }
-        for job in left { runElsewhere(job) }
+        for job in left { runOffLoop(job) }
     }
 
-    private func runElsewhere(_ job: UnownedJob) {
-        DispatchQueue.global().async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    /// The namespaces' code runs only in this executor's jobs or on the loop thread (the loop's
+    /// synchronous runs); anything else is a bug.
+    func checkIsolated() {
+        precondition(isLoopThread, "a namespace was entered off the event loop's thread")
+    }
+
+    private func runOffLoop(_ job: UnownedJob) {
+        offLoop.async { self.run(job) }
+    }
+
+    private func run(_ job: UnownedJob) {
+        job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
     }
 
     /// Runs jobs until none are waiting, including jobs they enqueue. Loop thread only.
     func runPending() {
-        let unowned = asUnownedTaskExecutor()
         var batch: [UnownedJob] = []
         swap(&batch, &spare)
         defer { swap(&batch, &spare) }
         while true {
             state.withLock { swap(&$0.jobs, &batch) }
             if batch.isEmpty { return }
-            for job in batch { job.runSynchronously(on: unowned) }
+            for job in batch { run(job) }
             batch.removeAll(keepingCapacity: true)
         }
     }

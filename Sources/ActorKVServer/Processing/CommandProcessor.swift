@@ -206,6 +206,40 @@ public struct CommandProcessor: Sendable {
     /// through ``process(_:session:)``. The tasks this starts prefer `executor` (nil: Swift's
     /// global executor).
     public func process(batch: [Work], executor: (any TaskExecutor)? = nil, deliver: @escaping @Sendable ([Done]) -> Void) async {
+        var ready: [Done] = []
+        for (namespace, parts) in startUnmerged(batch, executor: executor, deliver: deliver).groups {
+            let operations = Self.operations(of: parts)
+            let execution = await backend.execute(operations, inNamespace: namespace)
+            finish(execution, parts, operations, executor: executor, deliver: deliver, ready: &ready)
+        }
+        if !ready.isEmpty { deliver(ready) }
+    }
+
+    /// ``process(batch:executor:deliver:)`` from the event loop's thread, when the namespaces run
+    /// on its executor: each merged namespace's run happens here, synchronously, if the back end
+    /// can do it at once (``DataBackend/executeNow(_:inNamespace:)``: no task and no actor hop);
+    /// the rest is started as tasks that prefer `executor`.
+    func start(batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void) {
+        var ready: [Done] = []
+        for (namespace, parts) in startUnmerged(batch, executor: executor, deliver: deliver).groups {
+            let operations = Self.operations(of: parts)
+            if let execution = backend.executeNow(operations, inNamespace: namespace) {
+                finish(execution, parts, operations, executor: executor, deliver: deliver, ready: &ready)
+                continue
+            }
+            Task(executorPreference: executor) {
+                let execution = await backend.execute(operations, inNamespace: namespace)
+                var ready: [Done] = []
+                finish(execution, parts, operations, executor: executor, deliver: deliver, ready: &ready)
+                if !ready.isEmpty { deliver(ready) }
+            }
+        }
+        if !ready.isEmpty { deliver(ready) }
+    }
+
+    /// Starts a task for each work that is not merged (``Work/merge`` nil, or a back end that
+    /// does not merge connections); returns the rest grouped by namespace.
+    private func startUnmerged(_ batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void) -> MergedWork {
         var merged = MergedWork()
         for work in batch {
             guard let (namespace, operations) = work.merge, backend.mergesConnections else {
@@ -217,14 +251,21 @@ public struct CommandProcessor: Sendable {
             }
             merged.add(work, operations, on: namespace)
         }
-        var ready: [Done] = []
-        for (namespace, parts) in merged.groups {
-            let operations = parts.count == 1 ? parts[0].operations : parts.flatMap(\.operations)
-            let execution = await backend.execute(operations, inNamespace: namespace)
-            guard !execution.durability.isImmediate else { ready += Self.done(parts, execution.outcomes); continue }
-            Task(executorPreference: executor) { deliver(Self.done(parts, await execution.settled(operations))) }
-        }
-        if !ready.isEmpty { deliver(ready) }
+        return merged
+    }
+
+    /// The operations of a namespace's merged parts, in order.
+    private static func operations(of parts: [MergedWork.Part]) -> [Operation] {
+        parts.count == 1 ? parts[0].operations : parts.flatMap(\.operations)
+    }
+
+    /// The replies of a merged run: added to `ready` when its writes need no wait, otherwise
+    /// delivered by a task once they are durable (under `always`, each namespace's fsync is
+    /// awaited in its own task, so one namespace's fsync never holds back another's replies).
+    private func finish(_ execution: Execution, _ parts: [MergedWork.Part], _ operations: [Operation], executor: (any TaskExecutor)?,
+                        deliver: @escaping @Sendable ([Done]) -> Void, ready: inout [Done]) {
+        guard !execution.durability.isImmediate else { ready += Self.done(parts, execution.outcomes); return }
+        Task(executorPreference: executor) { deliver(Self.done(parts, await execution.settled(operations))) }
     }
 
     /// Each connection's replies to its part of a merged run's `outcomes` (in the parts' order).

@@ -9,6 +9,10 @@ public protocol DataBackend: Sendable {
     /// Runs `operations` in order on namespace `name`: their outcomes, and what to wait for
     /// before acknowledging their writes.
     func execute(_ operations: [Operation], inNamespace name: String) async -> Execution
+    /// ``execute(_:inNamespace:)`` done at once on the event loop's thread when the back end can
+    /// (the local engine, its namespace open and running on the loop's executor); nil when it
+    /// cannot, and then `execute` does it.
+    func executeNow(_ operations: [Operation], inNamespace name: String) -> Execution?
     /// The namespaces, in name order.
     func listNamespaces() async throws(StoreError) -> [String]
     /// The sequence of the last write to namespace `name` (0: none), which WATCH remembers.
@@ -35,6 +39,9 @@ public protocol DataBackend: Sendable {
 }
 
 extension DataBackend {
+    /// Never at once.
+    public func executeNow(_ operations: [Operation], inNamespace name: String) -> Execution? { nil }
+
     /// Nothing to drive.
     public func attach(to reactor: any Reactor) {}
     /// Nothing to let go of.

@@ -72,15 +72,16 @@ public struct ServerConfiguration: Sendable {
         return !allowGIDs.isEmpty && groups().contains(where: allowGIDs.contains)
     }
 
-    /// The engine options these settings imply; the namespaces' background work runs on
-    /// `executor` (the event loop's), or on Swift's global executor when it is nil.
-    public func storeOptions(log: @escaping @Sendable (String) -> Void, executor: (any TaskExecutor)? = nil) -> StoreOptions {
+    /// The engine options these settings imply; the namespaces and their background work run on
+    /// `executor` (the event loop's), or as default actors on Swift's global executor when it is nil.
+    public func storeOptions(log: @escaping @Sendable (String) -> Void, executor: (any TaskExecutor & SerialExecutor)? = nil) -> StoreOptions {
         var options = StoreOptions(durability: durability, compaction: compaction,
                                    limits: StoreLimits(maxValueBytes: maxValueBytes),
                                    allowSharedDirectory: allowSharedDataDirectory, log: log)
         options.changesHistory = changesHistory
         options.changesLagBytes = changesLagBytes
         options.backgroundExecutor = executor
+        options.serialExecutor = executor
         return options
     }
 }

@@ -54,9 +54,21 @@ public actor Namespace {
     /// Kept alive with this namespace: the directory lock and the background fsync must outlive
     /// the `Store` object if the namespace does.
     private let keeper: Housekeeper
+    /// Where this namespace's code runs (see ``unownedExecutor``).
+    private nonisolated let executor: UnownedSerialExecutor
+    /// Lends its default-actor executor when ``StoreOptions/serialExecutor`` is nil.
+    private nonisolated let lender: ExecutorLender
+
+    /// The executor this namespace's code runs on: ``StoreOptions/serialExecutor`` when it is set
+    /// (the server's event loop, which then runs requests here synchronously), otherwise that of
+    /// a default actor of its own, as if the namespace were a default actor itself.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor }
 
     init(name: String, files: NamespaceFiles, options: StoreOptions, recovered r: RecoveredNamespace, keeper: Housekeeper,
          feed: ChangeFeed) {
+        let lender = ExecutorLender()
+        self.lender = lender
+        executor = options.serialExecutor?.asUnownedSerialExecutor() ?? lender.unownedExecutor
         self.keeper = keeper
         self.name = name
         self.files = files
@@ -828,3 +840,8 @@ private final class FrozenMap: @unchecked Sendable {
         return map!
     }
 }
+
+/// A default actor that does nothing but lend its executor to a ``Namespace`` whose store has no
+/// ``StoreOptions/serialExecutor``: an actor with a custom executor cannot fall back to the
+/// default one otherwise.
+private actor ExecutorLender {}

@@ -126,6 +126,16 @@ public actor Store {
         return await namespace.execute(operations)
     }
 
+    /// Runs `operations` on namespace `name` at once, as ``execute(_:inNamespace:)`` would, when
+    /// the namespace is open and runs on ``StoreOptions/serialExecutor``; nil otherwise (then use
+    /// ``execute(_:inNamespace:)``). Call it only where that executor's code may run (the server's
+    /// event-loop thread, between the executor's jobs): the executor's `checkIsolated()` traps
+    /// anywhere else.
+    public nonisolated func executeNow(_ operations: [Operation], inNamespace name: String) -> Execution? {
+        guard options.serialExecutor != nil, let namespace = openNamespace(name) else { return nil }
+        return namespace.assumeIsolated { $0.execute(operations) }
+    }
+
     /// What an operation yields in a namespace that does not exist (and that it does not create).
     private nonisolated func outcomeInMissingNamespace(_ operation: Operation) -> Outcome {
         if let problem = options.limits.problem(with: operation) { return .failure(problem) }

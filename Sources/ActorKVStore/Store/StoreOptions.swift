@@ -117,6 +117,12 @@ public struct StoreOptions: Sendable {
     /// work and the requests meet on the loop thread instead of handing each namespace actor
     /// between threads. Nil (the default): Swift's global executor.
     public var backgroundExecutor: (any TaskExecutor)?
+    /// The serial executor every namespace actor runs on. The server passes its event loop's, so
+    /// that the loop can run a turn's requests on a namespace synchronously
+    /// (``Store/executeNow(_:inNamespace:)``): no task and no actor hop per turn. Its jobs must run
+    /// one at a time, including before the loop starts (while the store opens) and after it stops.
+    /// Nil (the default): each namespace behaves as a default actor.
+    public var serialExecutor: (any SerialExecutor)?
 
     /// Creates options; every parameter has a working default (`reservation`: the
     /// ``LogReservation/standard(for:)`` one for `durability`).

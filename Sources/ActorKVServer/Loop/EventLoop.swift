@@ -8,11 +8,12 @@ import Synchronization
 
 /// The server's network loop: one thread, epoll (edge-triggered) over non-blocking sockets.
 ///
-/// It accepts, reads and decodes requests, starts each turn's requests in one task, and sends
-/// the replies that task posts back. With `--execution loop` (the default) the task prefers a
-/// ``LoopExecutor`` and runs right here, between epoll turns; with `pool` it runs on Swift's
-/// cooperative pool and posts back through an eventfd. Either way the loop never waits for
-/// storage: fsync happens on other threads and delays only the clients waiting for it.
+/// It accepts, reads and decodes requests, runs each turn's requests, and sends the replies. With
+/// `--execution loop` (the default) the namespace actors run on its ``LoopExecutor``, so a turn's
+/// data commands on an open namespace run right here, synchronously, and the rest in tasks whose
+/// jobs also run here, between epoll turns; with `pool` a turn's requests go to one task on
+/// Swift's cooperative pool, which posts the replies back through an eventfd. Either way the loop
+/// never waits for fsync: it happens on other threads and delays only the clients waiting for it.
 final class EventLoop: @unchecked Sendable {
     // Everything below except `completions`, `wakeSignal` and `stopRequested` is touched only by the loop thread.
     let epollFD: Int32
@@ -402,7 +403,8 @@ final class EventLoop: @unchecked Sendable {
         c.inFlight = true
     }
 
-    /// Hands this turn's requests, from every connection, to one task.
+    /// Runs this turn's requests, from every connection (``CommandProcessor/start(batch:executor:deliver:)``),
+    /// or, without a ``LoopExecutor``, hands them to one task.
     private func startOutgoing() {
         guard !outgoing.isEmpty else { return }
         let batch = outgoing

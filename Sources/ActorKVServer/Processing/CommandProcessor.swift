@@ -208,9 +208,7 @@ public struct CommandProcessor: Sendable {
     public func process(batch: [Work], executor: (any TaskExecutor)? = nil, deliver: @escaping @Sendable ([Done]) -> Void) async {
         var ready: [Done] = []
         for (namespace, parts) in startUnmerged(batch, executor: executor, deliver: deliver).groups {
-            let operations = Self.operations(of: parts)
-            let execution = await backend.execute(operations, inNamespace: namespace)
-            finish(execution, parts, operations, executor: executor, deliver: deliver, ready: &ready)
+            await execute(parts, on: namespace, executor: executor, deliver: deliver, ready: &ready)
         }
         if !ready.isEmpty { deliver(ready) }
     }
@@ -228,9 +226,8 @@ public struct CommandProcessor: Sendable {
                 continue
             }
             Task(executorPreference: executor) {
-                let execution = await backend.execute(operations, inNamespace: namespace)
                 var ready: [Done] = []
-                finish(execution, parts, operations, executor: executor, deliver: deliver, ready: &ready)
+                await execute(parts, on: namespace, executor: executor, deliver: deliver, ready: &ready)
                 if !ready.isEmpty { deliver(ready) }
             }
         }
@@ -252,6 +249,14 @@ public struct CommandProcessor: Sendable {
             merged.add(work, operations, on: namespace)
         }
         return merged
+    }
+
+    /// Runs a namespace's merged parts through the back end's asynchronous path, then ``finish``.
+    private func execute(_ parts: [MergedWork.Part], on namespace: String, executor: (any TaskExecutor)?,
+                         deliver: @escaping @Sendable ([Done]) -> Void, ready: inout [Done]) async {
+        let operations = Self.operations(of: parts)
+        let execution = await backend.execute(operations, inNamespace: namespace)
+        finish(execution, parts, operations, executor: executor, deliver: deliver, ready: &ready)
     }
 
     /// The operations of a namespace's merged parts, in order.

@@ -59,13 +59,15 @@ struct LoopExecutorTests {
         }
 
         /// Starts the thread; `body` runs on it once attached, before it serves jobs. Returns once
-        /// the thread is about to attach.
-        func start(_ body: @escaping @Sendable (LoopExecutor) -> Void = { _ in }) {
+        /// the thread has attached, or, with `beforeAttaching`, once it is about to (attaching may
+        /// wait for the serial queue).
+        func start(beforeAttaching: Bool = false, _ body: @escaping @Sendable (LoopExecutor) -> Void = { _ in }) {
             let starting = DispatchSemaphore(value: 0)
             let thread = Thread { [self] in
-                starting.signal()
+                if beforeAttaching { starting.signal() }
                 executor.attachToCurrentThread()
                 self.thread.store(UInt(pthread_self()), ordering: .releasing)
+                if !beforeAttaching { starting.signal() }
                 body(executor)
                 while !stop.load(ordering: .acquiring) {
                     executor.runPending()
@@ -122,7 +124,7 @@ struct LoopExecutorTests {
         let gate = DispatchSemaphore(value: 0)
         let held = Task { await probe.hold(entered: entered, gate: gate) }  // not attached: runs on the queue
         entered.wait()
-        loop.start()  // attaches while the queue's job holds the actor
+        loop.start(beforeAttaching: true)  // attaches while the queue's job holds the actor
         usleep(20_000)  // the thread has switched the executor to the loop by now
         let later = Task { await probe.call() }  // for the loop thread, once attached
         usleep(100_000)  // ample time for a loop that did not wait to run it

@@ -1,8 +1,11 @@
 // actorkv-stress: drives the storage engine in a child process for kill -9 and failpoint crash tests.
 //
 //     actorkv-stress write --dir D --ack-file F [--fsync always|everysec|no] [--seed S] [--first-id N]
+//                          [--ready-file R]
 //         Opens the store and loops forever doing random puts, multi-key deletes and batches in
-//         namespace "crash". Before each operation it appends an intent line, after the engine
+//         namespace "crash" (creating R, if given, once the namespace is open, so that a parent can
+//         time its kill from the first write rather than from a start that load may slow down).
+//         Before each operation it appends an intent line, after the engine
 //         acknowledged it an ack line:
 //             I <id> <kind> <mutation>;<mutation>;...     (mutation: +key=value or -key)
 //             A <id>
@@ -158,6 +161,11 @@ func writeLoop(_ o: [String: String]) async {
     let ns: Namespace
     do { ns = try await store.namespace("crash") } catch { fail("opening namespace: \(error)") }
     let log = AckFile(path: ackPath)
+    if let ready = o["ready-file"] {
+        let fd = open(ready, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        if fd < 0 { fail("cannot create the ready file \(ready): \(String(cString: strerror(errno)))") }
+        close(fd)
+    }
     var batches: [UInt64] = []
     while true {
         let roll = Int.random(in: 0..<100, using: &rng)

@@ -153,6 +153,15 @@ struct CrashTests {
         }
     }
 
+    /// Waits until `path` exists or the child has ended (at most 60 s).
+    static func waitForFile(_ path: String, while child: Child) async {
+        var waited = 0
+        while access(path, F_OK) != 0 && child.process.isRunning && waited < 30_000 {
+            try? await Task.sleep(nanoseconds: 2_000_000)
+            waited += 1
+        }
+    }
+
     static func reopen(_ directory: String) async throws -> (contents: [[UInt8]: [UInt8]], stats: NamespaceStatistics) {
         try await withStore(directory) { store in
             let ns = try await store.namespace("crash")
@@ -177,9 +186,16 @@ struct CrashTests {
         for cycle in 0..<cycles {
             // Mostly `always`; a few cycles with the weaker policies, which also survive kill -9.
             let fsync = cycle % 6 == 5 ? (cycle % 12 == 5 ? "no" : "everysec") : "always"
+            let readyPath = dir.path + "/ready"
+            unlink(readyPath)
             let child = try Child(["write", "--dir", dir.data, "--ack-file", ackPath, "--fsync", fsync,
-                                   "--seed", "\(seed + UInt64(cycle))", "--first-id", "\(model.lastID + 1)"],
+                                   "--seed", "\(seed + UInt64(cycle))", "--first-id", "\(model.lastID + 1)",
+                                   "--ready-file", readyPath],
                                   stderrPath: dir.path + "/stderr")
+            // The kill is timed from the child's first write, since a loaded machine (CI runs the
+            // suites in parallel) can take longer than the whole window to start it and open the
+            // store; every fourth cycle times it from the start, so recovery is killed too.
+            if cycle % 4 != 3 { await Self.waitForFile(readyPath, while: child) }
             try await Task.sleep(nanoseconds: UInt64.random(in: 20...300) * 1_000_000)
             child.kill9()
             let ended = await child.wait()

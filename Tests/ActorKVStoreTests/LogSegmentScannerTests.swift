@@ -151,4 +151,20 @@ struct LogSegmentScannerTests {
         }
         #expect(seen == 12)
     }
+
+    @Test("allZero: true only when every byte from the offset on is zero, wherever the one that is not lies")
+    func allZeroFindsEveryNonZeroByte() {
+        for length in [0, 1, 7, 8, 9, 15, 16, 17, 64, 67] {
+            let zeros = [UInt8](repeating: 0, count: length)
+            for offset in 0...length {
+                #expect(zeros.withUnsafeBytes { LogScanner.allZero($0, from: offset) })
+                for position in 0..<length {
+                    var bytes = zeros
+                    bytes[position] = position % 2 == 0 ? 1 : 0x80
+                    let found = bytes.withUnsafeBytes { LogScanner.allZero($0, from: offset) }
+                    #expect(found == (position < offset), "length \(length), offset \(offset), byte at \(position)")
+                }
+            }
+        }
+    }
 }

@@ -1960,13 +1960,17 @@ class Lock(object):
         args = ["PUT", self._ns, self.key, self.owner, "IFVERSION", 0, "EPHEMERAL"]
         if self._ttl_ms is not None:
             args += ["PX", self._ttl_ms]
+        return client._call(_new_version, *args)
+
+    def _try_while_waiting(self, client):
+        """One attempt while waiting: ``(token or None, lost)``, ``lost`` being True if the
+        connection was lost (the server restarting, say). Whatever that PUT did, the server
+        undoes as it closes the connection (the key is ephemeral), or at its next start, so
+        trying again on a new connection later is safe."""
         try:
-            return client._call(_new_version, *args)
+            return self._try(client), False
         except ActorKVConnectionError:
-            # The connection was lost while waiting (the server restarted, say). Whatever
-            # that PUT did, the server undoes as it closes the connection (the key is
-            # ephemeral), so trying once more on a new connection is safe.
-            return client._call(_new_version, *args)
+            return None, True
 
     def acquire(self, timeout=_LOCK_DEFAULT):
         """Acquires the lock, waiting up to ``timeout`` seconds (default: the lock's
@@ -1991,31 +1995,39 @@ class Lock(object):
             token = self._try(client)
             if token is None and timeout != 0:
                 feed = self._follow()
-                token = self._try(client)  # the holder may have gone before the feed began
                 reconnects = feed.reconnects
+                # The holder may have gone before the feed began.
+                token, lost = self._try_while_waiting(client)
+                pause = _RECONNECT_BACKOFF[0]
                 while token is None:
                     remaining = None
                     if deadline is not None:
                         remaining = deadline - time.monotonic()
                         if remaining <= 0:
                             break
-                    event = feed.next_event(remaining)
+                    # After a lost connection, try again after a pause even if no event
+                    # comes: the lost PUT may have been the only thing between us and the lock.
+                    wait = remaining if not lost else (pause if remaining is None else min(pause, remaining))
+                    event = feed.next_event(wait)
+                    again = False
                     if event is None:
                         if feed.closed:  # pragma: no cover - only this method closes it
                             raise ActorKVConnectionError("the lock's change feed was closed")
-                        continue  # the deadline passed (checked above)
-                    if isinstance(event, Change):
-                        if any(key == self.key and value is None for key, value in event.items):
-                            token = self._try(client)
+                        again = lost  # otherwise the deadline passed (checked above)
+                    elif isinstance(event, Change):
+                        again = lost or any(key == self.key and value is None for key, value in event.items)
                     elif isinstance(event, Snapshot):
                         # The feed could not resume where it stopped (the server no longer
                         # held those changes) and started again from the current keys.
-                        token = self._try(client)
+                        again = True
                     elif feed.reconnects != reconnects:
                         # Caught up again after a lost connection (a server restart frees
                         # every lock): the deletes missed meanwhile came before this Synced.
                         reconnects = feed.reconnects
-                        token = self._try(client)
+                        again = True
+                    if again:
+                        token, lost = self._try_while_waiting(client)
+                        pause = min(pause * 2.0, _RECONNECT_BACKOFF[1]) if lost else _RECONNECT_BACKOFF[0]
         except BaseException:
             client.close()  # a PUT that went through is undone by the server as it closes
             raise

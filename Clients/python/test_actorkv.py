@@ -3005,6 +3005,41 @@ class ExpiryRestartTests(unittest.TestCase):
         self.assertTrue(waiter.release())
         self.assertEqual(server.stop(), 0, server.log())
 
+    def test_waiter_survives_the_server_dying_between_following_and_trying(self):
+        # The moment a waiter has begun to follow the key and tries once more (the holder
+        # may have gone meanwhile): the server is killed just then and comes back a little
+        # later. That try's lost connection is a reason to try again once the server is
+        # back, not an error: the restart freed the lock.
+        server = ServerProcess(fsync="always")
+        self.addCleanup(server.cleanup)
+        server.start()
+        holder = server.client().lock("r", "job")
+        token = holder.acquire()
+        restarts = []
+        test = self
+
+        class KilledWhileFollowing(actorkv.Lock):
+            def _follow(self):
+                feed = super()._follow()
+                server.process.send_signal(signal.SIGKILL)
+                server.process.wait(PATIENCE)
+                restarter = threading.Timer(0.3, server.start)
+                test.addCleanup(restarter.join)
+                test.addCleanup(restarter.cancel)
+                restarter.start()
+                restarts.append(restarter)
+                return feed
+
+        waiter = KilledWhileFollowing(server.socket, "r", "job", timeout=PATIENCE)
+        got = waiter.acquire()
+        restarts[0].join()
+        self.assertGreater(got, token)
+        with server.client() as kv:
+            self.assertEqual(kv.getv("r", "job"), (waiter.owner, got))
+        self.assertTrue(waiter.release())
+        self.assertFalse(holder.release())  # its connection died with the old server
+        self.assertEqual(server.stop(), 0, server.log())
+
 
 if __name__ == "__main__":
     unittest.main()

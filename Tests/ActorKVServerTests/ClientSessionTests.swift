@@ -120,7 +120,7 @@ struct ClientSessionTests {
             var resetter: RawConnection? = try RawConnection(path: fixture.socketPath)
             let resetterID = try Self.clientID(resetter!)
             try resetter!.send("PING\r\n")
-            usleep(200_000)  // the +PONG is in the client's socket, unread
+            #expect(resetter!.waitUntilReadable())  // the +PONG is in the client's socket, unread
             resetter = nil
             #expect(fixture.reasons(for: resetterID) == [.socketError])
             expected[resetterID] = [.socketError]

@@ -51,6 +51,13 @@ final class RawConnection {
         }
     }
 
+    /// Waits (up to `seconds`) until bytes from the server wait in the socket, without reading
+    /// them; returns whether they came.
+    func waitUntilReadable(seconds: Int32 = 30) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, seconds * 1000) == 1 && entry.revents & Int16(POLLIN) != 0
+    }
+
     /// True if the server closes the connection (after any pending replies) within the timeout.
     func isClosedByServer() -> Bool {
         var buffer = [UInt8](repeating: 0, count: 4096)

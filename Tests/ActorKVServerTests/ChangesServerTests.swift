@@ -324,21 +324,33 @@ struct ChangesServerTests {
         try live.send("CHANGES s\r\n")
         _ = try Self.read(live) { $0 == .synced("s", 0) }
         let value = String(repeating: "x", count: 1000)
-        let writes = 3000  // 3 MB: far more than the stalled watcher's window, output and socket buffers hold
+        // Up to 3 MB: far more than the stalled watcher's window, output and socket buffers
+        // hold. Writing stops 20 changes after the drop: a dropped watcher's last words wait
+        // only 10 s to be read, and a loaded machine may take longer than that for 3,000 writes.
         // The live watcher reads each change before the next write: however slowly a loaded
         // machine runs this thread, it never falls behind by the 64 KiB that would drop it too.
         let w = try RawConnection(path: server.socketPath)
+        let admin = try RawConnection(path: server.socketPath)
+        func dropped() throws -> Bool {
+            guard case .bulk(let text) = try admin.command(["INFO"]) else { throw TestFailure("INFO") }
+            return String(decoding: text, as: UTF8.self).contains("followers_dropped=1,")
+        }
         var liveSeen: UInt64 = 0
-        for i in 1...writes {
-            #expect(try w.command(["PUT", "s", "k\(i)", value]) == .simple("OK"))
+        var writes = 0
+        var droppedAt: Int?
+        while writes < 3000 && (droppedAt.map { writes < $0 + 20 } ?? true) {
+            writes += 1
+            #expect(try w.command(["PUT", "s", "k\(writes)", value]) == .simple("OK"))
             _ = try Self.read(live) { message in
                 if case .change(_, let seq, _) = message {
                     #expect(seq == liveSeen + 1)
                     liveSeen = seq
                 }
-                return liveSeen == UInt64(i)
+                return liveSeen == UInt64(writes)
             }
+            if droppedAt == nil, writes % 10 == 0, try dropped() { droppedAt = writes }
         }
+        #expect(droppedAt != nil, "the stalled watcher was not dropped in \(writes) writes")
         // The stalled watcher now reads: every change up to some N, then LAGGING naming N, then the end.
         var last: UInt64 = 0
         var ending: Reply?
@@ -355,7 +367,6 @@ struct ChangesServerTests {
         #expect(ending == .error("LAGGING resume from sequence \(last) of namespace 's'"))
         #expect(last < UInt64(writes))
         #expect(stalled.isClosedByServer())
-        let admin = try RawConnection(path: server.socketPath)
         guard case .bulk(let text) = try admin.command(["INFO"]) else { throw TestFailure("INFO") }
         #expect(String(decoding: text, as: UTF8.self).contains("followers=1,changes_sent="))
         #expect(String(decoding: text, as: UTF8.self).contains("followers_dropped=1,"))

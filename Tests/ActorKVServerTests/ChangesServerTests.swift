@@ -332,8 +332,8 @@ struct ChangesServerTests {
         let w = try RawConnection(path: server.socketPath)
         let admin = try RawConnection(path: server.socketPath)
         func info() throws -> String {
-            guard case .bulk(let text) = try admin.command(["INFO"]) else { throw TestFailure("INFO") }
-            return String(decoding: text, as: UTF8.self)
+            guard let text = try admin.command(["INFO"]).bulkText else { throw TestFailure("INFO") }
+            return text
         }
         var liveSeen: UInt64 = 0
         var writes = 0

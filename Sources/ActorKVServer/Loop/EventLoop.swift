@@ -120,6 +120,9 @@ final class EventLoop: @unchecked Sendable {
 
     deinit { if reserveFD >= 0 { SocketCalls.close(reserveFD) } }
 
+    /// Where the processor hands replies (``post(_:)``): made once, not a closure per turn.
+    private lazy var deliverReplies: @Sendable ([CommandProcessor.Done]) -> Void = { [weak self] done in self?.post(done) }
+
     private static func openReserve() -> Int32 { Glibc.open("/dev/null", O_RDONLY | O_CLOEXEC) }
 
     private func register(_ fd: Int32, token: UInt64, events: UInt32) throws(SocketCalls.Failure) {
@@ -407,14 +410,17 @@ final class EventLoop: @unchecked Sendable {
     /// or, without a ``LoopExecutor``, hands them to one task.
     private func startOutgoing() {
         guard !outgoing.isEmpty else { return }
-        let batch = outgoing
-        outgoing.removeAll(keepingCapacity: true)
-        let processor = self.processor
+        var batch: [CommandProcessor.Work] = []
+        swap(&batch, &outgoing)
+        let (processor, deliver) = (self.processor, deliverReplies)
         guard let executor else {
-            Task { await processor.process(batch: batch, deliver: { self.post($0) }) }
+            Task { await processor.process(batch: batch, deliver: deliver) }
             return
         }
-        processor.start(batch: batch, executor: executor, deliver: { self.post($0) })
+        processor.start(batch: batch, executor: executor, deliver: deliver)
+        // Nothing kept the array itself: its buffer is reused for the next turn's work.
+        batch.removeAll(keepingCapacity: true)
+        outgoing = batch
     }
 
     /// Starts this turn's requests and, with a ``LoopExecutor``, runs them here and sends their
@@ -432,9 +438,12 @@ final class EventLoop: @unchecked Sendable {
     /// ``settle()`` before it waits again, so only other threads wake it.
     private func post(_ done: [CommandProcessor.Done]) {
         let wasEmpty = completions.withLock { queue -> Bool in
-            let empty = queue.isEmpty
-            queue.append(contentsOf: done)
-            return empty
+            guard queue.isEmpty else {
+                queue.append(contentsOf: done)
+                return false
+            }
+            queue = done  // adopted, not copied into a new buffer
+            return true
         }
         if wasEmpty && executor?.isLoopThread != true { wake() }
     }

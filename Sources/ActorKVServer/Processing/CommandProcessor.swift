@@ -219,19 +219,30 @@ public struct CommandProcessor: Sendable {
     /// the rest is started as tasks that prefer `executor`.
     func start(batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void) {
         var ready: [Done] = []
-        for (namespace, parts) in startUnmerged(batch, executor: executor, deliver: deliver).groups {
-            let operations = Self.operations(of: parts)
-            if let execution = backend.executeNow(operations, inNamespace: namespace) {
-                finish(execution, parts, operations, executor: executor, deliver: deliver, ready: &ready)
-                continue
-            }
-            Task(executorPreference: executor) {
-                var ready: [Done] = []
-                await execute(parts, on: namespace, executor: executor, deliver: deliver, ready: &ready)
-                if !ready.isEmpty { deliver(ready) }
+        if batch.count == 1, let (namespace, operations) = batch[0].merge, backend.mergesConnections {
+            // One connection's work (one client, or clients taking turns): nothing to group.
+            start(CollectionOfOne((work: batch[0], operations: operations)), on: namespace, executor: executor, deliver: deliver, ready: &ready)
+        } else {
+            for (namespace, parts) in startUnmerged(batch, executor: executor, deliver: deliver).groups {
+                start(parts, on: namespace, executor: executor, deliver: deliver, ready: &ready)
             }
         }
         if !ready.isEmpty { deliver(ready) }
+    }
+
+    /// Runs a namespace's merged parts at once if the back end can, adding their replies to
+    /// `ready` (or delivering them once durable); otherwise starts a task that runs them.
+    private func start<Parts: Collection<MergedWork.Part> & Sendable>(_ parts: Parts, on namespace: String, executor: (any TaskExecutor)?,
+                                                                      deliver: @escaping @Sendable ([Done]) -> Void, ready: inout [Done]) {
+        let operations = Self.operations(of: parts)
+        if let execution = backend.executeNow(operations, inNamespace: namespace) {
+            return finish(execution, parts, operations, executor: executor, deliver: deliver, ready: &ready)
+        }
+        Task(executorPreference: executor) {
+            var ready: [Done] = []
+            await execute(parts, on: namespace, executor: executor, deliver: deliver, ready: &ready)
+            if !ready.isEmpty { deliver(ready) }
+        }
     }
 
     /// Starts a task for each work that is not merged (``Work/merge`` nil, or a back end that
@@ -252,38 +263,46 @@ public struct CommandProcessor: Sendable {
     }
 
     /// Runs a namespace's merged parts through the back end's asynchronous path, then ``finish``.
-    private func execute(_ parts: [MergedWork.Part], on namespace: String, executor: (any TaskExecutor)?,
-                         deliver: @escaping @Sendable ([Done]) -> Void, ready: inout [Done]) async {
+    private func execute<Parts: Collection<MergedWork.Part> & Sendable>(_ parts: Parts, on namespace: String, executor: (any TaskExecutor)?,
+                                                                        deliver: @escaping @Sendable ([Done]) -> Void, ready: inout [Done]) async {
         let operations = Self.operations(of: parts)
         let execution = await backend.execute(operations, inNamespace: namespace)
         finish(execution, parts, operations, executor: executor, deliver: deliver, ready: &ready)
     }
 
     /// The operations of a namespace's merged parts, in order.
-    private static func operations(of parts: [MergedWork.Part]) -> [Operation] {
-        parts.count == 1 ? parts[0].operations : parts.flatMap(\.operations)
+    private static func operations<Parts: Collection<MergedWork.Part>>(of parts: Parts) -> [Operation] {
+        parts.count == 1 ? parts.first!.operations : parts.flatMap(\.operations)
     }
 
     /// The replies of a merged run: added to `ready` when its writes need no wait, otherwise
     /// delivered by a task once they are durable (under `always`, each namespace's fsync is
     /// awaited in its own task, so one namespace's fsync never holds back another's replies).
-    private func finish(_ execution: Execution, _ parts: [MergedWork.Part], _ operations: [Operation], executor: (any TaskExecutor)?,
-                        deliver: @escaping @Sendable ([Done]) -> Void, ready: inout [Done]) {
-        guard !execution.durability.isImmediate else { ready += Self.done(parts, execution.outcomes); return }
-        Task(executorPreference: executor) { deliver(Self.done(parts, await execution.settled(operations))) }
+    private func finish<Parts: Collection<MergedWork.Part> & Sendable>(_ execution: Execution, _ parts: Parts, _ operations: [Operation],
+                                                                       executor: (any TaskExecutor)?,
+                                                                       deliver: @escaping @Sendable ([Done]) -> Void, ready: inout [Done]) {
+        guard !execution.durability.isImmediate else { return Self.done(parts, execution.outcomes, into: &ready) }
+        Task(executorPreference: executor) {
+            var done: [Done] = []
+            Self.done(parts, await execution.settled(operations), into: &done)
+            deliver(done)
+        }
     }
 
-    /// Each connection's replies to its part of a merged run's `outcomes` (in the parts' order).
-    private static func done(_ parts: [MergedWork.Part], _ outcomes: [Outcome]) -> [Done] {
+    /// Appends each connection's replies to its part of a merged run's `outcomes` (in the
+    /// parts' order) to `ready`.
+    private static func done<Parts: Collection<MergedWork.Part>>(_ parts: Parts, _ outcomes: [Outcome], into ready: inout [Done]) {
+        ready.reserveCapacity(ready.count + parts.count)
         var offset = 0
-        return parts.map { part in
+        for part in parts {
             defer { offset += part.operations.count }
             let mine = outcomes[offset..<(offset + part.operations.count)]
             guard let shapes = part.work.shapes else {
-                return Done(connection: part.work.session.id, replies: zip(mine, part.operations).map(KeyValueCommands.reply(for:of:)), quit: false)
+                ready.append(Done(connection: part.work.session.id, replies: zip(mine, part.operations).map(KeyValueCommands.reply(for:of:)), quit: false))
+                continue
             }
             let replies = mine.indices.map { KeyValueCommands.reply(for: mine[$0], of: part.operations[$0 - offset], shape: shapes[$0 - offset]) }
-            return Done(connection: part.work.session.id, replies: replies, quit: false)
+            ready.append(Done(connection: part.work.session.id, replies: replies, quit: false))
         }
     }
 

@@ -50,6 +50,8 @@ public actor Namespace {
     private var statistics: NamespaceStatistics
     private var writeFailure: StoreError?
     private var closed = false
+    /// The planner's arrays, kept from one run to the next (``WritePlanner/Scratch``).
+    private var plannerScratch = WritePlanner.Scratch()
     private let openedAt = UInt64(time(nil))
     /// Kept alive with this namespace: the directory lock and the background fsync must outlive
     /// the `Store` object if the namespace does.
@@ -287,7 +289,7 @@ public actor Namespace {
     public func execute(_ operations: [Operation]) -> Execution {
         startRun()
         var planner = WritePlanner(count: operations.count, lastSequence: lastSequence, limits: options.limits,
-                                   blocker: writeBlocker(), syncer: syncer)
+                                   blocker: writeBlocker(), syncer: syncer, scratch: &plannerScratch)
         planner.plan(operations, in: data, now: runNow)
         if planner.hasRecords {
             do {
@@ -300,13 +302,17 @@ public actor Namespace {
             }
         }
         var outcomes = planner.takeOutcomes()
-        var versions = RecordNumbers(written: planner.written, after: planner.startSequence)
-        performPending(operations, planner.resolved, &versions, &outcomes)
+        do {
+            var versions = RecordNumbers(written: planner.written, after: planner.startSequence)
+            performPending(operations, planner.resolved, &versions, &outcomes)
+        }
         if planner.hasRecords { afterWrite() }
         if sweeper == nil && data.lifetimes.hasDeadlines { startSweeper() }
         let wait = !planner.hasRecords || options.durability != .always
             ? Durability.immediate : Durability(syncer: syncer, sequence: planner.sequence)
-        return Execution(outcomes: outcomes.map { $0! }, durability: wait)
+        let execution = Execution(outcomes: outcomes.map { $0! }, durability: wait)
+        plannerScratch = planner.takeScratch(outcomes: consume outcomes)
+        return execution
     }
 
     /// Performs, in order, the operations that have no outcome yet: applies the writes (those

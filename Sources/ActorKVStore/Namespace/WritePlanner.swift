@@ -43,9 +43,15 @@ struct WritePlanner {
     private var durableClaim: UInt64?
 
     /// A planner for `count` operations after the record numbered `lastSequence`; with a
-    /// `blocker`, every write is refused with it.
-    init(count: Int, lastSequence: UInt64, limits: StoreLimits, blocker: StoreError?, syncer: LogSyncer) {
-        outcomes = [Outcome?](repeating: nil, count: count)
+    /// `blocker`, every write is refused with it. Its arrays are moved out of `scratch` (empty,
+    /// with the capacity they kept): see ``takeScratch(outcomes:)``.
+    init(count: Int, lastSequence: UInt64, limits: StoreLimits, blocker: StoreError?, syncer: LogSyncer, scratch: inout Scratch) {
+        outcomes = []
+        swap(&buffer, &scratch.buffer)
+        swap(&written, &scratch.written)
+        swap(&resolved, &scratch.resolved)
+        swap(&outcomes, &scratch.outcomes)
+        outcomes.append(contentsOf: repeatElement(nil, count: count))
         sequence = lastSequence
         startSequence = lastSequence
         self.limits = limits
@@ -61,6 +67,44 @@ struct WritePlanner {
         var taken: [Outcome?] = []
         swap(&taken, &outcomes)
         return taken
+    }
+
+    /// The arrays a planner fills, kept between runs by their namespace so that a run does not
+    /// allocate them afresh (at one request per run, as many allocations as the request's own).
+    struct Scratch {
+        var buffer: [UInt8] = []
+        var written: [Int] = []
+        var resolved: [Resolved?] = []
+        var outcomes: [Outcome?] = []
+
+        /// Bytes of records, and entries of the other arrays, beyond which a run's arrays are
+        /// let go rather than kept: one large run does not hold its memory for good.
+        static let keptBytes = 64 * 1024
+        static let keptEntries = 1024
+
+        /// Empties `array` for the next run, keeping its capacity unless that is above `limit`.
+        static func recycle<T>(_ array: inout [T], limit: Int) {
+            if array.capacity > limit {
+                array = []
+            } else if !array.isEmpty {
+                array.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    /// This run's arrays, emptied, for the next run's planner; `outcomes` are the ones
+    /// ``takeOutcomes()`` took, once read. Call it once the run no longer needs them.
+    mutating func takeScratch(outcomes taken: consuming [Outcome?]) -> Scratch {
+        var scratch = Scratch()
+        swap(&scratch.buffer, &buffer)
+        swap(&scratch.written, &written)
+        swap(&scratch.resolved, &resolved)
+        scratch.outcomes = consume taken
+        Scratch.recycle(&scratch.buffer, limit: Scratch.keptBytes)
+        Scratch.recycle(&scratch.written, limit: Scratch.keptEntries)
+        Scratch.recycle(&scratch.resolved, limit: Scratch.keptEntries)
+        Scratch.recycle(&scratch.outcomes, limit: Scratch.keptEntries)
+        return scratch
     }
 
     /// Plans every operation, in order, against `data` as the namespace holds it before the run;
@@ -93,12 +137,14 @@ struct WritePlanner {
             return
         }
         if overlay == nil && operation.readsBeforeWriting { overlay = replayWritten(operations) }
+        // Nothing after the run's last operation reads what it writes: the overlay need not note it.
+        if index == operations.count - 1 { overlay?.ignoresNotes = true }
         switch operation {
         case .put(let key, let value), .set(let key, let value):
             let recorded = record(of: index, bodyLength: LogRecordCodec.putBodyLength(key: key, value: value)) { sequence, claim, buffer in
                 LogRecordCodec.encodePut(sequence: sequence, key: key, value: value, durableThrough: claim, into: &buffer)
             }
-            if recorded { overlay?.note(.put(key: Array(key), value: Array(value)), version: sequence) }
+            if recorded, overlay?.ignoresNotes == false { overlay!.note(.put(key: Array(key), value: Array(value)), version: sequence) }
         case .delete(let keys):
             if record(keys.lazy.map { .delete(key: $0) }, of: index) { overlay?.note(keys.lazy.map { .delete(key: $0) }, version: sequence) }
         case .batch(let steps) where !operation.readsBeforeWriting:
@@ -210,7 +256,7 @@ struct WritePlanner {
 
     /// Keeps what operation `index` was resolved to, for the apply step.
     private mutating func keep(_ write: Resolved, at index: Int) {
-        if resolved.isEmpty { resolved = [Resolved?](repeating: nil, count: outcomes.count) }
+        if resolved.isEmpty { resolved.append(contentsOf: repeatElement(nil, count: outcomes.count)) }
         resolved[index] = write
     }
 
@@ -225,7 +271,7 @@ struct WritePlanner {
         var mutations: [Mutation] = []
         var results: [Outcome] = []
         results.reserveCapacity(steps.count)
-        for step in steps {
+        for (position, step) in steps.enumerated() {
             if case .unchangedSince(let expected) = step {
                 // `sequence` is the last record before this batch, the run's earlier ones included.
                 guard sequence == expected else {
@@ -245,7 +291,8 @@ struct WritePlanner {
                 results.append(resolved.outcome)
             }
             if let mutation {
-                scratch.note(mutation, version: version)
+                // No step after the last one reads what it writes.
+                if position + 1 < steps.count { scratch.note(mutation, version: version) }
                 mutations.append(mutation)
             }
         }
@@ -372,7 +419,8 @@ struct WritePlanner {
         sequence += 1
         let claim = durableClaim ?? syncer.durableSequence
         durableClaim = claim
-        // Sized for the first record (often the only one) rather than grown to it by doubling.
+        // Sized for the first record (often the only one) rather than grown to it by doubling
+        // (a no-op when the buffer kept from an earlier run has room).
         if buffer.isEmpty { buffer.reserveCapacity(LogRecordCodec.headerLength + bodyLength) }
         encode(sequence, claim, &buffer)
         written.append(index)
@@ -394,9 +442,13 @@ struct RunOverlay {
     private var entries: [HashedKey: VersionedValue?] = [:]
     /// Lifetimes given by the run's writes (a put or delete after one removes it again).
     private var lifetimes: [HashedKey: Lifetime] = [:]
+    /// Set once nothing will read what is noted from now on (the run's last operation is
+    /// planned): notes are then dropped, sparing their tables.
+    var ignoresNotes = false
 
     /// Notes what `mutation`, in the record numbered `version`, does.
     mutating func note(_ mutation: Mutation, version: UInt64) {
+        if ignoresNotes { return }
         switch mutation {
         case .put(let key, let value):
             entries[HashedKey(key)] = .some(VersionedValue(value: value, version: version))

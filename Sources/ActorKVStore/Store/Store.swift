@@ -133,7 +133,13 @@ public actor Store {
     /// anywhere else.
     public nonisolated func executeNow(_ operations: [Operation], inNamespace name: String) -> Execution? {
         guard options.serialExecutor != nil, let namespace = openNamespace(name) else { return nil }
-        return namespace.assumeIsolated { $0.execute(operations) }
+        // What `assumeIsolated` does, without its closure's context (two allocations per turn):
+        // check that this runs on the namespace's executor, then call the isolated function as
+        // a plain one.
+        namespace.preconditionIsolated()
+        typealias Isolated = (isolated Namespace, [Operation]) -> Execution
+        let execute = unsafeBitCast(executeIsolated as Isolated, to: ((Namespace, [Operation]) -> Execution).self)
+        return execute(namespace, operations)
     }
 
     /// What an operation yields in a namespace that does not exist (and that it does not create).
@@ -301,4 +307,10 @@ public actor Store {
         keeper.releaseLock()
         return notDurable.sorted()
     }
+}
+
+/// ``Namespace/execute(_:)`` from a function isolated by its parameter, for
+/// ``Store/executeNow(_:inNamespace:)``.
+private func executeIsolated(_ namespace: isolated Namespace, _ operations: [Operation]) -> Execution {
+    namespace.execute(operations)
 }

@@ -1,0 +1,53 @@
+@testable import ActorKVStore
+import ActorKVTestSupport
+import Testing
+
+/// The arrays a namespace keeps from one run's planner to the next: emptied, their capacity kept
+/// unless a large run made them large.
+@Suite("Write planner scratch: arrays reused between runs, bounded")
+struct PlannerScratchTests {
+    @Test("an array is emptied and keeps its capacity up to the limit; above it, it is let go")
+    func recycleKeepsOnlyBoundedCapacity() {
+        var small = [UInt8](repeating: 7, count: 100)
+        let smallCapacity = small.capacity
+        WritePlanner.Scratch.recycle(&small, limit: 1024)
+        #expect(small.isEmpty)
+        #expect(small.capacity == smallCapacity)
+
+        var large = [UInt8](repeating: 7, count: 2000)
+        WritePlanner.Scratch.recycle(&large, limit: 1024)
+        #expect(large.isEmpty)
+        #expect(large.capacity == 0)
+
+        var empty: [Int] = []
+        WritePlanner.Scratch.recycle(&empty, limit: 1024)
+        #expect(empty.isEmpty)
+    }
+
+    @Test("runs of every size after one another on one namespace reuse the arrays: the next run starts from none of the last run's records, outcomes or resolved writes")
+    func scratchCarriesNothingOver() async throws {
+        let dir = TemporaryDirectory("plan-scratch")
+        defer { dir.remove() }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("s")
+            // A run with resolved writes and records, then shorter and longer runs of reads.
+            let first = await ns.execute([.conditionalPut(key: b("a"), value: b("1")[...], ifVersion: 0),
+                                          .increment(key: b("n"), by: 5), .put(key: b("b"), value: b("2"))])
+            #expect(first.outcomes == [.version(1), .integer(5), .stored])
+            #expect(await ns.execute([.get(b("a")[...])]).outcomes == [.value(b("1"))])
+            let reads = await ns.execute([.get(b("n")[...]), .get(b("b")[...]), .get(b("zz")[...]), .exists([b("a")])])
+            #expect(reads.outcomes == [.value(b("5")), .value(b("2")), .value(nil), .integer(1)])
+            // A large record (beyond what is kept), then a small write: numbered and logged alone.
+            let big = [UInt8](repeating: 0x61, count: 100_000)
+            #expect(await ns.execute([.put(key: b("big")[...], value: big[...])]).outcomes == [.stored])
+            #expect(await ns.execute([.increment(key: b("n"), by: 1)]).outcomes == [.integer(6)])
+            #expect(await ns.versioned(b("n"))?.version == 5)
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("s")
+            #expect(await ns.get(b("n")) == b("6"))
+            #expect(await ns.get(b("big"))?.count == 100_000)
+            #expect(await ns.get(b("a")) == b("1"))
+        }
+    }
+}

@@ -9,11 +9,11 @@ import Synchronization
 /// (``ActorKVStore/StoreOptions/serialExecutor``).
 ///
 /// As the namespaces' serial executor, it lets the loop run a turn's requests on a namespace
-/// synchronously (``ActorKVStore/Store/executeNow(_:inNamespace:)``, after the isolation check `assumeIsolated` makes):
-/// read, run against the in-memory map, appended to the log and answered with no task and no
-/// hop. fsync stays on each namespace's syncer queue and blocking file work on ``BlockingIO``'s
-/// threads, so one namespace's fsync still never stalls the loop. Jobs enqueued from other
-/// threads (a task resumed after an fsync, say) wake the loop.
+/// synchronously (``ActorKVStore/Store/executeNow(_:inNamespace:)``, after the isolation check
+/// that `assumeIsolated` makes): read, run against the in-memory map, appended to the log and
+/// answered with no task and no hop. fsync stays on each namespace's syncer queue and blocking
+/// file work on ``BlockingIO``'s threads, so one namespace's fsync still never stalls the loop.
+/// Jobs enqueued from other threads (a task resumed after an fsync, say) wake the loop.
 ///
 /// Its jobs run one at a time wherever they run, as a serial executor's must: before the loop
 /// attaches (while the store opens its namespaces) and after it stops (``detach()``), on one

@@ -49,6 +49,22 @@ struct LifetimeTests {
         #expect(lifetimes.ephemeralCount == 0)
     }
 
+    @Test("an owner's keys: each given, taken by another owner or removed leaves the owner's other keys; the last one gone leaves none")
+    func ownersKeepTheirOtherKeys() {
+        var lifetimes = KeyLifetimes()
+        for name in ["a", "b", "c"] { lifetimes.set(key(name), Lifetime(deadline: 0, owner: 7)) }
+        lifetimes.set(key("x"), Lifetime(deadline: 0, owner: 8))
+        #expect(Set(lifetimes.keys(ownedBy: 7)) == [key("a"), key("b"), key("c")])
+        lifetimes.set(key("b"), Lifetime(deadline: 0, owner: 8))  // taken over
+        _ = lifetimes.remove(key("a"))
+        #expect(lifetimes.keys(ownedBy: 7) == [key("c")])
+        #expect(Set(lifetimes.keys(ownedBy: 8)) == [key("x"), key("b")])
+        lifetimes.set(key("c"), Lifetime(deadline: 5_000, owner: 0))  // now persistent with a deadline
+        #expect(lifetimes.keys(ownedBy: 7).isEmpty)
+        #expect(lifetimes.ephemeralCount == 2)
+        #expect(lifetimes.expiringCount == 1)
+    }
+
     @Test("after many deadline changes (heap rebuilds), every key comes out once, in deadline order")
     func heapRebuildKeepsOrder() {
         var lifetimes = KeyLifetimes()

@@ -76,7 +76,11 @@ public struct KeyLifetimes: Sendable {
         }
         if lifetime.owner != 0 {
             ephemeralCount += 1
-            owned[lifetime.owner, default: []].insert(hashed)
+            // Moved out and back rather than changed through the subscript's accessor, whose
+            // coroutine frame is allocated on every call.
+            var keys = owned.removeValue(forKey: lifetime.owner) ?? []
+            keys.insert(hashed)
+            owned[lifetime.owner] = keys
         }
         if lifetime.deadline != 0 {
             expiringCount += 1
@@ -149,8 +153,9 @@ public struct KeyLifetimes: Sendable {
     }
 
     private mutating func disown(_ key: HashedKey, by owner: UInt64) {
-        owned[owner]?.remove(key)
-        if owned[owner]?.isEmpty == true { owned[owner] = nil }
+        guard var keys = owned.removeValue(forKey: owner) else { return }
+        keys.remove(key)
+        if !keys.isEmpty { owned[owner] = keys }
     }
 
     private mutating func rebuildHeap() {

@@ -4,10 +4,11 @@
 # just below it), per operation. Counts, not times, so a noisy shared machine does not move them.
 #
 # Usage: Benchmarks/allocs.sh ACTORKVD lock [CLIENTS]                      # lock acquire + release
-#        Benchmarks/allocs.sh ACTORKVD GET|PUT [CLIENTS] [PIPELINE] [N]     # redis-benchmark
+#        Benchmarks/allocs.sh ACTORKVD GET|PUT|INCR [CLIENTS] [PIPELINE] [N] # redis-benchmark
 #   lock: `actorkv-bench lock --clients CLIENTS --shared no` for 2 s (default 1 client), counted
-#   per lock (two requests); GET/PUT: `redis-benchmark -c CLIENTS -P PIPELINE -n N` (defaults
-#   1, 1, 20000) on 1,000 keys with 100-byte values, counted per request.
+#   per lock (two requests); GET/PUT/INCR: `redis-benchmark -c CLIENTS -P PIPELINE -n N`
+#   (defaults 1, 1, 20000) on 1,000 keys with 100-byte values (INCR: 1,000 counters), counted
+#   per request.
 #   BENCH=path to actorkv-bench (default: .build-bench/release/actorkv-bench); TOP=rows (25).
 # Needs perf, python3 and a uprobe on glibc's malloc, added once with
 #   perf probe -x /usr/lib/x86_64-linux-gnu/libc.so.6 malloc
@@ -36,6 +37,7 @@ if [ "$WORKLOAD" = lock ]; then
 else
     args=(GET bench key:__rand_int__)
     [ "$WORKLOAD" = PUT ] && args=(PUT bench key:__rand_int__ "$V")
+    [ "$WORKLOAD" = INCR ] && args=(INCR bench counter:__rand_int__)
     redis-benchmark -s "$DIR/s.sock" -c "$CLIENTS" -P "$PIPELINE" -n "$N" -r 1000 -q "${args[@]}" >/dev/null
     ops=$N
     unit=request

@@ -292,7 +292,7 @@ public struct CommandProcessor: Sendable {
     /// Appends each connection's replies to its part of a merged run's `outcomes` (in the
     /// parts' order) to `ready`.
     private static func done<Parts: Collection<MergedWork.Part>>(_ parts: Parts, _ outcomes: [Outcome], into ready: inout [Done]) {
-        ready.reserveCapacity(ready.count + parts.count)
+        if ready.isEmpty { ready.reserveCapacity(parts.count) }  // later namespaces' grow it as appends do
         var offset = 0
         for part in parts {
             defer { offset += part.operations.count }

@@ -418,7 +418,9 @@ final class EventLoop: @unchecked Sendable {
             return
         }
         processor.start(batch: batch, executor: executor, deliver: deliver)
-        // Nothing kept the array itself: its buffer is reused for the next turn's work.
+        // Nothing kept the array itself: its buffer is reused for the next turn's work. (Nothing
+        // `start` calls queues work; if that ever changes, the queued work must not be lost.)
+        guard outgoing.isEmpty else { return }
         batch.removeAll(keepingCapacity: true)
         outgoing = batch
     }

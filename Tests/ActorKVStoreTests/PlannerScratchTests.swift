@@ -24,6 +24,19 @@ struct PlannerScratchTests {
         #expect(empty.isEmpty)
     }
 
+    @Test("a resolved write's mutations, held inline (none, one, two) or as a list, are the same collection in the same order")
+    func mutationsInlineAndListed() {
+        let a = Mutation.put(key: Array("a".utf8), value: Array("1".utf8))
+        let b = Mutation.delete(key: Array("b".utf8))
+        let c = Mutation.lifetime(key: Array("a".utf8), Lifetime(deadline: 9, owner: 0))
+        #expect(Array(WritePlanner.Mutations.none).isEmpty)
+        #expect(Array(WritePlanner.Mutations.one(a)) == [a])
+        #expect(Array(WritePlanner.Mutations.two(a, c)) == [a, c])
+        #expect(Array(WritePlanner.Mutations.many([a, b, c])) == [a, b, c])
+        #expect(WritePlanner.Mutations.two(b, a).count == 2)
+        #expect(WritePlanner.Mutations.two(b, a).last == a)
+    }
+
     @Test("runs of every size after one another on one namespace reuse the arrays: the next run starts from none of the last run's records, outcomes or resolved writes")
     func scratchCarriesNothingOver() async throws {
         let dir = TemporaryDirectory("plan-scratch")

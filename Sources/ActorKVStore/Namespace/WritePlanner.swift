@@ -15,9 +15,37 @@ struct WritePlanner {
     /// A write resolved while planning: the mutations to apply and what it yields.
     struct Resolved {
         /// The mutations, in order (empty: nothing to write).
-        var mutations: [Mutation]
+        var mutations: Mutations
         /// The operation's outcome once applied.
         var outcome: Outcome
+    }
+
+    /// A resolved write's mutations: none, one or two held inline (an INCR, a conditional put,
+    /// a put with its lifetime: no array to allocate), or a list.
+    enum Mutations: RandomAccessCollection {
+        case none
+        case one(Mutation)
+        case two(Mutation, Mutation)
+        case many([Mutation])
+
+        var startIndex: Int { 0 }
+        var endIndex: Int {
+            switch self {
+            case .none: 0
+            case .one: 1
+            case .two: 2
+            case .many(let list): list.count
+            }
+        }
+        subscript(position: Int) -> Mutation {
+            switch self {
+            case .one(let mutation) where position == 0: mutation
+            case .two(let first, _) where position == 0: first
+            case .two(_, let second) where position == 1: second
+            case .many(let list): list[position]
+            default: preconditionFailure("WritePlanner.Mutations: no mutation at \(position) of \(count)")
+            }
+        }
     }
 
     /// The encoded records, end to end.
@@ -176,12 +204,12 @@ struct WritePlanner {
             outcomes[index] = refusal.outcome
         case .success(let resolvedStep):
             guard let mutation = resolvedStep.mutation else {
-                keep(Resolved(mutations: [], outcome: resolvedStep.outcome), at: index)
+                keep(Resolved(mutations: .none, outcome: resolvedStep.outcome), at: index)
                 return
             }
             guard record(CollectionOfOne(mutation), of: index) else { return }
             overlay!.note(mutation, version: sequence)
-            keep(Resolved(mutations: [mutation], outcome: resolvedStep.outcome), at: index)
+            keep(Resolved(mutations: .one(mutation), outcome: resolvedStep.outcome), at: index)
         }
     }
 
@@ -199,7 +227,7 @@ struct WritePlanner {
         guard recorded else { return }
         let mutation = Mutation.put(key: key, value: Array(value))
         overlay!.note(mutation, version: sequence)
-        keep(Resolved(mutations: [mutation], outcome: .version(sequence)), at: index)
+        keep(Resolved(mutations: .one(mutation), outcome: .version(sequence)), at: index)
     }
 
     /// Resolves a put with a lifetime: a put and the key's lifetime in one record, if the
@@ -210,7 +238,7 @@ struct WritePlanner {
             return
         }
         let deadline = put.milliseconds == 0 ? 0 : now() + put.milliseconds
-        let mutations: [Mutation] = [.put(key: put.key, value: put.value), .lifetime(key: put.key, Lifetime(deadline: deadline, owner: put.owner))]
+        let mutations = Mutations.two(.put(key: put.key, value: put.value), .lifetime(key: put.key, Lifetime(deadline: deadline, owner: put.owner)))
         guard record(mutations, of: index) else { return }
         overlay!.note(mutations, version: sequence)
         keep(Resolved(mutations: mutations, outcome: put.ifVersion == nil ? .stored : .version(sequence)), at: index)
@@ -221,7 +249,7 @@ struct WritePlanner {
     /// the key is absent or (`PERSIST`) has no deadline.
     private mutating func resolveTimeToLive(key: [UInt8], milliseconds: Int64?, at index: Int) {
         guard overlay!.entry(of: key, in: base) != nil else {
-            keep(Resolved(mutations: [], outcome: .integer(0)), at: index)
+            keep(Resolved(mutations: .none, outcome: .integer(0)), at: index)
             return
         }
         let current = overlay!.lifetime(of: key, in: base)
@@ -233,7 +261,7 @@ struct WritePlanner {
             mutation = .lifetime(key: key, Lifetime(deadline: deadline.overflow ? UInt64.max : deadline.partialValue, owner: current.owner))
         } else {
             guard current.deadline != 0 else {
-                keep(Resolved(mutations: [], outcome: .integer(0)), at: index)
+                keep(Resolved(mutations: .none, outcome: .integer(0)), at: index)
                 return
             }
             mutation = .lifetime(key: key, Lifetime(deadline: 0, owner: current.owner))
@@ -245,7 +273,7 @@ struct WritePlanner {
     private mutating func record(_ mutation: Mutation, outcome: Outcome, at index: Int) {
         guard record(CollectionOfOne(mutation), of: index) else { return }
         overlay!.note(mutation, version: sequence)
-        keep(Resolved(mutations: [mutation], outcome: outcome), at: index)
+        keep(Resolved(mutations: .one(mutation), outcome: outcome), at: index)
     }
 
     /// The run's wall-clock time: the one given to ``plan(_:in:now:)``, or read once now.
@@ -300,7 +328,7 @@ struct WritePlanner {
             guard record(mutations, of: index) else { return }
             overlay!.note(mutations, version: version)
         }
-        keep(Resolved(mutations: mutations, outcome: .batch(results)), at: index)
+        keep(Resolved(mutations: .many(mutations), outcome: .batch(results)), at: index)
     }
 
     /// A step resolved against the key's current state: what it writes (nil: nothing) and yields.

@@ -38,11 +38,7 @@ struct InputBuffer: Sendable {
     mutating func compact() {
         guard readIndex > 0 else { return }
         if readIndex == storage.count {
-            if storage.capacity > Self.retainedCapacity {
-                storage = []
-            } else {
-                storage.removeAll(keepingCapacity: true)
-            }
+            storage.removeAll(keepingCapacityUpTo: Self.retainedCapacity)
         } else {
             storage.removeSubrange(0..<readIndex)
         }

@@ -2,28 +2,11 @@
 import ActorKVTestSupport
 import Testing
 
-/// The arrays a namespace keeps from one run's planner to the next: emptied, their capacity kept
-/// unless a large run made them large.
-@Suite("Write planner scratch: arrays reused between runs, bounded")
+/// What the write planner does to allocate less: a resolved write's mutations held inline, and
+/// the arrays a namespace keeps from one run's planner to the next (emptied, bounded:
+/// `ArrayReuseTests`), which must carry nothing over.
+@Suite("Write planner: inline mutations, arrays reused between runs")
 struct PlannerScratchTests {
-    @Test("an array is emptied and keeps its capacity up to the limit; above it, it is let go")
-    func recycleKeepsOnlyBoundedCapacity() {
-        var small = [UInt8](repeating: 7, count: 100)
-        let smallCapacity = small.capacity
-        WritePlanner.Scratch.recycle(&small, limit: 1024)
-        #expect(small.isEmpty)
-        #expect(small.capacity == smallCapacity)
-
-        var large = [UInt8](repeating: 7, count: 2000)
-        WritePlanner.Scratch.recycle(&large, limit: 1024)
-        #expect(large.isEmpty)
-        #expect(large.capacity == 0)
-
-        var empty: [Int] = []
-        WritePlanner.Scratch.recycle(&empty, limit: 1024)
-        #expect(empty.isEmpty)
-    }
-
     @Test("a resolved write's mutations, held inline (none, one, two) or as a list, are the same collection in the same order")
     func mutationsInlineAndListed() {
         let a = Mutation.put(key: Array("a".utf8), value: Array("1".utf8))

@@ -109,15 +109,6 @@ struct WritePlanner {
         /// let go rather than kept: one large run does not hold its memory for good.
         static let keptBytes = 64 * 1024
         static let keptEntries = 1024
-
-        /// Empties `array` for the next run, keeping its capacity unless that is above `limit`.
-        static func recycle<T>(_ array: inout [T], limit: Int) {
-            if array.capacity > limit {
-                array = []
-            } else if !array.isEmpty {
-                array.removeAll(keepingCapacity: true)
-            }
-        }
     }
 
     /// This run's arrays, emptied, for the next run's planner; `outcomes` are the ones
@@ -128,10 +119,10 @@ struct WritePlanner {
         swap(&scratch.written, &written)
         swap(&scratch.resolved, &resolved)
         scratch.outcomes = consume taken
-        Scratch.recycle(&scratch.buffer, limit: Scratch.keptBytes)
-        Scratch.recycle(&scratch.written, limit: Scratch.keptEntries)
-        Scratch.recycle(&scratch.resolved, limit: Scratch.keptEntries)
-        Scratch.recycle(&scratch.outcomes, limit: Scratch.keptEntries)
+        scratch.buffer.removeAll(keepingCapacityUpTo: Scratch.keptBytes)
+        scratch.written.removeAll(keepingCapacityUpTo: Scratch.keptEntries)
+        scratch.resolved.removeAll(keepingCapacityUpTo: Scratch.keptEntries)
+        scratch.outcomes.removeAll(keepingCapacityUpTo: Scratch.keptEntries)
         return scratch
     }
 

@@ -17,7 +17,7 @@ mkdir -p "$out/corpus" "$out/artifacts"
 
 echo "== building ProtocolFuzzer"
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g -use-ld=lld \
-  -module-name ProtocolFuzzer \
+  -module-name ProtocolFuzzer -package-name ActorKV \
   "$here/ProtocolFuzzer/main.swift" "$root"/Sources/ActorKVProtocol/*.swift \
   -o "$out/protocol-fuzzer"
 

@@ -302,6 +302,8 @@ public actor Namespace {
             }
         }
         var outcomes = planner.takeOutcomes()
+        // `versions` shares the planner's written list: scoped so that it lets go of it before
+        // `takeScratch` empties the list for reuse (a shared list would be copied instead).
         do {
             var versions = RecordNumbers(written: planner.written, after: planner.startSequence)
             performPending(operations, planner.resolved, &versions, &outcomes)

@@ -229,7 +229,8 @@ struct CLITests {
                 #expect(r.stdout.isEmpty)
             }
             try await server.signal(SIGCONT)
-            var r = try await runCLI(["--timeout", "0.3", "get", "c", "theme"], socket: s)
+            _ = try await kv.ping()  // resumed and drained; a loaded machine may take >0.3 s to get here
+            var r = try await runCLI(["--timeout", "10", "get", "c", "theme"], socket: s)
             #expect(r.status == 0 && r.text == "dark")
             r = try await runCLI(["--timeout", "0", "get", "c", "theme"], socket: s)  // 0: no timeout
             #expect(r.status == 0 && r.text == "dark")

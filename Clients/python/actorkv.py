@@ -800,7 +800,8 @@ class _Commands(object):
     def incr(self, namespace, key, delta=1):
         """``INCR ns key delta``: adds ``delta`` (an int, default 1; negative counts down) to
         the integer stored under ``key`` (as ASCII decimal; an absent key counts as 0) and
-        returns the new value, an int. Atomic: no read-modify-write loop is needed.
+        returns the new value, an int. Atomic: no read-modify-write loop is needed. The key
+        keeps its deadline and owner (``pexpire``, ``ephemeral``), as Redis's INCR keeps a TTL.
 
         A stored value that is not a canonical signed 64-bit decimal raises
         :class:`ServerError` ``ERR value is not an integer``; a result outside the signed 64-bit

@@ -2606,6 +2606,17 @@ class ExpiryTests(ServerTestCase):
         self.assertEqual(self.kv.get(self.ns, "k"), b"second")
         self.assertEqual(self.kv.pttl(self.ns, "k"), -1)
 
+    def test_incr_keeps_the_deadline(self):
+        """A rate limiter's window: incr, pexpire on the first count; later counts keep the
+        deadline (as Redis's INCR keeps a TTL), so the counter still ends with its window."""
+        self.assertEqual(self.kv.incr(self.ns, "hits"), 1)
+        self.assertTrue(self.kv.pexpire(self.ns, "hits", 600000))
+        self.assertEqual(self.kv.incr(self.ns, "hits", 4), 5)
+        assert_pttl(self, self.kv.pttl(self.ns, "hits"), 500000, 600000)
+        self.kv.put(self.ns, "hits", "0")  # a put replaces it, as always
+        self.assertEqual(self.kv.incr(self.ns, "hits"), 1)
+        self.assertEqual(self.kv.pttl(self.ns, "hits"), -1)
+
     @local_only("PEXPIRE and PERSIST write the key again: a new version, and a change")
     def test_pexpire_persist_pttl(self):
         self.assertFalse(self.kv.pexpire(self.ns, "k", 1000))

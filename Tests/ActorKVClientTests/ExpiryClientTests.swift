@@ -124,6 +124,35 @@ struct ExpiryClientTests {
         }
     }
 
+    @Test("increment keeps the key's ttl and owner (a rate limiter's counter still expires); a put, or a counter started afresh, has neither")
+    func incrementKeepsLifetime() async throws {
+        try await withServer { server, kv in
+            // The rate limiter's pattern: the first count gives the window's deadline, later counts keep it.
+            #expect(try await kv.increment("rate", "user:1") == 1)
+            #expect(try await kv.pexpire("rate", "user:1", ttl: .milliseconds(700)))
+            #expect(try await kv.increment("rate", "user:1") == 2)
+            #expect(try await kv.batch("rate", [.increment(key: "user:1".bytes, by: 3)]) == [.counted(5)])
+            guard case .remaining(let left) = try await kv.pttl("rate", "user:1") else { throw TestFailure("INCR removed the deadline") }
+            #expect(left <= .milliseconds(700) + ClusterTarget.deadlineSlack)
+            try await eventually("the counter's window ends") { try await kv.get("rate", "user:1") == nil }
+            #expect(try await kv.increment("rate", "user:1") == 1, "a new window counts from 1")
+            #expect(try await kv.pttl("rate", "user:1") == .persistent)
+
+            // A put replaces the lifetime, before an increment in the same batch too.
+            try await kv.put("rate", "reset", "7", ttl: .seconds(60))
+            #expect(try await kv.batch("rate", [.put(key: "reset".bytes, value: "0".bytes), .increment(key: "reset".bytes, by: 1)])
+                == [.stored, .counted(1)])
+            #expect(try await kv.pttl("rate", "reset") == .persistent)
+
+            // An owner's counter stays its own: it goes when the owner's connection closes.
+            let owner = ActorKVClient(socketPath: server.socketPath)
+            try await owner.put("rate", "session", "0", ephemeral: true)
+            #expect(try await kv.increment("rate", "session", by: 4) == 4, "another connection counts")
+            await owner.close()
+            try await eventually("the owner's counter is deleted with its connection") { try await kv.get("rate", "session") == nil }
+        }
+    }
+
     @Test("ttl in milliseconds: rounded up, so a positive duration never becomes 0")
     func millisecondsRounding() {
         func ms(_ d: Duration) -> String { String(decoding: ActorKVClient.milliseconds(d), as: UTF8.self) }

@@ -15,15 +15,30 @@ import Testing
         let steps: [BatchStep] = [.increment(key: k("n"), by: 2), .increment(key: k("n"), by: 3), .delete(key: k("gone")),
                                   .setIfAbsent(key: k("n"), value: k("x")), .put(key: k("p"), value: k("v")), .delete(key: k("p"))]
         let result = BatchResolver.resolve(steps, current: state([("n", "10", 4)]), limits: StoreLimits())
-        #expect(result == .apply(writes: [(k("n"), k("15")), (k("p"), nil)],
+        #expect(result == .apply(writes: [(k("n"), k("15"), true), (k("p"), nil, false)],
                                  outcomes: [.integer(12), .integer(15), .integer(0), .integer(0), .stored, .integer(1)]))
         #expect(BatchResolver.keys(of: steps) == [k("n"), k("gone"), k("p")])
+    }
+
+    /// An INCR keeps its key's deadline and owner (its etcd lease), as locally; a PUT, or an
+    /// INCR of an absent key, writes the key without one.
+    @Test func incrementsOfExistingValuesKeepTheLease() {
+        let current = state([("n", "1", 3), ("m", "1", 4), ("d", "1", 5)])
+        let steps: [BatchStep] = [.increment(key: k("n"), by: 1), .put(key: k("m"), value: k("5")), .increment(key: k("m"), by: 1),
+                                  .delete(key: k("d")), .increment(key: k("d"), by: 1), .increment(key: k("new"), by: 1),
+                                  .increment(key: k("n"), by: 1)]
+        #expect(BatchResolver.resolve(steps, current: current, limits: StoreLimits())
+            == .apply(writes: [(k("n"), k("3"), true), (k("m"), k("6"), false), (k("d"), k("1"), false), (k("new"), k("1"), false)],
+                      outcomes: [.integer(2), .stored, .integer(6), .integer(1), .integer(1), .integer(1), .integer(3)]))
+        // Equality compares the flag too.
+        #expect(BatchResolver.Resolution.apply(writes: [(k("n"), k("3"), true)], outcomes: [])
+            != .apply(writes: [(k("n"), k("3"), false)], outcomes: []))
     }
 
     @Test func guardsCompareVersionsAndAbsence() {
         let current = state([("a", "1", 7)])
         #expect(BatchResolver.resolve([.ifVersion(key: k("a"), 7), .put(key: k("b"), value: k("2"))], current: current, limits: StoreLimits())
-            == .apply(writes: [(k("b"), k("2"))], outcomes: [.stored, .stored]))
+            == .apply(writes: [(k("b"), k("2"), false)], outcomes: [.stored, .stored]))
         #expect(BatchResolver.resolve([.ifVersion(key: k("a"), 6), .put(key: k("b"), value: k("2"))], current: current, limits: StoreLimits())
             == .conditionFailed)
         #expect(BatchResolver.resolve([.ifVersion(key: k("b"), 0)], current: current, limits: StoreLimits()) == .apply(writes: [], outcomes: [.stored]))
@@ -49,7 +64,7 @@ import Testing
     @Test func watchGuardIsLeftToTheTransaction() {
         // The guard writes nothing and reads no key: EtcdStore compares the namespace's range.
         let resolution = BatchResolver.resolve([.unchangedSince(3), .put(key: k("a"), value: k("1"))], current: [:], limits: StoreLimits())
-        #expect(resolution == .apply(writes: [(k("a"), k("1"))], outcomes: [.stored, .stored]))
+        #expect(resolution == .apply(writes: [(k("a"), k("1"), false)], outcomes: [.stored, .stored]))
         #expect(BatchResolver.keys(of: [.unchangedSince(3), .put(key: k("a"), value: k("1"))]) == [k("a")])
     }
 }

@@ -67,6 +67,7 @@ extension ActorKVClient {
     /// Adds `delta` to the signed 64-bit integer stored (in decimal) under `key`, an absent key
     /// counting as 0, and returns the sum (`INCR`). A value that is not an integer, or a sum out
     /// of range, is refused (``ActorKVError/server(code:message:)`` with code `ERR`), nothing written.
+    /// The key keeps its ttl and owner (``pexpire(_:_:ttl:)-([UInt8])``, `ephemeral:`), as Redis's INCR keeps a TTL.
     @discardableResult
     public func increment(_ namespace: String, _ key: [UInt8], by delta: Int64 = 1) async throws(ActorKVError) -> Int64 {
         let reply = try await send([Array("INCR".utf8), Array(namespace.utf8), key, Array(String(delta).utf8)])

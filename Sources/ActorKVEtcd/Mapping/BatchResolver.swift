@@ -14,8 +14,10 @@ public enum BatchResolver {
     /// What the batch comes to.
     public enum Resolution: Equatable, Sendable {
         /// Write these (a nil value deletes the key), in this order, and reply with `outcomes`
-        /// (one per step).
-        case apply(writes: [(key: [UInt8], value: [UInt8]?)], outcomes: [Outcome])
+        /// (one per step). A write that `keepsLease` stays on the lease its key has (every
+        /// write of it was an INCR of the value read: an INCR keeps a key's deadline and owner,
+        /// as locally); any other put leaves its key without one, as a PUT does.
+        case apply(writes: [(key: [UInt8], value: [UInt8]?, keepsLease: Bool)], outcomes: [Outcome])
         /// A guard did not hold: nothing is written.
         case conditionFailed
         /// A step refused (not an integer, overflow): nothing is written.
@@ -26,7 +28,8 @@ public enum BatchResolver {
             case (.conditionFailed, .conditionFailed): return true
             case (.refused(let x), .refused(let y)): return x == y
             case (.apply(let w1, let o1), .apply(let w2, let o2)):
-                return o1 == o2 && w1.count == w2.count && zip(w1, w2).allSatisfy { $0.key == $1.key && $0.value == $1.value }
+                return o1 == o2 && w1.count == w2.count
+                    && zip(w1, w2).allSatisfy { $0.key == $1.key && $0.value == $1.value && $0.keepsLease == $1.keepsLease }
             default: return false
             }
         }
@@ -49,12 +52,15 @@ public enum BatchResolver {
         var state = current
         // A key written by an earlier step has a version no client can know yet.
         var written = Set<[UInt8]>()
+        // Keys whose lease a write replaced: all but those only INCRs of the value read wrote.
+        var replaced = Set<[UInt8]>()
         var order: [[UInt8]] = []
         var outcomes: [Outcome] = []
         outcomes.reserveCapacity(steps.count)
-        func write(_ key: [UInt8], _ value: [UInt8]?) {
+        func write(_ key: [UInt8], _ value: [UInt8]?, keepingLease: Bool = false) {
             if !written.contains(key) { order.append(key) }
             written.insert(key)
+            if !keepingLease { replaced.insert(key) }
             state[key] = value.map { VersionedValue(value: $0, version: UInt64.max) }
         }
         for step in steps {
@@ -80,7 +86,7 @@ public enum BatchResolver {
                 switch Operation.incrementedValue(now?.value, by: delta) {
                 case .failure(let error): return .refused(error)
                 case .success(let sum):
-                    write(key, Array(String(sum).utf8))
+                    write(key, Array(String(sum).utf8), keepingLease: now != nil)
                     outcomes.append(.integer(Int(sum)))
                 }
             case .update(_, let update):
@@ -102,6 +108,6 @@ public enum BatchResolver {
                 outcomes.append(.stored)
             }
         }
-        return .apply(writes: order.map { ($0, state[$0]??.value) }, outcomes: outcomes)
+        return .apply(writes: order.map { ($0, state[$0]??.value, !replaced.contains($0)) }, outcomes: outcomes)
     }
 }

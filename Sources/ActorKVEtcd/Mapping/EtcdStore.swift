@@ -275,9 +275,13 @@ public final class EtcdStore: Sendable {
             case .apply(let writes, let outcomes):
                 guard !writes.isEmpty || !unchanged.isEmpty else { return .batch(outcomes) }
                 let compare = zip(etcdKeys, read).map { EtcdCompare(key: $0, modRevision: $1?.modRevision ?? 0) }
+                // The compare keeps each key on the lease it was read with (a revoked lease
+                // deletes its keys, failing the compare), so an INCR can name that lease again.
+                let leaseIDs = Dictionary(zip(keys, read.map { $0?.leaseID ?? 0 }), uniquingKeysWith: { first, _ in first })
                 var success: [EtcdRequest] = writes.map { write in
                     let key = etcdKey(ns, write.key)
-                    return write.value.map { .put(key: key, value: $0) } ?? .deleteRange(key: key)
+                    let lease = write.keepsLease ? leaseIDs[write.key] ?? 0 : 0
+                    return write.value.map { .put(key: key, value: $0, lease: lease) } ?? .deleteRange(key: key)
                 }
                 if success.contains(where: \.isDelete) { success.append(markerPut(ns)) }
                 let txn = EtcdTransaction(compare: unchanged + compare, success: success)

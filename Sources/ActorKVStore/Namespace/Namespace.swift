@@ -214,8 +214,8 @@ public actor Namespace {
     }
 
     /// Adds `delta` to the signed 64-bit decimal integer stored under `key` (an absent key counts
-    /// as 0), stores the sum in decimal and returns it. Throws ``StoreError/Code/notAnInteger``
-    /// or ``StoreError/Code/overflow``, having written nothing.
+    /// as 0), stores the sum in decimal and returns it; the key keeps its deadline and owner.
+    /// Throws ``StoreError/Code/notAnInteger`` or ``StoreError/Code/overflow``, having written nothing.
     @discardableResult
     public func increment(_ key: [UInt8], by delta: Int64 = 1) async throws -> Int64 {
         guard case .integer(let sum) = try await single(.increment(key: key, by: delta)) else {

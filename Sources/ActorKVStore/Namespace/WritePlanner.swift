@@ -190,7 +190,8 @@ struct WritePlanner {
     /// `map`) and records its mutation, if any: the short way of a one-step batch, with no
     /// arrays of steps and results and no overlay of the batch's own writes.
     private mutating func resolve(_ step: BatchStep, at index: Int) {
-        switch resolve(step, current: overlay!.entry(of: step.key, in: base)) {
+        let current = overlay!.entry(of: step.key, in: base)
+        switch resolve(step, current: current) {
         case .failure(let refusal):
             outcomes[index] = refusal.outcome
         case .success(let resolvedStep):
@@ -198,10 +199,32 @@ struct WritePlanner {
                 keep(Resolved(mutations: .none, outcome: resolvedStep.outcome), at: index)
                 return
             }
-            guard record(CollectionOfOne(mutation), of: index) else { return }
-            overlay!.note(mutation, version: sequence)
-            keep(Resolved(mutations: .one(mutation), outcome: resolvedStep.outcome), at: index)
+            let kept = keptLifetime(step, current: current)
+            guard !kept.isNone else {
+                guard record(CollectionOfOne(mutation), of: index) else { return }
+                overlay!.note(mutation, version: sequence)
+                keep(Resolved(mutations: .one(mutation), outcome: resolvedStep.outcome), at: index)
+                return
+            }
+            let mutations = Mutations.two(mutation, .lifetime(key: step.key, kept))
+            guard record(mutations, of: index) else { return }
+            overlay!.note(mutations, version: sequence)
+            keep(Resolved(mutations: mutations, outcome: resolvedStep.outcome), at: index)
         }
+    }
+
+    /// The lifetime that `step`'s write must give its key again, the key being `current` before
+    /// it: an INCR changes a counter's value but not how long the key lives, so an INCR of a key
+    /// that exists keeps its deadline and owner (as Redis's INCR keeps a TTL), written as a
+    /// lifetime mutation after the put, which alone would clear them. Every other write (and an
+    /// INCR of an absent key) gives ``Lifetime/none``: nothing to add. `batch`: the writes of
+    /// the steps before this one in its BATCH, read before the run's.
+    private func keptLifetime(_ step: BatchStep, current: VersionedValue?, batch: RunOverlay? = nil) -> Lifetime {
+        guard case .increment = step, current != nil else { return .none }
+        if let noted = batch?.notedLifetime(step.key) { return noted }
+        // No key of the namespace has a lifetime: no table to look in (the usual counter).
+        guard overlay!.hasLifetimes || !base.lifetimes.isEmpty else { return .none }
+        return overlay!.lifetime(of: step.key, in: base)
     }
 
     /// Resolves a conditional put: writes `value` under `key` if the key's version (0: absent)
@@ -301,7 +324,8 @@ struct WritePlanner {
                 continue
             }
             let mutation: Mutation?
-            switch resolve(step, current: current(step.key)) {
+            let before = current(step.key)
+            switch resolve(step, current: before) {
             case .failure(let refusal):
                 outcomes[index] = refusal.outcome
                 return
@@ -310,9 +334,14 @@ struct WritePlanner {
                 results.append(resolved.outcome)
             }
             if let mutation {
+                let kept = keptLifetime(step, current: before, batch: scratch)
                 // No step after the last one reads what it writes.
-                if position + 1 < steps.count { scratch.note(mutation, version: version) }
+                if position + 1 < steps.count {
+                    scratch.note(mutation, version: version)
+                    if !kept.isNone { scratch.note(.lifetime(key: step.key, kept), version: version) }
+                }
                 mutations.append(mutation)
+                if !kept.isNone { mutations.append(.lifetime(key: step.key, kept)) }
             }
         }
         if !mutations.isEmpty {
@@ -483,11 +512,19 @@ struct RunOverlay {
     /// The lifetime of `key` after the noted writes: one they gave it, none if they wrote it
     /// without one, else what `base` holds.
     func lifetime(of key: [UInt8], in base: Base) -> Lifetime {
+        notedLifetime(key) ?? base.lifetimes.lifetime(of: key)
+    }
+
+    /// The lifetime the noted writes left `key`: one they gave it, ``Lifetime/none`` if they
+    /// wrote it without one, nil if none of them touched it.
+    func notedLifetime(_ key: [UInt8]) -> Lifetime? {
         let hashed = HashedKey(key)
         if let lifetime = lifetimes[hashed] { return lifetime }
-        if entries[hashed] != nil { return .none }
-        return base.lifetimes.lifetime(of: key)
+        return entries[hashed] != nil ? Lifetime.none : nil
     }
+
+    /// Whether a noted write gave some key a lifetime.
+    var hasLifetimes: Bool { !lifetimes.isEmpty }
 
     /// Notes what each of `mutations`, all in the record numbered `version`, does, in order.
     mutating func note<C: Collection<Mutation>>(_ mutations: C, version: UInt64) {

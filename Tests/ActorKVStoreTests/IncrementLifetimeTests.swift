@@ -1,0 +1,91 @@
+@testable import ActorKVStore
+import ActorKVTestSupport
+import Testing
+
+/// An INCR changes a counter's value, not how long its key lives: it keeps the key's deadline
+/// and owner, as Redis's INCR keeps a TTL (a rate limiter's `INCR` then `PEXPIRE` on the first
+/// count relies on it), in every path that plans one: alone, after other writes of its run, and
+/// inside a BATCH, where a PUT before it replaces the lifetime as a PUT always does.
+@Suite("INCR keeps its key's deadline and owner")
+struct IncrementLifetimeTests {
+    static let hour: UInt64 = 3_600_000
+
+    /// Each key's lifetime, from the namespace's own tables.
+    private func lifetimes(_ ns: Namespace) async -> [String: Lifetime] {
+        var out: [String: Lifetime] = [:]
+        for entry in await ns.entriesWithLifetimes().entries { out[String(decoding: entry.key, as: UTF8.self)] = entry.lifetime }
+        return out
+    }
+
+    @Test("alone, in a run after other writes, and in a BATCH; reopened from the log and from a snapshot")
+    func incrementKeepsLifetimes() async throws {
+        let dir = TemporaryDirectory("incr-lifetime")
+        defer { dir.remove() }
+        var expected: [String: Lifetime] = [:]
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("c")
+            for (key, ms, owner) in [("ttl", Self.hour, UInt64(0)), ("eph", 0, 5), ("both", Self.hour, 6), ("inrun", Self.hour, 0),
+                                     ("batch", Self.hour, 0), ("replaced", Self.hour, 0)] {
+                _ = await ns.execute([.lifetimePut(LifetimePut(key: b(key), value: b("10"), milliseconds: ms, owner: owner))])
+            }
+            try await ns.put(b("plain"), b("1"))
+            let before = await lifetimes(ns)
+            #expect(before["ttl"]!.deadline != 0 && before["eph"]!.owner == 5 && before["both"]!.owner == 6)
+
+            #expect(try await ns.increment(b("ttl")) == 11)
+            #expect(try await ns.increment(b("eph"), by: 5) == 15)
+            #expect(try await ns.increment(b("plain")) == 2)
+            // One run: a PEXPIRE-like lifetime change before the INCR, then another INCR that sees both.
+            let run = await ns.execute([.increment(key: b("both"), by: 1), .setTimeToLive(key: b("inrun"), milliseconds: Int64(2 * Self.hour)),
+                                        .increment(key: b("inrun"), by: 1), .increment(key: b("both"), by: 1), .increment(key: b("new"), by: 1)])
+            #expect(run.outcomes == [.integer(11), .integer(1), .integer(11), .integer(12), .integer(1)])
+            let batch = await ns.execute([.batch([.increment(key: b("batch"), by: 1), .increment(key: b("batch"), by: 1),
+                                                  .put(key: b("replaced"), value: b("0")), .increment(key: b("replaced"), by: 1)])])
+            #expect(batch.outcomes == [.batch([.integer(11), .integer(12), .stored, .integer(1)])])
+
+            let after = await lifetimes(ns)
+            for key in ["ttl", "eph", "both", "batch"] { #expect(after[key] == before[key], "\(key): \(String(describing: after[key]))") }
+            #expect(after["inrun"]!.deadline > before["inrun"]!.deadline, "the INCR kept the deadline set just before it in its run")
+            #expect(after["replaced"] == Lifetime.none, "a PUT before the INCR in its BATCH replaced the lifetime")
+            #expect(after["plain"] == Lifetime.none && after["new"] == Lifetime.none)
+            #expect(await ns.lifetimeMarksMatch())
+            #expect(await ns.timeToLive(b("ttl")) > 0)
+
+            // The owner's keys still go with it, counters included.
+            #expect(await ns.releaseOwner(5) == 1)
+            #expect(await ns.get(b("eph")) == nil)
+            expected = await lifetimes(ns)
+        }
+        // The log holds each kept lifetime; so does a snapshot.
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("c")
+            var reopened = await lifetimes(ns)
+            // Ephemeral keys of an earlier run are deleted on opening.
+            expected["both"] = nil
+            #expect(reopened == expected)
+            #expect(await ns.get(b("ttl")) == b("11"))
+            try await ns.compact()
+            reopened = await lifetimes(ns)
+            #expect(reopened == expected)
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("c")
+            #expect(await lifetimes(ns) == expected)
+            #expect(await ns.lifetimeMarksMatch())
+        }
+    }
+
+    @Test("an INCR of a key past its deadline counts from 0 and gives the new key no lifetime")
+    func incrementOfExpiredKey() async throws {
+        let dir = TemporaryDirectory("incr-expired")
+        defer { dir.remove() }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("c")
+            _ = await ns.execute([.lifetimePut(LifetimePut(key: b("gone"), value: b("41"), milliseconds: 1))])
+            try await Task.sleep(for: .milliseconds(20))
+            #expect(try await ns.increment(b("gone")) == 1)
+            #expect(await ns.timeToLive(b("gone")) == -1)
+            #expect(await lifetimes(ns)["gone"] == Lifetime.none)
+        }
+    }
+}

@@ -29,6 +29,7 @@ struct IncrementLifetimeTests {
                 _ = await ns.execute([.lifetimePut(LifetimePut(key: b(key), value: b("10"), milliseconds: ms, owner: owner))])
             }
             try await ns.put(b("plain"), b("1"))
+            try await ns.put(b("pex"), b("1"))  // no lifetime until a PEXPIRE in the run below
             let before = await lifetimes(ns)
             #expect(before["ttl"]!.deadline != 0 && before["eph"]!.owner == 5 && before["both"]!.owner == 6)
 
@@ -37,8 +38,9 @@ struct IncrementLifetimeTests {
             #expect(try await ns.increment(b("plain")) == 2)
             // One run: a PEXPIRE-like lifetime change before the INCR, then another INCR that sees both.
             let run = await ns.execute([.increment(key: b("both"), by: 1), .setTimeToLive(key: b("inrun"), milliseconds: Int64(2 * Self.hour)),
-                                        .increment(key: b("inrun"), by: 1), .increment(key: b("both"), by: 1), .increment(key: b("new"), by: 1)])
-            #expect(run.outcomes == [.integer(11), .integer(1), .integer(11), .integer(12), .integer(1)])
+                                        .increment(key: b("inrun"), by: 1), .increment(key: b("both"), by: 1), .increment(key: b("new"), by: 1),
+                                        .setTimeToLive(key: b("pex"), milliseconds: Int64(Self.hour)), .increment(key: b("pex"), by: 1)])
+            #expect(run.outcomes == [.integer(11), .integer(1), .integer(11), .integer(12), .integer(1), .integer(1), .integer(2)])
             let batch = await ns.execute([.batch([.increment(key: b("batch"), by: 1), .increment(key: b("batch"), by: 1),
                                                   .put(key: b("replaced"), value: b("0")), .increment(key: b("replaced"), by: 1)])])
             #expect(batch.outcomes == [.batch([.integer(11), .integer(12), .stored, .integer(1)])])
@@ -46,6 +48,7 @@ struct IncrementLifetimeTests {
             let after = await lifetimes(ns)
             for key in ["ttl", "eph", "both", "batch"] { #expect(after[key] == before[key], "\(key): \(String(describing: after[key]))") }
             #expect(after["inrun"]!.deadline > before["inrun"]!.deadline, "the INCR kept the deadline set just before it in its run")
+            #expect(after["pex"]!.deadline != 0, "the INCR kept the deadline a PEXPIRE just before it gave a key that had none")
             #expect(after["replaced"] == Lifetime.none, "a PUT before the INCR in its BATCH replaced the lifetime")
             #expect(after["plain"] == Lifetime.none && after["new"] == Lifetime.none)
             #expect(await ns.lifetimeMarksMatch())

@@ -190,7 +190,7 @@ struct WritePlanner {
     /// `map`) and records its mutation, if any: the short way of a one-step batch, with no
     /// arrays of steps and results and no overlay of the batch's own writes.
     private mutating func resolve(_ step: BatchStep, at index: Int) {
-        let current = overlay!.entry(of: step.key, in: base)
+        let (current, mayHaveLifetime) = overlay!.entryAndMark(of: step.key, in: base)
         switch resolve(step, current: current) {
         case .failure(let refusal):
             outcomes[index] = refusal.outcome
@@ -199,7 +199,7 @@ struct WritePlanner {
                 keep(Resolved(mutations: .none, outcome: resolvedStep.outcome), at: index)
                 return
             }
-            let kept = keptLifetime(step, current: current)
+            let kept = keptLifetime(step, current: current, mayHaveLifetime: mayHaveLifetime)
             guard !kept.isNone else {
                 guard record(CollectionOfOne(mutation), of: index) else { return }
                 overlay!.note(mutation, version: sequence)
@@ -217,14 +217,12 @@ struct WritePlanner {
     /// it: an INCR changes a counter's value but not how long the key lives, so an INCR of a key
     /// that exists keeps its deadline and owner (as Redis's INCR keeps a TTL), written as a
     /// lifetime mutation after the put, which alone would clear them. Every other write (and an
-    /// INCR of an absent key) gives ``Lifetime/none``: nothing to add. `batch`: the writes of
-    /// the steps before this one in its BATCH, read before the run's.
-    private func keptLifetime(_ step: BatchStep, current: VersionedValue?, batch: RunOverlay? = nil) -> Lifetime {
-        guard case .increment = step, current != nil else { return .none }
-        if let noted = batch?.notedLifetime(step.key) { return noted }
-        // No key of the namespace has a lifetime: no table to look in (the usual counter).
-        guard overlay!.hasLifetimes || !base.lifetimes.isEmpty else { return .none }
-        return overlay!.lifetime(of: step.key, in: base)
+    /// INCR of an absent key) gives ``Lifetime/none``: nothing to add. Unless `mayHaveLifetime`
+    /// (see ``RunOverlay/entryAndMark(of:in:)``), no table is looked in: the usual counter pays
+    /// nothing. `batch`: the writes of the steps before this one in its BATCH, read before the run's.
+    private func keptLifetime(_ step: BatchStep, current: VersionedValue?, mayHaveLifetime: Bool, batch: RunOverlay? = nil) -> Lifetime {
+        guard case .increment = step, current != nil, mayHaveLifetime else { return .none }
+        return batch?.notedLifetime(step.key) ?? overlay!.lifetime(of: step.key, in: base)
     }
 
     /// Resolves a conditional put: writes `value` under `key` if the key's version (0: absent)
@@ -309,7 +307,10 @@ struct WritePlanner {
     private mutating func resolve(_ steps: [BatchStep], at index: Int) {
         let version = sequence + 1  // the number the record gets if there is one
         var scratch = RunOverlay()  // this batch's own writes, over the run's
-        func current(_ key: [UInt8]) -> VersionedValue? { scratch.noted(key) ?? overlay!.entry(of: key, in: base) }
+        func currentAndMark(_ key: [UInt8]) -> (VersionedValue?, Bool) {
+            if let noted = scratch.noted(key) { return (noted, scratch.hasLifetimes) }
+            return overlay!.entryAndMark(of: key, in: base)
+        }
         var mutations: [Mutation] = []
         var results: [Outcome] = []
         results.reserveCapacity(steps.count)
@@ -324,7 +325,7 @@ struct WritePlanner {
                 continue
             }
             let mutation: Mutation?
-            let before = current(step.key)
+            let (before, mayHaveLifetime) = currentAndMark(step.key)
             switch resolve(step, current: before) {
             case .failure(let refusal):
                 outcomes[index] = refusal.outcome
@@ -334,7 +335,7 @@ struct WritePlanner {
                 results.append(resolved.outcome)
             }
             if let mutation {
-                let kept = keptLifetime(step, current: before, batch: scratch)
+                let kept = keptLifetime(step, current: before, mayHaveLifetime: mayHaveLifetime, batch: scratch)
                 // No step after the last one reads what it writes.
                 if position + 1 < steps.count {
                     scratch.note(mutation, version: version)
@@ -534,6 +535,17 @@ struct RunOverlay {
     /// What the noted writes left under `key`: nil if none of them touched it, `.some(nil)` if
     /// the last one deleted it.
     func noted(_ key: [UInt8]) -> VersionedValue?? { entries[HashedKey(key)] }
+
+    /// ``entry(of:in:)``, and whether the key may have a lifetime to look up: one read from
+    /// `base` has a marked map entry (a key has a lifetime exactly when it has), or the noted
+    /// writes gave some key one. False spares the lifetime tables' lookups.
+    func entryAndMark(of key: [UInt8], in base: Base) -> (entry: VersionedValue?, mayHaveLifetime: Bool) {
+        if let noted = entries[HashedKey(key)] { return (noted, !lifetimes.isEmpty) }
+        if base.lifetimes.hasExpired(key, at: base.now) { return (nil, false) }
+        guard let entry = base.map.entry(key) else { return (nil, false) }
+        // A noted PEXPIRE or PERSIST gives a key a lifetime without noting its value.
+        return (VersionedValue(value: entry.value, version: entry.version), entry.isMarked || !lifetimes.isEmpty)
+    }
 
     /// The value and version under `key` after the noted writes, reading `base` where they did
     /// not touch it (a key whose deadline has passed is absent).

@@ -200,12 +200,7 @@ struct WritePlanner {
                 return
             }
             let kept = keptLifetime(step, current: current, mayHaveLifetime: mayHaveLifetime)
-            guard !kept.isNone else {
-                guard record(CollectionOfOne(mutation), of: index) else { return }
-                overlay!.note(mutation, version: sequence)
-                keep(Resolved(mutations: .one(mutation), outcome: resolvedStep.outcome), at: index)
-                return
-            }
+            guard !kept.isNone else { return record(mutation, outcome: resolvedStep.outcome, at: index) }
             let mutations = Mutations.two(mutation, .lifetime(key: step.key, kept))
             guard record(mutations, of: index) else { return }
             overlay!.note(mutations, version: sequence)
@@ -550,8 +545,6 @@ struct RunOverlay {
     /// The value and version under `key` after the noted writes, reading `base` where they did
     /// not touch it (a key whose deadline has passed is absent).
     func entry(of key: [UInt8], in base: Base) -> VersionedValue? {
-        if let noted = entries[HashedKey(key)] { return noted }
-        if base.lifetimes.hasExpired(key, at: base.now) { return nil }
-        return base.map.versionedValue(key)
+        entryAndMark(of: key, in: base).entry
     }
 }

@@ -1170,7 +1170,8 @@ class Client(_Commands):
         ``new`` may be anything :meth:`put` takes (str, bytes, int, ...). Returns the value
         written, as bytes, or None if the key was deleted (or was absent and ``fn`` returned
         None: then nothing is written). ``fn`` may be called more than once, so it should have
-        no other effects; an exception from it propagates, nothing written.
+        no other effects; an exception from it propagates, nothing written. The write is a
+        PUT, so it replaces any deadline or owner the key had (:meth:`incr` keeps them).
 
         After a conflict it waits a short random time before the next attempt (at most 0.5 ms
         after the first, doubling up to 50 ms), so that processes racing for one key do not

@@ -78,6 +78,83 @@ struct IncrementLifetimeTests {
         }
     }
 
+    @Test("random runs of every write, lifetimes included (PX and EPHEMERAL puts, PEXPIRE, PERSIST, INCRs that keep them), equal a model applied one at a time, and reopen the same less the owned keys")
+    func modelRunsWithLifetimes() async throws {
+        let dir = TemporaryDirectory("incr-lifetime-model")
+        defer { dir.remove() }
+        var random = SeededGenerator(seed: 0x11fe_20)
+        var model = WritePlannerTests.Model()
+        let keys = (0..<5).map { b("k\($0)") }
+        func value() -> [UInt8] {
+            Int.random(in: 0..<4, using: &random) > 0 ? b("\(Int.random(in: -3...3, using: &random))") : b("p\(Int.random(in: 0..<9, using: &random))")
+        }
+        func guardVersion(_ key: [UInt8]) -> UInt64 {
+            Bool.random(using: &random) ? model.entries[key]?.version ?? 0 : UInt64.random(in: 0...3, using: &random)
+        }
+        func lifetimePut(_ key: [UInt8]) -> LifetimePut {
+            let owner = UInt64.random(in: 0...2, using: &random)
+            let ms = owner == 0 || Bool.random(using: &random) ? Self.hour : 0
+            return LifetimePut(key: key, value: value(), milliseconds: ms, owner: owner, ifVersion: Bool.random(using: &random) ? nil : guardVersion(key))
+        }
+        func randomStep(_ key: [UInt8]) -> BatchStep {
+            switch Int.random(in: 0..<5, using: &random) {
+            case 0: return .put(key: key, value: value())
+            case 1: return .delete(key: key)
+            case 2: return .ifVersion(key: key, guardVersion(key))
+            default: return .increment(key: key, by: Int64.random(in: -2...2, using: &random))
+            }
+        }
+        func state(_ ns: Namespace) async -> ([[UInt8]: VersionedValue], [[UInt8]: WritePlannerTests.Model.ModelLifetime]) {
+            var entries: [[UInt8]: VersionedValue] = [:]
+            var lifetimes: [[UInt8]: WritePlannerTests.Model.ModelLifetime] = [:]
+            for entry in await ns.entriesWithLifetimes().entries {
+                entries[entry.key] = VersionedValue(value: entry.value, version: entry.version)
+                if !entry.lifetime.isNone {
+                    lifetimes[entry.key] = .init(hasDeadline: entry.lifetime.deadline != 0, owner: entry.lifetime.owner)
+                }
+            }
+            return (entries, lifetimes)
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("m")
+            for round in 0..<400 {
+                var operations: [Operation] = []
+                for _ in 0..<Int.random(in: 1...10, using: &random) {
+                    let key = keys.randomElement(using: &random)!
+                    switch Int.random(in: 0..<11, using: &random) {
+                    case 0: operations.append(.put(key: key, value: value()))
+                    case 1: operations.append(.delete([key]))
+                    case 2: operations.append(.update(key: key, WritePlannerTests.append("u")))
+                    case 3: operations.append(.batch((0..<Int.random(in: 1...3, using: &random)).map { _ in randomStep(keys.randomElement(using: &random)!) }))
+                    case 4, 5: operations.append(.increment(key: key, by: Int64.random(in: -2...2, using: &random)))
+                    case 6: operations.append(.conditionalPut(key: key, value: value()[...], ifVersion: guardVersion(key)))
+                    case 7, 8: operations.append(.lifetimePut(lifetimePut(key)))
+                    case 9:
+                        let ms: Int64? = [Int64(Self.hour), nil, 0].randomElement(using: &random)!
+                        operations.append(.setTimeToLive(key: key, milliseconds: ms))
+                    default: operations.append(.getVersioned(key[...]))
+                    }
+                }
+                let run = await ns.execute(operations)
+                try await run.durability.wait()
+                let expected = operations.map { model.apply($0) }
+                #expect(run.outcomes == expected, "round \(round)")
+                let (entries, lifetimes) = await state(ns)
+                #expect(entries == model.entries && lifetimes == model.lifetimes, "round \(round)")
+                if round % 100 == 99 { try await ns.compact() }
+            }
+            #expect(model.lifetimes.values.contains { $0.owner != 0 } && model.lifetimes.values.contains { $0.hasDeadline },
+                    "the runs left keys with owners and with deadlines")
+        }
+        let reopened = model.reopened()
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("m")
+            let (entries, lifetimes) = await state(ns)
+            #expect(entries == reopened.entries && lifetimes == reopened.lifetimes)
+            #expect(await ns.lifetimeMarksMatch())
+        }
+    }
+
     @Test("an INCR of a key past its deadline counts from 0 and gives the new key no lifetime")
     func incrementOfExpiredKey() async throws {
         let dir = TemporaryDirectory("incr-expired")

@@ -198,10 +198,19 @@ struct WritePlannerTests {
     }
 
     /// The engine's semantics one operation at a time: values, versions (the number of the
-    /// record that last wrote a key) and which operations write a record at all.
+    /// record that last wrote a key), which operations write a record at all, and the keys'
+    /// lifetimes (whether a deadline is set, far enough off never to pass in a test; the owner).
     struct Model {
         var entries: [[UInt8]: VersionedValue] = [:]
         var sequence: UInt64 = 0
+        /// The keys that have a lifetime.
+        var lifetimes: [[UInt8]: ModelLifetime] = [:]
+
+        /// A key's lifetime as the model sees it.
+        struct ModelLifetime: Equatable {
+            var hasDeadline: Bool
+            var owner: UInt64
+        }
 
         /// What `operation` yields applied alone.
         mutating func apply(_ operation: Operation) -> Outcome {
@@ -220,13 +229,46 @@ struct WritePlannerTests {
                 guard case .batch = outcome else { return outcome }
                 return .version(sequence)
             case .batch(let steps): return apply(steps: steps, single: false)
-            case .exists, .count, .scan, .lifetimePut, .setTimeToLive, .timeToLive: preconditionFailure("not generated")
+            case .lifetimePut(let put):
+                if let expected = put.ifVersion, (entries[put.key]?.version ?? 0) != expected { return .conditionFailed }
+                sequence += 1
+                entries[put.key] = VersionedValue(value: put.value, version: sequence)
+                lifetimes[put.key] = ModelLifetime(hasDeadline: put.milliseconds > 0, owner: put.owner)
+                return put.ifVersion == nil ? .stored : .version(sequence)
+            case .setTimeToLive(let key, let milliseconds):
+                guard entries[key] != nil else { return .integer(0) }
+                var lifetime = lifetimes[key] ?? ModelLifetime(hasDeadline: false, owner: 0)
+                if let milliseconds {
+                    guard milliseconds > 0 else {
+                        sequence += 1
+                        (entries[key], lifetimes[key]) = (nil, nil)
+                        return .integer(1)
+                    }
+                    lifetime.hasDeadline = true
+                } else {
+                    guard lifetime.hasDeadline else { return .integer(0) }
+                    lifetime.hasDeadline = false
+                }
+                // A record of its own, but the key keeps its value and version.
+                sequence += 1
+                lifetimes[key] = lifetime.hasDeadline || lifetime.owner != 0 ? lifetime : nil
+                return .integer(1)
+            case .exists, .count, .scan, .timeToLive: preconditionFailure("not generated")
             }
+        }
+
+        /// The state after a restart: the keys owned by a connection are deleted as the
+        /// namespace opens (their connections are gone).
+        func reopened() -> Model {
+            var model = self
+            for (key, lifetime) in lifetimes where lifetime.owner != 0 { (model.entries[key], model.lifetimes[key]) = (nil, nil) }
+            return model
         }
 
         /// Applies steps all or nothing, as one record if anything is written.
         private mutating func apply(steps: [BatchStep], single: Bool) -> Outcome {
             var next = entries
+            var nextLifetimes = lifetimes
             var wrote = false
             var results: [Outcome] = []
             let version = sequence + 1
@@ -234,10 +276,12 @@ struct WritePlannerTests {
                 switch step {
                 case .put(let key, let value):
                     next[key] = VersionedValue(value: value, version: version)
+                    nextLifetimes[key] = nil
                     wrote = true
                     results.append(.stored)
                 case .delete(let key):
                     results.append(.integer(next.removeValue(forKey: key) == nil ? 0 : 1))
+                    nextLifetimes[key] = nil
                     wrote = true
                 case .ifVersion(let key, let expected):
                     guard (next[key]?.version ?? 0) == expected else { return .conditionFailed }
@@ -248,10 +292,12 @@ struct WritePlannerTests {
                 case .set(let key, let value):
                     results.append(.integer(next[key] == nil ? 1 : 0))
                     next[key] = VersionedValue(value: value, version: version)
+                    nextLifetimes[key] = nil
                     wrote = true
                 case .setIfAbsent(let key, let value):
                     guard next[key] == nil else { results.append(.integer(0)); continue }
                     next[key] = VersionedValue(value: value, version: version)
+                    nextLifetimes[key] = nil
                     wrote = true
                     results.append(.integer(1))
                 case .increment(let key, let delta):
@@ -261,6 +307,8 @@ struct WritePlannerTests {
                             return .failure(StoreError(.notAnInteger, "value is not an integer"))
                         }
                         base = parsed
+                    } else {
+                        nextLifetimes[key] = nil  // a new counter; one that exists keeps its lifetime
                     }
                     next[key] = VersionedValue(value: Array(String(base + delta).utf8), version: version)
                     wrote = true
@@ -269,10 +317,12 @@ struct WritePlannerTests {
                     switch update.compute(next[key]?.value) {
                     case .set(let value):
                         next[key] = VersionedValue(value: value, version: version)
+                        nextLifetimes[key] = nil
                         wrote = true
                         results.append(.value(value))
                     case .delete:
                         if next.removeValue(forKey: key) != nil { wrote = true }
+                        nextLifetimes[key] = nil
                         results.append(.value(nil))
                     case .keep: results.append(.value(next[key]?.value))
                     case .refuse(let error): return .failure(error)
@@ -280,6 +330,7 @@ struct WritePlannerTests {
                 }
             }
             entries = next
+            lifetimes = nextLifetimes
             if wrote { sequence = version }
             return single ? results[0] : .batch(results)
         }

@@ -1,5 +1,6 @@
 import ActorKVEtcd
 import ActorKVStore
+import ActorKVTestSupport
 import Testing
 
 /// Batches resolved against keys read from etcd give what the local engine's planner gives.
@@ -33,6 +34,70 @@ import Testing
         // Equality compares the flag too.
         #expect(BatchResolver.Resolution.apply(writes: [(k("n"), k("3"), true)], outcomes: [])
             != .apply(writes: [(k("n"), k("3"), false)], outcomes: []))
+    }
+
+    /// The agent's resolver against the local engine, on random batches over random states
+    /// (absent keys, integers, other values, keys with a deadline): the same outcome, the same
+    /// values written, and a deadline kept exactly where the local engine keeps one. "The steps
+    /// resolved as the local engine resolves them" (protocol.md, Cluster mode), checked.
+    @Test func agreesWithTheLocalEngine() async throws {
+        let dir = TemporaryDirectory("resolver-vs-engine")
+        defer { dir.remove() }
+        let store = try Store(directory: dir.data)
+        let ns = try await store.namespace("r")
+        var random = SeededGenerator(seed: 0xe7cd_23)
+        let keys = ["a", "b", "c"].map(k)
+        let hour: UInt64 = 3_600_000
+        for round in 0..<300 {
+            // A random state: each key absent, an integer, or another value; some with a deadline.
+            var setup: [Operation] = [.delete(keys)]
+            for key in keys {
+                let value: [UInt8]
+                switch Int.random(in: 0..<4, using: &random) {
+                case 0: continue
+                case 1: value = k("x\(round)")
+                default: value = k("\(Int.random(in: -3...3, using: &random))")
+                }
+                setup.append(Bool.random(using: &random) ? .lifetimePut(LifetimePut(key: key, value: value, milliseconds: hour)) : .put(key: key, value: value))
+            }
+            _ = await ns.execute(setup)
+            var current: [[UInt8]: BatchResolver.State] = [:]
+            var hadDeadline: [[UInt8]: Bool] = [:]
+            for key in keys {
+                current[key] = await ns.versioned(key)
+                hadDeadline[key] = await ns.timeToLive(key) > 0
+            }
+            let steps: [BatchStep] = (0..<Int.random(in: 1...5, using: &random)).map { _ in
+                let key = keys.randomElement(using: &random)!
+                switch Int.random(in: 0..<7, using: &random) {
+                case 0: return .put(key: key, value: k("p"))
+                case 1: return .delete(key: key)
+                case 2: return .set(key: key, value: k("\(Int.random(in: 0...9, using: &random))"))
+                case 3: return .setIfAbsent(key: key, value: k("n"))
+                case 4: return .ifVersion(key: key, Bool.random(using: &random) ? (current[key]??.version ?? 0) : 0)
+                default: return .increment(key: key, by: Int64.random(in: -2...2, using: &random))
+                }
+            }
+            let resolution = BatchResolver.resolve(steps, current: current, limits: StoreLimits())
+            let outcome = await ns.execute([.batch(steps)]).outcomes[0]
+            switch resolution {
+            case .conditionFailed: #expect(outcome == .conditionFailed, "round \(round)")
+            case .refused(let error): #expect(outcome == .failure(error), "round \(round)")
+            case .apply(let writes, let outcomes):
+                #expect(outcome == .batch(outcomes), "round \(round)")
+                for key in keys {
+                    let after = await ns.versioned(key)
+                    let deadline = await ns.timeToLive(key) > 0
+                    guard let write = writes.first(where: { $0.key == key }) else {
+                        #expect(after == current[key] ?? nil && deadline == hadDeadline[key], "round \(round): an unwritten key changed")
+                        continue
+                    }
+                    #expect(after?.value == write.value, "round \(round)")
+                    #expect(deadline == (write.value != nil && write.keepsLease && hadDeadline[key]!), "round \(round): the deadline of \(key)")
+                }
+            }
+        }
+        _ = await store.close()
     }
 
     @Test func guardsCompareVersionsAndAbsence() {

@@ -707,7 +707,9 @@ The compaction took $(field "$c" compaction_s) s.
 | ratio during / without | | $(ratio "$(field "$c" during_p50_us)" "$(field "$c" without_p50_us)") | $(ratio "$(field "$c" during_p99_us)" "$(field "$c" without_p99_us)") | $(ratio "$(field "$c" during_max_us)" "$(field "$c" without_max_us)") |
 
 EOF
-# The hand-written record of profiling rounds (before and after each fix) is kept across runs.
+# Kept across runs: the measurements made by hand, per issue, and the profiling rounds (before
+# and after each fix). This file is written anew; those two are its only hand-written parts.
+[ -f "$HERE/HANDRUNS.md" ] && { cat "$HERE/HANDRUNS.md"; echo; }
 [ -f "$HERE/HOTPATHS.md" ] && { cat "$HERE/HOTPATHS.md"; echo; }
 cat <<EOF
 ## Exact commands

@@ -30,6 +30,11 @@ Commands:
                               for as long as a command runs, use lock.
   pttl NS KEY                 print the milliseconds KEY has left before it expires; -1 if it does
                               not expire; print -2 and exit 1 if KEY is missing
+  expire NS KEY SECS          KEY expires SECS seconds from now (fractions allowed, rounded up to
+                              whole milliseconds), keeping its value and version; print 1, or print
+                              0 and exit 1 if KEY is missing. incr keeps an expiry: a count within
+                              a window is incr, then expire when incr printed 1
+  persist NS KEY              remove KEY's expiry; print 1, or 0 if it had none (or is missing)
   getv NS KEY                 print KEY's version on one line, then the value's exact bytes
                               (no newline added); print 0 and exit 1 if KEY is missing
   incr NS KEY [DELTA]         add DELTA (default 1, may be negative) to the integer under KEY
@@ -107,7 +112,8 @@ new version.
 
 Exit status:
   0  success
-  1  not found (get of a missing key; exists when not every key exists; pttl of a missing key)
+  1  not found (get of a missing key; exists when not every key exists; pttl or expire of a
+     missing key)
   2  usage error
   3  the server refused the request (its error 'CODE message' is printed on standard error;
      NOPERM is 8), or replied with something unexpected; or standard output could not be
@@ -556,6 +562,15 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
             case .remaining(let left):
                 try output.line(String(Int64((left / .milliseconds(1)).rounded())))
             }
+        case "expire":
+            try need(3...3, "expire NS KEY SECS")
+            let ttl = try parseSeconds(text(args[2]), "expire: SECS", positive: true)
+            let set = try await client.pexpire(text(args[0]), args[1], ttl: ttl)
+            try output.line(set ? "1" : "0")
+            if !set { return Exit.notFound }
+        case "persist":
+            try need(2...2, "persist NS KEY")
+            try output.line(try await client.persist(text(args[0]), args[1]) ? "1" : "0")
         case "lock":
             let form = "lock [--timeout SECS] [--ttl SECS] NS KEY [--] COMMAND [ARG...]"
             try need(3...many, form)

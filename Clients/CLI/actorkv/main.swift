@@ -31,9 +31,9 @@ Commands:
   pttl NS KEY                 print the milliseconds KEY has left before it expires; -1 if it does
                               not expire; print -2 and exit 1 if KEY is missing
   expire NS KEY SECS          KEY expires SECS seconds from now (fractions allowed, rounded up to
-                              whole milliseconds), keeping its value and version; print 1, or print
-                              0 and exit 1 if KEY is missing. incr keeps an expiry: a count within
-                              a window is incr, then expire when incr printed 1
+                              whole milliseconds), keeping its value; print 1, or print 0 and exit
+                              1 if KEY is missing. incr keeps an expiry: a count within a window is
+                              incr, then expire when incr printed 1
   persist NS KEY              remove KEY's expiry; print 1, or 0 if it had none (or is missing)
   getv NS KEY                 print KEY's version on one line, then the value's exact bytes
                               (no newline added); print 0 and exit 1 if KEY is missing

@@ -45,6 +45,92 @@ import Glibc
     }
 }
 
+/// A client that writes its whole pipeline before it reads a reply, as redis-py's and ruby-redis's
+/// pipelines do: the server reads on while the replies wait, so the client can finish writing;
+/// and what it reads ahead is bounded by `--max-request-bytes`.
+@Suite struct ReadAheadTests {
+    static let value = String(repeating: "v", count: 1000)
+
+    /// `count` GETs of the 1,000-byte value, encoded.
+    static func gets(_ count: Int) -> [UInt8] {
+        var request: [UInt8] = []
+        for _ in 0..<count { RequestEncoder.encode(["GET", "ahead", "big"], into: &request) }
+        return request
+    }
+
+    @Test(arguments: ["loop", "pool"])
+    func aPipelineWrittenWholeBeforeAnyReplyIsReadCompletes(execution: String) async throws {
+        try await onOwnThread {
+            // 20,000 replies of 1 KB against a 64 KiB output limit: before the server read ahead,
+            // it stopped reading at the limit while the client was still writing, and both waited
+            // for ever.
+            let server = try ServerProcess(arguments: ["--max-output-bytes", "65536", "--execution", execution])
+            defer { server.stop() }
+            let client = try RawConnection(path: server.socketPath)
+            #expect(try client.command(["PUT", "ahead", "big", Self.value]) == .simple("OK"))
+            let count = 20_000
+            let writer = PipelineWriter(fd: client.fd, bytes: Self.gets(count))
+            Thread { writer.run() }.start()
+            // Nothing is read until the whole pipeline is written; the socket's send timeout
+            // (30 s) ends a writer that the server no longer reads from.
+            let failure = writer.waitForResult()
+            #expect(failure == nil, "the pipeline could not be written before reading: \(failure ?? "")")
+            guard failure == nil else { return }
+            for i in 0..<count {
+                let reply = try client.reply()
+                guard reply == .bulk(Self.value) else {
+                    Issue.record("reply \(i) was \(reply)")
+                    return
+                }
+            }
+            #expect(try client.command(["PING"]) == .simple("PONG"))
+        }
+    }
+
+    @Test func aClientThatNeverReadsIsReadNoFurtherThanTheAllowance() async throws {
+        try await onOwnThread {
+            let allowance = 1 << 20
+            let server = try ServerProcess(arguments: ["--max-output-bytes", "65536", "--max-request-bytes", "\(allowance)"])
+            defer { server.stop() }
+            let client = try RawConnection(path: server.socketPath)
+            #expect(try client.command(["PUT", "ahead", "big", Self.value]) == .simple("OK"))
+            // Write GETs, reading nothing, until the socket stays full for 5 s (or 64 MiB went).
+            let chunk = Self.gets(1000)
+            let flags = fcntl(client.fd, F_GETFL)
+            _ = fcntl(client.fd, F_SETFL, flags | O_NONBLOCK)
+            var sent = 0
+            writing: while sent < 64 << 20 {
+                var offset = 0
+                while offset < chunk.count {
+                    let n = chunk.withUnsafeBytes { Glibc.send(client.fd, $0.baseAddress! + offset, chunk.count - offset, Int32(MSG_NOSIGNAL)) }
+                    if n > 0 { offset += n; sent += n; continue }
+                    guard n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) else {
+                        Issue.record("send failed: \(String(cString: strerror(errno)))")
+                        return
+                    }
+                    var entry = pollfd(fd: client.fd, events: Int16(POLLOUT), revents: 0)
+                    if poll(&entry, 1, 5000) == 0 { break writing }
+                }
+            }
+            _ = fcntl(client.fd, F_SETFL, flags)
+            // The server read past what its 64 KiB of output holds (about 65 replies; with the
+            // kernel's buffers well under 1 MiB of requests), up to its allowance, and no further:
+            // what the kernel buffers between the two sockets is a few hundred KiB.
+            #expect(sent > allowance, "only \(sent) bytes were taken")
+            #expect(sent < allowance + (8 << 20), "\(sent) bytes were taken from a client that reads nothing")
+            // Every complete request is answered, in order, once the client reads.
+            let requestBytes = chunk.count / 1000
+            for i in 0..<(sent / requestBytes) {
+                let reply = try client.reply()
+                guard reply == .bulk(Self.value) else {
+                    Issue.record("reply \(i) was \(reply)")
+                    return
+                }
+            }
+        }
+    }
+}
+
 /// Clients that keep the server busy without pause must not starve a newcomer: the loop goes
 /// back to epoll between turns instead of serving the same connections for as long as they send.
 @Suite struct FairnessTests {

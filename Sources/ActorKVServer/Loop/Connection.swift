@@ -6,9 +6,12 @@ import ActorKVProtocol
 /// decoded) → (one task at a time) the processor →
 /// `replies` → encoded into `output` a piece at a time as the socket drains (a large reply is
 /// never copied into `output` whole). Only one batch of requests is in
-/// flight per connection, so pipelined commands run and reply in order. Reading goes on while the
-/// unread replies fit in `outputLimit`; past it nothing more is read (backpressure), so memory
-/// stays bounded however the client behaves.
+/// flight per connection, so pipelined commands run and reply in order. Requests run while the
+/// unread replies fit in `outputLimit`; past it, none run until the client reads (backpressure),
+/// but their bytes are still read, undecoded, up to `inputAllowance`: a client that writes its
+/// whole pipeline before reading any reply (redis-py's and ruby-redis's pipelines do) gets to
+/// finish writing and so to read, where refusing to read would leave both sides waiting on each
+/// other. Memory stays bounded however the client behaves: `outputLimit` plus `inputAllowance`.
 ///
 /// Its mutable state is `@exclusivity(unchecked)`: only the loop thread touches a connection, one
 /// access at a time (no property is passed `inout` to code that reaches it again), so Swift's
@@ -23,7 +26,13 @@ final class Connection {
     @exclusivity(unchecked) var endReason: SessionEnd?
     /// Encoded, unsent reply bytes beyond which no more requests are taken.
     let outputLimit: Int
+    /// Request bytes read but not yet run beyond which nothing more is read while requests wait
+    /// for the client to read its replies.
+    let inputAllowance: Int
     @exclusivity(unchecked) var decoder: RequestDecoder
+    /// Bytes were read into `decoder` and not decoded (read while requests could not run), or a
+    /// decoding pass stopped early: complete requests may wait there.
+    @exclusivity(unchecked) var undecoded = false
     @exclusivity(unchecked) var pending: [Command] = []
     /// The namespace every pending command is a data command on, noted as each is parsed (nil:
     /// none pending, or they are not all such): that work is merged with other connections'.
@@ -62,6 +71,7 @@ final class Connection {
         self.session = session
         self.fd = fd
         self.outputLimit = outputLimit
+        inputAllowance = limits.maxRequestBytes
         self.rights = rights
         decoder = RequestDecoder(limits: limits)
     }
@@ -75,6 +85,13 @@ final class Connection {
         !inFlight && !closeAfterFlush && replies.isEmpty && output.count - outputHead < outputLimit
     }
 
+    /// Whether requests may be read (not decoded) while they cannot run: the client has not read
+    /// its replies, and the bytes waiting are under ``inputAllowance``.
+    var canReadAhead: Bool {
+        !inFlight && !closeAfterFlush && protocolError == nil && readable && !peerClosed
+            && decoder.bufferedByteCount < inputAllowance
+    }
+
     /// Whether followers may queue more: every reply encoded and the unsent bytes under the limit.
     var hasRoomForFollowers: Bool {
         !closeAfterFlush && replies.isEmpty && output.count - outputHead < outputLimit
@@ -83,11 +100,11 @@ final class Connection {
     /// Whether the connection waits on nothing but its followers: no request to read, parse or
     /// run, no error to report, not closing.
     var onlyFollows: Bool {
-        !readable && !peerClosed && !inFlight && pending.isEmpty && protocolError == nil && !closeAfterFlush
+        !readable && !peerClosed && !inFlight && pending.isEmpty && !undecoded && protocolError == nil && !closeAfterFlush
     }
 
     /// Whether nothing is left to do before closing.
-    var isIdle: Bool { !inFlight && pending.isEmpty && !hasUnsentOutput }
+    var isIdle: Bool { !inFlight && pending.isEmpty && !undecoded && !hasUnsentOutput }
 
     /// Queues a parsed command (bound to this connection's session: see ``Command/bound(to:)``),
     /// noting whether the pending ones can still be merged.

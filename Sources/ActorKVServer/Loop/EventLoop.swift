@@ -328,10 +328,18 @@ final class EventLoop: @unchecked Sendable {
                 dispatch(c)
             } else if !c.followers.isEmpty && c.hasRoomForFollowers && serviceFollowersWithinBudget(c) {
                 continue
+            } else if c.canDispatch && c.undecoded && !draining {
+                decode(c, upTo: readBuffer.count)
             } else if c.canDispatch && c.protocolError == nil && c.readable && !c.peerClosed && !draining {
                 if reads == Self.readsPerTurn { ready.append(c.id); return }
                 reads += 1
                 guard readChunk(c) else { return }
+            } else if c.canReadAhead && !draining {
+                // Its replies wait for the client to read them: read on without running anything,
+                // so that a client still writing its pipeline can finish and read them.
+                if reads == Self.readsPerTurn { ready.append(c.id); return }
+                reads += 1
+                guard readChunk(c, decoding: false) else { return }
             } else {
                 break
             }
@@ -356,8 +364,9 @@ final class EventLoop: @unchecked Sendable {
         c.clearPending()
     }
 
-    /// Reads one chunk and decodes the requests in it; false if the connection was closed.
-    private func readChunk(_ c: Connection) -> Bool {
+    /// Reads one chunk and (with `decoding`) decodes the requests in it; false if the
+    /// connection was closed.
+    private func readChunk(_ c: Connection, decoding: Bool = true) -> Bool {
         let result: Int?
         do {
             result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in try SocketCalls.read(c.fd, into: raw) }
@@ -372,18 +381,28 @@ final class EventLoop: @unchecked Sendable {
         // hang-up was reported, reads go on to meet the end of the stream.
         if n < readBuffer.count && !c.hangUpSeen { c.readable = false }
         readBuffer.withUnsafeBytes { c.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        if decoding { decode(c, upTo: .max) } else { c.undecoded = true }
+        return true
+    }
+
+    /// Decodes the complete requests buffered in the connection's decoder into its pending
+    /// commands, stopping once about `limit` bytes were taken (a backlog read ahead is decoded a
+    /// read's worth at a time, as if read then: ``Connection/undecoded`` says whether more may wait).
+    private func decode(_ c: Connection, upTo limit: Int) {
+        let start = c.decoder.bufferedByteCount
+        c.undecoded = false
         do {
             while let request = try c.decoder.nextRequest() {
                 // Room for a typical pipeline at once, rather than growing 1, 2, 4, 8, 16 (each
                 // step a new buffer and a copy) for every batch handed over.
                 if c.pending.capacity == 0 { c.pending.reserveCapacity(Self.pendingCapacity) }
                 c.appendPending(Command(parsing: request, rights: c.rights))
+                if start - c.decoder.bufferedByteCount >= limit { c.undecoded = true; return }
             }
         } catch {
             statistics.protocolErrors.add(1, ordering: .relaxed)
             c.protocolError = ErrorMapping.reply(for: error)
         }
-        return true
     }
 
     /// Queues a connection's parsed commands; all queued this turn start together in

@@ -121,9 +121,11 @@ extension ServerConfiguration {
       --max-bulk-bytes N         largest bulk string in a request          (default 67108864, 64 MiB)
       --max-inline-bytes N       longest inline (typed) request line       (default 65536)
       --max-arguments N          most arguments in one request             (default 1048576)
-      --max-request-bytes N      largest multibulk request in total        (default 134217728, 128 MiB)
+      --max-request-bytes N      largest multibulk request in total; also the most
+                                 requests read ahead per client while its
+                                 replies wait to be read                   (default 134217728, 128 MiB)
       --max-output-bytes N       unread replies buffered per client before its
-                                 requests stop being read (backpressure)   (default 1048576, 1 MiB)
+                                 requests stop being run (backpressure)    (default 1048576, 1 MiB)
       --snapshot-interval SECS   snapshot namespaces changed this long ago; 0 = off (default 60)
       --compact-ratio R          snapshot when the log exceeds R x live data (default 2)
       --compact-min-bytes N      ... and is at least N bytes               (default 67108864, 64 MiB)

@@ -333,6 +333,30 @@ def hscan_under_writes():
         skip("HSCAN with an unknown cursor is an error")
 
 
+def large_pipeline():
+    # redis-py writes a whole pipeline before it reads a reply: 5,000 HGETs of 1 KB are 5 MB of
+    # replies, past the server's 1 MiB output limit (it must read on while they wait, or both
+    # sides wait for ever: the socket timeout turns that into a failure).
+    key = ns("large-pipeline")
+    value = b"v" * 1000
+    r = make_client()
+    r.hset(key, "f", value)
+    slow = redis.Redis(unix_socket_path=SOCK, socket_timeout=60,
+                       **({} if SETTINGS["protocol"] is None else {"protocol": SETTINGS["protocol"]}))
+    pipe = slow.pipeline(transaction=False)
+    for _ in range(5000):
+        pipe.hget(key, "f")
+    replies = pipe.execute()
+    expect_eq("pipeline(transaction=False) of 5,000 HGETs of 1 KB: every reply",
+              (5000, True), (len(replies), all(reply == value for reply in replies)))
+    pipe = slow.pipeline(transaction=False)
+    for i in range(20000):
+        pipe.hset(key, f"bulk:{i}", str(i))
+    expect_eq("pipeline(transaction=False) of 20,000 HSETs: every reply", [1] * 20000, pipe.execute())
+    expect_eq("... all applied", 20001, r.hlen(key))
+    slow.close()
+
+
 def pipeline_batch():
     r = make_client()
     key = ns("pipe")
@@ -502,7 +526,7 @@ def unknown_commands():
 def main():
     print(f"# redis-py {redis.__version__}, mode {MODE}, hiredis "
           f"{'available' if redis.utils.HIREDIS_AVAILABLE else 'missing'}", flush=True)
-    for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, pipeline_batch,
+    for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, large_pipeline, pipeline_batch,
                      transactions, unknown_commands):
         run(scenario)
     sys.exit(1 if failures else 0)

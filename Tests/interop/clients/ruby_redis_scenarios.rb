@@ -205,6 +205,20 @@ def hscan_under_writes
   r.close
 end
 
+# ruby-redis writes a whole pipeline before it reads a reply: 5,000 HGETs of 1 KB are 5 MB of
+# replies, past the server's 1 MiB output limit (it must read on while they wait; a server that
+# stopped reading would make the write time out after ruby-redis's default 5 s).
+def large_pipeline
+  r = connect
+  key = ns("large-pipeline")
+  value = "v" * 1000
+  r.hset(key, "f", value)
+  replies = r.pipelined { |p| 5000.times { p.hget(key, "f") } }
+  expect_eq("pipelined { } of 5,000 HGETs of 1 KB: every reply", [5000, true],
+            [replies.size, replies.all?(value)])
+  r.close
+end
+
 def multi_batch
   r = connect
   key = ns("multi")
@@ -332,5 +346,5 @@ def unknown_commands
 end
 
 puts "# ruby-redis #{Redis::VERSION}, ruby #{RUBY_VERSION}"
-%i[connect_with_defaults hash_commands hscan_under_writes multi_batch transactions unknown_commands].each { |s| run(s) }
+%i[connect_with_defaults hash_commands hscan_under_writes large_pipeline multi_batch transactions unknown_commands].each { |s| run(s) }
 exit($failures.zero? ? 0 : 1)

@@ -204,6 +204,21 @@ struct CLITests {
         }
     }
 
+    @Test("info prints LF lines, as every other command does: a value cut from a line has no CR")
+    func infoLines() async throws {
+        try await withServer { server, kv in
+            let r = try await runCLI(["info"], socket: server.socketPath)
+            #expect(r.status == 0 && r.text.hasPrefix("# Server\n") && r.text.hasSuffix("\n"), "\(r.status) \(r.stderr)")
+            let carriageReturn = r.stdout.contains(0x0D)
+            #expect(!carriageReturn, "no carriage return: \(r.text.debugDescription)")
+            let pid = r.stdout.split(separator: 0x0A).first { $0.starts(with: Array("process_id:".utf8)) }
+                .map { String(decoding: $0.dropFirst("process_id:".count), as: UTF8.self) }
+            #expect(pid.flatMap { Int32($0) } != nil, "process_id is a number: \(pid.debugDescription)")
+            let help = try await runCLI(["--help"], socket: nil)
+            #expect(help.text.contains("the server's CRLF line ends made LF"))
+        }
+    }
+
     @Test("exit 4 when no server listens on the socket")
     func cannotConnect() async throws {
         let path = "/tmp/akc-cli-none-\(getpid()).sock"

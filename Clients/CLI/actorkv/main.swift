@@ -97,7 +97,8 @@ Commands:
                               Exit 127 if COMMAND is not found, 126 if it cannot be run.
   compact NS                  snapshot NS and truncate its log
   namespaces                  print the namespace names, one per line
-  info                        print the server's INFO text
+  info                        print the server's INFO text, in lines that end with a newline
+                              (the server's CRLF line ends made LF, as the other commands print)
   ping [MESSAGE]              print PONG (or MESSAGE)
 
 Options:
@@ -240,6 +241,18 @@ func escapedField(_ bytes: [UInt8]) -> [UInt8] {
         case UInt8(ascii: "\r"): out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
         default: out.append(b)
         }
+    }
+    return out
+}
+
+/// `text` with each CRLF line end made LF, as every other command prints its lines (INFO's text
+/// ends its lines with CRLF on the wire, which a script would otherwise find at each value's end).
+func lfLineEnds(_ text: String) -> [UInt8] {
+    let bytes = Array(text.utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(bytes.count)
+    for (i, byte) in bytes.enumerated() where !(byte == 0x0D && i + 1 < bytes.count && bytes[i + 1] == 0x0A) {
+        out.append(byte)
     }
     return out
 }
@@ -695,7 +708,7 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
             for name in try await client.namespaces() { try output.line(name) }
         case "info":
             try need(0...0, "info")
-            try output.write(try await client.info())
+            try output.write(lfLineEnds(try await client.info()))
         case "ping":
             try need(0...1, "ping [MESSAGE]")
             if args.isEmpty {

@@ -137,7 +137,7 @@ struct CLIChangesTests {
             #expect(r.status == 4 && r.stderr.contains("cannot connect"), "\(r.status) \(r.stderr)")
 
             r = try await runCLI(["--help"], socket: nil)
-            #expect(r.text.contains("changes [--from SEQ | --snapshot] NS [PREFIX]") && r.text.contains("\n  6  changes"))
+            #expect(r.text.contains("changes [--from SEQ | --snapshot] [--] NS [PREFIX]") && r.text.contains("\n  6  changes"))
         }
     }
 }

@@ -219,6 +219,52 @@ struct CLITests {
         }
     }
 
+    @Test("-- ends the options of put and scan: a key, value or prefix that looks like an option is an operand after it")
+    func endOfOptions() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            // Each: the arguments, then the key and value stored.
+            let puts: [([String], String, String)] = [
+                (["put", "o", "k1", "--", "--ttl"], "k1", "--ttl"),
+                (["put", "o", "k2", "--", "--if-version=3"], "k2", "--if-version=3"),
+                (["put", "o", "--", "--ephemeral", "--ttl=5"], "--ephemeral", "--ttl=5"),
+                (["put", "--", "o", "k3", "--"], "k3", "--"),           // only the first -- ends the options
+                (["put", "o", "k4", "--", "-"], "k4", "from stdin"),    // '-' still reads standard input
+            ]
+            for (arguments, key, value) in puts {
+                let r = try await runCLI(arguments, socket: s, input: Array("from stdin".utf8))
+                #expect(r.status == 0 && r.stdout.isEmpty && r.stderr.isEmpty, "\(arguments): \(r.status) \(r.stderr)")
+                #expect(try await kv.getString("o", key) == value, "\(arguments)")
+                #expect(try await kv.pttl("o", key) == .persistent, "\(arguments): no ttl")
+            }
+            // Options before -- still apply; those after it are operands.
+            var r = try await runCLI(["put", "--ttl", "60", "o", "--if-version", "--", "--if-version", "0"], socket: s)
+            #expect(r.status == 2, "--if-version before -- takes '--' as its value, and refuses it: \(r.status) \(r.stderr)")
+            r = try await runCLI(["put", "--ttl", "60", "--if-version=0", "--", "o", "--json", "--ttl"], socket: s)
+            #expect(r.status == 0 && UInt64(r.text.dropLast()) != nil, "\(r.status) \(r.text) \(r.stderr)")
+            #expect(try await kv.getString("o", "--json") == "--ttl")
+            guard case .remaining = try await kv.pttl("o", "--json") else { throw TestFailure("--ttl before -- set no ttl") }
+            r = try await runCLI(["put", "o", "k5", "v", "--ttl"], socket: s)  // no -- : still the option, without its value
+            #expect(r.status == 2 && r.stderr.contains("--ttl needs a number of seconds"), "\(r.status) \(r.stderr)")
+
+            // scan: after --, --json is the prefix (the key --json was put above; k1 is not under it).
+            try await kv.put("o", "--json-2", "two")
+            r = try await runCLI(["scan", "o", "--", "--json"], socket: s)
+            #expect(r.status == 0 && r.text == "--json\t--ttl\n--json-2\ttwo\n", "\(r.status) \(r.text) \(r.stderr)")
+            r = try await runCLI(["scan", "--json", "o", "--", "--json-"], socket: s)
+            let json = try JSONSerialization.jsonObject(with: Data(r.stdout)) as? [[String: String]]
+            #expect(r.status == 0 && json == [["key": "--json-2", "value": "two"]], "\(r.text) \(r.stderr)")
+            r = try await runCLI(["scan", "--", "o", "--"], socket: s)  // the prefix '--'
+            #expect(r.status == 0 && r.text == "--ephemeral\t--ttl=5\n--json\t--ttl\n--json-2\ttwo\n", "\(r.text)")
+            r = try await runCLI(["scan", "o", "--json"], socket: s)  // no --: the flag, as before
+            #expect((try JSONSerialization.jsonObject(with: Data(r.stdout)) as? [[String: String]])?.count == 7, "\(r.text)")
+
+            r = try await runCLI(["--help"], socket: nil)
+            #expect(r.text.contains("The first '--' ends them") && r.text.contains("actorkv put ns key -- --ttl")
+                    && r.text.contains("scan [--json] [--] NS [PREFIX]"))
+        }
+    }
+
     @Test("exit 4 when no server listens on the socket")
     func cannotConnect() async throws {
         let path = "/tmp/akc-cli-none-\(getpid()).sock"

@@ -42,7 +42,8 @@ Commands:
   del NS KEY...               remove keys; print how many existed
   exists NS KEY...            print how many of the keys exist; exit 1 unless all of them do
   count NS                    print the number of keys in NS
-  scan [--json] NS [PREFIX]   print every entry (whose key starts with PREFIX) in key order, as
+  scan [--json] [--] NS [PREFIX]
+                              print every entry (whose key starts with PREFIX) in key order, as
                               KEY<TAB>VALUE lines; in keys and values, backslash, tab, newline and
                               carriage return are written as \\\\ \\t \\n \\r so that each entry is one line.
                               --json prints a JSON array of {"key": ..., "value": ...} objects
@@ -53,7 +54,7 @@ Commands:
                               'incr KEY DELTA'; print one line per op: OK for put and ifversion,
                               1 or 0 (existed) for del, the new value for incr; exit 5, applying
                               nothing, if a guard does not hold
-  changes [--from SEQ | --snapshot] NS [PREFIX]
+  changes [--from SEQ | --snapshot] [--] NS [PREFIX]
                               follow NS's changes (to keys that start with PREFIX) as they are
                               written, until interrupted: one line per key that a change wrote,
                               SEQ<TAB>KEY<TAB>VALUE, with SEQ the change's sequence number and KEY
@@ -107,6 +108,13 @@ Options:
                               sends nothing of a reply, for SECS seconds (default 10; fractions
                               allowed; 0 waits forever)
   --help, -h                  print this text
+
+The options of put, scan and changes may come anywhere among their arguments (lock's: before
+NS). The first '--' ends them: every argument after it is taken as it is, even one that looks
+like an option, so that a key, value or prefix that starts with '--' can be given:
+  actorkv put ns key -- --ttl     stores the value '--ttl'
+  actorkv scan ns -- --json       prints the entries whose key starts with '--json'
+(The options before 'COMMAND' are actorkv's own: --socket, --timeout, --help; '--' ends them too.)
 
 Commands that change data (put, compact) print nothing on success; put --if-version prints the
 new version.
@@ -351,38 +359,63 @@ func usageFailure(_ message: String) -> Failure {
     Failure(code: Exit.usage, message: "actorkv: \(message)\nRun 'actorkv --help' for usage.")
 }
 
-/// Removes `--if-version V` (or `--if-version=V`) from a put's arguments; returns V, if given,
-/// and the rest.
-func takeIfVersion(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (UInt64?, ArraySlice<[UInt8]>) {
-    try takeOption("--if-version", needing: "a version", from: arguments) { (value) throws(Failure) in try parseVersion(value, "--if-version") }
-}
-
-/// Removes `NAME VALUE` (or `NAME=VALUE`) from `arguments`; returns VALUE read by `parse`, if
-/// given (at most once), and the rest. A flag among `refused` is refused with its reason.
-func takeOption<T>(_ name: String, needing what: String, refusing refused: [String: String] = [:],
-                   from arguments: ArraySlice<[UInt8]>,
-                   parse: (String) throws(Failure) -> T) throws(Failure) -> (T?, ArraySlice<[UInt8]>) {
-    var found: T?
+/// A command's operands: `arguments` without the options that `option` takes. `option` is given
+/// each argument that starts with `--` (before the first `--` alone) and what follows it, to take
+/// the option's value from; it returns false for a word that is not one of its options, which is
+/// then an operand. Options may come anywhere among the operands. The first `--` ends them and
+/// is dropped: every argument after it is an operand, even one that looks like an option (`put ns
+/// k -- --ttl` stores the value `--ttl`; `scan ns -- --json` scans the prefix `--json`), as
+/// POSIX utilities read `--`.
+func operands(of arguments: ArraySlice<[UInt8]>,
+              option: (String, inout ArraySlice<[UInt8]>) throws(Failure) -> Bool) throws(Failure) -> ArraySlice<[UInt8]> {
+    let endOfOptions = Array("--".utf8)
     var rest: [[UInt8]] = []
     var remaining = arguments
     while let argument = remaining.popFirst() {
-        let word = text(argument)
-        let value: String
-        if word == name {
-            guard let next = remaining.popFirst() else { throw usageFailure("\(name) needs \(what)") }
-            value = text(next)
-        } else if word.hasPrefix(name + "=") {
-            value = String(word.dropFirst(name.count + 1))
-        } else if let reason = refused[word] {
-            throw usageFailure(reason)
-        } else {
-            rest.append(argument)
-            continue
+        if argument == endOfOptions {
+            rest += remaining
+            break
         }
-        guard found == nil else { throw usageFailure("\(name) given twice") }
-        found = try parse(value)
+        if argument.starts(with: endOfOptions), try option(text(argument), &remaining) { continue }
+        rest.append(argument)
     }
-    return (found, rest[...])
+    return rest[...]
+}
+
+/// The value of option `name` if `word` is it: `NAME VALUE` (VALUE taken from `remaining`) or
+/// `NAME=VALUE`; nil if `word` is not `name`.
+func optionValue(_ name: String, needing what: String, _ word: String,
+                 _ remaining: inout ArraySlice<[UInt8]>) throws(Failure) -> String? {
+    if word == name {
+        guard let next = remaining.popFirst() else { throw usageFailure("\(name) needs \(what)") }
+        return text(next)
+    }
+    return word.hasPrefix(name + "=") ? String(word.dropFirst(name.count + 1)) : nil
+}
+
+/// `put`'s options: `--if-version V` and `--ttl SECS` (also as `--option=VALUE`), each at most
+/// once, anywhere before a `--` (see ``operands(of:option:)``); `--ephemeral` is refused with the
+/// reason. Returns them and the operands.
+func takePutOptions(from arguments: ArraySlice<[UInt8]>) throws(Failure)
+    -> (ifVersion: UInt64?, ttl: Duration?, rest: ArraySlice<[UInt8]>) {
+    var ifVersion: UInt64?
+    var ttl: Duration?
+    let rest = try operands(of: arguments) { (word, remaining) throws(Failure) -> Bool in
+        if let value = try optionValue("--if-version", needing: "a version", word, &remaining) {
+            guard ifVersion == nil else { throw usageFailure("--if-version given twice") }
+            ifVersion = try parseVersion(value, "--if-version")
+        } else if let value = try optionValue("--ttl", needing: "a number of seconds", word, &remaining) {
+            guard ttl == nil else { throw usageFailure("--ttl given twice") }
+            ttl = try parseSeconds(value, "--ttl", positive: true)
+        } else if word == "--ephemeral" {
+            throw usageFailure("put --ephemeral is not offered: the key would belong to actorkv's own connection and be "
+                + "deleted as soon as actorkv exits (to hold a key while a command runs, use lock)")
+        } else {
+            return false
+        }
+        return true
+    }
+    return (ifVersion, ttl, rest)
 }
 
 /// A version: decimal digits as the server reads them, 0 to 2^63-1 (0: absent).
@@ -429,16 +462,6 @@ func takeChangeStart(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Ch
         }
     }
     return (start ?? .now, rest[...])
-}
-
-/// Removes `--ttl SECS` (or `--ttl=SECS`) from a put's arguments; returns the time to live, if
-/// given, and the rest. `--ephemeral` is refused with the reason.
-func takeTTL(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Duration?, ArraySlice<[UInt8]>) {
-    let ephemeral = "put --ephemeral is not offered: the key would belong to actorkv's own connection and be "
-        + "deleted as soon as actorkv exits (to hold a key while a command runs, use lock)"
-    return try takeOption("--ttl", needing: "a number of seconds", refusing: ["--ephemeral": ephemeral], from: arguments) {
-        (value) throws(Failure) in try parseSeconds(value, "--ttl", positive: true)
-    }
 }
 
 /// A signed 64-bit decimal integer.
@@ -509,18 +532,18 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
         return Exit.ok
     }
     if command == "scan" {
-        rest = rest.filter { arg in
-            if text(arg) == "--json" { json = true; return false }
+        rest = try operands(of: rest) { (word, _) throws(Failure) -> Bool in
+            guard word == "--json" else { return false }
+            json = true
             return true
-        }[...]
+        }
     } else if json {
         throw usageFailure("--json applies to scan only")
     }
     var ifVersion: UInt64?
     var ttl: Duration?
     if command == "put" || command == "set" {
-        (ifVersion, rest) = try takeIfVersion(from: rest)
-        (ttl, rest) = try takeTTL(from: rest)
+        (ifVersion, ttl, rest) = try takePutOptions(from: rest)
     }
     var lockOptions = LockOptions()
     if command == "lock" {
@@ -546,7 +569,7 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
             guard let value = try await client.get(text(args[0]), args[1]) else { return Exit.notFound }
             try output.write(value)
         case "put", "set":
-            try need(3...3, "put [--if-version V] [--ttl SECS] NS KEY VALUE   (VALUE '-' reads standard input)")
+            try need(3...3, "put [--if-version V] [--ttl SECS] [--] NS KEY VALUE   (VALUE '-' reads standard input)")
             if args[2] == [UInt8(ascii: "-")] { args[2] = try readStandardInput() }
             guard let ifVersion else {
                 try await client.put(text(args[0]), args[1], args[2], ttl: ttl)
@@ -640,7 +663,7 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
             try need(1...1, "count NS")
             try output.line(String(try await client.count(text(args[0]))))
         case "scan":
-            try need(1...2, "scan [--json] NS [PREFIX]")
+            try need(1...2, "scan [--json] [--] NS [PREFIX]")
             let entries = client.scan(text(args[0]), prefix: args.count > 1 ? args[1] : [], pageSize: 1000)
             var first = true
             if json { try output.write("[") }
@@ -691,7 +714,7 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
                 }
             }
         case "changes":
-            try need(1...2, "changes [--from SEQ | --snapshot] NS [PREFIX]")
+            try need(1...2, "changes [--from SEQ | --snapshot] [--] NS [PREFIX]")
             // Reconnecting gives up after --timeout (never with 0), like a wait for a reply.
             let stream = client.changes(text(args[0]), prefix: args.count > 1 ? args[1] : [], from: changeStart,
                                         reconnect: ReconnectPolicy(giveUpAfter: timeout))

@@ -184,6 +184,24 @@ struct CLILockTests {
         }
     }
 
+    @Test("a command file without #! (nor a binary) is run with /bin/sh, as flock(1)'s execvp runs it: by path and found in PATH")
+    func scriptWithoutInterpreterLine() async throws {
+        try await withServer { server, kv in
+            let dir = TemporaryDirectory("lck")
+            let script = dir.path + "/no-shebang"
+            let body = #"echo "ran $0 [$1] token=${ACTORKV_LOCK_TOKEN:+set}"; exit 3"# + "\n"
+            #expect(FileManager.default.createFile(atPath: script, contents: Data(body.utf8), attributes: [.posixPermissions: 0o755]))
+            var r = try await runCLI(["lock", "locks", "sh", "--", script, "one arg"], socket: server.socketPath)
+            #expect(r.status == 3 && r.text == "ran \(script) [one arg] token=set\n", "\(r.status) \(r.text) \(r.stderr)")
+            let path = dir.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+            r = try await runCLI(["lock", "locks", "sh", "no-shebang", "x"], socket: server.socketPath, environment: ["PATH": path])
+            #expect(r.status == 3 && r.text == "ran \(script) [x] token=set\n", "found in PATH: \(r.status) \(r.text) \(r.stderr)")
+            #expect(try await kv.getVersioned("locks", "sh") == nil, "released")
+            r = try await runCLI(["--help"], socket: nil)
+            #expect(r.text.contains("is run with /bin/sh"))
+        }
+    }
+
     @Test("--timeout: exit 7 and the command not run while another holds the lock (0: one attempt); no server: exit 4")
     func timeoutAndNoServer() async throws {
         try await withServer { server, kv in

@@ -61,7 +61,29 @@ func currentSignalMask() -> sigset_t {
     return mask
 }
 
-/// Runs `command` (`command[0]` looked up in PATH) with ACTORKV_LOCK_TOKEN=`token` added to the
+/// Where posix_spawnp finds `name`, for running it with /bin/sh: `name` itself if it has a
+/// slash, else the first DIR/`name` of $PATH (an empty DIR is the current directory; without
+/// PATH, /bin:/usr/bin as glibc's) that is a regular file this process may execute.
+func executablePath(_ name: [UInt8]) -> [UInt8]? {
+    let slash = UInt8(ascii: "/")
+    if name.contains(slash) { return name }
+    let path = getenv("PATH").map { Array(UnsafeBufferPointer(start: $0, count: strlen($0))).map { UInt8(bitPattern: $0) } }
+        ?? Array("/bin:/usr/bin".utf8)
+    for directory in path.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false) {
+        let candidate = directory.isEmpty ? name : Array(directory) + [slash] + name
+        let found = candidate.withUnsafeBufferPointer { bytes -> Bool in
+            var cPath = bytes.map { CChar(bitPattern: $0) }
+            cPath.append(0)
+            var info = stat()
+            return stat(cPath, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && access(cPath, X_OK) == 0
+        }
+        if found { return candidate }
+    }
+    return nil
+}
+
+/// Runs `command` (`command[0]` looked up in PATH; a file that is neither a binary nor a `#!`
+/// script is run with /bin/sh, as execvp(3) runs it) with ACTORKV_LOCK_TOKEN=`token` added to the
 /// environment and `descriptor` (the lock's connection) inherited, and waits for it to end.
 /// Closes `descriptor` here once the command is started. Returns the command's exit status, or
 /// 128 + the number of the signal that killed it. Throws exit 127 (not found) or 126 (cannot
@@ -95,7 +117,16 @@ func runCommand(_ command: [[UInt8]], token: UInt64, descriptor: Int32, signalMa
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
 
     var pid: pid_t = 0
-    let rc = posix_spawnp(&pid, argv[0]!, nil, &attributes, argv, environment)
+    var rc = posix_spawnp(&pid, argv[0]!, nil, &attributes, argv, environment)
+    if rc == ENOEXEC, let path = executablePath(command[0]) {
+        // Neither a binary nor a script with #!: run it with /bin/sh, as execvp(3) does (and so
+        // flock(1), env, nohup, a shell), which glibc's posix_spawnp no longer does. As execvp
+        // does it: /bin/sh PATH ARG..., PATH being where COMMAND was found.
+        let shell = cString(Array("/bin/sh".utf8)), script = cString(path)
+        defer { shell.deallocate(); script.deallocate() }
+        let shellArgv: [UnsafeMutablePointer<CChar>?] = [shell, script] + argv.dropFirst()
+        rc = posix_spawn(&pid, shell, nil, &attributes, shellArgv, environment)
+    }
     _ = close(descriptor)
     guard rc == 0 else {
         throw Failure(code: rc == ENOENT ? Exit.commandNotFound : Exit.commandNotRunnable,

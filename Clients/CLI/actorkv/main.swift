@@ -95,7 +95,9 @@ Commands:
                               Exit 4 when the server cannot be reached, or when the lock was lost
                               before COMMAND ended (its connection broke: the server stopped or
                               was restarted; or --ttl ran out): the message gives COMMAND's status.
-                              Exit 127 if COMMAND is not found, 126 if it cannot be run.
+                              Exit 127 if COMMAND is not found, 126 if it cannot be run. A
+                              file that is neither a binary nor a #! script is run with /bin/sh,
+                              as flock(1) (execvp) runs it.
   compact NS                  snapshot NS and truncate its log
   namespaces                  print the namespace names, one per line
   info                        print the server's INFO text, in lines that end with a newline

@@ -108,6 +108,51 @@ struct HashScanCursorsTests {
         #expect(cursors.isConsistent)
     }
 
+    @Test("a cursor may be retried until the cursor issued after it is used; then it is forgotten")
+    func predecessorForgotten() {
+        let cursors = HashScanCursors()
+        let first = cursors.issue(namespace: "ns", after: [1], now: 0)
+        #expect(cursors.resolve(first, namespace: "ns", now: 1) == .resume(after: [1]))
+        let second = cursors.issue(namespace: "ns", after: [2], now: 1, following: first)
+        // A retry of the first page (its reply was lost, say) gives another cursor for the same next page.
+        #expect(cursors.resolve(first, namespace: "ns", now: 2) == .resume(after: [1]))
+        let retried = cursors.issue(namespace: "ns", after: [2], now: 2, following: first)
+        #expect(cursors.count == 3)
+        #expect(cursors.resolve(second, namespace: "ns", now: 3) == .resume(after: [2]))
+        #expect(cursors.resolve(first, namespace: "ns", now: 3) == .unknown, "the scan moved past it")
+        #expect(cursors.resolve(second, namespace: "ns", now: 4) == .resume(after: [2]), "the page in use may still be retried")
+        #expect(cursors.resolve(retried, namespace: "ns", now: 4) == .resume(after: [2]))
+        #expect(cursors.count == 2 && cursors.isConsistent)
+    }
+
+    @Test("a predecessor's number drawn again for another namespace's scan is not forgotten")
+    func predecessorOfOtherNamespaceKept() {
+        let draws = Mutex<[UInt64]>([5, 6, 5])
+        let cursors = HashScanCursors(capacity: 2, random: { draws.withLock { $0.removeFirst() } })
+        #expect(cursors.issue(namespace: "a", after: [1], now: 0) == 5)
+        #expect(cursors.issue(namespace: "a", after: [2], now: 1, following: 5) == 6)
+        // The table is full: a's 5 is dropped to make room, and 5 is drawn again for b.
+        #expect(cursors.issue(namespace: "b", after: [9], now: 2) == 5)
+        #expect(cursors.resolve(6, namespace: "a", now: 3) == .resume(after: [2]))
+        #expect(cursors.resolve(5, namespace: "b", now: 4) == .resume(after: [9]))
+        #expect(cursors.isConsistent)
+    }
+
+    @Test("a scan of many pages holds two cursors, not one per page: another scan's cursor stays in a small table")
+    func longScanKeepsOthers() {
+        let cursors = HashScanCursors(capacity: 4)
+        let other = cursors.issue(namespace: "slow", after: Array("f10".utf8), now: 0)
+        var cursor: UInt64 = 0
+        for page in 0..<1000 {
+            let now = UInt64(page + 1)
+            if cursor != 0 { #expect(cursors.resolve(cursor, namespace: "big", now: now) == .resume(after: [UInt8(truncatingIfNeeded: page - 1)])) }
+            cursor = cursors.issue(namespace: "big", after: [UInt8(truncatingIfNeeded: page)], now: now, following: cursor)
+            #expect(cursors.count <= 3)
+        }
+        #expect(cursors.resolve(other, namespace: "slow", now: 2000) == .resume(after: Array("f10".utf8)))
+        #expect(cursors.isConsistent)
+    }
+
     @Test("cursors from the system's generator are distinct, nonzero and at most 2^53")
     func systemCursors() {
         let cursors = HashScanCursors()

@@ -143,7 +143,7 @@ struct HashScan: Sendable {
                 flat.append(.bulk(entry.value))
             }
             var next: UInt64 = 0
-            if case .after(let key) = page.next { next = cursors.issue(namespace: namespace, after: key, now: Self.now()) }
+            if case .after(let key) = page.next { next = cursors.issue(namespace: namespace, after: key, now: Self.now(), following: cursor) }
             var text: [UInt8] = []
             ASCIIDecimal.append(Int64(next), to: &text)
             return .array([.bulk(text), .array(flat)])

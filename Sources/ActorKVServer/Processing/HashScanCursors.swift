@@ -7,7 +7,11 @@ import Synchronization
 /// A cursor is a random integer in 1...2^53-1 (0 means "start" and "finished"), so that one
 /// issued before a restart is very unlikely to name an entry of the new table. It stays valid
 /// for ``lifetime`` after it was issued or last resolved, and may be resolved any number of
-/// times (a client that retries a page gets the same page). The table is bounded: at most
+/// times (a client that retries a page gets the same page) until the scan moves on: a cursor
+/// issued for the page after another one's records it as its predecessor, and once it is
+/// resolved itself, the client has gone past that page, so the predecessor is forgotten. A scan
+/// in progress thus holds two cursors (the page just read and the next), not one per page, and
+/// a long scan does not push other scans' cursors out of the table. The table is bounded: at most
 /// ``capacity`` cursors, holding at most ``byteBudget`` bytes of keys and namespace names; past
 /// either, the least recently used cursor is dropped. Expired cursors are dropped lazily: each
 /// call drops those at the old end of the use order, so no call ever walks the whole table.
@@ -51,8 +55,9 @@ final class HashScanCursors: Sendable {
 
     /// A new cursor for resuming the scan of `namespace` after `key`, valid from `now`
     /// (milliseconds on any clock that does not go back), dropping expired and, if the table
-    /// is full, least recently used cursors.
-    func issue(namespace: String, after key: [UInt8], now: UInt64) -> UInt64 {
+    /// is full, least recently used cursors. `predecessor` is the cursor whose page this one
+    /// follows (0: the scan's first page): it is forgotten once the new cursor is resolved.
+    func issue(namespace: String, after key: [UInt8], now: UInt64, following predecessor: UInt64 = 0) -> UInt64 {
         table.withLock { table in
             table.dropExpired(now: now, lifetime: lifetime)
             let size = key.count + namespace.utf8.count
@@ -60,13 +65,13 @@ final class HashScanCursors: Sendable {
                 table.removeOldest()
             }
             let cursor = unusedCursor(in: table)
-            table.insert(Entry(cursor: cursor, namespace: namespace, key: key, lastUse: now))
+            table.insert(Entry(cursor: cursor, namespace: namespace, key: key, lastUse: now, predecessor: predecessor))
             return cursor
         }
     }
 
     /// What `cursor` means for a scan of `namespace` at `now`: a known cursor starts its
-    /// lifetime again.
+    /// lifetime again, and the cursor it followed is forgotten (the scan has moved past it).
     func resolve(_ cursor: UInt64, namespace: String, now: UInt64) -> Resolution {
         if cursor == 0 { return .start }
         return table.withLock { table in
@@ -74,6 +79,12 @@ final class HashScanCursors: Sendable {
             guard let slot = table.slot(of: cursor), table.entries[slot].namespace == namespace,
                   !table.entries[slot].hasExpired(now: now, lifetime: lifetime) else { return .unknown }
             table.touch(slot, now: now)
+            let predecessor = table.takePredecessor(of: slot)
+            if predecessor != 0 {
+                // Only that scan's own cursor: a number forgotten and drawn again for another
+                // namespace's scan is left alone.
+                if let old = table.slot(of: predecessor), table.entries[old].namespace == namespace { table.remove(old) }
+            }
             return .resume(after: table.entries[slot].key)
         }
     }
@@ -110,11 +121,13 @@ extension HashScanCursors {
         var namespace: String
         var key: [UInt8]
         var lastUse: UInt64
+        /// The cursor whose page this one's follows, forgotten when this one is resolved (0: none).
+        var predecessor: UInt64
         var older = -1
         var newer = -1
 
-        init(cursor: UInt64, namespace: String, key: [UInt8], lastUse: UInt64) {
-            (self.cursor, self.namespace, self.key, self.lastUse) = (cursor, namespace, key, lastUse)
+        init(cursor: UInt64, namespace: String, key: [UInt8], lastUse: UInt64, predecessor: UInt64 = 0) {
+            (self.cursor, self.namespace, self.key, self.lastUse, self.predecessor) = (cursor, namespace, key, lastUse, predecessor)
         }
 
         /// The bytes it counts against the budget.
@@ -162,9 +175,17 @@ extension HashScanCursors {
             link(slot)
         }
 
+        /// The predecessor of the entry in `slot` (0: none), which it no longer has.
+        mutating func takePredecessor(of slot: Int) -> UInt64 {
+            defer { entries[slot].predecessor = 0 }
+            return entries[slot].predecessor
+        }
+
         /// Drops the least recently used entry (there must be one).
-        mutating func removeOldest() {
-            let slot = oldest
+        mutating func removeOldest() { remove(oldest) }
+
+        /// Drops the entry in `slot`.
+        mutating func remove(_ slot: Int) {
             unlink(slot)
             index[entries[slot].cursor] = nil
             bytes -= entries[slot].size

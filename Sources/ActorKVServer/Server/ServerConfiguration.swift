@@ -277,7 +277,7 @@ extension ServerConfiguration {
             ("appendfsync", durability.rawValue),
             ("databases", "1"),
             ("maxclients", String(maxClients)),
-            ("proto-max-bulk-len", String(maxValueBytes)),
+            ("proto-max-bulk-len", String(protocolLimits.maxBulkLength)),
             ("client-query-buffer-limit", String(protocolLimits.maxRequestBytes)),
             ("unixsocket", socketPath),
             ("unixsocketperm", String(socketMode, radix: 8)),

@@ -89,7 +89,10 @@ enum ConnectionCommands {
         case 1 where CommandTable.matches(subcommand, idWord):
             return .local(LocalCommand { context in .integer(Int64(context.session.id)) })
         case 1 where CommandTable.matches(subcommand, infoWord):
-            return .local(LocalCommand { context in .bulk(Array(clientInfo(context.session).utf8)) })
+            return .local(LocalCommand { context in
+                let socketPath = context.settings.first { $0.name == "unixsocket" }?.value
+                return .bulk(Array(clientInfo(context.session, socketPath: socketPath).utf8))
+            })
         case 1 where CommandTable.matches(subcommand, getNameWord):
             return .local(LocalCommand { context in context.session.name.map { .bulk(Array($0.utf8)) } ?? .null })
         case 2 where CommandTable.matches(subcommand, setNameWord):
@@ -132,12 +135,23 @@ enum ConnectionCommands {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// CLIENT INFO's line: Redis's fields that mean something here.
-    private static func clientInfo(_ session: ClientSession) -> String {
-        let peer = session.peer.map { "uid=\($0.uid) gid=\($0.gid) pid=\($0.pid)" } ?? "uid=? gid=? pid=?"
+    /// CLIENT INFO's line: Redis 7's fields, in Redis's order (clients such as node-redis 4 read
+    /// them by position), then ActorKV's own (`uid`, `gid`, `pid` of the peer). Real values
+    /// where ActorKV has them; the rest are fixed placeholders (protocol.md, "CLIENT", says which).
+    /// CLIENT cannot run inside MULTI, so `multi` is always -1, as Redis shows outside MULTI.
+    static func clientInfo(_ session: ClientSession, socketPath: String?) -> String {
         let library = session.library
         let multi = session.inTransaction ? "0" : "-1"
-        return "id=\(session.id) addr=unix \(peer) user=\(AccessCommands.userName(of: session)) name=\(session.name ?? "") db=0 multi=\(multi) "
-            + "resp=\(session.version.rawValue) lib-name=\(library.name) lib-ver=\(library.version)\n"
+        // Redis shows a Unix-socket client's address as `path:0`; a path that would break the
+        // line's `key=value` words (a space, an `=`) is shown as `unix:0`.
+        let address = socketPath.flatMap { path in
+            path.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "=") } && !path.isEmpty ? path + ":0" : nil
+        } ?? "unix:0"
+        let flags = session.isFollowing ? "UP" : "U"
+        let peer = session.peer.map { "uid=\($0.uid) gid=\($0.gid) pid=\($0.pid)" } ?? "uid=? gid=? pid=?"
+        return "id=\(session.id) addr=\(address) laddr=\(address) fd=-1 name=\(session.name ?? "") age=0 idle=0 flags=\(flags) db=0 "
+            + "sub=0 psub=0 ssub=0 multi=\(multi) qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 "
+            + "events=r cmd=client|info user=\(AccessCommands.userName(of: session)) redir=-1 resp=\(session.version.rawValue) "
+            + "lib-name=\(library.name) lib-ver=\(library.version) \(peer)\n"
     }
 }

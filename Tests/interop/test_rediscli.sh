@@ -86,8 +86,64 @@ expect_contains "empty key is BADKEY" "(error) BADKEY" "$(RT PUT rcli '' v)"
 expect_contains "bad cursor is BADCURSOR" "(error) BADCURSOR" "$(RT SCAN rcli nope)"
 expect_contains "wrong arity is ERR" "(error) ERR wrong number of arguments for 'PUT'" "$(RT PUT rcli k)"
 
-# The connection probes redis-cli and other Redis tools send.
-expect_eq "COMMAND answers an empty array" "(empty array)" "$(RT COMMAND DOCS)"
+# The connection probes redis-cli and other Redis tools send: COMMAND answers an empty array;
+# COMMAND DOCS an error, so that interactive redis-cli uses its own HELP table.
+expect_eq "COMMAND answers an empty array" "(empty array)" "$(RT COMMAND)"
+expect_contains "COMMAND DOCS is an error" "(error) ERR COMMAND DOCS is not supported" "$(RT COMMAND DOCS)"
+
+# Interactive redis-cli, on a terminal (a pty; TERM=dumb keeps linenoise from asking the
+# terminal for its cursor): it starts quietly, and HELP HSET prints redis-cli's own help (with an
+# empty COMMAND DOCS it printed an empty line).
+session=$(timeout "$T" python3 - "$SOCK" <<'PY'
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.environ["TERM"] = "dumb"
+    os.execvp("redis-cli", ["redis-cli", "-s", sys.argv[1]])
+out = b""
+def read_until(needle, seconds=5):
+    global out
+    end = time.time() + seconds
+    while needle not in out and time.time() < end:
+        if select.select([fd], [], [], 0.05)[0]:
+            try: data = os.read(fd, 65536)
+            except OSError: return
+            if not data: return
+            out += data
+prompt = b"> "
+read_until(prompt)
+for line in (b"HELP HSET", b"HSET rcli-interactive f v"):
+    os.write(fd, line + b"\r")
+    read_until(b"(integer)" if line.startswith(b"HSET") else b"group:")
+os.write(fd, b"quit\r")
+read_until(b"\0", 1)
+os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace").replace("\r", ""))
+PY
+)
+first_line=$(printf '%s\n' "$session" | head -1)
+case "$first_line" in
+    "redis $SOCK> HELP HSET") ok "interactive redis-cli starts quietly (its prompt first)" ;;
+    *) not_ok "interactive redis-cli starts quietly (its prompt first)"; printf '%s\n' "$session" | head -5 | show ;;
+esac
+expect_contains "interactive HELP HSET prints redis-cli's help for HSET" "key field value" "$session"
+expect_contains "... with its summary" "summary:" "$session"
+expect_contains "interactive HSET runs" "(integer) 1" "$session"
+
+# redis-cli --stat reads INFO's db0:keys, used_memory, connected_clients, blocked_clients,
+# total_commands_processed and total_connections_received (it printed LLONG_MIN without them).
+stat=$(timeout 3 script -qfc "redis-cli -s '$SOCK' --stat -i 1" /dev/null </dev/null 2>/dev/null | tr -d '\r' | sed -n 3p)
+read -r stat_keys stat_mem stat_clients stat_blocked _ <<<"$stat"
+case "$stat_mem" in
+    *-*|'') not_ok "redis-cli --stat shows the memory used"; note "line: $stat" ;;
+    *[0-9][BKMG]) ok "redis-cli --stat shows the memory used ($stat_mem)" ;;
+    *) not_ok "redis-cli --stat shows the memory used"; note "line: $stat" ;;
+esac
+expect_eq "redis-cli --stat: no blocked clients" "0" "$stat_blocked"
+check "redis-cli --stat: at least its own client connected" [ "${stat_clients:-0}" -ge 1 ]
+if [ -z "${ACTORKV_ETCD:-}" ]; then
+    check "redis-cli --stat counts the keys of every namespace (at least rcli's)" [ "${stat_keys:-0}" -ge 3 ]
+fi
 
 # Commands from stdin, one per line, over one connection.
 out=$(printf 'PUT rcli piped 1\nGET rcli piped\nDEL rcli piped\nGET rcli piped\n' | R)

@@ -21,8 +21,9 @@ enum ServerCommands {
                 return .simple("OK")
             })
         },
-        CommandSpec(name: "INFO", usage: "INFO", arity: .between(0, 1), flags: [.readOnly]) { (_) throws(CommandError) in
-            .local(LocalCommand { context in .bulk(await context.info(context.readableNamespaces)) })
+        CommandSpec(name: "INFO", usage: "INFO [section ...]", arity: .atLeast(0), flags: [.readOnly]) { (args) throws(CommandError) in
+            let sections = InfoSections(args)
+            return .local(LocalCommand { context in .bulk(sections.filter(await context.info(context.readableNamespaces))) })
         },
         CommandSpec(name: "NAMESPACES", usage: "NAMESPACES", arity: .exactly(0), flags: [.readOnly]) { (_) throws(CommandError) in
             .local(LocalCommand { context in
@@ -45,14 +46,21 @@ enum ServerCommands {
                 }
             })
         },
-        // redis-cli sends COMMAND DOCS on connecting: an empty answer lets it proceed.
-        CommandSpec(name: "COMMAND", usage: "COMMAND [...]", arity: .atLeast(0), flags: [.unrestricted]) { (_) throws(CommandError) in
-            .local(LocalCommand { _ in .array([]) })
+        // Redis tools probe COMMAND on connecting: an empty array lets them proceed quietly.
+        // COMMAND DOCS is an error instead: interactive redis-cli 7 builds its HELP table from
+        // COMMAND DOCS, and falls back to its own built-in help only when that is an error (an
+        // empty array would leave HELP with nothing to print).
+        CommandSpec(name: "COMMAND", usage: "COMMAND [...]", arity: .atLeast(0), flags: [.unrestricted]) { (args) throws(CommandError) in
+            if args.count > 0, CommandTable.matches(args[0], docsWord) {
+                throw CommandError(.syntax, "COMMAND DOCS is not supported: see protocol.md for ActorKV's commands")
+            }
+            return .local(LocalCommand { _ in .array([]) })
         },
         CommandSpec(name: "CONFIG", usage: "CONFIG GET parameter [parameter ...]", arity: .atLeast(2), flags: [.unrestricted], parse: parseConfig),
     ]
 
     private static let getWord = Array("GET".utf8)
+    private static let docsWord = Array("DOCS".utf8)
 
     /// CONFIG GET: the settings whose names match any of the (glob) patterns, as a map.
     private static func parseConfig(_ args: CommandArguments) throws(CommandError) -> Command {
@@ -69,5 +77,47 @@ enum ServerCommands {
             }
             return .map(pairs)
         })
+    }
+}
+
+/// The sections an `INFO` request asks for, and the filter that keeps only those of the INFO
+/// text. As in Redis: names in any letter case, several at once; none, `default`, `all` and
+/// `everything` mean every section; a name no section has adds nothing (`INFO nosuch` is empty).
+struct InfoSections: Sendable {
+    /// The lower-case section names asked for; nil: every section.
+    let names: Set<String>?
+
+    init(_ args: CommandArguments) {
+        var names: Set<String> = []
+        for i in 0..<args.count {
+            let name = String(decoding: args[i].map { $0 >= 65 && $0 <= 90 ? $0 | 0x20 : $0 }, as: UTF8.self)
+            if ["default", "all", "everything"].contains(name) {
+                self.names = nil
+                return
+            }
+            names.insert(name)
+        }
+        self.names = names.isEmpty ? nil : names
+    }
+
+    /// The sections of `text` (`# Name` lines, each section ending at an empty line) that were
+    /// asked for, in the text's order, separated by an empty line as INFO's are.
+    func filter(_ text: [UInt8]) -> [UInt8] {
+        guard let names else { return text }
+        let lines = String(decoding: text, as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)
+        var kept: [[Substring]] = []
+        var section: [Substring] = []
+        var keeping = false
+        for line in lines {
+            if line.hasPrefix("# ") {
+                if keeping, !section.isEmpty { kept.append(section) }
+                section = [line]
+                keeping = names.contains(line.dropFirst(2).lowercased())
+            } else if keeping, !line.isEmpty {
+                section.append(line)
+            }
+        }
+        if keeping, !section.isEmpty { kept.append(section) }
+        return Array(kept.map { $0.map { $0 + "\r\n" }.joined() }.joined(separator: "\r\n").utf8)
     }
 }

@@ -247,7 +247,12 @@ public final class Server: Sendable {
             "rejected_connections:\(statistics.rejectedConnections.load(ordering: .relaxed))",
             "total_commands_processed:\(statistics.commandsProcessed.load(ordering: .relaxed))",
             "protocol_errors:\(statistics.protocolErrors.load(ordering: .relaxed))",
+            "blocked_clients:0",
         ]
+        // Redis's names, for redis-cli --stat and clients that read them: the resident set size.
+        let resident = ServerStatistics.residentBytes()
+        lines += ["", "# Memory", "used_memory:\(resident)", "used_memory_human:\(ServerStatistics.humanBytes(resident))",
+                  "used_memory_rss:\(resident)", "used_memory_rss_human:\(ServerStatistics.humanBytes(resident))"]
         if let access {
             lines += ["", "# Access", "acl_file:\(access.path)", "acl_rules:\(access.ruleCount)", "acl_reloads:\(access.generation)"]
         }
@@ -279,6 +284,9 @@ public final class Server: Sendable {
                 lines.append("ns_\(name):status=unavailable,error=\(error.message.replacingNewlines)")
             }
         }
+        // Redis's keyspace line (redis-cli --stat counts db0:keys): the keys of the namespaces shown.
+        let (keys, expiring) = namespaces.reduce((0, 0)) { ($0.0 + $1.keys, $0.1 + $1.expiringKeys) }
+        lines += ["", "# Keyspace"] + (keys > 0 ? ["db0:keys=\(keys),expires=\(expiring),avg_ttl=0"] : [])
         return Array((lines.joined(separator: "\r\n") + "\r\n").utf8)
     }
 }

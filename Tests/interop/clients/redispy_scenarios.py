@@ -176,6 +176,18 @@ def connect_with_defaults():
     check("CLIENT ID is an integer", isinstance(client_id, int), f"CLIENT ID: {client_id!r}")
     info = r.client_info()
     expect_eq("CLIENT INFO names this connection's id", str(client_id), str(info.get("id")))
+    for field in ("addr", "laddr", "fd", "name", "age", "idle", "flags", "db", "multi", "cmd", "user", "resp"):
+        check(f"CLIENT INFO has Redis's '{field}'", field in info, f"client_info(): {info!r}")
+    expect_eq("CLIENT INFO: cmd", "client|info", info.get("cmd"))
+    # INFO with a section: only that section, with Redis's field names.
+    memory = r.info("memory")
+    check("INFO memory has used_memory, an integer > 0",
+          isinstance(memory.get("used_memory"), int) and memory["used_memory"] > 0, f"info('memory'): {memory!r}")
+    check("INFO memory holds only the memory section", "connected_clients" not in memory, f"info('memory'): {memory!r}")
+    expect_eq("INFO clients: blocked_clients", 0, r.info("clients").get("blocked_clients"))
+    r.hset(ns("info"), "f", "v")
+    keyspace = r.info("keyspace")
+    check("INFO keyspace counts db0's keys", keyspace.get("db0", {}).get("keys", 0) >= 1, f"info('keyspace'): {keyspace!r}")
     expect_eq("CLIENT SETNAME / GETNAME", True, r.client_setname("redispy-" + MODE))
     name = r.client_getname()
     expect_eq("CLIENT GETNAME", "redispy-" + MODE, name.decode() if isinstance(name, bytes) else name)

@@ -134,6 +134,50 @@ struct CLILockTests {
         }
     }
 
+    @Test("a process the command starts in the background keeps the lock while it has the lock's connection, as with flock(1): lock --timeout 0 exits 7 meanwhile, and the lock is free once it exits; lost meanwhile (--ttl): exit 4")
+    func backgroundProcessKeepsLock() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            let cli = try cliPath()
+            let dir = TemporaryDirectory("lck")
+            func pid(_ file: String) -> Int32 {
+                Int32(((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+            }
+            // The daemon: a sleep in the background, its standard streams not actorkv's (which
+            // would keep runCLI reading); it inherits the command's other descriptors, among
+            // them the lock's connection.
+            let daemon = #"sleep 120 </dev/null >/dev/null 2>&1 & echo $! > "$0"; echo "$ACTORKV_LOCK_TOKEN""#
+            var r = try await runCLI(["lock", "--timeout", "0", "locks", "daemon", "--", "/bin/sh", "-c", daemon, dir.path + "/1.pid"],
+                                     socket: s)
+            let first = pid(dir.path + "/1.pid")
+            defer { if first > 0 { kill(first, SIGKILL) } }
+            #expect(r.status == 0 && r.stderr.isEmpty, "actorkv exits with the command's status at once: \(r.status) \(r.stderr)")
+            let token = UInt64(r.text.trimmingCharacters(in: .whitespacesAndNewlines))
+            #expect(token != nil && first > 0, "\(r.text)")
+            r = try await runCLI(["lock", "--timeout", "0", "locks", "daemon", "--", "true"], socket: s)
+            #expect(r.status == 7 && r.stderr.contains("(held by "), "held while the daemon lives: \(r.status) \(r.stderr)")
+            #expect(try await kv.getVersioned("locks", "daemon")?.version == token)
+            kill(first, SIGKILL)
+            try await eventually("the lock is released once the daemon is gone") { try await kv.getVersioned("locks", "daemon") == nil }
+            r = try await runCLI(["lock", "--timeout", "0", "locks", "daemon", "--", "true"], socket: s)
+            #expect(r.status == 0, "free: \(r.status) \(r.stderr)")
+            #expect(try await kv.getVersioned("locks", "daemon") == nil, "and released at once when nothing else holds it")
+
+            // The lock's --ttl runs out before the command exits (it waits for that), the daemon
+            // still running: lost, exit 4, as when nothing else holds the connection.
+            let expiring = #"sleep 120 </dev/null >/dev/null 2>&1 & echo $! > "$0"; while "$1" --socket "$2" exists locks daemon >/dev/null; do sleep 0.05; done"#
+            r = try await runCLI(["lock", "--ttl", "0.3", "locks", "daemon", "--", "/bin/sh", "-c", expiring, dir.path + "/2.pid", cli, s],
+                                 socket: s)
+            let second = pid(dir.path + "/2.pid")
+            defer { if second > 0 { kill(second, SIGKILL) } }
+            #expect(second > 0 && r.status == 4, "\(r.status) \(r.stderr)")
+            #expect(r.stderr.contains("lock lost") && r.stderr.contains("expired") && r.stderr.contains("exited with status 0"), "\(r.stderr)")
+
+            r = try await runCLI(["--help"], socket: nil)
+            #expect(r.text.contains("keeps the lock, as with flock"))
+        }
+    }
+
     @Test("the command's exit status (128+N for signal N), ACTORKV_LOCK_TOKEN = the key's version, host:pid; 126, 127; usage errors")
     func commandAndStatus() async throws {
         try await withServer { server, kv in

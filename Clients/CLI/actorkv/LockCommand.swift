@@ -145,3 +145,86 @@ func runCommand(_ command: [[UInt8]], token: UInt64, descriptor: Int32, signalMa
     let signal = status & 0x7f
     return signal == 0 ? (status >> 8) & 0xff : 128 + signal
 }
+
+// MARK: A lock kept by a process that COMMAND started
+
+/// The inode number of the socket open on `descriptor`, or nil if it is not a socket.
+func socketInode(_ descriptor: Int32) -> UInt64? {
+    var info = stat()
+    guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK else { return nil }
+    return UInt64(info.st_ino)
+}
+
+/// Whether a process other than this one has the socket `inode` open, as /proc shows it (as
+/// fuser(1) and lsof(8) find it): true once a descriptor of another process is that socket,
+/// false when none is. Only the processes this one may inspect are seen: those of its user (not
+/// one made undumpable, as a setuid program is), every process for root. Nil when it cannot
+/// tell: no inode, or no /proc.
+///
+/// The processes are read in /proc's order, by increasing pid, so a holder that passes the
+/// socket on to a new child and exits while they are read is still seen: the child, created
+/// before the parent exits, comes later in the order (unless pids wrapped around).
+func socketOpenElsewhere(inode: UInt64?) -> Bool? {
+    guard let inode, let processes = opendir("/proc") else { return nil }
+    defer { closedir(processes) }
+    let target = Array("socket:[\(inode)]".utf8).map { CChar(bitPattern: $0) }
+    let me = getpid()
+    var link = [CChar](repeating: 0, count: target.count + 1)
+    while let process = readdir(processes) {
+        guard let pid = Int32(entryName(process)), pid != me,
+              let descriptors = opendir("/proc/\(pid)/fd") else { continue }  // not a process, or not ours to see
+        defer { closedir(descriptors) }
+        while let descriptor = readdir(descriptors) {
+            let n = withUnsafePointer(to: &descriptor.pointee.d_name) { name in
+                name.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: name.pointee)) {
+                    readlinkat(dirfd(descriptors), $0, &link, link.count)
+                }
+            }
+            if n == target.count && link.prefix(n).elementsEqual(target) { return true }
+        }
+    }
+    return false
+}
+
+/// The name of a directory entry.
+private func entryName(_ entry: UnsafeMutablePointer<dirent>) -> String {
+    withUnsafePointer(to: &entry.pointee.d_name) { name in
+        name.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: name.pointee)) { String(cString: $0) }
+    }
+}
+
+/// Why `held` is no longer held, or nil if it is: the server has closed the lock's connection,
+/// or the lock's key no longer has the lock's token (it expired after the lock's ttl, or was
+/// deleted or overwritten), as `client` reads it on a connection of its own. What
+/// ``HeldLock/release()`` finds, without releasing. Throws the error of that read, with the
+/// command's status in its message.
+func lockLostReason(_ held: HeldLock, checkingWith client: ActorKVClient) async throws(Failure) -> String? {
+    let copy = held.inheritableDescriptor()
+    if copy >= 0 {
+        defer { _ = close(copy) }
+        // POLLRDHUP (Linux's 0x2000, which Glibc's module lacks): the server shut its end down
+        // or closed it; POLLHUP: both directions are shut.
+        let peerClosed: Int16 = 0x2000
+        var entry = pollfd(fd: copy, events: peerClosed, revents: 0)
+        if poll(&entry, 1, 0) == 1 && entry.revents & (peerClosed | Int16(POLLHUP | POLLERR)) != 0 {
+            return "the connection holding it broke, and the server released the lock"
+        }
+    }
+    let found: VersionedValue?
+    do throws(ActorKVError) {
+        found = try await client.getVersioned(held.namespace, held.key)
+    } catch {
+        throw Failure(code: Exit.connection, message: "actorkv: lock: cannot tell whether the lock is still held: \(error)")
+    }
+    guard found?.version == held.token else {
+        return "the key no longer had this lock's version: it expired (the lock's ttl) or was deleted or overwritten by someone else"
+    }
+    return nil
+}
+
+/// Keeps `held` (and with it the lock's connection) as it is until this process exits: neither
+/// released nor shut down (which its deinit would do, for every process that has the connection).
+/// The kernel closes this process's copy of the connection at exit.
+func keepUntilExit(_ held: HeldLock) {
+    _ = Unmanaged.passRetained(held)
+}

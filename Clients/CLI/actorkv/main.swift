@@ -75,18 +75,24 @@ Commands:
                               read NS (NOPERM: refused, or cut off by a reload of the server's rules)
   lock [--timeout SECS] [--ttl SECS] NS KEY [--] COMMAND [ARG...]
                               wait for the lock named KEY in NS, run COMMAND (looked up in PATH)
-                              holding it, release it, and exit with COMMAND's exit status (128+N if
-                              signal N killed it), as flock(1) does. COMMAND gets the lock's fencing
-                              token in $ACTORKV_LOCK_TOKEN: a number larger for each holder of the
-                              lock than for every holder before it (pass it with writes that a
-                              resource can refuse when it has seen a larger one). While held, KEY's
-                              value is HOST:PID of the actorkv holding it.
+                              holding it, release it when COMMAND exits, and exit with COMMAND's
+                              exit status (128+N if signal N killed it), as flock(1) does. COMMAND
+                              gets the lock's fencing token in $ACTORKV_LOCK_TOKEN: a number larger
+                              for each holder of the lock than for every holder before it (pass it
+                              with writes that a resource can refuse when it has seen a larger
+                              one). While held, KEY's value is HOST:PID of the actorkv holding it.
                               The lock is KEY, written on a connection of its own: the server
                               releases the lock when that connection closes, and COMMAND inherits
-                              it. So if actorkv is killed (even with kill -9), the lock stays held
-                              until COMMAND has exited too, and is released then: it is never left
-                              behind, nor released while COMMAND runs (a daemon that COMMAND starts
-                              keeps it, as with flock). Waiting follows NS's changes (no polling).
+                              it, as do the processes COMMAND starts. The lock is held while any
+                              of them has the connection open: if actorkv is killed (even with
+                              kill -9), until COMMAND has exited too; and a process that COMMAND
+                              started (a daemon) and that still has the connection when COMMAND
+                              exits keeps the lock, as with flock: actorkv exits then without
+                              releasing it, and the server releases it once the last process
+                              that has the connection exits or closes it. (actorkv looks for such
+                              a process in /proc, among the processes it may inspect: its user's.)
+                              So the lock is never left behind, nor released while COMMAND runs.
+                              Waiting follows NS's changes (no polling).
                               --timeout SECS  give up after SECS seconds (exit 7; COMMAND is not
                                               run); 0: one attempt; default: wait for ever. (The
                                               --timeout before 'lock' bounds each server reply.)
@@ -627,6 +633,7 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
             }
             let outcome: Result<Int32, Failure>
             let descriptor = held.inheritableDescriptor()
+            let connection = descriptor < 0 ? nil : socketInode(descriptor)
             if descriptor < 0 {
                 outcome = .failure(Failure(code: Exit.commandNotRunnable,
                                            message: "actorkv: lock: cannot pass the lock's connection on: \(errnoText(errno))"))
@@ -637,6 +644,21 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
                 } catch {
                     outcome = .failure(error)
                 }
+            }
+            if case .success(let commandStatus) = outcome, socketOpenElsewhere(inode: connection) != false {
+                // A process that COMMAND started (a daemon) still has the lock's connection open:
+                // it keeps the lock, as it would keep flock(1)'s. Releasing would delete the key,
+                // and shut the connection down for every process that has it; so actorkv only
+                // checks that the lock is still held and exits, closing its own copy: the server
+                // releases the lock when the last copy is closed. (Lost or not, the connection is
+                // the daemon's too: it is not shut down.)
+                keepUntilExit(held)
+                if let reason = try await lockLostReason(held, checkingWith: client) {
+                    let lost = ActorKVError.lockLost(namespace: namespace, key: args[1], token: held.token, reason: reason)
+                    throw Failure(code: Exit.connection, message: "actorkv: \(lost) (the command exited with status \(commandStatus))")
+                }
+                status = commandStatus
+                break
             }
             do throws(ActorKVError) {
                 try await held.release()

@@ -30,6 +30,8 @@ public final class ServerProcess: Sendable {
     public let arguments: [String]
     /// Whom the server runs as; nil: as this process.
     public let user: ServerUser?
+    /// The open files limit (soft and hard) the server starts under; nil: this process's.
+    public let openFiles: Int?
     private let environment: [String: String]?
     private let current: Mutex<ChildProcess>
 
@@ -46,23 +48,26 @@ public final class ServerProcess: Sendable {
     /// handed to it.
     public convenience init(directory: TemporaryDirectory = TemporaryDirectory("srv"), arguments: [String] = [],
                             environment: [String: String]? = nil, user: ServerUser? = nil) throws {
-        try self.init(spawningIn: directory, arguments: arguments, environment: environment, user: user)
+        try self.init(spawningIn: directory, arguments: arguments, environment: environment, user: user, openFiles: nil)
         let deadline = ContinuousClock.now + Self.startTimeout
         var probe: PingProbe?
         while try !isReady(&probe, deadline: deadline) { usleep(10_000) }
     }
 
     /// Starts `actorkvd` like ``init(directory:arguments:environment:user:)``, but waits for it
-    /// suspended rather than blocking a thread.
+    /// suspended rather than blocking a thread. With `openFiles`, the server (not run as another
+    /// `user`) starts under that open files limit, soft and hard (through prlimit(1)).
     public static func started(directory: TemporaryDirectory = TemporaryDirectory("srv"), arguments: [String] = [],
-                               environment: [String: String]? = nil, user: ServerUser? = nil) async throws -> ServerProcess {
-        let server = try ServerProcess(spawningIn: directory, arguments: arguments, environment: environment, user: user)
+                               environment: [String: String]? = nil, user: ServerUser? = nil,
+                               openFiles: Int? = nil) async throws -> ServerProcess {
+        let server = try ServerProcess(spawningIn: directory, arguments: arguments, environment: environment, user: user,
+                                       openFiles: openFiles)
         try await server.waitUntilReady()
         return server
     }
 
     private init(spawningIn directory: TemporaryDirectory, arguments: [String], environment: [String: String]?,
-                 user: ServerUser?) throws {
+                 user: ServerUser?, openFiles: Int?) throws {
         if let user {
             // The server creates its socket and data directory here: the directory must be its
             // own (actorkvd refuses a socket directory or data directory another user owns).
@@ -78,13 +83,20 @@ public final class ServerProcess: Sendable {
         self.arguments = arguments
         self.environment = environment
         self.user = user
+        self.openFiles = openFiles
         current = Mutex(try Self.spawn(socketPath: socketPath, dataPath: dataPath, arguments: arguments,
-                                       environment: environment, user: user, logPath: logPath))
+                                       environment: environment, user: user, openFiles: openFiles, logPath: logPath))
     }
 
     private static func spawn(socketPath: String, dataPath: String, arguments: [String],
-                              environment: [String: String]?, user: ServerUser?, logPath: String) throws -> ChildProcess {
+                              environment: [String: String]?, user: ServerUser?, openFiles: Int?,
+                              logPath: String) throws -> ChildProcess {
         let command = [try executable(), "--socket", socketPath, "--data-dir", dataPath] + arguments
+        if let openFiles {
+            // prlimit executes actorkvd in its own process, the limit set: the pid is the server's.
+            return try ChildProcess("/usr/bin/prlimit", ["--nofile=\(openFiles):\(openFiles)", "--"] + command,
+                                    environment: environment, stderr: .file(logPath))
+        }
         guard let user else {
             return try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, stderr: .file(logPath))
         }
@@ -107,7 +119,7 @@ public final class ServerProcess: Sendable {
     public func restart() async throws {
         guard !process.isRunning else { throw TestFailure("restart: actorkvd (pid \(pid)) is still running") }
         let next = try Self.spawn(socketPath: socketPath, dataPath: dataPath, arguments: arguments,
-                                  environment: environment, user: user, logPath: logPath)
+                                  environment: environment, user: user, openFiles: openFiles, logPath: logPath)
         current.withLock { $0 = next }
         try await waitUntilReady()
     }

@@ -144,6 +144,16 @@ enum SocketCalls {
     /// Half-closes: the peer reads end of file after what was sent; reading continues.
     static func shutdownWrite(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
 
+    /// Opens up to `count` descriptors on /dev/null, held in reserve until ``release(_:)``.
+    static func reserveDescriptors(_ count: Int) -> [Int32] {
+        (0..<count).map { _ in Glibc.open("/dev/null", O_RDONLY | O_CLOEXEC) }.filter { $0 >= 0 }
+    }
+
+    /// Closes descriptors held in reserve.
+    static func release(_ reserve: [Int32]) {
+        for fd in reserve { close(fd) }
+    }
+
     /// Raises the soft open-files limit to at least `wanted` (up to the hard limit); returns the result.
     static func raiseOpenFileLimit(to wanted: Int) -> Int {
         var limit = rlimit()

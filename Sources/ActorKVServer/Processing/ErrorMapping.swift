@@ -71,6 +71,8 @@ public enum ErrorMapping {
         case .unsafeDirectory, .invalidArgument, .locked: return .err
         // Redis's INCR errors: "-ERR value is not an integer…", "-ERR increment … would overflow".
         case .notAnInteger, .overflow: return .err
+        // As Redis's "-ERR max number of clients reached": the message names the flag.
+        case .tooManyNamespaces: return .err
         case .compacted: return .compacted
         case .unavailable: return .unavailable
         }

@@ -40,9 +40,11 @@ public final class Server: Sendable {
     /// with millions of keys takes longer than the rest of the shutdown.
     public func run() async throws {
         let config = configuration
-        // Clients, sockets closing in the background (at most 1024), and 256 for the data files.
-        let wanted = config.maxClients + 1024 + 256
+        // Clients, sockets closing in the background (at most 1024), a log per namespace, and
+        // 256 for the other files (epoll, snapshots being written, history being read).
+        let wanted = config.maxClients + 1024 + config.maxNamespaces + 256
         let limit = SocketCalls.raiseOpenFileLimit(to: wanted)
+        let namespaceLimit = Self.namespaceLimit(configured: config.maxNamespaces, openFiles: limit, wanted: wanted)
         try checkSocketDirectory()
         let staleSocket = try checkSocketPath()
         let wake: WakeSignal
@@ -57,16 +59,23 @@ public final class Server: Sendable {
             return
         }
         let store: Store
-        do { store = try Store(directory: config.dataDirectory, options: config.storeOptions(log: log, executor: executor)) } catch {
+        var options = config.storeOptions(log: log, executor: executor)
+        options.maxNamespaces = namespaceLimit
+        do { store = try Store(directory: config.dataDirectory, options: options) } catch {
             let hint = error.code == .unsafeDirectory ? " (--allow-shared-data-dir)" : ""
             throw StartupError(description: error.message + hint)
         }
         openStore.withLock { $0 = store }
         log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(config.maxClients), open files limit \(limit)")
         if limit < wanted {
-            log("warning: the open files limit (\(limit), hard limit reached) is below the \(wanted) that --max-clients \(config.maxClients) needs; past about \(max(0, limit - 256)) connections new ones get -MAXCLIENTS")
+            log("warning: the open files limit (\(limit), hard limit reached) is below the \(wanted) that --max-clients \(config.maxClients) and --max-namespaces \(config.maxNamespaces) need: namespaces are limited to \(namespaceLimit), and new connections get -MAXCLIENTS once the descriptors run out")
         }
+        // Descriptors kept for the loop (epoll, the listener) while the namespaces open, however
+        // many namespaces there are: a data directory with more than fit still starts, those
+        // that do not fit reported unavailable.
+        let reserve = SocketCalls.reserveDescriptors(16)
         let unavailable = await store.openAll()
+        SocketCalls.release(reserve)
         if SignalHandling.received.load(ordering: .relaxed) != 0 {
             let notDurable = await store.close()
             guard notDurable.isEmpty else {
@@ -87,6 +96,15 @@ public final class Server: Sendable {
             throw ShutdownError(description: "shut down, but the logs of \(notDurable.count) namespace(s) may not be on disk (their fsync failed; see above): \(notDurable.joined(separator: ", "))")
         }
         log("shut down cleanly (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
+    }
+
+    /// How many namespaces the store may hold: `--max-namespaces`, or, when the open files limit
+    /// cannot cover everything (`wanted`), at most half of what is left of it after 256 for the
+    /// server's own files, so that namespaces cannot take every descriptor from the connections
+    /// (and the connections cannot stop namespaces from opening).
+    static func namespaceLimit(configured: Int, openFiles limit: Int, wanted: Int) -> Int {
+        guard limit < wanted else { return configured }
+        return min(configured, max(16, (limit - 256) / 2))
     }
 
     /// Runs the event loop on a thread of its own until a shutdown signal, then removes the

@@ -14,6 +14,9 @@ public struct ServerConfiguration: Sendable {
     public var socketMode: UInt32 = 0o600
     /// The most clients connected at once.
     public var maxClients = 10_000
+    /// The most namespaces the data directory may hold (each keeps its log open): a write that
+    /// would create one more is refused.
+    public var maxNamespaces = 1024
     /// Framing limits (inline line, bulk length, arguments, request size).
     public var protocolLimits = ProtocolLimits()
     /// The largest value a PUT may store.
@@ -80,6 +83,7 @@ public struct ServerConfiguration: Sendable {
                                    allowSharedDirectory: allowSharedDataDirectory, log: log)
         options.changesHistory = changesHistory
         options.changesLagBytes = changesLagBytes
+        options.maxNamespaces = maxNamespaces
         options.backgroundExecutor = executor
         options.serialExecutor = executor
         return options
@@ -117,6 +121,8 @@ extension ServerConfiguration {
       --fsync POLICY             always | everysec | no                    (default everysec)
       --socket-mode OCTAL        permission bits of the socket             (default 600)
       --max-clients N            most connections at once                  (default 10000)
+      --max-namespaces N         most namespaces; a write that would create one
+                                 more gets -ERR (each keeps its log open)  (default 1024)
       --max-value-bytes N        largest value a PUT may store             (default 33554432, 32 MiB)
       --max-bulk-bytes N         largest bulk string in a request          (default 67108864, 64 MiB)
       --max-inline-bytes N       longest inline (typed) request line       (default 65536)
@@ -188,7 +194,7 @@ extension ServerConfiguration {
     }
 
     private static let knownFlags: Set<String> = [
-        "--socket", "--data-dir", "--fsync", "--socket-mode", "--max-clients", "--max-value-bytes", "--max-bulk-bytes",
+        "--socket", "--data-dir", "--fsync", "--socket-mode", "--max-clients", "--max-namespaces", "--max-value-bytes", "--max-bulk-bytes",
         "--max-inline-bytes", "--max-arguments", "--max-request-bytes", "--max-output-bytes", "--snapshot-interval", "--compact-ratio",
         "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace", "--execution", "--changes-history",
         "--changes-lag-bytes", "--acl", "--etcd", "--etcd-prefix", "--ephemeral-ttl",
@@ -205,6 +211,7 @@ extension ServerConfiguration {
             }
             c.socketMode = mode
         case "--max-clients": c.maxClients = try positive(flag, value)
+        case "--max-namespaces": c.maxNamespaces = try positive(flag, value)
         case "--max-value-bytes": c.maxValueBytes = try positive(flag, value)
         case "--max-bulk-bytes": c.protocolLimits.maxBulkLength = try positive(flag, value)
         case "--max-inline-bytes": c.protocolLimits.maxInlineLength = try positive(flag, value)

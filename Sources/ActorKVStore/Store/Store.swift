@@ -22,7 +22,12 @@ public actor Store {
     private let keeper: Housekeeper
     private var onDisk: Set<String>
     private var opening: [String: Task<Namespace, any Error>] = [:]
+    /// Namespaces whose files are corrupt: unavailable until the server restarts.
     private var failed: [String: StoreError] = [:]
+    /// Namespaces that exist but could not be opened for another reason (a file's permissions,
+    /// no space, no file descriptor left): the next access tries again; until it succeeds they
+    /// are reported unavailable with this error.
+    private var openFailures: [String: StoreError] = [:]
     private nonisolated let openNamespaces = Mutex<[String: Namespace]>([:])
     private var isClosed = false
     /// Every namespace's change feed, made when the namespace opens or someone follows it first.
@@ -208,7 +213,10 @@ public actor Store {
     /// its files before answering); returns the errors of those that could not be opened.
     public func openAll() async -> [String: StoreError] {
         for name in onDisk.sorted() { _ = try? await open(name, create: false) }
-        return failed
+        if onDisk.count > options.maxNamespaces {
+            options.log("warning: the data directory holds \(onDisk.count) namespaces, more than the limit of \(options.maxNamespaces): all were opened, but no new one can be created")
+        }
+        return failed.merging(openFailures) { corrupt, _ in corrupt }
     }
 
     private func open(_ name: String, create: Bool) async throws(StoreError) -> Namespace? {
@@ -217,6 +225,9 @@ public actor Store {
         if let ns = openNamespace(name) { return ns }
         if let error = failed[name] { throw error }
         if !create && !onDisk.contains(name) { return nil }
+        if !onDisk.contains(name) && onDisk.count >= options.maxNamespaces {
+            throw StoreError(.tooManyNamespaces, "namespace '\(name)' would be one more than the \(options.maxNamespaces) this server holds (actorkvd --max-namespaces); nothing was written")
+        }
         let task = opening[name] ?? startOpening(name)
         do {
             return try await task.value
@@ -268,6 +279,7 @@ public actor Store {
 
     private func finishOpening(_ name: String, _ ns: Namespace) {
         opening[name] = nil
+        openFailures[name] = nil
         openNamespaces.withLock { $0[name] = ns }
         keeper.adopt(ns)
     }
@@ -277,10 +289,12 @@ public actor Store {
         if error.code == .corrupt { failed[name] = error }
         // A namespace that could not be created does not exist: the next open creates it again.
         else if wasNew { onDisk.remove(name) }
+        else { openFailures[name] = error }
     }
 
-    /// The error that keeps a namespace unavailable, if any.
-    public func unavailability(of name: String) -> StoreError? { failed[name] }
+    /// The error that keeps a namespace unavailable, if any: its files are corrupt, or its last
+    /// attempt to open failed (the next access tries again).
+    public func unavailability(of name: String) -> StoreError? { failed[name] ?? openFailures[name] }
 
     /// Statistics of every open namespace, sorted by name.
     public func statistics() async -> [NamespaceStatistics] {

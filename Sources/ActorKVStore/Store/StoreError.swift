@@ -36,6 +36,8 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case overflow
         /// A change feed asked to resume from changes the namespace no longer holds.
         case compacted
+        /// A write would create a namespace past ``StoreOptions/maxNamespaces``: nothing was done.
+        case tooManyNamespaces
         /// Where the data lives cannot be reached now (cluster mode: no etcd member answers, or
         /// the cluster has no leader or quorum): nothing was done; try again later.
         case unavailable

@@ -109,6 +109,11 @@ public struct StoreOptions: Sendable {
     /// How many bytes of recent changes a followed namespace holds in memory: a follower that
     /// falls further behind is dropped (16 MiB by default).
     public var changesLagBytes = 16 << 20
+    /// The most namespaces the data directory may hold: a write that would create one more fails
+    /// with ``StoreError/Code/tooManyNamespaces``. Each open namespace keeps its log open (a
+    /// file descriptor) and its own background work, so the server bounds them as it bounds
+    /// connections. Namespaces already there are opened whatever their number. No limit by default.
+    public var maxNamespaces = Int.max
     /// For tests: the injector whose armed faults this store's syscalls and failpoints obey, and
     /// no other store's. Nil (the default) injects nothing.
     public var faults: FaultInjector?

@@ -1,0 +1,89 @@
+import ActorKVProtocol
+import ActorKVTestSupport
+import Foundation
+import Testing
+
+/// Namespaces are bounded as connections are: each keeps its log open, so a client creating them
+/// without end used to take every file descriptor (new connections, compactions and, at last, the
+/// process itself failed; a restart could not even create its epoll descriptor).
+@Suite struct NamespaceLimitTests {
+    static func isTooMany(_ reply: Reply, _ name: String, limit: Int) -> Bool {
+        guard case .error(let text) = reply else { return false }
+        return text.hasPrefix("ERR namespace '\(name)' would be one more than the \(limit) this server holds (actorkvd --max-namespaces)")
+    }
+
+    @Test func aWriteThatWouldCreateOneNamespaceTooManyIsRefusedAndNothingIsCreated() async throws {
+        let server = try await ServerProcess.started(arguments: ["--max-namespaces", "3"])
+        defer { server.stop() }
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            for name in ["a", "b", "c"] { #expect(try c.command(["PUT", name, "k", "v"]) == .simple("OK")) }
+            let refused = try c.command(["PUT", "d", "k", "v"])
+            #expect(Self.isTooMany(refused, "d", limit: 3), "PUT d: \(refused)")
+            let hset = try c.command(["HSET", "d", "f", "v"])
+            #expect(Self.isTooMany(hset, "d", limit: 3), "HSET d: \(hset)")
+            #expect(try c.command(["GET", "d", "k"]) == .null)
+            #expect(try c.command(["NAMESPACES"]) == .array([.bulk("a"), .bulk("b"), .bulk("c")]))
+            #expect(!FileManager.default.fileExists(atPath: server.dataPath + "/d"))
+            // The namespaces there take writes as before; the connection is still usable.
+            #expect(try c.command(["PUT", "a", "k2", "v2"]) == .simple("OK"))
+            #expect(try c.command(["GET", "a", "k2"]) == .bulk("v2"))
+        }
+    }
+
+    @Test func namespacesBeyondALoweredLimitStillOpen() async throws {
+        let directory = TemporaryDirectory("nslimit")
+        do {
+            let first = try await ServerProcess.started(directory: directory)
+            try await onOwnThread {
+                let c = try RawConnection(path: first.socketPath)
+                for name in ["a", "b", "c"] { #expect(try c.command(["PUT", name, "k", name]) == .simple("OK")) }
+            }
+            #expect(first.stop() == 0)
+        }
+        let second = try await ServerProcess.started(directory: directory, arguments: ["--max-namespaces", "2"])
+        defer { second.stop() }
+        try await onOwnThread {
+            let c = try RawConnection(path: second.socketPath)
+            for name in ["a", "b", "c"] {
+                #expect(try c.command(["GET", name, "k"]) == .bulk(name))
+                #expect(try c.command(["PUT", name, "k2", "v"]) == .simple("OK"))
+            }
+            #expect(Self.isTooMany(try c.command(["PUT", "d", "k", "v"]), "d", limit: 2))
+        }
+        #expect(second.log.contains("warning: the data directory holds 3 namespaces, more than the limit of 2: all were opened, but no new one can be created"))
+    }
+
+    /// Under an open files limit too low for the default 1,024 namespaces, the server limits them
+    /// to half of what is left after its own files, so namespaces never take the descriptors that
+    /// connections, compactions and a restart need.
+    @Test func aLowOpenFilesLimitBoundsNamespacesBeforeDescriptorsRunOut() async throws {
+        let server = try await ServerProcess.started(arguments: ["--max-clients", "10"], openFiles: 400)
+        defer { server.stop() }
+        let expected = (400 - 256) / 2
+        #expect(server.log.contains("namespaces are limited to \(expected)"), "log: \(server.log)")
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            var created = 0
+            for i in 0..<400 {
+                let reply = try c.command(["PUT", "n\(i)", "k", "v"])
+                if reply == .simple("OK") { created += 1; continue }
+                #expect(Self.isTooMany(reply, "n\(i)", limit: expected), "PUT n\(i): \(reply)")
+                break
+            }
+            #expect(created == expected)
+            // Descriptors are left for what the server does next: more connections, a snapshot.
+            let others = try (0..<5).map { _ in try RawConnection(path: server.socketPath) }
+            for other in others { #expect(try other.command(["PING"]) == .simple("PONG")) }
+            #expect(try c.command(["COMPACT", "n0"]) == .simple("OK"))
+        }
+        // And a restart opens every namespace and serves.
+        #expect(server.stop() == 0)
+        try await server.restart()
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["GET", "n\(expected - 1)", "k"]) == .bulk("v"))
+        }
+        #expect(server.log.contains("ready: \(expected) namespaces (0 unavailable)"), "log: \(server.log)")
+    }
+}

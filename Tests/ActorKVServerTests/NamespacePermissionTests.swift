@@ -32,6 +32,34 @@ struct NamespacePermissionTests {
         return error.kind == .wire(.noPerm) ? error.message : "not NOPERM: \(error.message)"
     }
 
+    @Test("an ACL file that others may write to, or that another user owns, is refused at load, and a reload then keeps the rules in force")
+    func unsafeFileRefused() throws {
+        let path = directory.path + "/acl.conf"
+        let access = try access("uid:2001 ns read\n")
+        try write("uid:2001 * read write admin\n")
+        chmod(path, 0o666)
+        #expect(throws: AccessRulesError(file: path, line: nil, message: "other users may write to it (mode 666), and whoever writes it grants every right; run chmod go-w on it")) {
+            try access.reload()
+        }
+        #expect(access.rights(of: Self.peer, on: "other") == [], "the file's new rules are not in force")
+        chmod(path, 0o620)
+        #expect(throws: AccessRulesError.self) { try AccessControl(path: path, ownUID: 0, names: Self.names) }
+        chmod(path, 0o644)
+        #expect(try access.reload() == 1)
+        #expect(access.rights(of: Self.peer, on: "other") == [.read, .write, .admin])
+        // Owned by a user other than the server's and root (chown needs root: the CI runs as root).
+        if geteuid() == 0 {
+            chown(path, 4242, 4242)
+            #expect(throws: AccessRulesError(file: path, line: nil, message: "it is owned by uid 4242, neither the server's uid 0 nor root, and its owner could grant every right; chown it")) {
+                try AccessControl(path: path, ownUID: 0, names: Self.names)
+            }
+        }
+        #expect(AccessRules.ownershipProblem(uid: 0, mode: 0o100600, serverUID: 1000) == nil, "root may own it")
+        #expect(AccessRules.ownershipProblem(uid: 1000, mode: 0o100644, serverUID: 1000) == nil, "the server's user may own it")
+        #expect(AccessRules.ownershipProblem(uid: 1000, mode: 0o100640, serverUID: 0) != nil, "another user may not")
+        #expect(AccessRules.ownershipProblem(uid: 0, mode: 0o100602, serverUID: 0) != nil, "nor may others write it")
+    }
+
     @Test("every command of the table, on a namespace where the peer has no right, is refused with the right it declares, or runs if it needs none")
     func everyCommandJudged() throws {
         let rights = ConnectionRights(access: try access("uid:2001 other read write admin\n"), peer: Self.peer)

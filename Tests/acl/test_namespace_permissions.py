@@ -637,6 +637,12 @@ class Startup(unittest.TestCase):
         path = os.path.join(self.dir, "nope.conf")
         self.assertIn("%s: cannot read: No such file or directory" % path, self.refused(path))
 
+    def test_writable_by_others(self):
+        path = self.write("* * read\n")
+        os.chmod(path, 0o666)
+        self.assertIn("%s: other users may write to it (mode 666), and whoever writes it grants every right; "
+                      "run chmod go-w on it" % path, self.refused(path))
+
     def test_directory(self):
         self.assertIn("%s: cannot read: Is a directory" % self.dir, self.refused(self.dir))
 

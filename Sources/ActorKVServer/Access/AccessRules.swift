@@ -103,15 +103,33 @@ extension AccessRules {
         }
     }
 
-    /// The size of the open file `fd`; throws unless it is a regular file.
+    /// The size of the open file `fd`; throws unless it is a regular file that only the server's
+    /// user (or root) may change: whoever may write the rules holds every right, so a file that
+    /// others may write to or that another user owns is refused, as sshd's StrictModes does and
+    /// as the data directory is.
     private static func regularFileSize(_ fd: Int32, _ path: String) throws(AccessRulesError) -> Int {
         var status = stat()
         guard fstat(fd, &status) == 0 else { throw cannotRead(path, errno) }
         switch status.st_mode & S_IFMT {
-        case S_IFREG: return Int(status.st_size)
+        case S_IFREG: break
         case S_IFDIR: throw cannotRead(path, EISDIR)
         default: throw AccessRulesError(file: path, line: nil, message: "cannot read: not a regular file")
         }
+        if let problem = ownershipProblem(uid: status.st_uid, mode: status.st_mode, serverUID: geteuid()) {
+            throw AccessRulesError(file: path, line: nil, message: problem)
+        }
+        return Int(status.st_size)
+    }
+
+    /// Why a file with this owner and mode may not hold the rules, or nil if it may.
+    static func ownershipProblem(uid: uid_t, mode: mode_t, serverUID: uid_t) -> String? {
+        if mode & 0o022 != 0 {
+            return "other users may write to it (mode \(String(mode & 0o777, radix: 8))), and whoever writes it grants every right; run chmod go-w on it"
+        }
+        if uid != serverUID && uid != 0 {
+            return "it is owned by uid \(uid), neither the server's uid \(serverUID) nor root, and its owner could grant every right; chown it"
+        }
+        return nil
     }
 
     private static func cannotRead(_ path: String, _ code: Int32) -> AccessRulesError {

@@ -637,7 +637,7 @@ struct DurabilityTests {
         }
     }
 
-    @Test("an I/O error while opening is not corruption: the namespace opens once the error is gone",
+    @Test("an I/O error while opening is not corruption: the namespace is reported unavailable with it, and opens once the error is gone",
           arguments: ["log", "snapshot"])
     func transientOpenError(file: String) async throws {
         let dir = TemporaryDirectory("readerr")
@@ -654,10 +654,11 @@ struct DurabilityTests {
             faults.failSyscall(.read, pathContains: log, errno: EIO)
             let error = try #require(await storeError { _ = try await store.namespace("r") })
             #expect(error.code == .io)
-            #expect(await store.unavailability(of: "r") == nil)
+            #expect(await store.unavailability(of: "r") == error)
             faults.reset()
             let opened = try await store.namespace("r")
             #expect(await opened.get(b("k")) == b("v"))
+            #expect(await store.unavailability(of: "r") == nil)
         }
         #expect(try readFile(log) == before)
     }

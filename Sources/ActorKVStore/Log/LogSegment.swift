@@ -31,6 +31,7 @@ final class LogSegment: Sendable {
 ///     <data-dir>/<namespace>/snapshot.json        the last snapshot
 ///     <data-dir>/<namespace>/snapshot.json.tmp    a snapshot being written (removed on open)
 ///     <data-dir>/<namespace>/000001.log …         log segments, replayed in ascending order
+///     <data-dir>/<namespace>/closed-cleanly       the last sequence at the last clean close (CleanCloseMarker)
 struct NamespaceFiles: Sendable {
     /// The namespace's directory.
     let directory: String

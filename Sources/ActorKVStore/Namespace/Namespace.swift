@@ -805,6 +805,12 @@ public actor Namespace {
         if let earlier = syncer.failure { return earlier }
         do {
             try await BlockingIO.run { () throws(StoreError) in try syncer.syncNow() }
+            let (files, last, name, log) = (self.files, lastSequence, name, options.log)
+            _ = try? await BlockingIO.run { () throws(StoreError) in
+                do { try CleanCloseMarker.write(through: last, files: files) } catch {
+                    log("namespace \(name): writing \(CleanCloseMarker.fileName) failed (\(error)); the next start checks its log as after a crash")
+                }
+            }
             return nil
         } catch {
             options.log("namespace \(name): the final fsync failed: \(error.message)")

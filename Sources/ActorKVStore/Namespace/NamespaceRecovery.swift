@@ -167,6 +167,9 @@ enum NamespaceRecovery {
         found.data = replay.data
         found.lastSequence = max(replay.lastSequence, state.lastSequence)
         found.recordsReplayed = replay.replayed
+        // The torn tail is judged by the whole file's last sequence too: after a clean close,
+        // nothing it held may look torn.
+        try CleanCloseMarker.check(lastSequence: found.lastSequence, files: files)
         return found
     }
 

@@ -1,0 +1,79 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The file a namespace writes when it closes cleanly, `<namespace>/closed-cleanly`: the last
+/// sequence number its files held then, all fsync'd before the file is written.
+///
+/// Recovery cannot tell every kind of damage at the end of the last log segment from an append a
+/// crash cut short (a flipped bit in the last record's length reads as a record running past the
+/// end), and a missing last segment leaves no trace in the others. After a clean close neither
+/// can be a crash's doing, and this file says how far the files must reach: recovery refuses a
+/// namespace whose snapshot and log end before it (``check(lastSequence:files:)``), changing
+/// nothing, instead of cutting what looks torn.
+///
+/// It is never removed: every later state of a namespace holds at least what was durable when it
+/// was written (sequences only grow, and what was fsync'd stays), so an old one only claims less.
+/// It is not fsync'd either: lost or cut short by a power failure, it is ignored (its text must
+/// be whole, newline included), and a shorter number only claims less.
+enum CleanCloseMarker {
+    static let fileName = "closed-cleanly"
+    private static let prefix = "actorkv closed this namespace cleanly through sequence "
+
+    /// The marker's text for `sequence`.
+    static func text(through sequence: UInt64) -> String { prefix + String(sequence) + "\n" }
+
+    /// The sequence a marker's bytes name, or nil unless they are exactly a marker's text.
+    static func sequence(in bytes: [UInt8]) -> UInt64? {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard text.hasPrefix(prefix), text.hasSuffix("\n") else { return nil }
+        let digits = text.dropFirst(prefix.count).dropLast()
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return UInt64(digits)
+    }
+
+    /// Writes the marker (replacing an older one through a temporary file and a rename). Call it
+    /// only once everything through `sequence` is fsync'd.
+    static func write(through sequence: UInt64, files: NamespaceFiles) throws(Errno) {
+        let path = files.directory + "/" + fileName
+        let temporary = path + ".tmp"
+        let fd = try files.system.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+        defer { SystemCalls.close(fd) }
+        let bytes = Array(text(through: sequence).utf8)
+        let written = bytes.withUnsafeBytes { (raw) -> Errno? in
+            do throws(Errno) { try files.system.pwriteAll(fd, raw, at: 0, path: temporary) } catch { return error }
+            return nil
+        }
+        if let written { throw written }
+        try files.system.rename(temporary, path)
+    }
+
+    /// The sequence the namespace's marker names, nil if it has none (or one cut short).
+    static func read(files: NamespaceFiles) throws(StoreError) -> UInt64? {
+        let path = files.directory + "/" + fileName
+        let fd: Int32
+        do { fd = try files.system.open(path, O_RDONLY) } catch {
+            if error.rawValue == ENOENT { return nil }
+            throw StoreError.io("reading", path, error)
+        }
+        defer { SystemCalls.close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 128)
+        let count = bytes.withUnsafeMutableBytes { (raw) -> Result<Int, Errno> in
+            do throws(Errno) { return .success(try files.system.pread(fd, raw, at: 0, path: path)) } catch { return .failure(error) }
+        }
+        switch count {
+        case .success(let count): return sequence(in: Array(bytes[..<count]))
+        case .failure(let error): throw StoreError.io("reading", path, error)
+        }
+    }
+
+    /// Throws `corrupt` if the namespace closed cleanly through a later sequence than its files
+    /// now reach (`lastSequence`, from its snapshot and log as read, before anything is cut).
+    static func check(lastSequence: UInt64, files: NamespaceFiles) throws(StoreError) {
+        guard let closed = try read(files: files), closed > lastSequence else { return }
+        let path = files.directory + "/" + fileName
+        throw StoreError(.corrupt, "\(files.directory): the namespace was closed cleanly through sequence \(closed) (\(path)), but its snapshot and log segments end at sequence \(lastSequence): the end of the last segment, or a whole segment, is damaged or missing; the files were left untouched (to accept the loss, as after restoring older files, remove \(path))")
+    }
+}

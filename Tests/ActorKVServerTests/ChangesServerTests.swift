@@ -95,8 +95,8 @@ struct ChangesServerTests {
         // While following: PING, QUIT and CHANGES only; a refusal leaves the stream going.
         try VersionServerTests.exchange(watcher, "PING\r\n", "+PONG\r\n")
         try VersionServerTests.exchange(watcher, "PING hi\r\n", "$2\r\nhi\r\n")
-        try VersionServerTests.exchange(watcher, "GET config k2\r\n", "-ERR only CHANGES, PING and QUIT are allowed while following changes\r\n")
-        try VersionServerTests.exchange(watcher, "PUT config k2 x\r\n", "-ERR only CHANGES, PING and QUIT are allowed while following changes\r\n")
+        try VersionServerTests.exchange(watcher, "GET config k2\r\n", "-ERR only CHANGES, PING, QUIT and RESET are allowed while following changes\r\n")
+        try VersionServerTests.exchange(watcher, "PUT config k2 x\r\n", "-ERR only CHANGES, PING, QUIT and RESET are allowed while following changes\r\n")
         try VersionServerTests.exchange(watcher, "CHANGES config\r\n", "-ERR already following namespace 'config' with prefix '' on this connection\r\n")
         try VersionServerTests.exchange(watcher, "CHANGES config PREFIX z FROM 99\r\n", "-ERR FROM sequence 99 is after the last sequence of namespace 'config' (6)\r\n")
         // A second namespace (and the same one with a prefix) on the same connection.

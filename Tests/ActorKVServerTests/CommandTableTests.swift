@@ -89,7 +89,7 @@ struct CommandTableTests {
         #expect(CommandTable.lookup(Array("QUIT".utf8)[...])?.flags.contains(.session) == true)
         #expect(CommandTable.lookup(Array("PING".utf8)[...])?.flags.contains(.allowedWhileFollowing) == true)
         let following = CommandTable.all.filter { $0.flags.contains(.allowedWhileFollowing) }.map(\.name)
-        #expect(Set(following) == ["CHANGES", "PING", "QUIT"], "protocol.md: only CHANGES, PING and QUIT while following")
+        #expect(Set(following) == ["CHANGES", "PING", "QUIT", "RESET"], "protocol.md: only CHANGES, PING, QUIT and RESET while following")
     }
 
     @Test("every command declares exactly one right (read, write, admin, server owner or none), and a namespace for read/write/admin")

@@ -15,6 +15,10 @@ import ActorKVStore
 /// Its mutable state is `@exclusivity(unchecked)`, as ``Connection``'s: only the loop thread
 /// touches it, one access at a time, and the checks were a visible share of each delivery.
 final class Follower {
+    /// Unique among the event loop's followers for the server's life: what a read of history
+    /// running off the loop names it by (a follower stopped meanwhile, by RESET say, is not
+    /// found; an object's address could be a later follower's).
+    let id: UInt64
     /// What it follows.
     let key: FollowKey
     /// Where it reads the namespace's changes.
@@ -40,7 +44,8 @@ final class Follower {
     /// Changes taken from the window per step.
     static let windowBatch = 256
 
-    init(_ follow: NewFollow) {
+    init(_ follow: NewFollow, id: UInt64) {
+        self.id = id
         key = follow.key
         feed = follow.start.feed
         localFeed = follow.start.feed as? ChangeFeed

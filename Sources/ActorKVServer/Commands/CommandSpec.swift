@@ -69,7 +69,7 @@ struct CommandFlags: OptionSet, Sendable {
     static let admin = CommandFlags(rawValue: 1 << 3)
     /// Reads or changes the connection's own state (``ClientSession``).
     static let session = CommandFlags(rawValue: 1 << 4)
-    /// Accepted while the connection follows a change feed (PING, QUIT).
+    /// Accepted while a RESP2 connection follows a change feed (CHANGES, PING, QUIT, RESET).
     static let allowedWhileFollowing = CommandFlags(rawValue: 1 << 5)
     /// Refused inside a MULTI transaction.
     static let notInMulti = CommandFlags(rawValue: 1 << 6)

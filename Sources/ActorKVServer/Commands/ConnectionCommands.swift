@@ -16,7 +16,7 @@ enum ConnectionCommands {
             }
             return .local(LocalCommand { _ in .simple("OK") })
         },
-        CommandSpec(name: "RESET", usage: "RESET", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
+        CommandSpec(name: "RESET", usage: "RESET", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl, .allowedWhileFollowing]) { (_) throws(CommandError) in
             .local(LocalCommand { context in
                 context.session.reset()
                 return .switching(to: .resp2, .simple("RESET"))

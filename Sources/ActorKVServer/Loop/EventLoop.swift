@@ -56,6 +56,8 @@ final class EventLoop: @unchecked Sendable {
     private var refusedForDescriptors = 0
     /// The connections following each namespace's changes.
     private var followersByNamespace: [String: Set<UInt64>] = [:]
+    /// The last ``Follower/id`` given.
+    private var nextFollowerID: UInt64 = 0
     /// The ``AccessControl/generation`` whose rules the followers were last judged by.
     private var judgedGeneration: UInt64 = 0
     /// Namespaces whose feeds have new deliverable changes; filled from any thread.
@@ -73,7 +75,8 @@ final class EventLoop: @unchecked Sendable {
     /// A finished read of history for one follower of one connection.
     private struct HistoryRead: Sendable {
         let connection: UInt64
-        let follower: ObjectIdentifier
+        /// The follower's ``Follower/id``: one stopped by RESET meanwhile is no longer found.
+        let follower: UInt64
         let result: Result<ChangeHistory.Chunk, StoreError>
     }
 
@@ -326,10 +329,12 @@ final class EventLoop: @unchecked Sendable {
                 refuseForShutdown(c)
             } else if c.canDispatch && !c.pending.isEmpty {
                 dispatch(c)
+            } else if c.canDispatch && c.undecoded && !draining {
+                // Before the followers: requests a follower read ahead while its output was full
+                // (a RESET, a PING) run at the next room, not after all the changes it is behind.
+                decode(c, upTo: readBuffer.count)
             } else if !c.followers.isEmpty && c.hasRoomForFollowers && serviceFollowersWithinBudget(c) {
                 continue
-            } else if c.canDispatch && c.undecoded && !draining {
-                decode(c, upTo: readBuffer.count)
             } else if c.canDispatch && c.protocolError == nil && c.readable && !c.peerClosed && !draining {
                 if reads == Self.readsPerTurn { ready.append(c.id); return }
                 reads += 1
@@ -598,12 +603,18 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// Takes over the follows that the connection's CHANGES commands started. Returns false if
-    /// the connection was cut off instead (rules reloaded since its CHANGES was judged are
-    /// applied before anything is sent).
+    /// Takes over the follows that the connection's CHANGES commands started, after stopping
+    /// those a RESET ended. Called with a batch's replies queued and before any is sent: the
+    /// followers stopped send nothing after them (what they sent or queued before goes first,
+    /// in the protocol they were in, so the stream stays well framed). Returns false if the
+    /// connection was cut off instead (rules reloaded since its CHANGES was judged are applied
+    /// before anything is sent).
     private func adoptFollows(_ c: Connection) -> Bool {
-        for follow in c.session.takeNewFollows() {
-            c.followers.append(Follower(follow))
+        let (ended, started) = c.session.takeFollowChanges()
+        if ended { releaseFollowers(c) }
+        for follow in started {
+            nextFollowerID += 1
+            c.followers.append(Follower(follow, id: nextFollowerID))
             followersByNamespace[follow.key.namespace, default: []].insert(c.id)
         }
         return c.followers.isEmpty || !cutOffWithdrawnFollows(c)
@@ -767,7 +778,7 @@ final class EventLoop: @unchecked Sendable {
     private func startHistoryRead(_ c: Connection, _ follower: Follower, after: UInt64, through: UInt64) {
         guard let namespace = follower.source else { return }
         follower.readingHistory = true
-        let (connection, id, position) = (c.id, ObjectIdentifier(follower), follower.historyPosition)
+        let (connection, id, position) = (c.id, follower.id, follower.historyPosition)
         Task(executorPreference: executor) {
             let result: Result<ChangeHistory.Chunk, StoreError>
             do throws(StoreError) {
@@ -788,7 +799,7 @@ final class EventLoop: @unchecked Sendable {
         }
         for read in reads {
             guard let c = connections[read.connection],
-                  let follower = c.followers.first(where: { ObjectIdentifier($0) == read.follower }) else { continue }
+                  let follower = c.followers.first(where: { $0.id == read.follower }) else { continue }
             follower.readingHistory = false
             switch read.result {
             case .success(let chunk):
@@ -815,7 +826,7 @@ final class EventLoop: @unchecked Sendable {
         pump(c)
     }
 
-    /// Stops the connection's follows (it closes, or was dropped).
+    /// Stops the connection's follows (it closes, was dropped, or sent RESET).
     private func releaseFollowers(_ c: Connection) {
         for follower in c.followers {
             follower.feed.removeFollower()

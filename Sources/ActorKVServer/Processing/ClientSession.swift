@@ -30,6 +30,8 @@ public final class ClientSession: Sendable {
         var follows: Set<FollowKey> = []
         /// Follows started by CHANGES and not yet taken over by the event loop.
         var newFollows: [NewFollow] = []
+        /// RESET ended the follows: the event loop stops those it serves (``takeFollowChanges()``).
+        var followsEnded = false
         /// The namespaces in which this connection wrote ephemeral keys (`PUT … EPHEMERAL`).
         var ownedIn: Set<String> = []
     }
@@ -101,16 +103,24 @@ public final class ClientSession: Sendable {
     /// Forgets every watched namespace (UNWATCH).
     func unwatchAll() { state.withLock { $0.watched = [:] } }
 
-    /// Back to a new connection's state (RESET): RESP2, no name, no transaction, nothing watched.
-    /// Followed change feeds and owned keys stay.
+    /// Back to a new connection's state (RESET): RESP2, no name, no transaction, nothing watched,
+    /// nothing followed (as Redis's RESET unsubscribes from everything). The follows the event
+    /// loop serves stop when it takes this command's replies (``takeFollowChanges()``), before
+    /// it sends any of them, so no change message comes after `+RESET`; those started in this
+    /// batch and not yet taken over end here. Owned ephemeral keys stay.
     func reset() {
-        state.withLock { s in
+        let started = state.withLock { s -> [NewFollow] in
             s.name = nil
             s.library = nil
             s.version = .resp2
             s.transaction = nil
             s.watched = [:]
+            if !s.follows.isEmpty { s.followsEnded = true }
+            s.follows.removeAll()
+            defer { s.newFollows.removeAll() }
+            return s.newFollows
         }
+        for follow in started { follow.start.feed.removeFollower() }
     }
 
     /// Whether the client asked to close (QUIT): nothing it sent after that runs.
@@ -119,8 +129,9 @@ public final class ClientSession: Sendable {
     /// Marks the session as closing after the reply being made (QUIT).
     func requestClose() { state.withLock { $0.closeRequested = true } }
 
-    /// Whether the connection follows changes (a CHANGES was taken or is being taken): then it
-    /// accepts only the commands flagged ``CommandFlags/allowedWhileFollowing``.
+    /// Whether the connection follows changes (a CHANGES was taken or is being taken, and no
+    /// RESET came since): then, on RESP2, it accepts only the commands flagged
+    /// ``CommandFlags/allowedWhileFollowing``.
     public var isFollowing: Bool { state.withLock { !$0.follows.isEmpty } }
 
     /// Claims `key` for a CHANGES about to start; false if the connection already follows it.
@@ -157,6 +168,19 @@ public final class ClientSession: Sendable {
         state.withLock { s in
             defer { s.newFollows.removeAll() }
             return s.newFollows
+        }
+    }
+
+    /// For the event loop, once it has a batch's replies: whether RESET ended the follows it
+    /// serves (it stops them), and the follows started since (it serves them from now on).
+    /// One lock for both, as it asks after every batch.
+    func takeFollowChanges() -> (ended: Bool, started: [NewFollow]) {
+        state.withLock { s in
+            defer {
+                s.followsEnded = false
+                s.newFollows.removeAll()
+            }
+            return (s.followsEnded, s.newFollows)
         }
     }
 }

@@ -32,7 +32,7 @@ public enum ErrorMapping {
     }
 
     /// The reply to a command that a connection following changes may not send.
-    public static let notWhileFollowing = Reply.error(.err, "only CHANGES, PING and QUIT are allowed while following changes")
+    public static let notWhileFollowing = Reply.error(.err, "only CHANGES, PING, QUIT and RESET are allowed while following changes")
 
     /// The reply sent to a connection refused because the server is full.
     public static let maxClients = Reply.error(.maxClients, "max number of clients reached")

@@ -199,18 +199,21 @@ final class Flood: Sendable {
     let writes = Atomic<Int>(0)
 }
 
-/// Reads whole RESP2/RESP3 frames from a connection, as raw as the test needs: the frame's type
-/// (`$-1` for a null bulk), the words of its text (bulks and simple strings joined by spaces,
-/// nested ones included), and the sequence of a `change` message.
+/// What ``FrameReader`` met that is not RESP, or a failed read.
 struct FollowerFrameReaderError: Error, CustomStringConvertible {
     let description: String
 }
 
+/// Reads whole RESP2/RESP3 frames from a connection, as raw as the tests need: the frame's type
+/// (`$-1` for a null bulk), the words of its text (bulks and simple strings joined by spaces,
+/// nested ones included), its elements, and the sequence of a `change` message.
 struct FrameReader {
     struct Frame: CustomStringConvertible {
         var type: String
         var text: String
         var sequence: UInt64?
+        /// An aggregate's elements (a map's keys and values in turn).
+        var elements: [Frame] = []
         var description: String { "\(type) \(text.prefix(120)) \(sequence.map(String.init) ?? "")" }
     }
 
@@ -281,7 +284,7 @@ struct FrameReader {
                 if !element.text.isEmpty { words.append(element.text) }
             }
             at = cursor
-            var frame = Frame(type: String(type), text: words.joined(separator: " "))
+            var frame = Frame(type: String(type), text: words.joined(separator: " "), elements: elements)
             if elements.count == 4, elements[0].text == "change", elements[2].type == ":" { frame.sequence = UInt64(elements[2].text) }
             return frame
         default:

@@ -85,7 +85,8 @@ final class Follower {
 
     /// The next step.
     func next() -> Next {
-        if snapshot != nil { return .messages([nextSnapshotPage()]) }
+        // No page once a page was sent and nothing is left: `[]` asks again, for the changes.
+        if snapshot != nil { return .messages(nextSnapshotPage().map { [$0] } ?? []) }
         if readingHistory { return .idle }
         // Caught up with the local feed, as a follower is after each change: no lock to learn it.
         if synced, let localFeed, cursor >= localFeed.deliverable { return .idle }
@@ -126,10 +127,16 @@ final class Follower {
         .error(.lagging, "resume from sequence \(cursor) of namespace '\(key.namespace)'")
     }
 
-    private func nextSnapshotPage() -> Reply {
+    /// The snapshot's next page, of 1 to ``snapshotPage`` pairs, or `*0` when the whole snapshot
+    /// is empty (protocol.md: "at least one, `*0` for none"); nil when a page was sent and no
+    /// key is left (the last page was exactly full, or its keys expired since). The pages skip
+    /// expired keys without ending early (``ChangeSnapshot/page(after:prefix:limit:)``), so a
+    /// run of keys whose deadline has passed makes no empty page.
+    private func nextSnapshotPage() -> Reply? {
+        let first = snapshotAfter == nil
         let page = snapshot!.page(after: snapshotAfter, prefix: key.prefix, limit: Self.snapshotPage)
-        let message = ChangeMessages.snapshot(namespace: key.namespace, sequence: cursor, entries: page.entries)
         if let next = page.next { snapshotAfter = next } else { snapshot = nil }
-        return message
+        guard first || !page.entries.isEmpty else { return nil }
+        return ChangeMessages.snapshot(namespace: key.namespace, sequence: cursor, entries: page.entries)
     }
 }

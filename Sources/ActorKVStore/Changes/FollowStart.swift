@@ -52,16 +52,38 @@ public struct ChangeSnapshot: Sendable {
         self.init(map: map, lifetimes: KeyLifetimes())
     }
 
-    /// Up to `limit` keys and values under `prefix` after `after` (nil: from the first), in key
-    /// order, less any that have expired. The second element is the last key looked at, where
-    /// the next page goes on (nil: this was the last page).
+    /// Up to `limit` (at least 1) keys and values under `prefix` after `after` (nil: from the
+    /// first), in key order, passing over those that have expired: fewer than `limit` only when
+    /// no key is left after them, however many expired keys lie between (they wait for the
+    /// sweeper's deletes, which follow as changes). The second element is the last key looked
+    /// at, where the next page goes on; nil when every key was looked at. A page may still come
+    /// back empty with `next` nil: nothing was left (the last page was exactly full, or what
+    /// was left expired meanwhile).
     public func page(after: [UInt8]?, prefix: [UInt8], limit: Int) -> (entries: [(key: [UInt8], value: [UInt8])], next: [UInt8]?) {
-        var entries = map.entries(after: after, prefix: prefix, limit: limit)
-        let next = entries.count < limit ? nil : entries.last?.key
-        if lifetimes.hasDeadlines {
-            let now = WallClock.milliseconds()
-            entries.removeAll { lifetimes.hasExpired($0.key, at: now) }
+        guard lifetimes.hasDeadlines else {
+            let entries = map.entries(after: after, prefix: prefix, limit: limit)
+            return (entries, entries.count < limit ? nil : entries.last?.key)
         }
-        return (entries, next)
+        let now = WallClock.milliseconds()
+        var entries: [(key: [UInt8], value: [UInt8])] = []
+        var cursor = after
+        while true {
+            // Read on in steps at least this big, so that a long run of expired keys costs a
+            // few lookups in the map, not one per key.
+            let want = Swift.max(limit - entries.count, Self.expiredScanStep)
+            let chunk = map.entries(after: cursor, prefix: prefix, limit: want)
+            for (index, entry) in chunk.enumerated() where !lifetimes.hasExpired(entry.key, at: now) {
+                entries.append(entry)
+                if entries.count == limit {
+                    let atEnd = index == chunk.count - 1 && chunk.count < want
+                    return (entries, atEnd ? nil : entry.key)
+                }
+            }
+            guard chunk.count == want, let last = chunk.last?.key else { return (entries, nil) }
+            cursor = last
+        }
     }
+
+    /// How many keys a page reads from the map at a time at least, while keys expire.
+    static let expiredScanStep = 256
 }

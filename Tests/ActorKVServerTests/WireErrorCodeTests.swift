@@ -86,6 +86,7 @@ struct WireErrorCodeTests {
         .notAnInteger: .err,  // INCR of a value that is not an integer
         .overflow: .err,  // INCR past the 64-bit range
         .compacted: .compacted,  // CHANGES … FROM older than the history kept
+        .tooManyNamespaces: .err,  // a write that would create a namespace past --max-namespaces
         .unavailable: .unavailable,  // cluster mode: no etcd member answers, or no quorum
     ]
 

@@ -8,8 +8,8 @@ import Glibc
 #endif
 
 /// RESET ends a connection's CHANGES streams, on RESP2 and RESP3, leaving an ordinary RESP2
-/// connection; HELLO 2 is refused on a RESP3 follower (protocol.md, "CHANGES", "HELLO and
-/// RESP3"). Real servers, real sockets, byte for byte.
+/// connection; HELLO 2 on a RESP3 follower makes it a RESP2 follower, as in Redis (protocol.md,
+/// "CHANGES", "HELLO and RESP3"). Real servers, real sockets, byte for byte.
 @Suite("RESET and HELLO on a following connection")
 struct FollowerResetTests {
     @Test("RESET on a RESP3 follower: +RESET, then no change message, every command accepted in RESP2, CHANGES again works")

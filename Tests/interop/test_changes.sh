@@ -41,7 +41,7 @@ reply=$({ printf 'CHANGES watched FROM 1\r\n'; sleep 0.5; printf 'PING\r\nGET wa
 expect_contains "FROM 1 replays 2 and 3, then synced at 3" ':1 *4 $6 change $7 watched :2 ' "$reply"
 expect_contains "... and change 3 before synced" '$7 a/count $1 1 *3 $6 synced $7 watched :3 ' "$reply"
 expect_contains "PING while following, GET refused, QUIT ends it" \
-    ':3 +PONG -ERR only CHANGES, PING and QUIT are allowed while following changes +OK ' "$reply"
+    ':3 +PONG -ERR only CHANGES, PING, QUIT and RESET are allowed while following changes +OK ' "$reply"
 expect_eq "FROM past the last sequence is an error" \
     "-ERR FROM sequence 9 is after the last sequence of namespace 'watched' (3)" \
     "$(printf 'CHANGES watched FROM 9\r\n' | timeout "$T" nc -U -N "$SOCK" | tr -d '\r')"

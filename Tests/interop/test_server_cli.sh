@@ -235,7 +235,7 @@ check "... and creates nothing" test ! -e "$W/no-such-data"
 (ulimit -n 120; exec "$ACTORKVD" --socket "$W/fd.sock" --data-dir "$W/fd-data" --max-clients 1000) </dev/null >"$W/fd.log" 2>&1 &
 F=$!; PIDS+=("$F")
 if wait_ping "$W/fd.sock" "$F"; then
-    expect_contains "a limit below what --max-clients needs is warned about at start" "is below the 2280 that --max-clients 1000 needs" "$(cat "$W/fd.log")"
+    expect_contains "a limit below what --max-clients needs is warned about at start" "is below the 3304 that --max-clients 1000 and --max-namespaces 1024 need: namespaces are limited to 16" "$(cat "$W/fd.log")"
     out=$(timeout 60 python3 - "$W/fd.sock" <<'PY'
 import socket, sys, time
 path = sys.argv[1]

@@ -11,7 +11,7 @@ import Musl
 /// crash cut short (a flipped bit in the last record's length reads as a record running past the
 /// end), and a missing last segment leaves no trace in the others. After a clean close neither
 /// can be a crash's doing, and this file says how far the files must reach: recovery refuses a
-/// namespace whose snapshot and log end before it (``check(lastSequence:files:)``), changing
+/// namespace whose snapshot and log end before it (``check(lastSequence:files:present:)``), changing
 /// nothing, instead of cutting what looks torn.
 ///
 /// It is never removed: every later state of a namespace holds at least what was durable when it
@@ -21,6 +21,9 @@ import Musl
 enum CleanCloseMarker {
     static let fileName = "closed-cleanly"
     private static let prefix = "actorkv closed this namespace cleanly through sequence "
+
+    /// Where the namespace's marker is.
+    static func path(in files: NamespaceFiles) -> String { files.directory + "/" + fileName }
 
     /// The marker's text for `sequence`.
     static func text(through sequence: UInt64) -> String { prefix + String(sequence) + "\n" }
@@ -37,7 +40,7 @@ enum CleanCloseMarker {
     /// Writes the marker (replacing an older one through a temporary file and a rename). Call it
     /// only once everything through `sequence` is fsync'd.
     static func write(through sequence: UInt64, files: NamespaceFiles) throws(Errno) {
-        let path = files.directory + "/" + fileName
+        let path = path(in: files)
         let temporary = path + ".tmp"
         let fd = try files.system.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
         defer { SystemCalls.close(fd) }
@@ -50,30 +53,19 @@ enum CleanCloseMarker {
         try files.system.rename(temporary, path)
     }
 
-    /// The sequence the namespace's marker names, nil if it has none (or one cut short).
-    static func read(files: NamespaceFiles) throws(StoreError) -> UInt64? {
-        let path = files.directory + "/" + fileName
-        let fd: Int32
-        do { fd = try files.system.open(path, O_RDONLY) } catch {
-            if error.rawValue == ENOENT { return nil }
-            throw StoreError.io("reading", path, error)
-        }
-        defer { SystemCalls.close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 128)
-        let count = bytes.withUnsafeMutableBytes { (raw) -> Result<Int, Errno> in
-            do throws(Errno) { return .success(try files.system.pread(fd, raw, at: 0, path: path)) } catch { return .failure(error) }
-        }
-        switch count {
-        case .success(let count): return sequence(in: Array(bytes[..<count]))
-        case .failure(let error): throw StoreError.io("reading", path, error)
-        }
+    /// The sequence the namespace's marker names, nil if it has none (`present`: its directory
+    /// listing shows one) or one cut short.
+    static func read(files: NamespaceFiles, present: Bool) throws(StoreError) -> UInt64? {
+        guard present else { return nil }
+        let window = try FileWindow(path: path(in: files), capacity: 128, system: files.system)
+        return sequence(in: Array(window.bytes))
     }
 
     /// Throws `corrupt` if the namespace closed cleanly through a later sequence than its files
     /// now reach (`lastSequence`, from its snapshot and log as read, before anything is cut).
-    static func check(lastSequence: UInt64, files: NamespaceFiles) throws(StoreError) {
-        guard let closed = try read(files: files), closed > lastSequence else { return }
-        let path = files.directory + "/" + fileName
+    static func check(lastSequence: UInt64, files: NamespaceFiles, present: Bool) throws(StoreError) {
+        guard let closed = try read(files: files, present: present), closed > lastSequence else { return }
+        let path = path(in: files)
         throw StoreError(.corrupt, "\(files.directory): the namespace was closed cleanly through sequence \(closed) (\(path)), but its snapshot and log segments end at sequence \(lastSequence): the end of the last segment, or a whole segment, is damaged or missing; the files were left untouched (to accept the loss, as after restoring older files, remove \(path))")
     }
 }

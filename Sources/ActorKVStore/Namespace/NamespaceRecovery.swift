@@ -169,7 +169,7 @@ enum NamespaceRecovery {
         found.recordsReplayed = replay.replayed
         // The torn tail is judged by the whole file's last sequence too: after a clean close,
         // nothing it held may look torn.
-        try CleanCloseMarker.check(lastSequence: found.lastSequence, files: files)
+        try CleanCloseMarker.check(lastSequence: found.lastSequence, files: files, present: names.contains(CleanCloseMarker.fileName))
         return found
     }
 

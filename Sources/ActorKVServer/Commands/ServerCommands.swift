@@ -60,6 +60,12 @@ enum ServerCommands {
     ]
 
     private static let getWord = Array("GET".utf8)
+
+    /// `word` with its ASCII capitals made small (CONFIG GET's patterns and INFO's section
+    /// names are matched without regard to case, as Redis does; their names are lower case).
+    static func lowercasedASCII(_ word: some Collection<UInt8>) -> [UInt8] {
+        word.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 | 0x20 : $0 }
+    }
     private static let docsWord = Array("DOCS".utf8)
 
     /// CONFIG GET: the settings whose names match any of the (glob) patterns, as a map.
@@ -68,7 +74,7 @@ enum ServerCommands {
             throw CommandError(.syntax, "only CONFIG GET is supported: actorkvd is configured by its options (actorkvd --help), not at run time")
         }
         // Redis matches parameter names without regard to case; its names are lower case.
-        let patterns = (1..<args.count).map { Array(args[$0]).map { $0 >= 65 && $0 <= 90 ? $0 | 0x20 : $0 } }
+        let patterns = (1..<args.count).map { lowercasedASCII(args[$0]) }
         return .local(LocalCommand { context in
             var pairs: [Reply] = []
             for setting in context.settings where patterns.contains(where: { RedisGlob.matches($0, Array(setting.name.utf8)) }) {
@@ -90,7 +96,7 @@ struct InfoSections: Sendable {
     init(_ args: CommandArguments) {
         var names: Set<String> = []
         for i in 0..<args.count {
-            let name = String(decoding: args[i].map { $0 >= 65 && $0 <= 90 ? $0 | 0x20 : $0 }, as: UTF8.self)
+            let name = String(decoding: ServerCommands.lowercasedASCII(args[i]), as: UTF8.self)
             if ["default", "all", "everything"].contains(name) {
                 self.names = nil
                 return

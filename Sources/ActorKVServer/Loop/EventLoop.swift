@@ -117,7 +117,7 @@ final class EventLoop: @unchecked Sendable {
         self.executor = executor
         try register(listener, token: Self.listenerToken, events: ACTORKV_EPOLLIN)
         try register(wakeSignal.fd, token: Self.wakeToken, events: ACTORKV_EPOLLIN)
-        reserveFD = Self.openReserve()
+        reserveFD = SocketCalls.openReserve()
         processor.backend.changeListener.set { [weak self] namespace in self?.feedAdvanced(namespace) }
     }
 
@@ -125,8 +125,6 @@ final class EventLoop: @unchecked Sendable {
 
     /// Where the processor hands replies (``post(_:)``): made once, not a closure per turn.
     private lazy var deliverReplies: @Sendable ([CommandProcessor.Done]) -> Void = { [weak self] done in self?.post(done) }
-
-    private static func openReserve() -> Int32 { Glibc.open("/dev/null", O_RDONLY | O_CLOEXEC) }
 
     private func register(_ fd: Int32, token: UInt64, events: UInt32) throws(SocketCalls.Failure) {
         guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, token) == 0 else {
@@ -250,7 +248,7 @@ final class EventLoop: @unchecked Sendable {
         }
         guard reserveFD >= 0 else { pauseAccepting(); return false }
         SocketCalls.close(reserveFD)
-        defer { reserveFD = Self.openReserve() }
+        defer { reserveFD = SocketCalls.openReserve() }
         switch Result(catching: { () throws(SocketCalls.Failure) in try SocketCalls.accept(listener) }) {
         case .success(let fd?):
             ErrorMapping.outOfDescriptors.encoded.withUnsafeBytes { _ = try? SocketCalls.send(fd, $0) }
@@ -277,7 +275,7 @@ final class EventLoop: @unchecked Sendable {
     private func resumeAcceptingIfDue() {
         guard let until = acceptPausedUntil, !draining, monotonicSeconds() >= until else { return }
         acceptPausedUntil = nil
-        if reserveFD < 0 { reserveFD = Self.openReserve() }
+        if reserveFD < 0 { reserveFD = SocketCalls.openReserve() }
         _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, listener, ACTORKV_EPOLLIN, Self.listenerToken)
     }
 

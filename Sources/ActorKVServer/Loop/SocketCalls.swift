@@ -144,9 +144,13 @@ enum SocketCalls {
     /// Half-closes: the peer reads end of file after what was sent; reading continues.
     static func shutdownWrite(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
 
-    /// Opens up to `count` descriptors on /dev/null, held in reserve until ``release(_:)``.
+    /// A descriptor on /dev/null held in reserve, to be closed when one is needed; -1 if none
+    /// could be opened.
+    static func openReserve() -> Int32 { Glibc.open("/dev/null", O_RDONLY | O_CLOEXEC) }
+
+    /// Opens up to `count` descriptors held in reserve (``openReserve()``) until ``release(_:)``.
     static func reserveDescriptors(_ count: Int) -> [Int32] {
-        (0..<count).map { _ in Glibc.open("/dev/null", O_RDONLY | O_CLOEXEC) }.filter { $0 >= 0 }
+        (0..<count).map { _ in openReserve() }.filter { $0 >= 0 }
     }
 
     /// Closes descriptors held in reserve.

@@ -175,11 +175,7 @@ func socketOpenElsewhere(inode: UInt64?) -> Bool? {
               let descriptors = opendir("/proc/\(pid)/fd") else { continue }  // not a process, or not ours to see
         defer { closedir(descriptors) }
         while let descriptor = readdir(descriptors) {
-            let n = withUnsafePointer(to: &descriptor.pointee.d_name) { name in
-                name.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: name.pointee)) {
-                    readlinkat(dirfd(descriptors), $0, &link, link.count)
-                }
-            }
+            let n = readlinkat(dirfd(descriptors), entryName(descriptor), &link, link.count)
             if n == target.count && link.prefix(n).elementsEqual(target) { return true }
         }
     }

@@ -14,7 +14,9 @@ public struct ProtocolLimits: Sendable, Equatable {
     /// Also the most words of an inline line ("too many inline arguments").
     public var maxArguments: Int
     /// Largest sum of the bulk lengths of one multibulk request, checked as each `$len` header
-    /// arrives (before allocating); a larger sum fails with "too big multibulk request".
+    /// arrives (before allocating); a larger sum fails with "too big multibulk request". A
+    /// request of more than 64 arguments also counts 56 bytes per argument, from its `*N`
+    /// header on, for storing each argument on its own: the limit bounds what a request holds.
     public var maxRequestBytes: Int
 
     /// Creates limits; every parameter defaults to the server's standard value.

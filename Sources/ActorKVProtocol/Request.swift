@@ -26,6 +26,19 @@ public struct Request: Sendable, Equatable {
     /// argument, so that a header alone never costs more than a few hundred bytes.
     static let maximumFlatArguments = 64
 
+    /// Bytes a request of more than ``maximumFlatArguments`` arguments costs per argument beyond
+    /// the argument's own bytes: its array's header and the allocator's rounding (48 bytes) and
+    /// its pointer (8). Measured: 1,000,000 one-byte arguments held 56 MB, of 24 bytes 72 MB.
+    static let separateArgumentOverhead = 56
+
+    /// What storing a request of `arguments` arguments costs beyond their bytes, counted toward
+    /// ``ProtocolLimits/maxRequestBytes`` when its multibulk header arrives: nothing when it is
+    /// stored flat (its table of ends is at most 256 bytes), ``separateArgumentOverhead`` per
+    /// argument otherwise, so that many small arguments cannot hold several times the limit.
+    static func storageOverhead(arguments: Int) -> Int {
+        arguments <= maximumFlatArguments ? 0 : arguments * separateArgumentOverhead
+    }
+
     /// An empty request for `arguments` arguments (a multibulk header announces them): flat,
     /// with room for `bytes` argument bytes, if there are at most ``maximumFlatArguments``;
     /// otherwise one array per argument, with room for up to 1024 of them.

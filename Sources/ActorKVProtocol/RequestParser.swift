@@ -95,7 +95,8 @@ struct RequestParser: Sendable {
             guard count <= Int64(limits.maxArguments) else { return .failure(.invalidMultibulkLength) }
             cursor = next
             remaining = Int(count)
-            requestBytes = 0
+            requestBytes = Request.storageOverhead(arguments: remaining)
+            guard requestBytes <= limits.maxRequestBytes else { return .failure(.requestTooBig) }
             // Room for a typical small request (GET, PUT of a short value) in one allocation.
             request = Request(reservingArguments: remaining, bytes: min(remaining * Self.typicalArgumentBytes, 4096))
             phase = .bulkHeader

@@ -91,6 +91,24 @@ struct MultibulkParsingTests {
         expectDecodes(bytes("*2\r\n$5\r\nhello\r\n$5\r\nworld\r\n"), [args("hello", "world")], limits: limits, seed: Self.seed)
     }
 
+    /// A request of many one-byte arguments holds about 56 bytes per argument in the server
+    /// (each stored on its own), so beyond 64 arguments each counts that much toward
+    /// maxRequestBytes, from the `*N` header on; up to 64 (stored flat) only their bytes count.
+    @Test("many small arguments count what storing them costs toward maxRequestBytes")
+    func perArgumentOverhead() throws {
+        func request(_ count: Int) -> [UInt8] {
+            bytes("*\(count)\r\n" + String(repeating: "$1\r\na\r\n", count: count))
+        }
+        let many = 65
+        let overhead = many * 56
+        expectFails(bytes("*\(many)\r\n"), Self.tooBig, limits: ProtocolLimits(maxRequestBytes: overhead - 1), seed: Self.seed)
+        expectFails(request(many), Self.tooBig, limits: ProtocolLimits(maxRequestBytes: overhead + many - 1), seed: Self.seed)
+        let manyArgs = Array(repeating: bytes("a"), count: many)
+        expectDecodes(request(many), [manyArgs], limits: ProtocolLimits(maxRequestBytes: overhead + many), seed: Self.seed)
+        let flatArgs = Array(repeating: bytes("a"), count: 64)
+        expectDecodes(request(64), [flatArgs], limits: ProtocolLimits(maxRequestBytes: 64), seed: Self.seed)
+    }
+
     @Test("a header announcing the largest bulk is held without its payload")
     func hugeHeaderWaits() throws {
         var decoder = RequestDecoder()

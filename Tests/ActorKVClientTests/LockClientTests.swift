@@ -167,6 +167,48 @@ struct LockClientTests {
         }
     }
 
+    @Test("a lock shared with a child (inheritableDescriptor): kept by the child when the HeldLock goes, free when the child dies; release() frees it at once")
+    func sharedWithChild() async throws {
+        try await withServer { server, kv in
+            let other = ActorKVClient(socketPath: server.socketPath)
+            /// Acquiring "daemon" on `other`, waiting up to `timeout`.
+            func attempt(_ timeout: Duration) async -> Result<HeldLock, ActorKVError> {
+                await outcome { () async throws(ActorKVError) in try await other.acquireLock("locks", "daemon", timeout: timeout) }
+            }
+            /// A child process (a daemon, say) that inherits the lock's connection from `lock`.
+            func child(sharing lock: HeldLock) throws -> ChildProcess {
+                let copy = lock.inheritableDescriptor()
+                guard copy >= 0 else { throw TestFailure("dup: \(String(cString: strerror(errno)))") }
+                defer { close(copy) }
+                return try ChildProcess("/bin/sleep", ["600"], inheriting: [copy])
+            }
+
+            var held: HeldLock? = try await kv.acquireLock("locks", "daemon", timeout: .zero)
+            let token = try #require(held?.token)
+            let daemon = try child(sharing: try #require(held))
+            held = nil  // closes this process's copy of the connection, not the child's
+            guard case .failure(.lockTimedOut) = await attempt(.seconds(1)) else {
+                throw TestFailure("the lock was free while the child had its connection open")
+            }
+            #expect(try await kv.getVersioned("locks", "daemon")?.version == token, "the key is still the lock's")
+            daemon.signal(SIGKILL)
+            daemon.waitForExit()
+            // Free as soon as the child's copy, the last one, is closed: this process kept none.
+            let next = try await attempt(.seconds(30)).get()
+            #expect(next.token > token)
+
+            // release() releases the lock for every process, as flock -u does, the child's copy
+            // notwithstanding; the child goes on.
+            let second = try child(sharing: next)
+            try await next.release()
+            #expect(try await kv.getVersioned("locks", "daemon") == nil)
+            let third = try await attempt(.zero).get()
+            #expect(third.token > next.token)
+            #expect(second.isRunning)
+            try await third.release()
+        }
+    }
+
     @Test("a server killed and restarted: the holder's release reports lockLost; a waiter reconnects and gets it, with a larger token")
     func serverRestart() async throws {
         try await withServer(fsync: "always") { server, kv in

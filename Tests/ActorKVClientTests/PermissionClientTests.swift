@@ -261,3 +261,36 @@ struct FollowStatePermissionTests {
         }
     }
 }
+
+/// The reloads of the `--acl` file, by SIGHUP and by `ACL LOAD`, against a server run as this
+/// process's own user (so that this process may send `ACL LOAD`).
+@Suite("Server: ACL file reloads are logged")
+struct AccessReloadLogTests {
+    @Test("ACL LOAD logs as SIGHUP does: who asked, and the rule count or the mistake with the rules kept in force")
+    func reloadsLogged() async throws {
+        let directory = TemporaryDirectory("acl-log")
+        let aclPath = directory.path + "/acl.conf"
+        try writeRules("uid:2001  jobs  read\n", to: aclPath)
+        try await withServer(arguments: ["--acl", aclPath]) { server, kv in
+            func logged(_ line: String) async throws {
+                try await eventually("the server logs '\(line)'") { server.log.contains(line) }
+            }
+            let uid = getuid()
+            try writeRules("uid:2001  jobs  read\nuid:2002  jobs  read write\n", to: aclPath)
+            #expect(try await kv.send(["ACL", "LOAD"]) == .simple("OK"))
+            try await logged("reloaded \(aclPath) on ACL LOAD from uid \(uid): 2 rules")
+
+            try writeRules("uid:2001  jobs  wrte\n", to: aclPath)
+            let mistake = "\(aclPath):1: unknown right 'wrte' (expected read, write or admin)"
+            let refused = await outcome { () async throws(ActorKVError) in try await kv.send(["ACL", "LOAD"]) }
+            #expect(refused.failure == .server(code: "ERR", message: mistake))
+            try await logged("ACL LOAD from uid \(uid): \(mistake); keeping the rules in force")
+
+            kill(server.pid, SIGHUP)
+            try await logged("SIGHUP: \(mistake); keeping the rules in force")
+            try writeRules("*  jobs  read\n", to: aclPath)
+            kill(server.pid, SIGHUP)
+            try await logged("reloaded \(aclPath) on SIGHUP: 1 rules")
+        }
+    }
+}

@@ -39,13 +39,13 @@ struct NamespacePermissionTests {
         try write("uid:2001 * read write admin\n")
         chmod(path, 0o666)
         #expect(throws: AccessRulesError(file: path, line: nil, message: "other users may write to it (mode 666), and whoever writes it grants every right; run chmod go-w on it")) {
-            try access.reload()
+            try access.reload(for: .signal)
         }
         #expect(access.rights(of: Self.peer, on: "other") == [], "the file's new rules are not in force")
         chmod(path, 0o620)
         #expect(throws: AccessRulesError.self) { try AccessControl(path: path, ownUID: 0, names: Self.names) }
         chmod(path, 0o644)
-        #expect(try access.reload() == 1)
+        #expect(try access.reload(for: .signal) == 1)
         #expect(access.rights(of: Self.peer, on: "other") == [.read, .write, .admin])
         // Owned by a user other than the server's and root (chown needs root: the CI runs as root).
         if geteuid() == 0 {
@@ -109,12 +109,12 @@ struct NamespacePermissionTests {
         #expect(refusal(["PUT", "ns", "k", "v"], rights) == nil)
         try write("uid:2001 ns read\n")
         #expect(refusal(["PUT", "ns", "k", "v"], rights) == nil, "not in force before the reload")
-        try access.reload()
+        try access.reload(for: .signal)
         #expect(refusal(["PUT", "ns", "k", "v"], rights) == "no write permission on namespace 'ns' for uid 2001")
         #expect(refusal(["GET", "ns", "k"], rights) == nil)
         let generation = access.generation
         try write("uid:2001 ns read wrte\n")
-        #expect(throws: AccessRulesError.self) { try access.reload() }
+        #expect(throws: AccessRulesError.self) { try access.reload(for: .signal) }
         #expect(access.generation == generation)
         #expect(refusal(["GET", "ns", "k"], rights) == nil, "the rules in force stay")
     }
@@ -130,14 +130,14 @@ struct NamespacePermissionTests {
         var replies = await processor.process(["MULTI", "PUT ns a 1", "GET ns a"].map(parse), session: session)
         #expect(replies == [.simple("OK"), .simple("QUEUED"), .simple("QUEUED")])
         try write("uid:2001 ns read\n")
-        try access.reload()
+        try access.reload(for: .signal)
         replies = await processor.process([parse("EXEC")], session: session)
         #expect(replies == [.error("NOPERM no write permission on namespace 'ns' for uid 2001")])
         let owner = ClientSession(id: 2, peer: PeerCredentials(uid: 0, gid: 0, pid: 1))
         #expect(await processor.process([Command(parsing: request(["GET", "ns", "a"]))], session: owner) == [.null], "nothing applied")
         // Allowed again: the same transaction runs.
         try write("uid:2001 ns read write\n")
-        try access.reload()
+        try access.reload(for: .signal)
         replies = await processor.process(["MULTI", "PUT ns a 1", "GET ns a", "EXEC"].map(parse), session: session)
         #expect(replies.last == .array([.simple("OK"), .bulk(Array("1".utf8))]))
         await store.close()

@@ -38,8 +38,10 @@ public final class ChildProcess: @unchecked Sendable {
     private let ended = Mutex<Termination?>(nil)
 
     /// Starts `executable` with `arguments`; `environment` nil means this process's environment.
+    /// The child gets the descriptors of `inheriting` as 3, 4, … (and no others past 2).
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-                stdin: Stream = .null, stdout: Stream = .null, stderr: Stream = .null) throws(SpawnError) {
+                stdin: Stream = .null, stdout: Stream = .null, stderr: Stream = .null,
+                inheriting: [Int32] = []) throws(SpawnError) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -67,7 +69,8 @@ public final class ChildProcess: @unchecked Sendable {
         let input = try route(stdin, to: 0, childReads: true)
         stdoutFD = try route(stdout, to: 1, childReads: false)
         stderrFD = try route(stderr, to: 2, childReads: false)
-        actorkv_test_spawn_close_from(&actions, 3)
+        for (i, fd) in inheriting.enumerated() { posix_spawn_file_actions_adddup2(&actions, fd, 3 + Int32(i)) }
+        actorkv_test_spawn_close_from(&actions, 3 + Int32(inheriting.count))
         defer { for fd in childEnds { close(fd) } }
 
         var attributes = posix_spawnattr_t()

@@ -218,9 +218,9 @@ func lockLostReason(_ held: HeldLock, checkingWith client: ActorKVClient) async 
     return nil
 }
 
-/// Keeps `held` (and with it the lock's connection) as it is until this process exits: neither
-/// released nor shut down (which its deinit would do, for every process that has the connection).
-/// The kernel closes this process's copy of the connection at exit.
+/// Keeps `held` (and with it the lock's connection) as it is until this process exits, not
+/// released: the kernel closes this process's copy of the connection at exit. (Its deinit would
+/// close only that copy too, the descriptor having been handed out, but after a round trip.)
 func keepUntilExit(_ held: HeldLock) {
     _ = Unmanaged.passRetained(held)
 }

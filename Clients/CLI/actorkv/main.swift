@@ -648,7 +648,7 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
             if case .success(let commandStatus) = outcome, socketOpenElsewhere(inode: connection) != false {
                 // A process that COMMAND started (a daemon) still has the lock's connection open:
                 // it keeps the lock, as it would keep flock(1)'s. Releasing would delete the key,
-                // and shut the connection down for every process that has it; so actorkv only
+                // for every process that has the connection (as flock -u); so actorkv only
                 // checks that the lock is still held and exits, closing its own copy: the server
                 // releases the lock when the last copy is closed. (Lost or not, the connection is
                 // the daemon's too: it is not shut down.)

@@ -43,6 +43,12 @@ typealias ReplyContinuation = CheckedContinuation<SendResult, Never>
 /// - With a timeout, the reader's blocking read has `SO_RCVTIMEO` set; when it times out while
 ///   calls are waiting and nothing has been read for `timeout` since the oldest of them started
 ///   waiting, the connection fails with ``ActorKVError/timedOut(_:)``.
+/// - A connection whose descriptor another process may share (a held lock's, handed to a child
+///   by ``duplicateDescriptor()``) can be let go instead (``letGo(after:)``, or a `send` with
+///   `lettingGo`): a last request is sent, and once its reply has arrived both threads stop
+///   without shutting the socket down, which would end the connection for every process that has
+///   it; `deinit` then closes only this process's descriptor. (A blocked read cannot be woken
+///   otherwise: closing the descriptor does not end it, and the read keeps the socket open.)
 final class Connection: Sendable {
     private let fd: Int32
     /// The socket's path, for error messages.
@@ -53,7 +59,9 @@ final class Connection: Sendable {
     private let writerWakeup = DispatchSemaphore(value: 0)
 
     private struct State {
-        var pending = FIFO<ReplyContinuation>()
+        /// The calls waiting for their replies, in the order of their requests; nil for a
+        /// request whose reply nobody waits for (``letGo(after:)``'s).
+        var pending = FIFO<ReplyContinuation?>()
         var outbox: [UInt8] = []
         var writerBusy = false
         var failure: ActorKVError?
@@ -65,6 +73,9 @@ final class Connection: Sendable {
         var waitingSince = ContinuousClock.Instant.now
         /// Whether a reply has arrived on this connection (a refusal can only be the first).
         var answered = false
+        /// Set with `closing` by ``letGo(after:)``: the threads stop once the last reply has
+        /// arrived, and a failure does not shut the socket down.
+        var lettingGo = false
     }
 
     /// Limits for replies, wider than a server's request limits: a server may be configured to
@@ -179,67 +190,88 @@ final class Connection: Sendable {
 
     /// Sends one encoded request and waits for its reply (or the connection's failure).
     /// With `last`, no request is accepted after this one (used for QUIT): later sends return
-    /// ``SendResult/notSent(_:)``, in the same critical section that queues this request.
-    func send(_ request: [UInt8], last: Bool = false) async -> SendResult {
+    /// ``SendResult/notSent(_:)``, in the same critical section that queues this request. With
+    /// `lettingGo` too, the connection is let go after the reply, as ``letGo(after:)`` says.
+    func send(_ request: [UInt8], last: Bool = false, lettingGo: Bool = false) async -> SendResult {
         await withCheckedContinuation { (continuation: ReplyContinuation) in
-            enum Action { case none, reject(ActorKVError) }
-            let action: Action = state.withLock { s in
-                if let failure = s.failure { return .reject(failure) }
-                if s.closing { return .reject(.closed) }
-                if timeout != nil && s.pending.isEmpty { s.waitingSince = .now }
-                s.pending.append(continuation)
-                if last { s.closing = true }
-                if s.writerBusy {
-                    s.outbox.append(contentsOf: request)
-                    return .none
-                }
-                var offset = 0
-                while offset < request.count {
-                    let n = request.withUnsafeBytes {
-                        Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-                    }
-                    if n > 0 { offset += n; continue }
-                    let code = errno
-                    if n < 0 && code == EINTR { continue }
-                    if n < 0 && (code == EAGAIN || code == EWOULDBLOCK) { break }
-                    recordWriteFailure(&s, code)
-                    return .none
-                }
-                if offset < request.count {
-                    s.outbox.append(contentsOf: request[offset...])
-                    s.writerBusy = true
-                    writerWakeup.signal()
-                }
-                return .none
-            }
-            switch action {
-            case .none: break
-            case .reject(let error): continuation.resume(returning: .notSent(error))
+            if let error = state.withLock({ enqueue(&$0, request, continuation, last: last || lettingGo, lettingGo: lettingGo) }) {
+                continuation.resume(returning: .notSent(error))
             }
         }
     }
 
-    /// Fails every pending call with `error` and closes the connection (idempotent: only the first
-    /// failure counts).
+    /// Lets this process's copy of the connection go without ending the connection for another
+    /// process that has a copy of its descriptor (``duplicateDescriptor()``): sends `request` as
+    /// the last one (its reply wakes the reader; nobody waits for it), after which both threads
+    /// stop, and never shuts the socket down, not even on a failure. The descriptor is closed
+    /// when nothing holds the connection any more. Nothing happens if the connection has failed
+    /// or is closing. (``shutdown(with:)`` still shuts it down, for every process.)
+    func letGo(after request: [UInt8]) {
+        _ = state.withLock { enqueue(&$0, request, nil, last: true, lettingGo: true) }
+        writerWakeup.signal()  // an idle writer stops
+    }
+
+    /// Queues `request` with the call waiting for its reply (nil: none), sending what fits at
+    /// once, as ``send(_:last:lettingGo:)`` describes; returns the error to refuse it with,
+    /// unsent, or nil. Call with the lock held.
+    private func enqueue(_ s: inout State, _ request: [UInt8], _ continuation: ReplyContinuation?,
+                         last: Bool, lettingGo: Bool) -> ActorKVError? {
+        if let failure = s.failure { return failure }
+        if s.closing { return .closed }
+        if timeout != nil && s.pending.isEmpty { s.waitingSince = .now }
+        s.pending.append(continuation)
+        if last { s.closing = true }
+        if lettingGo { s.lettingGo = true }
+        if s.writerBusy {
+            s.outbox.append(contentsOf: request)
+            return nil
+        }
+        var offset = 0
+        while offset < request.count {
+            let n = request.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if n > 0 { offset += n; continue }
+            let code = errno
+            if n < 0 && code == EINTR { continue }
+            if n < 0 && (code == EAGAIN || code == EWOULDBLOCK) { break }
+            recordWriteFailure(&s, code)
+            return nil
+        }
+        if offset < request.count {
+            s.outbox.append(contentsOf: request[offset...])
+            s.writerBusy = true
+            writerWakeup.signal()
+        }
+        return nil
+    }
+
+    /// Fails every pending call with `error` and shuts the connection down (idempotent: only the
+    /// first failure counts), for every process that has it, even one being let go.
     func shutdown(with error: ActorKVError) {
-        let continuations = state.withLock { recordFailure(&$0, error) }
+        let continuations = state.withLock { s in
+            // Failed while being let go, the socket was left as it was: shut it down now.
+            if s.lettingGo && s.failure != nil { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+            s.lettingGo = false
+            return recordFailure(&s, error)
+        }
         resumeAll(continuations, error)
     }
 
     /// Records the first failure, shuts the socket down (which wakes a blocked read or send) and
     /// wakes the writer. Returns the continuations to fail; call with the lock held.
-    private func recordFailure(_ s: inout State, _ error: ActorKVError) -> [ReplyContinuation] {
+    private func recordFailure(_ s: inout State, _ error: ActorKVError) -> [ReplyContinuation?] {
         guard markFailed(&s, error) else { return [] }
         return s.pending.removeAll()
     }
 
-    /// Records `error` as the failure unless there is one, shuts the socket down and wakes the
-    /// writer. Returns whether it was the first. Call with the lock held.
+    /// Records `error` as the failure unless there is one, shuts the socket down (unless it is
+    /// being let go) and wakes the writer. Returns whether it was the first. Call with the lock held.
     private func markFailed(_ s: inout State, _ error: ActorKVError) -> Bool {
         guard s.failure == nil else { return false }
         s.failure = error
         s.outbox = []
-        _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))
+        if !s.lettingGo { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
         writerWakeup.signal()
         return true
     }
@@ -256,7 +288,7 @@ final class Connection: Sendable {
     /// already (or replaces it, with `replacing`), and returns the error to fail the pending calls
     /// with and those calls. Call with the lock held.
     private func finish(_ s: inout State, _ error: ActorKVError,
-                        replacing: Bool = false) -> (ActorKVError, [ReplyContinuation]) {
+                        replacing: Bool = false) -> (ActorKVError, [ReplyContinuation?]) {
         let taken = recordFailure(&s, error)
         if replacing { s.failure = error }
         let reported = s.failure ?? error
@@ -269,8 +301,8 @@ final class Connection: Sendable {
         resumeAll(continuations, reported)
     }
 
-    private func resumeAll(_ continuations: [ReplyContinuation], _ error: ActorKVError) {
-        for continuation in continuations { continuation.resume(returning: .failed(error)) }
+    private func resumeAll(_ continuations: [ReplyContinuation?], _ error: ActorKVError) {
+        for continuation in continuations { continuation?.resume(returning: .failed(error)) }
     }
 
     private func writeLoop() {
@@ -279,7 +311,10 @@ final class Connection: Sendable {
             while true {
                 let chunk: [UInt8]? = state.withLock { s in
                     if s.failure != nil { return nil }
-                    if s.outbox.isEmpty { s.writerBusy = false; return [] }
+                    if s.outbox.isEmpty {
+                        s.writerBusy = false
+                        return s.lettingGo ? nil : []  // let go: the last request is sent
+                    }
                     defer { s.outbox = [] }
                     return s.outbox
                 }
@@ -351,7 +386,7 @@ final class Connection: Sendable {
     /// oldest of them started waiting; else returns how long to wait before checking again.
     private func checkTimeout(_ timeout: Duration, lastRead: ContinuousClock.Instant) -> Duration? {
         let now = ContinuousClock.now
-        enum Outcome { case wait(Duration), timedOut(ActorKVError, [ReplyContinuation]) }
+        enum Outcome { case wait(Duration), timedOut(ActorKVError, [ReplyContinuation?]) }
         let outcome: Outcome = state.withLock { s in
             guard !s.pending.isEmpty, s.failure == nil else { return .wait(timeout) }
             let deadline = max(s.waitingSince, lastRead) + timeout
@@ -370,11 +405,12 @@ final class Connection: Sendable {
     }
 
     /// Resumes the oldest pending calls with `replies`. False (after failing the connection) if
-    /// the server sent more replies than there were requests.
+    /// the server sent more replies than there were requests, and once the last reply of a
+    /// connection being let go has arrived (the reader stops; the socket is left as it is).
     private func deliver(_ replies: [Reply]) -> Bool {
         enum Outcome {
-            case deliver([ReplyContinuation]), unsolicited([ReplyContinuation]), stop
-            case refused([ReplyContinuation], ActorKVError)
+            case deliver([ReplyContinuation?], last: Bool), unsolicited([ReplyContinuation?]), stop
+            case refused([ReplyContinuation?], ActorKVError)
         }
         let outcome: Outcome = state.withLock { s in
             if s.failure != nil && !s.readerFails { return .stop }
@@ -390,7 +426,7 @@ final class Connection: Sendable {
                     return .refused(continuations, error)
                 }
             }
-            var continuations: [ReplyContinuation] = []
+            var continuations: [ReplyContinuation?] = []
             continuations.reserveCapacity(replies.count)
             for _ in replies {
                 guard let next = s.pending.popFirst() else {
@@ -405,16 +441,18 @@ final class Connection: Sendable {
                 }
                 continuations.append(next)
             }
-            return .deliver(continuations)
+            let last = s.lettingGo && s.pending.isEmpty
+            if last { writerWakeup.signal() }  // the writer stops too, if it has not yet
+            return .deliver(continuations, last: last)
         }
         switch outcome {
         case .stop:
             return false
-        case .deliver(let continuations):
-            for (continuation, reply) in zip(continuations, replies) { continuation.resume(returning: .reply(reply)) }
-            return true
+        case .deliver(let continuations, let last):
+            for (continuation, reply) in zip(continuations, replies) { continuation?.resume(returning: .reply(reply)) }
+            return !last
         case .unsolicited(let continuations):
-            for (continuation, reply) in zip(continuations, replies) { continuation.resume(returning: .reply(reply)) }
+            for (continuation, reply) in zip(continuations, replies) { continuation?.resume(returning: .reply(reply)) }
             return false
         case .refused(let continuations, let error):
             resumeAll(continuations, error)

@@ -72,7 +72,8 @@ extension ActorKVClient {
     /// `PUT namespace key <host:pid> IFVERSION 0 EPHEMERAL [PX ttl]`. The write succeeds only
     /// if the key is absent, and makes it belong to that connection, so the server deletes it,
     /// releasing the lock, when the connection closes for any reason: ``HeldLock/release()``,
-    /// the ``HeldLock`` going away, this process's exit or death. The key's value names the
+    /// the ``HeldLock`` going away, this process's exit or death (the last two only once no
+    /// child process has the connection too: ``HeldLock/inheritableDescriptor()``). The key's value names the
     /// holder (`host:pid`); its version is the lock's fencing token (``HeldLock/token``).
     ///
     /// When the key is held, this waits for it to be deleted by following the namespace's
@@ -112,10 +113,12 @@ extension ActorKVClient {
             }
             switch reply {
             case .integer(let token) where token > 0:
-                guard let connection = holder.connector.current else {
+                // The lock keeps the connection; the holder client goes without it (its deinit
+                // would shut it down).
+                guard let connection = holder.connector.take() else {
                     throw .connectionLost("the connection that acquired the lock is gone")
                 }
-                return HeldLock(namespace: namespace, key: key, token: UInt64(token), client: holder, connection: connection)
+                return HeldLock(namespace: namespace, key: key, token: UInt64(token), connection: connection)
             case .null:
                 break  // held by someone else
             default:
@@ -159,6 +162,12 @@ extension ActorKVClient {
 /// its key, written `EPHEMERAL` on a connection that this object keeps open until
 /// ``release()``. Letting it go without releasing closes the connection, which releases the
 /// lock too (the server deletes the key), as does this process's death.
+///
+/// Shared with a child process (``inheritableDescriptor()``), the lock behaves as flock(1)'s
+/// lock on a file descriptor shared with a child: it is held as long as any process has the
+/// connection open. Letting the object go, or this process's exit, then closes only this
+/// process's copy, and the child keeps the lock until it closes its copy or exits;
+/// ``release()`` (as `flock -u`) releases it for every process at once.
 public final class HeldLock: Sendable {
     /// The namespace of the lock's key.
     public let namespace: String
@@ -167,50 +176,82 @@ public final class HeldLock: Sendable {
     /// The fencing token: the version the acquiring write gave the key. Each holder of the lock
     /// gets a larger token than every holder before it.
     public let token: UInt64
-    /// The client whose connection holds the lock (kept for its connector).
-    private let client: ActorKVClient
     /// The connection the key belongs to.
     private let connection: Connection
-    private let released = Mutex(false)
 
-    init(namespace: String, key: [UInt8], token: UInt64, client: ActorKVClient, connection: Connection) {
+    private struct State {
+        /// ``release()`` was called.
+        var released = false
+        /// ``inheritableDescriptor()`` handed a copy of the connection out: another process may
+        /// have it, and must keep it when this object goes.
+        var shared = false
+    }
+
+    private let state = Mutex(State())
+
+    /// `PING`: the request that ends this process's part of a shared connection (its reply wakes
+    /// the connection's reader, so that it stops).
+    private static let ping: [UInt8] = {
+        var request: [UInt8] = []
+        RequestEncoder.encode([Array("PING".utf8)], into: &request)
+        return request
+    }()
+
+    init(namespace: String, key: [UInt8], token: UInt64, connection: Connection) {
         self.namespace = namespace
         self.key = key
         self.token = token
-        self.client = client
         self.connection = connection
     }
 
+    /// Not shared, the connection is shut down, which releases the lock at once. Shared, only
+    /// this process's copy is closed (once the connection's reader has stopped, after a `PING`):
+    /// shutdown(2) would end the connection, and so the lock, for the processes that have a copy.
     deinit {
-        connection.shutdown(with: .closed)
+        if state.withLock({ $0.shared }) {
+            connection.letGo(after: Self.ping)
+        } else {
+            connection.shutdown(with: .closed)
+        }
     }
 
     /// The lock's key decoded as UTF-8 (invalid sequences become U+FFFD).
     public var keyString: String { String(decoding: key, as: UTF8.self) }
 
-    /// Releases the lock: deletes its key if it still holds this lock's token
-    /// (`BATCH ns IFVERSION key token DEL key`, on the holding connection), then closes the
-    /// connection. Only the first call does anything.
+    /// Releases the lock, for every process that shares it (as `flock -u`): deletes its key if
+    /// it still holds this lock's token (`BATCH ns IFVERSION key token DEL key`, on the holding
+    /// connection), then closes the connection. Only the first call does anything.
+    ///
+    /// Closing the connection is shutting it down, unless ``inheritableDescriptor()`` has handed
+    /// it out: then only this process's copy is closed (when this object goes), and a process
+    /// that inherited a copy keeps the connection, which no longer holds the lock. When the
+    /// delete fails for another reason than a lost lock, the connection is shut down all the
+    /// same, for every process that has it, which releases the lock.
     ///
     /// Throws ``ActorKVError/lockLost(namespace:key:token:reason:)`` if the lock was no longer
     /// held: the connection had broken (then the server has released it), or the key had
     /// expired after its `ttl` or was deleted or overwritten by someone else (then nothing is
     /// deleted: the key may be the next holder's). Any other error (a server's `IOERR`, say)
-    /// is thrown as it is; the connection is closed all the same, which releases the lock.
+    /// is thrown as it is; the connection is shut down all the same, which releases the lock.
     public func release() async throws(ActorKVError) {
-        let first = released.withLock { done -> Bool in
-            defer { done = true }
-            return !done
+        let (first, shared) = state.withLock { s -> (Bool, Bool) in
+            defer { s.released = true }
+            return (!s.released, s.shared)
         }
         guard first else { return }
-        defer { connection.shutdown(with: .closed) }
         var request: [UInt8] = []
         RequestEncoder.encode([Array("BATCH".utf8), Array(namespace.utf8), Array("IFVERSION".utf8), key,
                                Array(String(token).utf8), Array("DEL".utf8), key], into: &request)
-        switch await connection.send(request) {
+        // Shared, the connection is let go after this request (not shut down) unless the lock
+        // may still be held by it.
+        let result = await connection.send(request, last: true, lettingGo: shared)
+        var notHeld = false  // by this connection any more
+        defer { if !shared || !notHeld { connection.shutdown(with: .closed) } }
+        switch result {
         case .reply(.array):
-            return
+            notHeld = true
         case .reply(.null), .reply(.nullArray):
+            notHeld = true  // the key is not this lock's
             throw .lockLost(namespace: namespace, key: key, token: token,
                             reason: "the key no longer had this lock's version: it expired (the lock's ttl) or was deleted "
                                 + "or overwritten by someone else")
@@ -226,12 +267,16 @@ public final class HeldLock: Sendable {
 
     /// A new descriptor (`dup(2)`, without close-on-exec) of the connection that holds the lock,
     /// or -1 with `errno` set. A child process that inherits it keeps the connection open, and
-    /// so the lock held, for as long as it keeps the descriptor, even if this process dies
-    /// first, as flock(1)'s command keeps its lock; the server releases the lock once every
-    /// copy is closed. Close it in this process once the child is started. ``release()`` still
-    /// releases the lock (and shuts the connection down for every copy).
+    /// so the lock held, for as long as it keeps the descriptor, as flock(1)'s command keeps its
+    /// lock: after this process exits or dies, and after this object goes, which from now on
+    /// closes only this process's copy of the connection (it no longer shuts it down); the
+    /// server releases the lock once every copy is closed. Close the descriptor in this process
+    /// once the child is started. ``release()`` still releases the lock at once, for every
+    /// process, as `flock -u` does.
     public func inheritableDescriptor() -> Int32 {
-        connection.duplicateDescriptor()
+        let copy = connection.duplicateDescriptor()
+        if copy >= 0 { state.withLock { $0.shared = true } }
+        return copy
     }
 }
 

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// The server's namespace permissions (`actorkvd --acl FILE`): the rules in force, replaced as a
-/// whole by ``reload()`` (SIGHUP, `ACL LOAD`), and who may do what under them.
+/// whole by ``reload(for:)`` (SIGHUP, `ACL LOAD`), and who may do what under them.
 ///
 /// Connections resolve their rights once per namespace (``ConnectionRights``) and resolve them
 /// again after a reload, which they notice by ``generation``. The server's own uid keeps every
@@ -17,12 +17,16 @@ public final class AccessControl: Sendable {
     /// Called after each successful reload (the event loop's wake-up, so that it judges the
     /// connections that follow changes again).
     private let changed: @Sendable () -> Void
+    /// Where each reload is logged (the server's log).
+    private let log: @Sendable (String) -> Void
 
     /// Loads `path`; throws if it cannot be read or has a mistake (the server must not start).
-    init(path: String, ownUID: UInt32, names: AccountNames = .system, changed: @escaping @Sendable () -> Void = {}) throws(AccessRulesError) {
+    init(path: String, ownUID: UInt32, names: AccountNames = .system, log: @escaping @Sendable (String) -> Void = { _ in },
+         changed: @escaping @Sendable () -> Void = {}) throws(AccessRulesError) {
         self.path = path
         self.ownUID = ownUID
         self.names = names
+        self.log = log
         self.changed = changed
         current = Mutex(try AccessRules.load(path: path, names: names))
     }
@@ -33,13 +37,39 @@ public final class AccessControl: Sendable {
     /// How many rules are in force.
     var ruleCount: Int { current.withLock { $0.rules.count } }
 
-    /// Reads the file again and puts its rules in force for the next command of every
-    /// connection. On a mistake, throws and keeps the rules in force. Returns the number of rules.
+    /// Who asked for a reload, as the log names it.
+    enum ReloadRequest: Sendable, CustomStringConvertible {
+        /// SIGHUP.
+        case signal
+        /// `ACL LOAD` from a connection of this uid (nil: its credentials are unknown).
+        case command(uid: UInt32?)
+
+        var description: String {
+            switch self {
+            case .signal: "SIGHUP"
+            case .command(let uid?): "ACL LOAD from uid \(uid)"
+            case .command(nil): "ACL LOAD from an unknown uid"
+            }
+        }
+    }
+
+    /// Reads the file again, as `request` asks, and puts its rules in force for the next command
+    /// of every connection. On a mistake, throws and keeps the rules in force. Returns the
+    /// number of rules. Logs the outcome either way, naming who asked: `reloaded acl.conf on
+    /// SIGHUP: 3 rules`, `ACL LOAD from uid 0: acl.conf:3: unknown right 'wrte' …; keeping the
+    /// rules in force`.
     @discardableResult
-    func reload() throws(AccessRulesError) -> Int {
-        let rules = try AccessRules.load(path: path, names: names)
+    func reload(for request: ReloadRequest) throws(AccessRulesError) -> Int {
+        let rules: AccessRules
+        do throws(AccessRulesError) {
+            rules = try AccessRules.load(path: path, names: names)
+        } catch {
+            log("\(request): \(error); keeping the rules in force")
+            throw error
+        }
         current.withLock { $0 = rules }
         generationCounter.add(1, ordering: .releasing)
+        log("reloaded \(path) on \(request): \(rules.rules.count) rules")
         changed()
         return rules.rules.count
     }

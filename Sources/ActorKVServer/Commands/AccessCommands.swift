@@ -34,7 +34,7 @@ enum AccessCommands {
             return .error(.err, "no --acl file: this server was started without namespace permissions (every client has every right)")
         }
         do {
-            try access.reload()
+            try access.reload(for: .command(uid: context.session.peer?.uid))  // logged either way
             return .simple("OK")
         } catch {
             return .error(.err, "\(error)")

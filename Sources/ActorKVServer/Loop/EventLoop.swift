@@ -629,14 +629,7 @@ final class EventLoop: @unchecked Sendable {
             if reloadAsked { log("SIGHUP: nothing to reload (no --acl file)") }
             return
         }
-        if reloadAsked {
-            do {
-                let count = try access.reload()
-                log("reloaded \(access.path) on SIGHUP: \(count) rules")
-            } catch {
-                log("SIGHUP: \(error); keeping the rules in force")
-            }
-        }
+        if reloadAsked { _ = try? access.reload(for: .signal) }  // logged either way
         let now = access.generation
         guard now != judgedGeneration else { return }
         judgedGeneration = now

@@ -239,7 +239,7 @@ public final class Server: Sendable {
     private func openAccessControl(wake: WakeSignal) throws -> AccessControl? {
         guard let path = configuration.accessFile else { return nil }
         do {
-            let access = try AccessControl(path: path, ownUID: configuration.ownUID) { wake.signal() }
+            let access = try AccessControl(path: path, ownUID: configuration.ownUID, log: log) { wake.signal() }
             log("namespace permissions: \(access.ruleCount) rules from \(path) (uid \(configuration.ownUID), the server's own, has every right)")
             return access
         } catch {

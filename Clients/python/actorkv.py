@@ -2,7 +2,7 @@
 
 ActorKV is a local key-value server that listens on a Unix-domain socket and speaks a
 Redis-compatible protocol (RESP2). This module is a single file that needs only the Python
-standard library (Python 3.9 or newer): copy it next to your program or put its folder on
+standard library (Python 3.8 or newer): copy it next to your program or put its folder on
 ``PYTHONPATH``.
 
 Example::
@@ -25,6 +25,8 @@ Errors all derive from :class:`ActorKVError`:
 * :class:`ServerError` -- the server answered ``-CODE message`` (``code`` is e.g. ``"BADNS"``);
 * :class:`ActorKVConnectionError` -- cannot connect, or the connection was lost (also a
   built-in :class:`ConnectionError`); :class:`ActorKVTimeoutError` for a timeout;
+  :class:`ConnectionRefusedByServer` (also a :class:`ServerError`) when the server refuses the
+  connection (``MAXCLIENTS``, ``--allow-uid``);
 * :class:`ProtocolError` -- the server's reply could not be parsed;
 * :class:`ConflictError` -- :meth:`Client.update` lost the race on every attempt;
 * :class:`CompactedError` -- a :class:`ServerError` (code ``COMPACTED``): the changes a
@@ -32,7 +34,11 @@ Errors all derive from :class:`ActorKVError`:
 * :class:`LockTimeout` -- a :class:`Lock` stayed held by someone else for all of its timeout
   (also a built-in :class:`TimeoutError`).
 
-A :class:`Client` is one connection and is not thread-safe: give each thread its own client.
+A :class:`Client` is one connection and is not thread-safe: give each thread its own client
+(a second thread calling it while a call is running gets ``RuntimeError``, not a reply meant
+for the first). In a child of ``fork()`` an inherited client opens a connection of its own at
+its first call, leaving the parent's alone. After a server restart, the first call on an
+existing client is sent again on a new connection by itself (nothing of it had been sent).
 
 To follow a namespace's changes as they are written, see :meth:`Client.changes` (an iterator of
 :class:`Change` events that reconnects and resumes by itself) and :meth:`Client.mirror` (a local
@@ -44,11 +50,14 @@ closes, even if the process is killed). On those, :meth:`Client.lock` builds a l
 every process, released by the server if its holder dies, with a fencing token::
 
     with kv.lock("locks", "job-42", timeout=10) as lock:   # LockTimeout if still held
-        storage.write(data, fence=lock.token)              # larger for each new holder
+        print(lock.token)                                  # larger for each new holder
+        # storage.write(data, fence=lock.token)            # what the lock protects checks it
 """
 
 import builtins
 import collections
+import errno
+import itertools
 import math
 import os
 import random
@@ -67,6 +76,7 @@ __all__ = [
     "Client",
     "CompactedError",
     "ConflictError",
+    "ConnectionRefusedByServer",
     "ERROR_CODES",
     "Lock",
     "LockTimeout",
@@ -121,6 +131,28 @@ _UPDATE_BACKOFF = (0.0005, 0.05)
 #: poll(2) where there is one (no limit on descriptor numbers); select(2) otherwise.
 _HAVE_POLL = hasattr(select, "poll")
 
+#: What a send on a connection the server has closed fails with, having taken no byte.
+_UNSENT_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN})
+
+
+class _NothingSent(Exception):
+    """Internal: the first send of a call failed before the socket took any byte of it, on a
+    connection that was open before the call; ``block`` is the unsent first block."""
+
+    def __init__(self, block):
+        super().__init__("nothing sent")
+        self.block = block
+
+
+def _maybe_applied(sent_any, count, received):
+    """The end of a lost connection's message: whether the requests may have been applied."""
+    if not sent_any:
+        return " (nothing was sent: not applied)"
+    if count == 1:
+        return " (the request may or may not have been applied)"
+    return (" (%d of %d replies received; the requests after them may or may not have been "
+            "applied)" % (received, count))
+
 
 # --------------------------------------------------------------------------------------------
 # Errors
@@ -137,11 +169,15 @@ class ServerError(ActorKVError):
     Attributes:
         code: the first word of the error line, one of :data:`ERROR_CODES`: ``"ERR"``,
             ``"BADNS"``, ``"BADKEY"``, ``"TOOBIG"``, ``"BADCURSOR"``, ``"CORRUPT"``,
-            ``"IOERR"``, ``"SHUTDOWN"``, ``"PROTO"``, ``"MAXCLIENTS"``, ``"NOPERM"`` (a
-            command's is a :class:`PermissionDeniedError`; the refusal of a connection on
-            accept, ``connection refused: ...``, is a plain :class:`ServerError`),
-            ``"COMPACTED"`` (a :class:`CompactedError`) or ``"LAGGING"`` (a change feed
-            answers it by resuming) (a newer server's code not in that list is kept as sent).
+            ``"IOERR"``, ``"SHUTDOWN"``, ``"PROTO"``, ``"MAXCLIENTS"`` (a
+            :class:`ConnectionRefusedByServer`), ``"NOPERM"`` (a command's is a
+            :class:`PermissionDeniedError`; the refusal of a connection on accept,
+            ``connection refused: ...``, a :class:`ConnectionRefusedByServer`),
+            ``"COMPACTED"`` (a :class:`CompactedError`), ``"LAGGING"`` (a change feed
+            answers it by resuming), ``"EXECABORT"``, ``"CROSSNS"`` (``EXEC`` of a
+            transaction: nothing applied), ``"NOPROTO"`` (``HELLO`` with an unsupported
+            version) or ``"UNAVAILABLE"`` (cluster mode: etcd unreachable; nothing applied,
+            try again). A newer server's code not in that list is kept as sent.
         message: the rest of the line (may be empty).
     """
 
@@ -154,12 +190,15 @@ class ServerError(ActorKVError):
     def from_line(cls, line):
         """Builds the error from the text of an error reply (without ``-`` and ``\\r\\n``):
         a :class:`CompactedError` for the code ``COMPACTED``, a :class:`PermissionDeniedError`
-        for a command's ``NOPERM``."""
+        for a command's ``NOPERM``, a :class:`ConnectionRefusedByServer` for ``MAXCLIENTS``
+        and a ``NOPERM`` refusing the connection on accept."""
         code, _, message = line.partition(" ")
         if cls is ServerError and code == "COMPACTED":
             return CompactedError(code, message)
         if cls is ServerError and code == "NOPERM" and not message.startswith(_REFUSAL_PREFIX):
             return PermissionDeniedError(code, message)
+        if cls is ServerError and code in ("MAXCLIENTS", "NOPERM"):
+            return ConnectionRefusedByServer(code, message)
         return cls(code, message)
 
     def __eq__(self, other):
@@ -203,8 +242,8 @@ class PermissionDeniedError(ServerError):
     the feed's connection); it does not resume.
 
     A connection refused on accept (``--allow-uid``/``--allow-gid``, ``-NOPERM connection
-    refused: ...``) is not this class but a plain :class:`ServerError` with code ``NOPERM``,
-    after which the connection is closed.
+    refused: ...``) is not this class but a :class:`ConnectionRefusedByServer` with code
+    ``NOPERM``, after which the connection is closed.
     """
 
     def __init__(self, code="NOPERM", message=""):
@@ -229,8 +268,36 @@ class ActorKVConnectionError(ActorKVError, builtins.ConnectionError):
 
     It is also a built-in :class:`ConnectionError`. After it, the client's socket is closed;
     the next command opens a new connection. A command that failed this way may or may not
-    have been applied by the server.
+    have been applied by the server: the message says "nothing was sent: not applied" when
+    it certainly was not. (A call whose connection the server had already closed while it was
+    idle -- a server restart, say -- is sent again on a new connection by itself, once, since
+    no byte of it was taken: that raises nothing.)
+
+    Two refusals by the server come as a :class:`ServerError` instead (the server accepted
+    the connection to say why it refuses it): ``MAXCLIENTS`` (no room for another connection)
+    and ``NOPERM connection refused: ...`` (``--allow-uid``/``--allow-gid`` leave this
+    process out). Catch both to handle "cannot connect".
+
+    Attributes:
+        replies: the replies received before the connection was lost, in order; for
+            :meth:`Pipeline.execute`, the results of the commands before the cut (the
+            commands after them may or may not have been applied). Empty if none came.
     """
+
+    replies = ()
+
+
+class ConnectionRefusedByServer(ServerError, ActorKVConnectionError):
+    """The server accepted the connection only to refuse it, and closed it: ``-MAXCLIENTS``
+    (``--max-clients`` connections are open, or it is out of file descriptors) or ``-NOPERM
+    connection refused: ...`` (its ``--allow-uid``/``--allow-gid`` leave this process out).
+    Both a :class:`ServerError` (``code`` and ``message`` as sent) and an
+    :class:`ActorKVConnectionError` (so "cannot connect" handlers catch it, as the ``actorkv``
+    CLI exits 4 for both). Nothing was applied; the next call connects again.
+    """
+
+    def __repr__(self):
+        return "ConnectionRefusedByServer(%r, %r)" % (self.code, self.message)
 
 
 class ActorKVTimeoutError(ActorKVConnectionError, builtins.TimeoutError):
@@ -239,7 +306,10 @@ class ActorKVTimeoutError(ActorKVConnectionError, builtins.TimeoutError):
 
 
 class ProtocolError(ActorKVError):
-    """The bytes received are not a valid RESP2 reply. The connection is closed."""
+    """The bytes received are not a valid RESP2 reply. The connection is closed. ``replies``:
+    as for :class:`ActorKVConnectionError`."""
+
+    replies = ()
 
 
 class ConflictError(ActorKVError):
@@ -263,8 +333,13 @@ class LockTimeout(ActorKVError, builtins.TimeoutError):
         self.namespace = namespace
         self.key = key
         self.timeout = timeout
-        super().__init__("the lock %r in namespace %r was held by someone else for all of %g s"
-                         % (key, namespace, timeout))
+        if timeout == 0:
+            text = "the lock %r in namespace %r is held by someone else (one try: timeout 0)" % (
+                key, namespace)
+        else:
+            text = "the lock %r in namespace %r was held by someone else for all of %g s" % (
+                key, namespace, timeout)
+        super().__init__(text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -282,7 +357,31 @@ def _to_bytes(value, what="argument"):
         return bytes(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value).encode("ascii")
-    raise TypeError("%s must be str, bytes or int, not %s" % (what, type(value).__name__))
+    raise TypeError("%s must be str, bytes, bytearray, memoryview or int, not %s"
+                    % (what, type(value).__name__))
+
+
+#: What the arguments of a command are called in a TypeError, after the command's name: the
+#: namespace, then the key (and PUT's value); others are "argument N".
+_ARGUMENT_NAMES = {b"PUT": ("namespace", "key", "value")}
+_NAMESPACE_COMMANDS = frozenset(
+    b"GET GETV PUT DEL EXISTS COUNT INCR PEXPIRE PERSIST PTTL SCAN BATCH COMPACT CHANGES".split())
+
+
+def _argument_name(args, index):
+    """How :func:`encode_command` names ``args[index]`` in a TypeError."""
+    if index == 0:
+        return "the command name"
+    try:
+        command = _to_bytes(args[0]).upper()
+    except TypeError:
+        command = b""
+    names = _ARGUMENT_NAMES.get(command)
+    if names is None and command in _NAMESPACE_COMMANDS:
+        names = ("namespace", "key")
+    if names is not None and index <= len(names):
+        return "the %s (argument %d of %s)" % (names[index - 1], index, command.decode())
+    return "argument %d of %s" % (index, command.decode("ascii", "replace") or "the command")
 
 
 def encode_command(*args):
@@ -294,8 +393,12 @@ def encode_command(*args):
     if not args:
         raise ValueError("a command needs at least a name")
     parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        data = _to_bytes(arg)
+    for index, arg in enumerate(args):
+        try:
+            data = _to_bytes(arg)
+        except TypeError:
+            raise TypeError("%s must be str, bytes, bytearray, memoryview or int, not %s"
+                            % (_argument_name(args, index), type(arg).__name__)) from None
         parts.append(b"$%d\r\n" % len(data))
         parts.append(data)
         parts.append(b"\r\n")
@@ -772,7 +875,11 @@ class _Commands(object):
         connection: keys it wrote as ephemeral before are gone by then.)
 
         The namespace is created by its first write. Raises :class:`ServerError` with code
-        ``BADNS`` (invalid namespace name), ``BADKEY`` (empty or too long key) or ``TOOBIG``.
+        ``BADNS`` (invalid namespace name), ``BADKEY`` (empty or too long key) or ``TOOBIG``
+        (a value over the server's ``--max-value-bytes``; the connection stays usable). A value
+        over ``--max-bulk-bytes`` cannot even be read by the server: ``PROTO invalid bulk
+        length``, after which the server closes the connection (commands pipelined after it
+        are not run). The client does not know the server's limits and checks no sizes.
         """
         args = ["PUT", namespace, key, value]
         if ttl is not None:
@@ -890,8 +997,12 @@ class _Commands(object):
         nothing was applied. If any op is invalid (for example an empty key, or an incr of a
         value that is not an integer) the server raises :class:`ServerError` and applies none
         of them. ``ValueError`` (or ``TypeError`` for a version or delta that is not an int) for
-        a malformed op list, before anything is sent.
+        a malformed op list, before anything is sent. A batch larger than the server's
+        ``--max-request-bytes`` is ``ServerError`` ``PROTO too big multibulk request``, and
+        the server closes the connection.
         """
+        # A batch over the server's --max-request-bytes (or --max-arguments) is refused with
+        # PROTO ("too big multibulk request") and the connection closed, as for put.
         return self._call(_batch_results, "BATCH", namespace, *_batch_arguments(ops))
 
     def compact(self, namespace):
@@ -929,7 +1040,14 @@ class Client(_Commands):
 
     Use it as a context manager to close the connection at the end. If the connection is
     lost, the failing call raises :class:`ActorKVConnectionError` and the next call connects
-    again. Not thread-safe.
+    again; but a call whose first send fails because the server had closed the idle connection
+    (it restarted, say) took no byte of it, and is sent again, once, on a new connection.
+
+    Not thread-safe: give each thread its own client. A call made while another thread's call
+    on the same client is running raises ``RuntimeError`` (a non-blocking lock per call), so
+    that replies never go to the wrong thread. Fork-safe: in a child of ``fork()`` the first
+    call drops the inherited connection (closing the child's descriptor only, never shutting
+    down the parent's connection) and connects again.
     """
 
     #: Bytes asked of the socket per read.
@@ -938,11 +1056,19 @@ class Client(_Commands):
     send_size = 256 * 1024
 
     def __init__(self, path=DEFAULT_SOCKET, timeout=10.0, connect=True):
-        self.path = path
+        try:
+            self.path = os.fspath(path)
+        except TypeError:
+            raise TypeError("path must be a str, bytes or os.PathLike socket path, not %s"
+                            % type(path).__name__) from None
+        if _check_timeout(timeout) == 0:
+            raise ValueError("timeout must be None or more than 0 seconds, not %r" % (timeout,))
         self.timeout = timeout
         self._sock = None
         self._parser = None
         self._poller = None
+        self._pid = os.getpid()  # the process the connection belongs to (see _begin)
+        self._busy = threading.Lock()  # held during a call: two threads at once raise
         if connect:
             self.connect()
 
@@ -950,6 +1076,8 @@ class Client(_Commands):
 
     def connect(self):
         """Opens the connection if it is not open. Raises :class:`ActorKVConnectionError`."""
+        if self._pid != os.getpid():
+            self._forget_inherited()
         if self._sock is not None:
             return
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -1029,6 +1157,36 @@ class Client(_Commands):
             [sock], [sock] if want_write else [], [sock], seconds)
         return bool(readable or broken), bool(writable or broken)
 
+    def _begin(self):
+        """Starts a call on this connection: takes the cheap guard against a second thread
+        (``RuntimeError`` rather than replies crossed between threads), and in a process
+        forked after the connection was made, abandons the inherited socket (closing this
+        process's descriptor, never shutting the connection down: it is the parent's) so that
+        the call connects again. The caller calls :meth:`_end` afterwards."""
+        if self._pid != os.getpid():
+            self._forget_inherited()
+        if not self._busy.acquire(False):
+            raise RuntimeError(
+                "this actorkv.Client is used from two threads at once (a Client is one "
+                "connection and is not thread-safe: give each thread its own Client)")
+
+    def _end(self):
+        self._busy.release()
+
+    def _forget_inherited(self):
+        """In a child of fork(): drops the connection inherited from the parent. Its socket is
+        closed in this process only (the parent's descriptor, and so its connection, stays as
+        it is; never shut down, which would cut the parent off), and the guard against two
+        threads is new (a thread of the parent may have held it at the fork)."""
+        self._busy = threading.Lock()
+        self._pid = os.getpid()
+        sock, self._sock, self._parser, self._poller = self._sock, None, None, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
     def _roundtrip(self, requests, count):
         """Sends encoded requests and returns their ``count`` raw replies, in order (an error
         reply is returned as a :class:`ServerError`, not raised).
@@ -1040,21 +1198,39 @@ class Client(_Commands):
         deadlock on a large pipeline. ``self.timeout`` bounds the time without progress
         (nothing sent and nothing received), not the whole exchange.
 
+        On a connection opened before this call, a first send that fails with EPIPE,
+        ECONNRESET or ENOTCONN (the server restarted, or closed the idle connection) accepted
+        no byte of the requests: they are sent again, once, on a new connection.
+
         After a connection-fatal error reply (PROTO, MAXCLIENTS, NOPERM refusing the
         connection on accept: :func:`_closes_connection`) the remaining replies are
         :class:`ActorKVConnectionError` instances and the connection is closed; a command's
-        NOPERM is a reply like any other. A timeout,
-        a lost connection or a malformed reply closes the connection and raises.
+        NOPERM is a reply like any other. A timeout, a lost connection or a malformed reply
+        closes the connection and raises; the error's ``replies`` attribute holds the replies
+        received before it, in order.
         """
+        self._begin()
+        try:
+            if isinstance(requests, (bytes, bytearray, memoryview)):
+                requests = (requests,)
+            chunks = iter(requests)
+            try:
+                return self._exchange(chunks, count, self._sock is not None)
+            except _NothingSent as unsent:
+                return self._exchange(itertools.chain((unsent.block,), chunks), count, False)
+        finally:
+            self._end()
+
+    def _exchange(self, chunks, count, may_retry):
+        """The body of :meth:`_roundtrip`: raises :class:`_NothingSent` (the connection
+        closed) when ``may_retry`` and the first send failed before any byte was accepted."""
         self.connect()
-        if isinstance(requests, (bytes, bytearray, memoryview)):
-            requests = (requests,)
-        chunks = iter(requests)
         sock, parser = self._sock, self._parser
         timeout = self.timeout
         replies = []
         pending = memoryview(b"")  # the block being sent, from the first unsent byte
         sending = True
+        sent_any = False  # some byte of the requests was accepted by the socket
         send_error = None
         can_write = True  # try to send before waiting: a new request usually fits at once
         can_read = False
@@ -1071,11 +1247,18 @@ class Client(_Commands):
                                     sending = False
                                     break
                             sent = sock.send(pending)
+                            if sent:
+                                sent_any = True
                             pending = pending[sent:]
                             progress = True
                     except BlockingIOError:
                         pass
                     except OSError as error:
+                        if (may_retry and not sent_any and error.errno in _UNSENT_ERRNOS
+                                and not self._drain_refusal()):
+                            # The connection was dead before this request (a server restart,
+                            # say): the socket took none of it, so sending it again is safe.
+                            raise _NothingSent(pending)
                         # The server closed the connection, maybe after an error reply that
                         # explains why (PROTO, MAXCLIENTS, NOPERM): read what it sent.
                         sending = False
@@ -1087,24 +1270,24 @@ class Client(_Commands):
                     except BlockingIOError:
                         data = None
                     except OSError as error:
-                        raise self._lost(error, send_error)
+                        raise self._lost(error, send_error, sent_any, count, len(replies))
                     if data is not None:
                         if not data:
-                            raise self._lost(None, send_error)
+                            raise self._lost(None, send_error, sent_any, count, len(replies))
                         progress = True
                         parser.feed(data)  # a ProtocolError closes the connection below
+                while len(replies) < count:
+                    reply = parser.gets()
+                    if reply is NOT_READY:
+                        break
+                    replies.append(reply)
+                    if isinstance(reply, ServerError) and _closes_connection(reply):
+                        self.close()
                         while len(replies) < count:
-                            reply = parser.gets()
-                            if reply is NOT_READY:
-                                break
-                            replies.append(reply)
-                            if isinstance(reply, ServerError) and _closes_connection(reply):
-                                self.close()
-                                while len(replies) < count:
-                                    replies.append(ActorKVConnectionError(
-                                        "connection closed by the server after an earlier "
-                                        "error; not run"))
-                                return replies
+                            replies.append(ActorKVConnectionError(
+                                "connection closed by the server after an earlier "
+                                "error; not run"))
+                        return replies
                 if len(replies) == count and not sending:
                     return replies
                 if timeout is not None:
@@ -1114,11 +1297,16 @@ class Client(_Commands):
                     elif now >= deadline:
                         raise ActorKVTimeoutError((
                             "timed out sending to %s" if sending
-                            else "timed out waiting for a reply from %s") % self.path)
+                            else "timed out waiting for a reply from %s") % self.path
+                            + _maybe_applied(sent_any, count, len(replies)))
                     remaining = deadline - now
                 else:
                     remaining = None
                 can_read, can_write = self._wait(sending, remaining)
+        except ActorKVError as error:
+            self.close()
+            error.replies = replies
+            raise
         except BaseException:
             # Whatever went wrong (a timeout, a lost connection, a malformed reply, even
             # KeyboardInterrupt), replies still on their way would be taken for the answers to
@@ -1126,16 +1314,39 @@ class Client(_Commands):
             self.close()
             raise
 
-    def _lost(self, error, send_error):
+    def _drain_refusal(self):
+        """After a failed first send: reads what the server sent before closing (without
+        waiting) into the parser. True if it holds an error reply after which the server
+        closes connections (``MAXCLIENTS``, a refusal on accept, ...): that is the answer,
+        not a reason to send again."""
+        parser = self._parser
+        while True:
+            try:
+                data = self._sock.recv(self.read_size)
+            except OSError:  # BlockingIOError included: nothing (more) buffered
+                break
+            if not data:
+                break
+            try:
+                parser.feed(data)
+            except ProtocolError:
+                return False
+        return any(isinstance(reply, ServerError) and _closes_connection(reply)
+                   for reply in parser._replies)
+
+    def _lost(self, error, send_error, sent_any, count, received):
         """The error to raise when the connection ended (``error`` from recv, None for end of
-        file) before every reply came; a failed send is the better explanation."""
+        file) before every reply came; a failed send is the better explanation. The message
+        says whether the requests may have been applied."""
         if send_error is not None:
             error = send_error
         if error is None:
-            return ActorKVConnectionError("connection to %s closed by the server" % self.path)
-        return ActorKVConnectionError("connection to %s lost%s: %s" % (
-            self.path, " while sending" if send_error is not None else "",
-            error.strerror or error))
+            text = "connection to %s closed by the server" % self.path
+        else:
+            text = "connection to %s lost%s: %s" % (
+                self.path, " while sending" if send_error is not None else "",
+                error.strerror or error)
+        return ActorKVConnectionError(text + _maybe_applied(sent_any, count, received))
 
     def _call(self, transform, *args):
         reply = self._roundtrip(encode_command(*args), 1)[0]
@@ -1196,9 +1407,10 @@ class Client(_Commands):
                 new = _to_bytes(new, "the value fn returned")
                 if self.put(namespace, key, new, if_version=version) is not None:
                     return new
-        raise ConflictError("the key %r in namespace %r was written by others on each of %d "
-                            "attempts" % (_to_bytes(key), _decode_text(_to_bytes(namespace)),
-                                          max_attempts))
+        raise ConflictError("the key %r in namespace %r was written by others %s" % (
+            _to_bytes(key), _decode_text(_to_bytes(namespace)),
+            "on each of %d attempts" % max_attempts if max_attempts != 1
+            else "during its only attempt (max_attempts=1)"))
 
     def pipeline(self):
         """Returns a :class:`Pipeline` that queues commands and sends them together."""
@@ -1222,9 +1434,11 @@ class Client(_Commands):
             snapshot: first the current keys, then the changes after them.
             reconnect_timeout: when the connection is lost (the server restarts or is
                 killed, or sends ``-LAGGING``), the feed connects again and resumes after the
-                last change it delivered, so that no change is missed or seen twice; it
-                raises :class:`ActorKVConnectionError` after trying for this many seconds
-                in a row (None: forever, 0: never reconnect).
+                last change it delivered, so that no change is missed or seen twice. It tries
+                within each call's own timeout (``next_event(t)`` returns None when ``t`` runs
+                out and the next call goes on trying), and raises
+                :class:`ActorKVConnectionError` once its attempts have failed for this many
+                seconds in a row (None: forever, 0: never reconnect).
 
         The first CHANGES is sent now: a refused one (a bad argument, a ``from_seq`` after
         the namespace's last sequence, ...) raises :class:`ServerError` here, and a
@@ -1331,20 +1545,8 @@ class Pipeline(_Commands):
     def __exit__(self, *exc_info):
         self.reset()
 
-    def execute(self, raise_on_error=True):
-        """Sends the queued commands and returns their results, in order; empties the queue.
-
-        With ``raise_on_error`` (the default) the first error reply is raised as
-        :class:`ServerError` after every reply has been read (so the connection stays in step);
-        otherwise each failed command's place in the list holds its exception.
-        """
-        queue, self._queue = self._queue, []
-        if not queue:
-            return []
-        transforms = [transform for transform, _ in queue]
-        payloads = [payload for _, payload in queue]
-        del queue
-        replies = self.client._roundtrip(_taking(payloads), len(payloads))
+    @staticmethod
+    def _results(transforms, replies):
         results = []
         for transform, reply in zip(transforms, replies):
             if not isinstance(reply, Exception):
@@ -1353,6 +1555,35 @@ class Pipeline(_Commands):
                 except ProtocolError as error:
                     reply = error
             results.append(reply)
+        return results
+
+    def execute(self, raise_on_error=True):
+        """Sends the queued commands and returns their results, in order; empties the queue.
+
+        With ``raise_on_error`` (the default) the first error reply is raised as
+        :class:`ServerError` after every reply has been read (so the connection stays in step);
+        otherwise each failed command's place in the list holds its exception.
+
+        If the connection is lost (or times out, or a reply is malformed) before every reply
+        came, it raises that :class:`ActorKVConnectionError` (or :class:`ProtocolError`)
+        whatever ``raise_on_error`` says, and the error's ``replies`` attribute is the list of
+        the results received before it, in order (those commands were applied, or failed, as
+        their results say); the commands after them may or may not have been applied.
+        """
+        queue, self._queue = self._queue, []
+        if not queue:
+            return []
+        transforms = [transform for transform, _ in queue]
+        payloads = [payload for _, payload in queue]
+        del queue
+        try:
+            replies = self.client._roundtrip(_taking(payloads), len(payloads))
+        except ActorKVError as error:
+            # Cut off (the connection lost, a timeout, a malformed reply): the replies that
+            # came before go with the error, as results.
+            error.replies = self._results(transforms, getattr(error, "replies", None) or [])
+            raise
+        results = self._results(transforms, replies)
         if raise_on_error:
             for result in results:
                 if isinstance(result, Exception):
@@ -1371,9 +1602,10 @@ class Change(collections.namedtuple("Change", "namespace seq items")):
 
     Attributes:
         namespace: the namespace's name (str).
-        seq: the change's sequence number (int), the version it gave those keys. Each write
-            of a namespace takes the next number, so without a prefix consecutive changes have
-            consecutive numbers; with one, the changes that touch no key under it are left out.
+        seq: the change's sequence number (int), the version it gave those keys. Numbers only
+            grow, but may skip: ``PEXPIRE``/``PERSIST`` take a number without a change message,
+            and with a prefix the changes that touch no key under it are left out. Never
+            check ``seq == last + 1``.
         items: a list of ``(key, value)``, in the order the write gave them: the key as bytes,
             the new value as bytes, or None for a deleted key. A BATCH that writes a key
             twice lists it twice (apply the items in order). With a prefix, only the keys
@@ -1450,8 +1682,10 @@ class ChangeFeed(object):
     drops this follower with ``-LAGGING`` because it read too slowly), the feed connects again
     -- at once, then after waits that grow to 2 s -- and sends ``CHANGES ... FROM seq``, where
     ``seq`` is the last change (or snapshot) it delivered: the caller sees no gap and no
-    change twice, only a second :class:`Synced` once the feed has caught up again. If it cannot
-    resume for ``reconnect_timeout`` seconds in a row it raises
+    change twice, only a second :class:`Synced` once the feed has caught up again. It tries
+    only within the time each call allows (:meth:`next_event`'s ``timeout``; a ``poll`` makes
+    at most the attempt that is due) and goes on at the next call; once its attempts have
+    failed for ``reconnect_timeout`` seconds in a row it raises
     :class:`ActorKVConnectionError`; if the server no longer holds the changes it needs, it
     raises :class:`CompactedError`, and if the server has not written the changes it has seen
     (its data directory was replaced), the :class:`ServerError` it answers (with
@@ -1500,7 +1734,14 @@ class ChangeFeed(object):
         self._want_snapshot = bool(snapshot)  # a snapshot is owed to the caller
         self._snapshot = None  # (seq, items) while a snapshot's messages are arriving
         self._events = collections.deque()  # received, not yet delivered
+        self._io_timeout = timeout
         self._client = Client(path, timeout=timeout, connect=False)
+        # While the connection is lost: when it was lost (time.monotonic()), why (the last
+        # failure), when the next attempt is due and the wait after a failed one.
+        self._lost_at = None
+        self._lost_cause = None
+        self._retry_at = 0.0
+        self._retry_delay = _RECONNECT_BACKOFF[0]
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._reading = False  # a thread is in next_event
@@ -1516,8 +1757,16 @@ class ChangeFeed(object):
     def next_event(self, timeout=None):
         """Returns the next event, waiting for it up to ``timeout`` seconds (None: as long as
         it takes; 0: only what has already arrived). Returns None if no event came in that
-        time, or once the feed is closed. Resumes on a new connection when the connection
-        is lost (which may take up to ``reconnect_timeout``, whatever ``timeout`` is)."""
+        time, or once the feed is closed.
+
+        When the connection is lost, it connects again and resumes within the same
+        ``timeout``: if the server cannot be reached before it runs out, it returns None and
+        the feed stays open, and the next call goes on trying (at once the first time, then
+        after waits growing to 2 s: a call made before the next attempt is due only waits).
+        Only after ``reconnect_timeout`` seconds of failed attempts in a row does it raise
+        :class:`ActorKVConnectionError` (and the feed is closed). One attempt may outlast a
+        short ``timeout`` by up to a quarter of a second, if the server accepts the
+        connection but is slow to answer it."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             if self._reading:
@@ -1527,16 +1776,20 @@ class ChangeFeed(object):
             while not self._events:
                 if self._closed.is_set():
                     return None
+                if self._lost_at is not None:
+                    if not self._resume(deadline):
+                        return None  # still lost; the next call goes on trying
+                    continue
                 try:
                     message = self._receive(deadline)
                 except ActorKVConnectionError as error:
-                    self._resume(error)
+                    self._lose(error)
                     continue
                 if message is NOT_READY:
                     return None
                 if isinstance(message, ServerError):
                     if message.code in _RESUME_CODES:
-                        self._resume(message)
+                        self._lose(message)
                         continue
                     # Anything else ends the feed: a PermissionDeniedError (the read right
                     # withdrawn by a reload; the server closes the connection) among them.
@@ -1604,10 +1857,12 @@ class ChangeFeed(object):
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _follow(self):
+    def _follow(self, deadline=None):
         """Connects and sends CHANGES: with SNAPSHOT while a snapshot is owed to the caller,
         else FROM the last sequence delivered (nothing the first time without ``from_seq``);
-        reads the ``changes`` header. An error reply is raised."""
+        reads the ``changes`` header. An error reply is raised. With a ``deadline``
+        (time.monotonic()), connecting and the header get the time left until it, but at
+        least a quarter of a second (and at most the feed's ``timeout``)."""
         args = ["CHANGES", self._ns]
         if self.prefix:
             args += ["PREFIX", self.prefix]
@@ -1617,7 +1872,15 @@ class ChangeFeed(object):
             args += ["FROM", self.seq]
         self._client.close()
         self._snapshot = None
-        reply = self._client._roundtrip(encode_command(*args), 1)[0]
+        timeout = self._io_timeout
+        if deadline is not None:
+            left = max(deadline - time.monotonic(), 0.25)
+            timeout = left if timeout is None else min(timeout, left)
+        self._client.timeout = timeout
+        try:
+            reply = self._client._roundtrip(encode_command(*args), 1)[0]
+        finally:
+            self._client.timeout = self._io_timeout
         if isinstance(reply, Exception):
             self._client.close()
             raise reply
@@ -1668,49 +1931,71 @@ class ChangeFeed(object):
                 client.close()
                 raise
 
-    def _resume(self, cause):
-        """The connection was lost (``cause``: the error, or a ``-LAGGING`` reply): connects
-        again and follows from where the feed stopped, trying at once, then after waits that
-        grow to 2 s, for up to ``reconnect_timeout`` seconds in all. Returns without
-        resuming if the feed is closed meanwhile."""
+    def _lose(self, cause):
+        """The connection was lost (``cause``: the error, or a ``-LAGGING`` reply): closes it
+        and notes when, so that :meth:`_resume` connects again (at once, the first time).
+        With ``reconnect_timeout`` 0, raises ``cause`` instead."""
         self._client.close()
         if self._closed.is_set():
             return
         if self.reconnect_timeout == 0:
             raise cause
-        start = time.monotonic()
-        delay, most = _RECONNECT_BACKOFF
+        self._lost_at = time.monotonic()
+        self._lost_cause = cause
+        self._retry_at = self._lost_at
+        self._retry_delay = _RECONNECT_BACKOFF[0]
+
+    def _resume(self, deadline):
+        """While the connection is lost: connects again and follows from where the feed
+        stopped, trying when an attempt is due (at once, then after waits that grow to 2 s),
+        until ``deadline`` (time.monotonic(); None: no limit). Returns True once resumed (or
+        if the feed is closed meanwhile), False if ``deadline`` passed first: the feed is still
+        lost and a later call goes on. Raises :class:`ActorKVConnectionError` once the
+        attempts have failed for ``reconnect_timeout`` seconds in a row since the loss."""
         while True:
-            try:
-                self._follow()
-                self.reconnects += 1
-                return
-            except ServerError as error:
-                if isinstance(error, CompactedError) or (
-                        error.code == "ERR" and _SEQUENCE_AHEAD.match(error.message)):
-                    if self._resnapshot and not self._want_snapshot:
-                        self._want_snapshot = True
-                        self.seq = None
-                        continue
-                    raise
-                if error.code not in _RESUME_CODES:
-                    raise
-                cause = error
-            except ActorKVConnectionError as error:
-                cause = error
             if self._closed.is_set():
-                return
-            waited = time.monotonic() - start
-            if self.reconnect_timeout is not None and waited >= self.reconnect_timeout:
-                raise ActorKVConnectionError(
-                    "lost the changes of namespace %r at sequence %s and could not resume "
-                    "within %g s: %s" % (self.namespace, self.seq, self.reconnect_timeout, cause))
-            pause = random.uniform(delay / 2.0, delay)
-            if self.reconnect_timeout is not None:
-                pause = min(pause, self.reconnect_timeout - waited)
-            if self._closed.wait(pause):
-                return
-            delay = min(delay * 2.0, most)
+                return True
+            now = time.monotonic()
+            if now >= self._retry_at:
+                try:
+                    self._follow(deadline)
+                    self.reconnects += 1
+                    self._lost_at = None
+                    self._lost_cause = None
+                    return True
+                except ServerError as error:
+                    if isinstance(error, CompactedError) or (
+                            error.code == "ERR" and _SEQUENCE_AHEAD.match(error.message)):
+                        if self._resnapshot and not self._want_snapshot:
+                            self._want_snapshot = True
+                            self.seq = None
+                            continue
+                        raise
+                    if error.code not in _RESUME_CODES:
+                        raise
+                    self._lost_cause = error
+                except ActorKVConnectionError as error:
+                    self._lost_cause = error
+                if self._closed.is_set():
+                    return True
+                now = time.monotonic()
+                waited = now - self._lost_at
+                if self.reconnect_timeout is not None and waited >= self.reconnect_timeout:
+                    raise ActorKVConnectionError(
+                        "lost the changes of namespace %r at sequence %s and could not resume "
+                        "within %g s: %s" % (self.namespace, self.seq, self.reconnect_timeout,
+                                             self._lost_cause))
+                delay = self._retry_delay
+                pause = random.uniform(delay / 2.0, delay)
+                if self.reconnect_timeout is not None:
+                    pause = min(pause, self.reconnect_timeout - waited)
+                self._retry_at = now + pause
+                self._retry_delay = min(delay * 2.0, _RECONNECT_BACKOFF[1])
+            if deadline is not None and now >= deadline:
+                return False
+            until = self._retry_at if deadline is None else min(self._retry_at, deadline)
+            if self._closed.wait(max(0.0, until - now)):
+                return True
 
     def _fields(self, message, kind, length):
         """Checks a ``kind`` message of ``length`` elements for this namespace; returns its
@@ -1789,7 +2074,8 @@ class Mirror(object):
 
     The mirror changes only inside its own methods, in the calling thread: iterating,
     :meth:`next_event`, :meth:`wait_synced` and :meth:`poll` (which applies what has arrived
-    without waiting). If the server no longer holds the changes it needs to resume after a lost
+    without waiting; while the connection is lost, it makes at most the one reconnection
+    attempt that is due, and returns). If the server no longer holds the changes it needs to resume after a lost
     connection, it takes a new snapshot, which replaces the contents of ``data``.
 
     Attributes:
@@ -1950,6 +2236,7 @@ class Lock(object):
         self.io_timeout = io_timeout
         self.token = None
         self._client = None  # the connection holding the lock, while held
+        self._pid = os.getpid()  # the process that acquired it
 
     @property
     def locked(self):
@@ -1983,8 +2270,14 @@ class Lock(object):
         ``timeout``; ``RuntimeError`` if this object holds it already;
         :class:`ServerError` for a bad namespace or key; :class:`PermissionDeniedError`
         without the right to write the namespace (or, to wait for a held lock, to read it);
-        :class:`ActorKVConnectionError` if the server cannot be reached. Whatever it raises,
-        it holds nothing afterwards.
+        :class:`ActorKVConnectionError` if the server cannot be reached: at once if it cannot
+        be reached at the start; if the connection is lost while waiting, the lock keeps
+        trying to reconnect (a server restart frees every lock) until ``timeout`` runs out,
+        and then raises :class:`ActorKVConnectionError` rather than :class:`LockTimeout` if
+        the server was still out of reach at the end (both come at the deadline, not later).
+        With ``timeout=None``, the wait through a lost connection gives up after 60 s of
+        failed reconnection attempts in a row (the change feed's ``reconnect_timeout``).
+        Whatever it raises, it holds nothing afterwards.
         """
         if self._client is not None:
             raise RuntimeError("the lock %r in namespace %r is already held by this Lock"
@@ -1993,6 +2286,8 @@ class Lock(object):
         deadline = None if timeout is None else time.monotonic() + timeout
         client = Client(self.path, timeout=self.io_timeout)
         feed = None
+        lost = False
+        unreachable = False
         try:
             token = self._try(client)
             if token is None and timeout != 0:
@@ -2030,6 +2325,9 @@ class Lock(object):
                     if again:
                         token, lost = self._try_while_waiting(client)
                         pause = min(pause * 2.0, _RECONNECT_BACKOFF[1]) if lost else _RECONNECT_BACKOFF[0]
+            # At the deadline: was the server out of reach (the last try's connection lost, or
+            # the feed still reconnecting) rather than answering that someone holds the lock?
+            unreachable = token is None and (lost or (feed is not None and feed._lost_at is not None))
         except BaseException:
             client.close()  # a PUT that went through is undone by the server as it closes
             raise
@@ -2038,8 +2336,14 @@ class Lock(object):
                 feed.close()
         if token is None:
             client.close()
+            if unreachable:
+                raise ActorKVConnectionError(
+                    "the lock %r in namespace %r was not acquired within %g s: the server at "
+                    "%s could not be reached at the end of the wait; nothing is held"
+                    % (self.key, self.namespace, timeout, self.path))
             raise LockTimeout(self.namespace, self.key, timeout)
         self._client = client
+        self._pid = os.getpid()
         self.token = token
         return token
 
@@ -2053,7 +2357,11 @@ class Lock(object):
 
         Returns True if the lock was still held by this object until now, False if the
         server had already released it (its ``ttl`` ran out -- another holder may have had
-        it meanwhile -- or the connection was lost). Raises ``RuntimeError`` if this object
+        it meanwhile -- or the connection was lost, a server restart among the causes).
+        Leaving a ``with`` block ignores that False: call :meth:`release` by hand, or
+        :meth:`check` before acting on the lock, where it matters. In a child process
+        forked while the lock was held, it only drops the child's copy of the connection and
+        returns False: the lock stays the parent's. Raises ``RuntimeError`` if this object
         does not hold the lock.
         """
         client = self._client
@@ -2061,6 +2369,11 @@ class Lock(object):
             raise RuntimeError("the lock %r in namespace %r is not held by this Lock"
                                % (self.key, self.namespace))
         self._client = None
+        if self._pid != os.getpid():
+            # A child of fork(): the lock is the parent's (its connection holds the key).
+            # Drop this process's copy of the connection without touching the server.
+            client._forget_inherited()
+            return False
         try:
             if not client.connected:
                 return False  # lost: the server deleted the key as the connection closed
@@ -2069,6 +2382,24 @@ class Lock(object):
             return False  # closing the connection releases the lock too
         finally:
             client.close()
+
+    def check(self):
+        """True if the server still holds the key with this lock's token (asked on the lock's
+        own connection: ``GETV``), False if the lock was lost -- its ``ttl`` ran out, or its
+        connection was lost (a server restart, say), which released it. ``RuntimeError`` if
+        this object does not hold the lock. A True is a fact of the moment: with a ``ttl``, the
+        lock may run out right after; pass :attr:`token` to what the lock protects (fencing)."""
+        client = self._client
+        if client is None:
+            raise RuntimeError("the lock %r in namespace %r is not held by this Lock"
+                               % (self.key, self.namespace))
+        if not client.connected or self._pid != os.getpid():
+            return False
+        try:
+            current = client.getv(self._ns, self.key)
+        except ActorKVConnectionError:
+            return False  # the connection, and with it the lock, is gone
+        return current is not None and current[1] == self.token
 
     def __enter__(self):
         self.acquire()

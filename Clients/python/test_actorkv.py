@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import actorkv  # noqa: E402
 from actorkv import (  # noqa: E402
     NOT_READY, ActorKVConnectionError, ActorKVError, Change, Client, CompactedError,
-    ConflictError, Lock, LockTimeout, PermissionDeniedError, ProtocolError, ReplyParser,
+    ConflictError, ConnectionRefusedByServer, Lock, LockTimeout, PermissionDeniedError, ProtocolError, ReplyParser,
     ServerError, Snapshot, Synced, encode_command, parse_info,
 )
 
@@ -120,12 +120,12 @@ class ServerProcess(object):
                 with Client(self.socket, timeout=5) as client:
                     if client.ping() == "PONG":
                         return self
-            except ActorKVConnectionError:
-                pass
-            except ServerError as error:
+            except ServerError as error:  # before ActorKVConnectionError: a refusal is both
                 if error.message.startswith("connection refused: "):
                     return self  # up, and its --allow-uid leaves this process out
                 raise
+            except ActorKVConnectionError:
+                pass
             if time.monotonic() > deadline:
                 self.kill()
                 raise AssertionError("actorkvd did not answer PING:\n" + self.log())
@@ -1399,6 +1399,9 @@ class LifecycleTests(unittest.TestCase):
         with self.assertRaises(ServerError) as caught:
             second.ping()
         self.assertEqual(caught.exception.code, "MAXCLIENTS")
+        # Also a "cannot connect" error, as the CLI treats it (exit 4).
+        self.assertIsInstance(caught.exception, ConnectionRefusedByServer)
+        self.assertIsInstance(caught.exception, ActorKVConnectionError)
         self.assertFalse(second.connected)
         self.assertEqual(first.ping(), "PONG")
         first.close()
@@ -1705,7 +1708,9 @@ class PermissionErrorTests(unittest.TestCase):
                          ("NOPERM", "no write permission on namespace 'config' for uid 33"))
         self.assertEqual(str(denied), "NOPERM no write permission on namespace 'config' for uid 33")
         self.assertNotIsInstance(refused, PermissionDeniedError)
-        self.assertEqual((type(refused), refused.code), (ServerError, "NOPERM"))
+        self.assertEqual((type(refused), refused.code), (ConnectionRefusedByServer, "NOPERM"))
+        self.assertIsInstance(refused, ServerError)
+        self.assertIsInstance(refused, ActorKVConnectionError)
         self.assertIsInstance(other, PermissionDeniedError)
         self.assertIn("PermissionDeniedError", actorkv.__all__)
 
@@ -1751,7 +1756,7 @@ class PermissionErrorTests(unittest.TestCase):
         with kv.pipeline() as p:
             p.ping().ping()
             results = p.execute(raise_on_error=False)
-        self.assertEqual(type(results[0]), ServerError)
+        self.assertEqual(type(results[0]), ConnectionRefusedByServer)
         self.assertEqual(results[0].code, "NOPERM")
         self.assertIsInstance(results[1], ActorKVConnectionError)
         self.assertFalse(kv.connected)
@@ -1916,6 +1921,8 @@ class PermissionTests(unittest.TestCase):
         with self.assertRaises(ServerError) as caught:
             kv.ping()
         self.assertNotIsInstance(caught.exception, PermissionDeniedError)
+        self.assertIsInstance(caught.exception, ConnectionRefusedByServer)
+        self.assertIsInstance(caught.exception, ActorKVConnectionError)
         self.assertEqual((caught.exception.code, caught.exception.message),
                          ("NOPERM", "connection refused: uid 0 gid 0 is not allowed to connect"))
         self.assertFalse(kv.connected)
@@ -3050,6 +3057,308 @@ class ExpiryRestartTests(unittest.TestCase):
         self.assertTrue(waiter.release())
         self.assertFalse(holder.release())  # its connection died with the old server
         self.assertEqual(server.stop(), 0, server.log())
+
+
+
+class SharedClientFakeServerTests(unittest.TestCase):
+    """A Client used by two threads at once raises RuntimeError in the second, instead of
+    sending on a connection whose next reply belongs to the first."""
+
+    def test_second_thread_raises_instead_of_mixing_replies(self):
+        path, listener = fake_listener(self, "silent")
+        received = threading.Event()
+        hang_up = threading.Event()
+
+        def serve():  # takes the request, never answers
+            conn, _ = listener.accept()
+            with conn:
+                if conn.recv(4096):
+                    received.set()
+                hang_up.wait(PATIENCE)
+
+        server = threading.Thread(target=serve, daemon=True)
+        server.start()
+        self.addCleanup(server.join, PATIENCE)
+        self.addCleanup(hang_up.set)
+        kv = Client(path, timeout=PATIENCE)
+        self.addCleanup(kv.close)
+        first = []
+        thread = threading.Thread(target=lambda: first.append(
+            self.assertRaises(ActorKVConnectionError, kv.ping)), daemon=True)
+        thread.start()
+        self.assertTrue(received.wait(PATIENCE))  # the first thread waits for its reply
+        started = time.monotonic()
+        with self.assertRaises(RuntimeError) as caught:
+            kv.ping()
+        self.assertIn("two threads at once", str(caught.exception))
+        self.assertLess(time.monotonic() - started, 15)  # at once, not after a timeout
+        hang_up.set()  # the first call ends: the connection is lost
+        thread.join(PATIENCE)
+        self.assertFalse(thread.is_alive())
+
+
+class ReliabilityTests(unittest.TestCase):
+    """Deadlines kept while the server is down, clients inherited across fork() or shared by
+    threads, the first call after a server restart, and a pipeline cut off: each test runs
+    its own server."""
+
+    def setUp(self):
+        require_server()
+
+    def start(self, *flags, fsync="everysec"):
+        server = ServerProcess(*flags, fsync=fsync)
+        self.addCleanup(server.cleanup)
+        return server.start()
+
+    @staticmethod
+    def kill(server):
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(PATIENCE)
+
+    @local_only("sequences are etcd revisions, cluster-wide, not 1, 2, 3 per namespace")
+    def test_feed_and_mirror_keep_their_timeout_while_the_server_is_down(self):
+        """next_event(t) and poll() return in their own time while the server is down (with
+        reconnect_timeout 30), the feed stays open, and a later call resumes it."""
+        server = self.start(fsync="always")
+        kv = server.client()
+        self.addCleanup(kv.close)
+        kv.put("down", "a", "1")
+        feed = kv.changes("down", reconnect_timeout=30)
+        self.addCleanup(feed.close)
+        mirror = kv.mirror("down", reconnect_timeout=30)
+        self.addCleanup(mirror.close)
+        kv.put("down", "b", "2")
+        self.assertEqual(take(feed, 1, Change)[0].items, [(b"b", b"2")])
+        self.kill(server)
+        for _ in range(3):  # each call its own timeout; the feed keeps trying
+            started = time.monotonic()
+            self.assertIsNone(feed.next_event(1))
+            self.assertLess(time.monotonic() - started, 15)
+            self.assertFalse(feed.closed)
+            started = time.monotonic()
+            mirror.poll()
+            self.assertLess(time.monotonic() - started, 15)
+            self.assertFalse(mirror.feed.closed)
+            self.assertIsNone(feed.next_event(0))
+        server.start()
+        kv.put("down", "c", "3")
+        self.assertEqual(take(feed, 1, Change)[0].items, [(b"c", b"3")])
+        self.assertEqual(feed.reconnects, 1)
+        deadline = time.monotonic() + PATIENCE
+        while mirror.data.get(b"c") != b"3" and time.monotonic() < deadline:
+            mirror.next_event(0.5)
+        self.assertEqual(mirror.data, {b"a": b"1", b"b": b"2", b"c": b"3"})
+
+    def test_feed_still_gives_up_after_reconnect_timeout_of_failures(self):
+        server = self.start()
+        kv = server.client()
+        self.addCleanup(kv.close)
+        feed = kv.changes("down", reconnect_timeout=2)
+        self.addCleanup(feed.close)
+        self.kill(server)
+        started = time.monotonic()
+        with self.assertRaises(ActorKVConnectionError) as caught:
+            while time.monotonic() - started < PATIENCE:
+                feed.next_event(0.2)  # short calls: the 2 s count across them
+        self.assertIn("could not resume within 2 s", str(caught.exception))
+        self.assertTrue(feed.closed)
+
+    def test_lock_waiter_keeps_its_timeout_while_the_server_is_down(self):
+        """A waiter for a held lock (timeout 3) whose server dies raises at its own deadline,
+        not after the feed's 60 s reconnect_timeout: ActorKVConnectionError, since the server
+        was out of reach at the end (LockTimeout says someone holds the lock)."""
+        server = self.start()
+        holder = server.client().lock("locks", "out")
+        holder.acquire()
+        waiter = server.client().lock("locks", "out", timeout=3)
+        outcome = []
+
+        def wait():
+            started = time.monotonic()
+            try:
+                outcome.append(waiter.acquire())
+            except BaseException as error:
+                outcome.append(error)
+            outcome.append(time.monotonic() - started)
+
+        thread = threading.Thread(target=wait, daemon=True)
+        thread.start()
+        with server.client() as kv:
+            wait_until(lambda: followers(kv, "locks") >= 1, "the waiter follows the key")
+        self.kill(server)
+        thread.join(PATIENCE)
+        self.assertEqual(len(outcome), 2, outcome)
+        error, elapsed = outcome
+        self.assertIsInstance(error, ActorKVConnectionError)
+        self.assertNotIsInstance(error, LockTimeout)
+        self.assertIn("could not be reached", str(error))
+        self.assertLess(elapsed, 15)
+        self.assertFalse(waiter.locked)
+
+    def test_lock_waiter_gets_lock_timeout_when_the_server_answers(self):
+        """The same wait with the server up throughout: LockTimeout at the deadline."""
+        server = self.start()
+        holder = server.client().lock("locks", "busy")
+        holder.acquire()
+        self.addCleanup(holder.release)
+        started = time.monotonic()
+        with self.assertRaises(LockTimeout):
+            server.client().lock("locks", "busy", timeout=1).acquire()
+        self.assertLess(time.monotonic() - started, 15)
+
+    def test_fork_children_reconnect_instead_of_sharing_the_connection(self):
+        """Four children forked with a connected Client each read their own key 300 times
+        while the parent uses the client too: every reply is the right one, and the parent's
+        connection is untouched (its ephemeral key is still there after the children exit)."""
+        server = self.start()
+        kv = server.client()
+        self.addCleanup(kv.close)
+        kv.put("fork", "parent", "alive", ephemeral=True)
+        for i in range(4):
+            kv.put("fork", "k%d" % i, "v%d" % i)
+        children = []
+        for i in range(4):
+            pid = os.fork()
+            if pid == 0:  # the child: exit status 0 if every reply was right
+                status = 3
+                try:
+                    wrong = sum(kv.get("fork", "k%d" % i) != b"v%d" % i for _ in range(300))
+                    status = 1 if wrong else 0
+                except BaseException:
+                    status = 2
+                finally:
+                    os._exit(status)
+            children.append(pid)
+        wrong = sum(kv.get("fork", "parent") != b"alive" for _ in range(300))
+        statuses = [os.waitpid(pid, 0)[1] for pid in children]
+        self.assertEqual(statuses, [0, 0, 0, 0], "1: a wrong value, 2: an error")
+        self.assertEqual(wrong, 0)
+        with server.client() as other:  # the parent's connection was never closed
+            self.assertEqual(other.get("fork", "parent"), b"alive")
+        self.assertEqual(kv.get("fork", "k0"), b"v0")
+
+    def test_a_lock_inherited_by_a_fork_child_stays_the_parents(self):
+        server = self.start()
+        kv = server.client()
+        self.addCleanup(kv.close)
+        lock = kv.lock("fork", "job")
+        token = lock.acquire()
+        pid = os.fork()
+        if pid == 0:
+            status = 2
+            try:
+                status = 0 if lock.release() is False else 1
+            finally:
+                os._exit(status)
+        self.assertEqual(os.waitpid(pid, 0)[1], 0)
+        self.assertEqual(kv.getv("fork", "job"), (lock.owner, token))
+        self.assertTrue(lock.check())
+        self.assertTrue(lock.release())
+
+    def test_threads_sharing_a_client_get_right_values_or_runtime_error(self):
+        server = self.start()
+        kv = server.client()
+        self.addCleanup(kv.close)
+        for i in range(2):
+            kv.put("threads", "k%d" % i, "v%d" % i)
+        wrong, other_errors, refused = [], [], []
+
+        def hammer(i):
+            for _ in range(2000):
+                try:
+                    if kv.get("threads", "k%d" % i) != b"v%d" % i:
+                        wrong.append(i)
+                except RuntimeError as error:
+                    refused.append(str(error))
+                except BaseException as error:
+                    other_errors.append(error)
+
+        threads = [threading.Thread(target=hammer, args=(i,), daemon=True) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(PATIENCE)
+        self.assertEqual(wrong, [])
+        self.assertEqual(other_errors, [])
+        self.assertTrue(all("two threads at once" in text for text in refused))
+        self.assertEqual(kv.get("threads", "k1"), b"v1")
+
+    def test_first_call_after_a_server_restart_succeeds(self):
+        """After a restart (SIGKILL, then SIGTERM) the existing client's next call, a
+        pipeline and a held lock's release go through: nothing of them had been sent on the
+        dead connection, so they are sent again on a new one."""
+        server = self.start(fsync="always")
+        kv = server.client()
+        self.addCleanup(kv.close)
+        self.assertTrue(kv.put("restart", "a", "1"))
+        idle = server.client()  # connected, never used
+        self.addCleanup(idle.close)
+        for kill in (True, False):
+            if kill:
+                self.kill(server)
+            else:
+                self.assertEqual(server.stop(), 0, server.log())
+            server.start()
+            self.assertTrue(kv.put("restart", "b", "2"))
+            self.assertEqual(kv.get("restart", "a"), b"1")
+        self.assertEqual(idle.get("restart", "b"), b"2")
+        self.kill(server)
+        server.start()
+        with kv.pipeline() as p:
+            self.assertEqual(p.put("restart", "c", "3").get("restart", "c").execute(),
+                             [True, b"3"])
+        if ETCD is None:  # a killed agent's ephemeral keys live until --ephemeral-ttl
+            lock = kv.lock("restart", "job")
+            lock.acquire()
+            self.kill(server)
+            server.start()
+            self.assertFalse(lock.check())  # the restart released it
+            self.assertFalse(lock.release())
+
+    def test_call_while_the_server_is_down_says_nothing_was_sent(self):
+        server = self.start()
+        kv = server.client()
+        self.addCleanup(kv.close)
+        kv.ping()
+        self.kill(server)
+        with self.assertRaises(ActorKVConnectionError) as caught:
+            kv.put("down", "k", "v")
+        self.assertIn("cannot connect", str(caught.exception))
+        self.assertFalse(kv.connected)
+
+    @local_only("400,000 writes through etcd take minutes")
+    def test_pipeline_cut_off_keeps_the_replies_received(self):
+        """The server is killed in the middle of a large pipeline: the error carries the
+        results that came before (all +OK), fewer than the commands sent."""
+        server = self.start()
+        kv = server.client()
+        self.addCleanup(kv.close)
+        count = 400000
+        killer_done = threading.Event()
+
+        def killer():
+            try:
+                with server.client() as watcher:
+                    wait_until(lambda: watcher.count("cut") >= 2000, "the pipeline runs")
+                self.kill(server)
+            finally:
+                killer_done.set()
+
+        thread = threading.Thread(target=killer, daemon=True)
+        thread.start()
+        pipe = kv.pipeline()
+        for i in range(count):
+            pipe.put("cut", "k%07d" % i, "v")
+        with self.assertRaises(ActorKVConnectionError) as caught:
+            pipe.execute(raise_on_error=False)
+        self.assertTrue(killer_done.wait(PATIENCE))
+        replies = caught.exception.replies
+        self.assertIsInstance(replies, list)
+        self.assertLess(len(replies), count)
+        self.assertGreater(len(replies), 0)
+        self.assertTrue(all(reply is True for reply in replies))
+        self.assertIn("replies received", str(caught.exception))
+        self.assertFalse(kv.connected)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,29 @@ struct DataCheckTests {
         #expect(damaged.lines.last == "2 namespace(s) in \(data): 1 would be refused")
     }
 
+    @Test("a log segment removed from between two kept ones: the report names the gap and exits 1, as README shows")
+    func gapInTheLog() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let data = dir.path + "/data"
+        let store = try Store(directory: data)
+        let orders = try await store.namespace("orders")
+        for i in 1...6 {
+            try await orders.put(Array("k".utf8), Array("\(i)".utf8))
+            if i % 2 == 0 { try await orders.compact() }   // segments of changes 1-2, 3-4, 5-6, and the empty active one
+        }
+        await store.close()
+        #expect(DataCheck.run(directory: data).status == 0)
+        try FileManager.default.removeItem(atPath: data + "/orders/000002.log")
+        let report = DataCheck.run(directory: data)
+        #expect(report.status == 1 && report.error == nil)
+        let ns = data + "/orders"
+        #expect(report.lines == [
+            "namespace orders: UNAVAILABLE: \(ns): the log has a gap between \(ns)/000001.log (its last change is sequence 2) and \(ns)/000003.log (its first is sequence 5): log segment 000002.log is missing, and changes 3 through 4 with it; the snapshot (through sequence 6) holds what the missing changes did, so the data is whole, but CHANGES … FROM cannot be served across the gap; the files were left untouched (restore what is missing, or, to give up the history before the gap, remove \(ns)/000001.log and the log segments before it)",
+            "1 namespace(s) in \(data): 1 would be refused",
+        ])
+    }
+
     /// Writes two namespaces through a store and returns the report of a check made while the
     /// store holds the directory. The store (and its lock) is gone when this returns.
     private static func fill(_ data: String) async throws -> DataCheck.Report {

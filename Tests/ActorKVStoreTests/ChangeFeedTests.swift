@@ -139,6 +139,58 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("a history segment removed from a namespace's directory is a gap: --check names it and opening refuses it, as CHANGES … FROM would have found it")
+    func missingHistorySegment() async throws {
+        let dir = TemporaryDirectory("changes-gap")
+        defer { dir.remove() }
+        var options = testOptions(.everysec)
+        options.changesHistory = 100
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("h")
+            for round in 0..<4 {
+                for i in 1...10 { try await ns.put(b("k\(i)"), b("r\(round)")) }
+                try await ns.compact()                 // segments 1-10, 11-20, 21-30, 31-40, and the empty active one
+            }
+        }
+        let nsDir = dir.data + "/h"
+        #expect(segmentFiles(nsDir) == (1...5).map { "\(nsDir)/00000\($0).log" })
+        #expect(try Store.check(directory: dir.data).first?.isReadable == true)
+        try FileManager.default.removeItem(atPath: nsDir + "/000002.log")
+        let checked = try #require(try Store.check(directory: dir.data).first)
+        #expect(checked.failure?.code == .corrupt)
+        #expect(checked.summary.hasPrefix("namespace h: UNAVAILABLE: \(nsDir): the log has a gap between \(nsDir)/000001.log (its last change is sequence 10) and \(nsDir)/000003.log (its first is sequence 21): log segment 000002.log is missing, and changes 11 through 20 with it; the snapshot (through sequence 40) holds what the missing changes did, so the data is whole"), "\(checked.summary)")
+        try await withStore(dir.data, options) { store in
+            let error = await storeError { _ = try await store.namespace("h") }
+            #expect(error == checked.failure, "opening refuses with what the check reported")
+        }
+    }
+
+    @Test("a compaction dropping several segments makes each removal durable before the next: a power loss keeps no later one without an earlier")
+    func droppedSegmentsOneAtATime() async throws {
+        let dir = TemporaryDirectory("changes-drop")
+        defer { dir.remove() }
+        let recorder = FileOperationRecorder()
+        var options = testOptions(.everysec, faults: FaultInjector(recording: recorder))
+        options.changesHistory = 4
+        let nsDir = dir.data + "/d"
+        var start = 0
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("d")
+            for (first, last) in [(1, 2), (3, 4), (5, 12)] {
+                start = recorder.count
+                for i in first...last { try await ns.put(b("k\(i)"), b("v")) }
+                try await ns.compact()                 // the last one covers 12, keeps 9-12: drops 1-2 and 3-4
+            }
+        }
+        #expect(segmentFiles(nsDir) == [nsDir + "/000003.log", nsDir + "/000004.log"])
+        let operations = Array(recorder.operations[start...])
+        let unlinks = operations.indices.filter { operations[$0] == .unlink(path: nsDir + "/000001.log") || operations[$0] == .unlink(path: nsDir + "/000002.log") }
+        try #require(unlinks.count == 2)
+        #expect(operations[unlinks[0]] == .unlink(path: nsDir + "/000001.log"), "the oldest first")
+        #expect(operations[unlinks[0]..<unlinks[1]].contains(.sync(path: nsDir)), "the first removal is durable before the second")
+        #expect(operations[unlinks[1]...].contains(.sync(path: nsDir)))
+    }
+
     @Test("a follower added with a snapshot gets the state as of its sequence; later writes do not show in it")
     func snapshotIsAsOfItsSequence() async throws {
         let dir = TemporaryDirectory("changes-snapshot")

@@ -1,6 +1,7 @@
 import ActorKVStore
 import ActorKVTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -275,11 +276,22 @@ struct DurabilityTests {
         // Zeros after the last record are space for the next ones (reserved, or a file system's
         // unfilled extension): nothing to cut; the file stays as it is.
         let unchanged = kind == "zero fill"
+        // The check and the recovery log tell both counts: the torn bytes (through the last
+        // nonzero one, as INFO counts them), and all the bytes the cut removes, zeros included.
+        let nonzero = (tail.lastIndex { $0 != 0 } ?? -1) + 1
+        let cut = sizeBefore - size
+        let told = "a torn tail of \(nonzero) bytes at offset \(size) of \(log)"
+        let inAll = cut > nonzero ? ", \(cut) bytes in all with the zeros after it" : ""
+        let checked = try #require(try Store.check(directory: dir.data).first)
+        #expect(checked.summary.hasSuffix(unchanged ? "log records to replay" : "; \(told) would be cut\(inAll)"), "\(checked.summary)")
+        let logged = LoggedLines()
+        options.log = { line in logged.append(line) }
         try await withStore(dir.data, options) { store in
             let ns = try await store.namespace("t")
             let stats = await ns.currentStatistics()
-            let nonzero = (tail.lastIndex { $0 != 0 } ?? -1) + 1
-            #expect(stats.tornBytesCut == (unchanged ? 0 : nonzero), "torn bytes count up to the last nonzero one")
+            let cutLine = logged.lines.filter { $0.contains("cut a torn tail") }
+            #expect(cutLine == (unchanged ? [] : ["namespace t: cut \(told)\(inAll) (an append cut short, or writes never fsync'd)"]))
+            #expect(stats.tornBytesCut == (unchanged ? 0 : nonzero), "INFO counts the torn bytes up to the last nonzero one")
             #expect(stats.recordsReplayed == 3)
             expectSameContents(await contents(ns), model)
             #expect(fileSize(log) == (unchanged ? sizeBefore : size), "the tail was cut off the file")
@@ -741,4 +753,13 @@ struct DurabilityTests {
             #expect(await ns.currentStatistics().recordsReplayed == 50)
         }
     }
+}
+
+/// The lines a store logged, for a test to look at.
+final class LoggedLines: Sendable {
+    private let stored = Mutex<[String]>([])
+
+    func append(_ line: String) { stored.withLock { $0.append(line) } }
+
+    var lines: [String] { stored.withLock { $0 } }
 }

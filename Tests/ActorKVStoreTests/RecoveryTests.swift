@@ -154,6 +154,90 @@ struct RecoveryTests {
         #expect(try segmentFiles(nsDir).map { try readFile($0) } == before)
     }
 
+    enum Gap: String, CaseIterable, Sendable {
+        /// 000002.log (changes 3 and 4) gone between 000001.log and 000003.log; the snapshot covers it.
+        case missingHistorySegment
+        /// Two segments gone, none of their changes in a snapshot.
+        case missingSegmentsAfterSnapshot
+        /// The segment after the missing one holds no change (the active one after a compaction):
+        /// the sequence numbers alone show no hole.
+        case missingBeforeEmptySegment
+        /// No segment number missing, but changes are (a history segment cut short).
+        case missingChangesBetweenSegments
+        /// A change missing inside a history segment.
+        case missingChangeInHistory
+    }
+
+    @Test("a segment or changes missing between kept log segments are a gap: --check reports it, opening refuses it, nothing is changed",
+          arguments: Gap.allCases)
+    func gapBetweenSegments(kind: Gap) async throws {
+        let dir = TemporaryDirectory("rec")
+        defer { dir.remove() }
+        let (one, two) = (Self.put(1, "a", "1"), Self.put(2, "a", "2"))
+        let snapshot = { (sequence: UInt64) in (sequence, [(b("a"), b(String(sequence)))]) }
+        let nsDir = dir.data + "/n"
+        let expected: [String]
+        switch kind {
+        case .missingHistorySegment:
+            _ = try Self.layout(dir, segments: [1: [one, two], 3: [Self.put(5, "a", "5"), Self.put(6, "a", "6")], 4: [Self.put(7, "a", "7")]],
+                                snapshot: snapshot(6), headers: true)
+            expected = ["\(nsDir): the log has a gap between \(nsDir)/000001.log (its last change is sequence 2) and \(nsDir)/000003.log (its first is sequence 5): log segment 000002.log is missing, and changes 3 through 4 with it; the snapshot (through sequence 6) holds what the missing changes did, so the data is whole, but CHANGES … FROM cannot be served across the gap; the files were left untouched (restore what is missing, or, to give up the history before the gap, remove \(nsDir)/000001.log and the log segments before it)"]
+        case .missingSegmentsAfterSnapshot:
+            _ = try Self.layout(dir, segments: [1: [one, two], 4: [Self.put(7, "a", "7")]], headers: true)
+            expected = ["log segments 000002.log through 000003.log are missing, and changes 3 through 6 with them; the snapshot reaches only sequence 0, so writes after it are missing; the files were left untouched (restore what is missing from a copy)"]
+        case .missingBeforeEmptySegment:
+            _ = try Self.layout(dir, segments: [1: [one, two], 3: []], snapshot: snapshot(4), headers: true)
+            expected = ["(its last change is sequence 2) and \(nsDir)/000003.log (it holds no change): log segment 000002.log is missing; the segment after it holds no change, so how far the missing changes went is not known, and the snapshot reaches sequence 4: writes after it may be missing"]
+        case .missingChangesBetweenSegments:
+            _ = try Self.layout(dir, segments: [1: [one, two], 2: [Self.put(5, "a", "5"), Self.put(6, "a", "6")], 3: [Self.put(7, "a", "7")]],
+                                snapshot: snapshot(6), headers: true)
+            expected = ["changes 3 through 4 are missing (the end of one segment or the start of the next is gone); the snapshot (through sequence 6) holds what the missing changes did"]
+        case .missingChangeInHistory:
+            _ = try Self.layout(dir, segments: [1: [one, two, Self.put(4, "a", "4"), Self.put(5, "a", "5")], 2: [Self.put(6, "a", "6")]],
+                                snapshot: snapshot(5), headers: true)
+            let offset = LogSegmentHeader.length + LogRecordCodec.encode(one).count + LogRecordCodec.encode(two).count
+            expected = ["\(nsDir)/000001.log is corrupt at byte offset \(offset): sequence gap: expected 3, found 4"]
+        }
+        let before = try Self.files(under: dir.data)
+        let checked = try #require(try Store.check(directory: dir.data).first)
+        #expect(checked.failure?.code == .corrupt, "\(checked.summary)")
+        for text in expected { #expect(checked.summary.contains(text), "\(checked.summary)") }
+        try await withStore(dir.data) { store in
+            let error = await storeError { _ = try await store.namespace("n") }
+            #expect(error == checked.failure, "opening refuses with the error the check reported")
+        }
+        #expect(try Self.files(under: dir.data) == before, "a file was changed")
+        guard kind == .missingHistorySegment else { return }
+        // The way out the message gives: without the history before the gap, the namespace opens whole.
+        try FileManager.default.removeItem(atPath: Self.segmentPath(nsDir, 1))
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            #expect(await ns.get(b("a")) == b("7"))
+            #expect(await ns.currentStatistics().oldestSequence == 5)
+        }
+    }
+
+    @Test("a first kept segment may be gone (compaction drops the oldest first), unless the snapshot needs it")
+    func missingFirstSegment() async throws {
+        let dir = TemporaryDirectory("rec")
+        defer { dir.remove() }
+        // 000001.log (changes 1 and 2) dropped: the snapshot holds them, 000002.log goes on from it.
+        _ = try Self.layout(dir, segments: [2: [Self.put(3, "a", "3"), Self.put(4, "a", "4")], 3: [Self.put(5, "a", "5")]],
+                            snapshot: (4, [(b("a"), b("4"))]), headers: true)
+        // The same with the snapshot through 2 only: changes 3 and 4, which it needs, are gone.
+        _ = try Self.layout(dir, "behind", segments: [3: [Self.put(5, "a", "5")]], snapshot: (2, [(b("a"), b("2"))]), headers: true)
+        let checked = try Store.check(directory: dir.data)
+        #expect(checked.map(\.name) == ["behind", "n"])
+        #expect(checked[1].isReadable && checked[1].lastSequence == 5, "\(checked[1].summary)")
+        let behind = dir.data + "/behind/000003.log"
+        #expect(checked[0].failure?.message == "\(behind) is corrupt at byte offset 8: sequence gap: expected 3, found 5; the file was left untouched")
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            #expect(await ns.get(b("a")) == b("5"))
+            #expect(await storeError { _ = try await store.namespace("behind") } == checked[0].failure)
+        }
+    }
+
     @Test("a leftover snapshot.json.tmp is removed and ignored")
     func leftoverTemporarySnapshot() async throws {
         let dir = TemporaryDirectory("rec")

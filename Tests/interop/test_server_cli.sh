@@ -223,6 +223,21 @@ expect_eq "--check with a corrupt namespace: exit 1" 1 "$STATUS"
 expect_contains "... names the file and offset" "namespace bad: UNAVAILABLE: $W/k-data/bad/000001.log is corrupt at byte offset 8" "$OUT"
 expect_contains "... and still reports the healthy one" "namespace good: ok: 1 keys" "$OUT"
 expect_eq "... and changes no file" "$before" "$(md5sum "$W"/k-data/*/* | md5sum)"
+# A log segment missing between two kept ones (history the snapshot covers): a gap, refused.
+start chk-gap --socket "$W/g.sock" --data-dir "$W/gap-data"
+G=$PID
+if wait_ping "$W/g.sock" "$G"; then
+    printf 'PUT jobs a 1\r\nCOMPACT jobs\r\nPUT jobs a 2\r\nCOMPACT jobs\r\nPUT jobs a 3\r\nCOMPACT jobs\r\n' | timeout "$T" nc -U -N "$W/g.sock" >/dev/null
+    stop_ok "the server whose history is cut" "$G" "$W/g.sock"
+else
+    not_ok "the server whose history is cut starts"; sed 's/^/#   /' "$W/chk-gap.log"
+fi
+rm -f "$W/gap-data/jobs/000002.log"
+before=$(md5sum "$W"/gap-data/jobs/* | md5sum)
+run_fg chk-gap-check --check --data-dir "$W/gap-data"
+expect_eq "--check with a log segment missing between kept ones: exit 1" 1 "$STATUS"
+expect_contains "... names the files around the gap and the change missing" "namespace jobs: UNAVAILABLE: $W/gap-data/jobs: the log has a gap between $W/gap-data/jobs/000001.log (its last change is sequence 1) and $W/gap-data/jobs/000003.log (its first is sequence 3): log segment 000002.log is missing, and change 2 with it; the snapshot (through sequence 3) holds what the missing changes did" "$OUT"
+expect_eq "... and changes no file" "$before" "$(md5sum "$W"/gap-data/jobs/* | md5sum)"
 run_fg chk-none --check --data-dir "$W/no-such-data"
 expect_eq "--check on a missing directory: exit 1" 1 "$STATUS"
 expect_contains "... with a clear message" "no data directory at $W/no-such-data" "$OUT"

@@ -98,15 +98,18 @@ struct NamespaceFiles: Sendable {
         }
     }
 
-    /// Removes segments and makes the removal durable.
+    /// Removes segments (the oldest ones, given oldest first) and makes the removal durable.
+    ///
+    /// Each removal is made durable before the next: a power loss may keep any subset of the
+    /// unlinks not yet fsync'd, and keeping a later one without an earlier would leave a segment
+    /// missing between two kept ones, which recovery refuses as a gap in the log's history.
     func removeSegments(_ numbers: [UInt64]) throws(StoreError) {
-        guard !numbers.isEmpty else { return }
-        for number in numbers {
+        for (index, number) in numbers.enumerated() {
             let path = segmentPath(number)
             do { try system.unlink(path) } catch { throw StoreError.io("removing", path, error) }
+            if index == numbers.count - 1 { try system.failpoint("compaction.afterLogDrop") }
+            do { try system.fsyncDirectory(directory) } catch { throw StoreError.io("fsync of directory", directory, error) }
         }
-        try system.failpoint("compaction.afterLogDrop")
-        do { try system.fsyncDirectory(directory) } catch { throw StoreError.io("fsync of directory", directory, error) }
     }
 
     /// Reads a whole file through `system`.

@@ -33,7 +33,7 @@ public struct NamespaceCheck: Sendable, Equatable {
         if let failure { return "namespace \(name): UNAVAILABLE: \(failure.message)" }
         var line = "namespace \(name): ok: \(keys) keys, last sequence \(lastSequence), snapshot through sequence \(snapshotSequence), \(recordsReplayed) log records to replay"
         if let torn = tornTail {
-            line += "; a torn tail of \(torn.bytes) bytes at offset \(torn.offset) of \(torn.path) would be cut"
+            line += "; " + torn.description("would be cut")
         }
         if temporarySnapshotLeft { line += "; an unfinished snapshot.json.tmp would be removed" }
         return line

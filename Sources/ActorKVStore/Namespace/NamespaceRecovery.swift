@@ -54,8 +54,19 @@ public struct TornTail: Sendable, Equatable {
     public var path: String
     /// Where the records end and the torn bytes begin.
     public var offset: Int
-    /// The torn bytes up to the last nonzero one (zeros reserved after them are not counted).
+    /// The torn bytes, through the last nonzero one: what was written of an append cut short
+    /// (INFO's `torn_bytes_cut`). The zeros after them are not counted here.
     public var bytes: Int
+    /// How many bytes cutting removes: everything from `offset` to the end of the file, the zeros
+    /// after the torn bytes (reserved ahead, or never written) included.
+    public var bytesCut: Int
+
+    /// The cut told to a person, `verb` after the torn bytes ("would be cut"; empty for the
+    /// recovery log, which says "cut" first), with the whole count when zeros go with them.
+    func description(_ verb: String = "") -> String {
+        let zeros = bytesCut > bytes ? ", \(bytesCut) bytes in all with the zeros after it" : ""
+        return "a torn tail of \(bytes) bytes at offset \(offset) of \(path)\(verb.isEmpty ? "" : " " + verb)\(zeros)"
+    }
 }
 
 /// Rebuilds a namespace from its snapshot and log. Blocking: runs off the actors.
@@ -77,7 +88,7 @@ enum NamespaceRecovery {
         if let torn = found.tornTail {
             try cut(torn.path, to: torn.offset, system: files.system)
             fileSize = torn.offset
-            log("namespace \(name): cut a torn tail of \(torn.bytes) bytes at offset \(torn.offset) of \(torn.path) (an append cut short, or writes never fsync'd)")
+            log("namespace \(name): cut \(torn.description()) (an append cut short, or writes never fsync'd)")
         }
         let activeNumber = found.segments.last ?? 1
         var activeLength = lengths.popLast() ?? 0
@@ -142,10 +153,18 @@ enum NamespaceRecovery {
         for (index, number) in segments.enumerated() {
             let path = files.segmentPath(number)
             var first: UInt64?
+            // Segments are numbered one after another and compaction drops only the oldest, so
+            // a number skipped between two kept segments is a segment gone, and a change skipped
+            // between them is history gone, even where the snapshot covers it (CHANGES … FROM
+            // would find the hole only when a follower reached it).
+            let boundary = index > 0 ? Boundary(files: files, before: segments[index - 1], lastChange: replay.previous,
+                                                after: number, snapshot: state.lastSequence) : nil
             let scanned = try LogSegmentScanner.scan(path, after: replay.previous ?? state.lastSequence, system: files.system) { (record, offset) throws(StoreError) in
+                if first == nil, let boundary { try boundary.check(firstChange: record.sequence) }
                 try replay.apply(record, path: path, offset: offset)
                 if first == nil { first = record.sequence }
             }
+            if first == nil, let boundary { try boundary.check(firstChange: nil) }
             found.firstSequences.append(first ?? (replay.previous ?? state.lastSequence) + 1)
             found.lastFileSize = scanned.fileSize
             found.lastRecordsStart = scanned.recordsStart
@@ -155,7 +174,8 @@ enum NamespaceRecovery {
             case .unused(let validLength):
                 found.lengths.append(validLength)
             case .torn(let validLength) where index == segments.count - 1:
-                found.tornTail = TornTail(path: path, offset: validLength, bytes: scanned.tornBytes)
+                found.tornTail = TornTail(path: path, offset: validLength, bytes: scanned.tornBytes,
+                                          bytesCut: scanned.fileSize - validLength)
                 found.lengths.append(validLength)
             case .torn(let validLength):
                 let what = validLength == 0 && scanned.recordsStart == 0 ? "header or record" : "record"
@@ -171,6 +191,65 @@ enum NamespaceRecovery {
         // nothing it held may look torn.
         try CleanCloseMarker.check(lastSequence: found.lastSequence, files: files, present: names.contains(CleanCloseMarker.fileName))
         return found
+    }
+
+    /// Two log segments that follow each other in a namespace's directory: the changes and the
+    /// segment numbers must run on from one to the other without a gap.
+    private struct Boundary {
+        let files: NamespaceFiles
+        /// The segment before, and the last change read from it and those before it (nil: none).
+        let before: UInt64
+        let lastChange: UInt64?
+        /// The segment after.
+        let after: UInt64
+        /// The last change the snapshot holds (0: no snapshot).
+        let snapshot: UInt64
+
+        /// Throws `corrupt` if a segment is missing between the two, or changes are: `firstChange`
+        /// is the first change of the segment after (nil: it holds none). A change that goes
+        /// back is left to the replay, which names its offset.
+        func check(firstChange: UInt64?) throws(StoreError) {
+            let segmentsMissing = after > before + 1
+            let changesMissing = firstChange.map { first in lastChange.map { first > $0 + 1 } ?? false } ?? false
+            guard segmentsMissing || changesMissing else { return }
+            throw StoreError(.corrupt, message(firstChange: firstChange))
+        }
+
+        private func name(_ number: UInt64) -> String {
+            String(files.segmentPath(number).split(separator: "/").last ?? "")
+        }
+
+        private func message(firstChange: UInt64?) -> String {
+            let segmentsMissing = after > before + 1
+            let files = after == before + 2 ? "log segment \(name(before + 1)) is"
+                : "log segments \(name(before + 1)) through \(name(after - 1)) are"
+            // The changes missing, when both ends are known (none if they run on).
+            let changes: ClosedRange<UInt64>? = lastChange.flatMap { last in
+                firstChange.flatMap { first in first > last + 1 ? (last + 1)...(first - 1) : nil }
+            }
+            let listed = changes.map { $0.count == 1 ? "change \($0.lowerBound)" : "changes \($0.lowerBound) through \($0.upperBound)" }
+            let what: String
+            switch (listed, segmentsMissing) {
+            case (let listed?, true):
+                what = "\(files) missing, and \(listed) with \(after == before + 2 ? "it" : "them")"
+            case (let listed?, false):
+                what = "\(listed) \(changes?.count == 1 ? "is" : "are") missing (the end of one segment or the start of the next is gone)"
+            case (nil, _):
+                what = "\(files) missing"
+            }
+            let last = lastChange.map { "its last change is sequence \($0)" } ?? "no change before it"
+            let first = firstChange.map { "its first is sequence \($0)" } ?? "it holds no change"
+            let text = "\(self.files.directory): the log has a gap between \(self.files.segmentPath(before)) (\(last)) and \(self.files.segmentPath(after)) (\(first)): \(what); "
+            // Whether the data is whole: the snapshot holds every change the gap can have held.
+            let bound = changes?.upperBound ?? (firstChange != nil && lastChange != nil ? lastChange : nil)
+            if let bound, bound <= snapshot {
+                return text + "the snapshot (through sequence \(snapshot)) holds what the missing changes did, so the data is whole, but CHANGES … FROM cannot be served across the gap; the files were left untouched (restore what is missing, or, to give up the history before the gap, remove \(self.files.segmentPath(before)) and the log segments before it)"
+            }
+            let lost = bound == nil
+                ? "the segment after it holds no change, so how far the missing changes went is not known, and the snapshot reaches sequence \(snapshot): writes after it may be missing"
+                : "the snapshot reaches only sequence \(snapshot), so writes after it are missing"
+            return text + lost + "; the files were left untouched (restore what is missing from a copy)"
+        }
     }
 
     private struct SnapshotState {
@@ -214,7 +293,8 @@ enum NamespaceRecovery {
         }
     }
 
-    /// Applies log records after the snapshot, checking that sequence numbers run without gaps.
+    /// Applies log records after the snapshot, checking that sequence numbers run without gaps
+    /// (from the snapshot on, and from one record to the next before it too).
     private struct Replay {
         let snapshotSequence: UInt64
         var data: LiveData
@@ -231,6 +311,10 @@ enum NamespaceRecovery {
         mutating func apply(_ record: LogRecord, path: String, offset: Int) throws(StoreError) {
             if let previous, record.sequence <= previous {
                 throw StoreError.corrupt(path, offset: offset, "sequence \(record.sequence) does not follow \(previous)")
+            }
+            // Before the snapshot too: those records are the history CHANGES … FROM reads.
+            if let previous, record.sequence > previous + 1 {
+                throw StoreError.corrupt(path, offset: offset, "sequence gap: expected \(previous + 1), found \(record.sequence)")
             }
             previous = record.sequence
             guard record.sequence > snapshotSequence else { return }

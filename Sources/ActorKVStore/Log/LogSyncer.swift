@@ -23,6 +23,10 @@ final class LogSyncer: Sendable {
         var waiters: [Waiter] = []
         var running = false
         var failure: StoreError?
+        /// Whether the next write calls `onWrite` (the housekeeper stopped looking after this
+        /// log: see ``rearm(ifWrittenThrough:clean:)``).
+        var armed = false
+        var onWrite: (@Sendable () -> Void)?
     }
 
     private let state: Mutex<State>
@@ -45,9 +49,37 @@ final class LogSyncer: Sendable {
     /// Whether records were written that are not yet known durable.
     var isDirty: Bool { state.withLock { $0.written > $0.durable } }
 
-    /// Records that everything through `sequence` has been written to the current segment.
+    /// The highest sequence number written (durable or not).
+    var writtenSequence: UInt64 { state.withLock { $0.written } }
+
+    /// Records that everything through `sequence` has been written to the current segment; the
+    /// first write after ``rearm(ifWrittenThrough:clean:)`` calls the housekeeper's hook.
     func noteWritten(_ sequence: UInt64) {
-        state.withLock { $0.written = max($0.written, sequence) }
+        let tell = state.withLock { s -> (@Sendable () -> Void)? in
+            s.written = max(s.written, sequence)
+            guard s.armed else { return nil }
+            s.armed = false
+            return s.onWrite
+        }
+        tell?()
+    }
+
+    /// Sets the hook that the first write after each ``rearm(ifWrittenThrough:clean:)`` calls
+    /// (the housekeeper's, which then looks after this log's namespace again).
+    func callOnWrite(_ hook: @escaping @Sendable () -> Void) {
+        state.withLock { $0.onWrite = hook }
+    }
+
+    /// Arms the hook set by ``callOnWrite(_:)`` if nothing after `sequence` was written and, when
+    /// `clean` is asked for, everything written is durable (or an fsync failed: no background
+    /// fsync will run again); returns whether it did. Checked under the lock that writes take, so
+    /// a write either counts here or calls the hook.
+    func rearm(ifWrittenThrough sequence: UInt64, clean: Bool) -> Bool {
+        state.withLock { s in
+            guard s.written <= sequence, !clean || s.written <= s.durable || s.failure != nil else { return false }
+            s.armed = true
+            return true
+        }
     }
 
     /// Returns once everything through `sequence` is on stable storage; throws if an fsync failed.

@@ -52,7 +52,9 @@ public actor Namespace {
     private var closed = false
     /// The planner's arrays, kept from one run to the next (``WritePlanner/Scratch``).
     private var plannerScratch = WritePlanner.Scratch()
-    private let openedAt = UInt64(time(nil))
+    /// When this namespace was opened (wall-clock seconds): the periodic compaction counts from
+    /// here when its snapshot is older.
+    nonisolated let openedAt = UInt64(time(nil))
     /// Kept alive with this namespace: the directory lock and the background fsync must outlive
     /// the `Store` object if the namespace does.
     private let keeper: Housekeeper
@@ -699,12 +701,17 @@ public actor Namespace {
         try await startCompaction().value
     }
 
-    /// Compacts if the periodic interval has passed and anything changed since the last snapshot.
-    func compactIfStale(now: UInt64) {
+    /// Compacts if the periodic interval has passed and anything changed since the last snapshot
+    /// (the housekeeper's visit, at wall-clock second `now`); returns where the namespace stands
+    /// for the next one.
+    func housekeep(now: UInt64) -> Housekeeper.Look {
         let interval = options.compaction.interval
-        guard interval > 0, compactionTask == nil, !closed, lastSequence > statistics.snapshotSequence,
-              Double(now) - Double(max(statistics.snapshotTime, openedAt)) >= interval else { return }
-        startCompaction()
+        let since = max(statistics.snapshotTime, openedAt)
+        let changed = !closed && lastSequence > statistics.snapshotSequence
+        if interval > 0, compactionTask == nil, changed, Double(now) - Double(since) >= interval {
+            startCompaction()
+        }
+        return Housekeeper.Look(sequence: lastSequence, changedSinceSnapshot: changed, since: since)
     }
 
     @discardableResult

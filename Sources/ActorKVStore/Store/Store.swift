@@ -19,7 +19,7 @@ public actor Store {
     /// The syscalls this store's files are touched through (with its ``StoreOptions/faults``).
     private nonisolated let system: SystemCalls
     /// The directory lock and the background work, shared with every namespace opened here.
-    private let keeper: Housekeeper
+    nonisolated let keeper: Housekeeper
     private var onDisk: Set<String>
     private var opening: [String: Task<Namespace, any Error>] = [:]
     /// Namespaces whose files are corrupt: unavailable until the server restarts.
@@ -47,7 +47,8 @@ public actor Store {
         self.options = options
         self.system = system
         keeper = Housekeeper(lock: try DirectoryLock(directory: directory, writingPID: true, system: system),
-                             everysec: options.durability == .everysec)
+                             everysec: options.durability == .everysec, compactionInterval: options.compaction.interval,
+                             automatic: options.housekeepingTicks)
         onDisk = Set(try Self.namespaceDirectories(in: directory, system: system))
     }
 
@@ -253,8 +254,11 @@ public actor Store {
                 }
                 let ns = Namespace(name: name, files: files, options: options, recovered: recovered, keeper: self.keeper,
                                    feed: self.feed(for: name))
+                let look = Housekeeper.Look(sequence: recovered.lastSequence,
+                                            changedSinceSnapshot: recovered.lastSequence > recovered.snapshotSequence,
+                                            since: max(recovered.snapshotCreatedAt, ns.openedAt))
                 let (ephemeral, expired) = await ns.endEarlierLifetimes()
-                self.finishOpening(name, ns)
+                self.finishOpening(name, ns, look: look)
                 options.log("namespace \(name): opened: \(recovered.data.map.count) keys, snapshot through sequence \(recovered.snapshotSequence), \(recovered.recordsReplayed) log records replayed, \(recovered.tornBytesCut) torn bytes cut, \(ephemeral) ephemeral keys of the previous run and \(expired) expired keys deleted")
                 return ns
             } catch {
@@ -277,11 +281,11 @@ public actor Store {
         }
     }
 
-    private func finishOpening(_ name: String, _ ns: Namespace) {
+    private func finishOpening(_ name: String, _ ns: Namespace, look: Housekeeper.Look) {
         opening[name] = nil
         openFailures[name] = nil
         openNamespaces.withLock { $0[name] = ns }
-        keeper.adopt(ns)
+        keeper.adopt(ns, look: look)
     }
 
     private func failOpening(_ name: String, _ error: StoreError, wasNew: Bool) {

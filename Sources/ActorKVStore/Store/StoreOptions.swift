@@ -111,8 +111,8 @@ public struct StoreOptions: Sendable {
     public var changesLagBytes = 16 << 20
     /// The most namespaces the data directory may hold: a write that would create one more fails
     /// with ``StoreError/Code/tooManyNamespaces``. Each open namespace keeps its log open (a
-    /// file descriptor) and its own background work, so the server bounds them as it bounds
-    /// connections. Namespaces already there are opened whatever their number. No limit by default.
+    /// file descriptor), so the server bounds them as it bounds connections (an idle one costs
+    /// no background work). Namespaces already there are opened whatever their number. No limit by default.
     public var maxNamespaces = Int.max
     /// For tests: the injector whose armed faults this store's syscalls and failpoints obey, and
     /// no other store's. Nil (the default) injects nothing.
@@ -128,6 +128,9 @@ public struct StoreOptions: Sendable {
     /// one at a time, including before the loop starts (while the store opens) and after it stops.
     /// Nil (the default): each namespace behaves as a default actor.
     public var serialExecutor: (any SerialExecutor)?
+    /// For tests: false stops the once-a-second housekeeping from running by itself; the test
+    /// runs its rounds (``Housekeeper/tick(now:)``).
+    var housekeepingTicks = true
 
     /// Creates options; every parameter has a working default (`reservation`: the
     /// ``LogReservation/standard(for:)`` one for `durability`).

@@ -1,4 +1,5 @@
 import ActorKVServer
+import ActorKVStore
 import ActorKVTestSupport
 import Foundation
 import Testing
@@ -26,6 +27,12 @@ struct ConfigurationDocsTests {
             entries[flag] = String(value)
         }
         return entries
+    }
+
+    @Test("an embedded store's default value limit is the server's --max-value-bytes default (32 MiB)")
+    func embeddedValueLimitMatchesServer() throws {
+        #expect(StoreLimits().maxValueBytes == 32 << 20)
+        #expect(StoreOptions().limits.maxValueBytes == ServerConfiguration().maxValueBytes)
     }
 
     @Test("each default in --help, passed explicitly, changes nothing")

@@ -10,6 +10,10 @@ import ActorKVProtocol
 /// - the bytes were not what was expected (``protocolViolation(_:)``, ``decodingFailed(namespace:key:reason:)``,
 ///   ``encodingFailed(_:)``), or a read-modify-write kept losing the race (``conflict(_:)``).
 ///
+/// Two calls are not typed: ``RemoteRepository/update(_:maxAttempts:_:)`` also throws what its
+/// body throws and `CancellationError`, and ``ChangeMirror/updates()`` is an
+/// `AsyncThrowingStream` (whose error type is `any Error`) that throws only an `ActorKVError`.
+///
 /// A change stream (``ActorKVClient/changes(_:prefix:from:reconnect:)``) can also
 /// end with ``compacted(namespace:requested:oldestAvailable:)``; a lock
 /// (``ActorKVClient/withLock(_:_:timeout:ttl:_:)-([UInt8])``, ``ActorKVClient/acquireLock(_:_:timeout:ttl:)-([UInt8])``)
@@ -45,7 +49,10 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     case closed
     /// The server sent bytes that are not valid RESP2, or a reply of the wrong shape for the command.
     case protocolViolation(String)
-    /// A ``RemoteRepository`` found bytes under `key` that do not decode as its item type.
+    /// A ``RemoteRepository`` found bytes under `key` that do not decode as its item type, or
+    /// decode as an item whose id's key is not `key` (``RepositoryKey``), or a key that is not
+    /// an id's (in a change). In a change stream, `reason` ends with the sequence of the change
+    /// or snapshot (see ``RepositoryChangeSequence/Iterator/next()``).
     case decodingFailed(namespace: String, key: [UInt8], reason: String)
     /// A ``RemoteRepository`` item could not be encoded as JSON.
     case encodingFailed(String)

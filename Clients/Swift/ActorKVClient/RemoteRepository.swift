@@ -9,6 +9,12 @@ import Foundation
 /// ``RepositoryKey`` (String: UTF-8; UUID: upper-case text; Int: decimal text). So a namespace
 /// written by either one reads back through the other, and other languages can read it too.
 ///
+/// Every item read must be stored under its own id's key, byte for byte: an item whose key is
+/// not `item.id.repositoryKey` (a UUID under its lower-case text, as Python's `str(uuid)` writes
+/// it; JSON whose `id` names another item) is refused with
+/// ``ActorKVError/decodingFailed(namespace:key:reason:)`` rather than returned, since `find(by:)`
+/// could never reach it and a `save` of it would make a second copy.
+///
 ///     let questions = RemoteRepository<Question>(client: kv, namespace: "questions")
 ///     try await questions.save(question)
 ///     let all = try await questions.loadAll()
@@ -45,14 +51,16 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
     }
 
     /// The item with `id`, or nil. Throws ``ActorKVError/decodingFailed(namespace:key:reason:)`` if
-    /// the stored bytes do not decode as `T`.
+    /// the stored bytes do not decode as `T`, or decode as an item with another id.
     public func find(by id: T.ID) async throws(ActorKVError) -> T? {
         let key = id.repositoryKey
         guard let bytes = try await client.get(namespace, key) else { return nil }
         return try decode(bytes, key: key)
     }
 
-    /// Every item, in key order, fetched with `SCAN` pages of 1000.
+    /// Every item, in key order, fetched with `SCAN` pages of 1000. Throws
+    /// ``ActorKVError/decodingFailed(namespace:key:reason:)`` for a value that is not an item, or
+    /// an item stored under a key that is not its id's (so no two items have the same id).
     public func loadAll() async throws(ActorKVError) -> [T] {
         var items: [T] = []
         var cursor = ScanPage.start
@@ -108,9 +116,17 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
     /// than once, so it must only change the item it is given. After each lost race it waits a
     /// random moment (up to 0.5 ms, doubling to 50 ms), so that contending clients take turns.
     ///
-    ///     try await counters.update(id: "visits") { $0.count += 1 }
+    /// It runs on the caller's actor (`nonisolated(nonsending)`), and so does `body`: a
+    /// `@MainActor` view model can pass a closure that is not `Sendable`.
+    ///
+    ///     try await counters.update("visits") { $0.count += 1 }
+    ///
+    /// Throws an ``ActorKVError`` (those of ``findVersioned(by:)`` and ``save(_:ifVersion:)``,
+    /// ``ActorKVError/conflict(_:)``), whatever `body` throws (nothing written), and
+    /// `CancellationError` when the task is cancelled while it waits after a lost race (nothing
+    /// written by this call).
     @discardableResult
-    public func update(_ id: T.ID, maxAttempts: Int = 100, _ body: (inout T) throws -> Void) async throws -> T? {
+    public nonisolated(nonsending) func update(_ id: T.ID, maxAttempts: Int = 100, _ body: (inout T) throws -> Void) async throws -> T? {
         var pause = 0.5  // ms: a random wait up to this after each lost race, doubled up to 50 ms
         for attempt in 0..<max(1, maxAttempts) {
             if attempt > 0 {
@@ -154,11 +170,28 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
         }
     }
 
+    /// The item stored under `key`: its JSON decoded, and its id's key checked to be `key`.
     func decode(_ bytes: [UInt8], key: [UInt8]) throws(ActorKVError) -> T {
+        let item: T
         do {
-            return try JSONDecoder().decode(T.self, from: Data(bytes))
+            item = try JSONDecoder().decode(T.self, from: Data(bytes))
         } catch {
             throw .decodingFailed(namespace: namespace, key: key, reason: "\(error)")
         }
+        if let mismatch = RepositoryKeyCheck.mismatch(of: item.id, storedUnder: key) {
+            throw .decodingFailed(namespace: namespace, key: key, reason: mismatch)
+        }
+        return item
+    }
+
+    /// The id that `key` is the key of (a deleted item's, in a change).
+    func id(ofKey key: [UInt8]) throws(ActorKVError) -> T.ID {
+        guard let id = T.ID(repositoryKey: key) else {
+            throw .decodingFailed(namespace: namespace, key: key, reason: "the key is not a \(T.ID.self) id")
+        }
+        if let mismatch = RepositoryKeyCheck.mismatch(of: id, storedUnder: key) {
+            throw .decodingFailed(namespace: namespace, key: key, reason: mismatch)
+        }
+        return id
     }
 }

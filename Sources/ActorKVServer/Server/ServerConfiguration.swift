@@ -20,7 +20,7 @@ public struct ServerConfiguration: Sendable {
     /// Framing limits (inline line, bulk length, arguments, request size).
     public var protocolLimits = ProtocolLimits()
     /// The largest value a PUT may store.
-    public var maxValueBytes = 32 << 20
+    public var maxValueBytes = StoreLimits.defaultMaxValueBytes
     /// Encoded replies a client may leave unread before the server stops reading its requests.
     public var maxOutputBytes = 1 << 20
     /// Snapshot policy.

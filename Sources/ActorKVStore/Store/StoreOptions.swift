@@ -41,8 +41,13 @@ public struct StoreLimits: Sendable, Equatable {
     /// The longest value, in bytes.
     public var maxValueBytes: Int
 
-    /// Creates limits; the defaults are 64 KiB keys and 64 MiB values.
-    public init(maxKeyBytes: Int = 64 << 10, maxValueBytes: Int = 64 << 20) {
+    /// The default ``maxValueBytes``: 32 MiB, the same as `actorkvd --max-value-bytes`, so a
+    /// value an embedded store accepts is one a server accepts too.
+    public static let defaultMaxValueBytes = 32 << 20
+
+    /// Creates limits; the defaults are 64 KiB keys and 32 MiB values (``defaultMaxValueBytes``,
+    /// the server's default).
+    public init(maxKeyBytes: Int = 64 << 10, maxValueBytes: Int = StoreLimits.defaultMaxValueBytes) {
         self.maxKeyBytes = maxKeyBytes
         self.maxValueBytes = maxValueBytes
     }

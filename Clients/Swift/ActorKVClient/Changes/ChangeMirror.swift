@@ -62,6 +62,10 @@ public final class ChangeMirror: Sendable {
     /// ``failure``. Updates not yet read are buffered (without limit). To read the state and
     /// then the updates after it, subscribe first: an update whose sequence is at most the
     /// ``sequence`` read afterwards is already in the state.
+    ///
+    /// The stream's error type is `any Error` (the standard library makes an
+    /// `AsyncThrowingStream` only with that type), but what it throws is always an
+    /// ``ActorKVError``: the mirror's ``failure``. Cast it with `as? ActorKVError`.
     public func updates() -> AsyncThrowingStream<ChangeRecord, any Error> {
         core.subscribe()
     }

@@ -57,10 +57,33 @@ public struct RepositoryChangeSequence<T: Codable & Identifiable & Sendable>: As
 
         /// The next event, decoded; nil once the task is cancelled. Throws what
         /// ``ChangeStream/Iterator/next()`` throws, and
-        /// ``ActorKVError/decodingFailed(namespace:key:reason:)`` for a key that is not an id
-        /// or a value that is not an item.
+        /// ``ActorKVError/decodingFailed(namespace:key:reason:)`` for a key that is not an id's
+        /// key, a value that is not an item, or an item stored under a key that is not its id's
+        /// (see ``RemoteRepository``).
+        ///
+        /// After `decodingFailed` the iterator is still usable: its `reason` ends with the
+        /// sequence of the change (or snapshot) that held the key, and the next call to `next()`
+        /// goes on with the event after it, passing that one over (all of it: a snapshot page's
+        /// other items too, so a snapshot passed over is incomplete). A `for try await` loop ends
+        /// at the error; to go past it, call `next()` on an iterator of your own, or follow
+        /// again with `changes(from: .after(sequence))`.
         public mutating func next() async throws(ActorKVError) -> RepositoryChange<T>? {
             guard let event = try await base.next() else { return nil }
+            do throws(ActorKVError) {
+                return try decode(event)
+            } catch .decodingFailed(let namespace, let key, let reason) {
+                let sequence: UInt64
+                switch event {
+                case .snapshot(let page): sequence = page.sequence
+                case .change(let change): sequence = change.sequence
+                case .synced(let synced): sequence = synced
+                }
+                let what = if case .snapshot = event { "the snapshot at sequence" } else { "the change at sequence" }
+                throw .decodingFailed(namespace: namespace, key: key, reason: "\(reason) (in \(what) \(sequence))")
+            }
+        }
+
+        private func decode(_ event: ChangeEvent) throws(ActorKVError) -> RepositoryChange<T> {
             switch event {
             case .snapshot(let page):
                 var items: [T] = []
@@ -71,13 +94,12 @@ public struct RepositoryChangeSequence<T: Codable & Identifiable & Sendable>: As
                 var items: [RepositoryItemChange<T>] = []
                 items.reserveCapacity(change.keys.count)
                 for changed in change.keys {
-                    guard let id = T.ID(repositoryKey: changed.key) else {
-                        throw .decodingFailed(namespace: repository.namespace, key: changed.key,
-                                              reason: "the key is not a \(T.ID.self) id")
+                    if let value = changed.value {
+                        let item = try repository.decode(value, key: changed.key)
+                        items.append(RepositoryItemChange(id: item.id, item: item))
+                    } else {
+                        items.append(RepositoryItemChange(id: try repository.id(ofKey: changed.key), item: nil))
                     }
-                    items.append(RepositoryItemChange(id: id, item: try changed.value.map { value throws(ActorKVError) in
-                        try repository.decode(value, key: changed.key)
-                    }))
                 }
                 return .change(sequence: change.sequence, items: items)
             case .synced(let sequence):

@@ -1180,12 +1180,7 @@ class Client(_Commands):
         threads is new (a thread of the parent may have held it at the fork)."""
         self._busy = threading.Lock()
         self._pid = os.getpid()
-        sock, self._sock, self._parser, self._poller = self._sock, None, None, None
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError:
-                pass
+        self.close()
 
     def _roundtrip(self, requests, count):
         """Sends encoded requests and returns their ``count`` raw replies, in order (an error

@@ -78,7 +78,15 @@ struct LifetimeServerTests {
             #expect(try c.command(["PUT", "e", "x", "1", "EPHEMERAL", "ephemeral"]) == .error("ERR syntax error"))
             #expect(try c.command(["PUT", "e", "x", "1", "PX"]) == .error("ERR syntax error"))
             #expect(try c.command(["PEXPIRE", "e", "x", "soon"]) == .error("ERR invalid expire time in 'PEXPIRE' command"))
+            // A deadline past 2^63-1 ms since the epoch is refused (Redis 7), not kept for ever.
+            #expect(try c.command(["PUT", "e", "x", "1", "PX", "9223372036854775807"]) == .error("ERR invalid expire time in 'PUT' command"))
+            #expect(try c.command(["PUT", "e", "x", "1", "EX", "9223372036854775"]) == .error("ERR invalid expire time in 'PUT' command"))
             #expect(try c.command(["EXISTS", "e", "x"]) == .integer(0))
+            #expect(try c.command(["PUT", "e", "x", "1", "PX", "9000000000000000000"]) == .simple("OK"), "a deadline in 2^63 ms fits")
+            #expect(try c.command(["PEXPIRE", "e", "x", "9223372036854775807"]) == .error("ERR invalid expire time in 'PEXPIRE' command"))
+            guard case .integer(let left) = try c.command(["PTTL", "e", "x"]) else { Issue.record("PTTL"); return }
+            #expect(left > 8_999_000_000_000_000_000 && left <= 9_000_000_000_000_000_000, "the refused PEXPIRE left the deadline as it was")
+            #expect(try c.command(["DEL", "e", "x"]) == .integer(1))
             // PEXPIRE keeps the version; at or below 0 it deletes.
             guard case .array(let before) = try c.command(["GETV", "e", "plain"]) else { Issue.record("GETV"); return }
             #expect(try c.command(["PEXPIRE", "e", "plain", "60000"]) == .integer(1))

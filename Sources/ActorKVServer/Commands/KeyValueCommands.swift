@@ -16,7 +16,7 @@ enum KeyValueCommands {
                     flags: [.namespaced, .write], parse: parsePut),
         CommandSpec(name: "PEXPIRE", usage: "PEXPIRE ns key ms", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
             let ns = try Command.namespace(args[0])
-            guard let ms = ASCIIDecimal.parse(args[2]) else { throw invalidExpireTime("PEXPIRE") }
+            guard let ms = ASCIIDecimal.parse(args[2]), ms <= 0 || deadlineFits(ms) else { throw invalidExpireTime("PEXPIRE") }
             return .data(namespace: ns, .setTimeToLive(key: args.array(1), milliseconds: ms))
         },
         CommandSpec(name: "PERSIST", usage: "PERSIST ns key", arity: .exactly(2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
@@ -114,9 +114,8 @@ enum KeyValueCommands {
         /// A PX (or, `seconds`, EX) argument in milliseconds: a positive integer, as Redis's SET takes.
         private static func milliseconds(_ text: ArraySlice<UInt8>, seconds: Bool) throws(CommandError) -> UInt64 {
             guard let n = ASCIIDecimal.parse(text), n > 0 else { throw invalidExpireTime("PUT") }
-            guard seconds else { return UInt64(n) }
-            let (ms, overflow) = n.multipliedReportingOverflow(by: 1000)
-            guard !overflow else { throw invalidExpireTime("PUT") }
+            let (ms, overflow) = n.multipliedReportingOverflow(by: seconds ? 1000 : 1)
+            guard !overflow, deadlineFits(ms) else { throw invalidExpireTime("PUT") }
             return UInt64(ms)
         }
 
@@ -127,7 +126,15 @@ enum KeyValueCommands {
         }
     }
 
-    /// Redis's error for a TTL that is not a positive integer (or, PEXPIRE, not an integer).
+    /// Whether a deadline `milliseconds` from now is a signed 64-bit count of milliseconds since
+    /// the epoch, as Redis 7 requires (beyond it, Redis and this server refuse the TTL rather
+    /// than keep the key for ever under a deadline that wrapped or saturated).
+    static func deadlineFits(_ milliseconds: Int64) -> Bool {
+        milliseconds <= Int64.max - Int64(WallClock.milliseconds())
+    }
+
+    /// Redis's error for a TTL that is not a positive integer, or whose deadline would not fit
+    /// in 64 bits (or, PEXPIRE, not an integer).
     static func invalidExpireTime(_ command: String) -> CommandError {
         CommandError(.syntax, "invalid expire time in '\(command)' command")
     }

@@ -103,6 +103,37 @@ struct CleanCloseTests {
         }
     }
 
+    /// The fsyncs of `segment` that opening namespace `ns` in `data` makes, and the value of k5 it
+    /// then reads.
+    static func syncsWhileOpening(_ data: String, _ ns: String, _ segment: String) async throws -> (syncs: Int, k5: [UInt8]?) {
+        let recorder = FileOperationRecorder()
+        return try await withStore(data, testOptions(faults: FaultInjector(recording: recorder))) { store in
+            let namespace = try await store.namespace(ns)
+            let syncs = recorder.operations.filter { $0 == .sync(path: segment) }.count
+            return (syncs, await namespace.get(b("k5")))
+        }
+    }
+
+    @Test("after a clean close through its last sequence, opening does not fsync the log again; after a crash it does")
+    func cleanCloseSkipsTheOpeningFsync() async throws {
+        let dir = TemporaryDirectory("cleansync")
+        defer { dir.remove() }
+        let log = dir.data + "/ns/000001.log"
+        try await Self.puts(dir.data, "ns", 1...3)
+        let marker = Self.markerPath(dir.data, "ns")
+        let closedAtThree = try readFile(marker)
+        try await Self.puts(dir.data, "ns", 4...5)
+        let clean = try await Self.syncsWhileOpening(dir.data, "ns", log)
+        #expect(clean.syncs == 0, "everything read was fsync'd before the marker through 5 was written")
+        #expect(clean.k5 == b("v5"))
+        try writeFile(marker, closedAtThree)  // as if the run that wrote 4 and 5 had crashed: they may be in the page cache only
+        let crashed = try await Self.syncsWhileOpening(dir.data, "ns", log)
+        #expect(crashed.syncs == 1, "records after the marker's sequence are fsync'd before new ones claim them durable")
+        #expect(crashed.k5 == b("v5"))
+        try FileManager.default.removeItem(atPath: marker)
+        #expect(try await Self.syncsWhileOpening(dir.data, "ns", log).syncs == 1, "no marker: fsync'd as after a crash")
+    }
+
     @Test("the marker's text is read back exactly, and nothing else is taken for one")
     func markerText() {
         for n: UInt64 in [0, 1, 42, .max] {

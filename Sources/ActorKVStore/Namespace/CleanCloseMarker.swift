@@ -62,9 +62,11 @@ enum CleanCloseMarker {
     }
 
     /// Throws `corrupt` if the namespace closed cleanly through a later sequence than its files
-    /// now reach (`lastSequence`, from its snapshot and log as read, before anything is cut).
-    static func check(lastSequence: UInt64, files: NamespaceFiles, present: Bool) throws(StoreError) {
-        guard let closed = try read(files: files, present: present), closed > lastSequence else { return }
+    /// now reach (`lastSequence`, from its snapshot and log as read, before anything is cut);
+    /// otherwise returns the sequence the marker names (nil: none).
+    static func check(lastSequence: UInt64, files: NamespaceFiles, present: Bool) throws(StoreError) -> UInt64? {
+        guard let closed = try read(files: files, present: present) else { return nil }
+        guard closed > lastSequence else { return closed }
         let path = path(in: files)
         throw StoreError(.corrupt, "\(files.directory): the namespace was closed cleanly through sequence \(closed) (\(path)), but its snapshot and log segments end at sequence \(lastSequence): the end of the last segment, or a whole segment, is damaged or missing; the files were left untouched (to accept the loss, as after restoring older files, remove \(path))")
     }

@@ -46,6 +46,13 @@ struct NamespaceReading {
     var tornTail: TornTail?
     /// Whether an unfinished `snapshot.json.tmp` is there, which opening removes.
     var temporarySnapshotLeft: Bool
+    /// The sequence the namespace's clean-close marker names, nil if there is none.
+    var closedCleanlyThrough: UInt64?
+
+    /// Whether everything read was fsync'd already: the last clean close was through the last
+    /// sequence read (its records were all fsync'd before the marker was written, and none came
+    /// after), and there is no torn tail to cut. Then opening need not fsync the last segment.
+    var knownDurable: Bool { closedCleanlyThrough == lastSequence && tornTail == nil }
 }
 
 /// A torn tail found at the end of a namespace's last log segment.
@@ -100,15 +107,18 @@ enum NamespaceRecovery {
             do {
                 let fd = try files.system.open(files.segmentPath(activeNumber), O_RDWR)
                 active = LogSegment(number: activeNumber, path: files.segmentPath(activeNumber), fd: fd, system: files.system)
+                var durable = found.knownDurable
                 if activeLength == 0 {
                     // Empty (a crash before its header was written, or zeros): new records go
                     // after a header, like those of any segment this build starts.
                     try NamespaceFiles.writeHeader(to: active)
                     (recordsStart, activeLength, fileSize) = (LogSegmentHeader.length, LogSegmentHeader.length, max(fileSize, LogSegmentHeader.length))
+                    durable = false
                 }
                 // New records will claim everything recovered was durable: after a kill -9 it may
-                // still be only in the page cache, so make the claim true first.
-                try files.system.fdatasync(fd, path: active.path)
+                // still be only in the page cache, so make the claim true first (unless a clean
+                // close through the last sequence made it true already).
+                if !durable { try files.system.fdatasync(fd, path: active.path) }
             } catch {
                 throw StoreError.io("opening", files.segmentPath(activeNumber), error)
             }
@@ -189,7 +199,8 @@ enum NamespaceRecovery {
         found.recordsReplayed = replay.replayed
         // The torn tail is judged by the whole file's last sequence too: after a clean close,
         // nothing it held may look torn.
-        try CleanCloseMarker.check(lastSequence: found.lastSequence, files: files, present: names.contains(CleanCloseMarker.fileName))
+        found.closedCleanlyThrough = try CleanCloseMarker.check(
+            lastSequence: found.lastSequence, files: files, present: names.contains(CleanCloseMarker.fileName))
         return found
     }
 

@@ -706,12 +706,12 @@ public actor Namespace {
     /// for the next one.
     func housekeep(now: UInt64) -> Housekeeper.Look {
         let interval = options.compaction.interval
-        let since = max(statistics.snapshotTime, openedAt)
-        let changed = !closed && lastSequence > statistics.snapshotSequence
-        if interval > 0, compactionTask == nil, changed, Double(now) - Double(since) >= interval {
+        let look = Housekeeper.Look(sequence: lastSequence, snapshotSequence: statistics.snapshotSequence,
+                                    snapshotTime: statistics.snapshotTime, openedAt: openedAt, closed: closed)
+        if interval > 0, compactionTask == nil, look.changedSinceSnapshot, Double(now) - Double(look.since) >= interval {
             startCompaction()
         }
-        return Housekeeper.Look(sequence: lastSequence, changedSinceSnapshot: changed, since: since)
+        return look
     }
 
     @discardableResult

@@ -180,3 +180,13 @@ final class Housekeeper: Sendable {
 
     deinit { state.withLock { $0.ticks?.cancel() } }
 }
+
+extension Housekeeper.Look {
+    /// Where a namespace at `sequence` stands, its snapshot through `snapshotSequence` taken at
+    /// wall-clock second `snapshotTime`, opened at `openedAt`: changed if anything came after its
+    /// snapshot (and it is not `closed`), the interval counted from the later of the two times.
+    init(sequence: UInt64, snapshotSequence: UInt64, snapshotTime: UInt64, openedAt: UInt64, closed: Bool = false) {
+        self.init(sequence: sequence, changedSinceSnapshot: !closed && sequence > snapshotSequence,
+                  since: max(snapshotTime, openedAt))
+    }
+}

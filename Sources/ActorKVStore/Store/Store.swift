@@ -254,9 +254,8 @@ public actor Store {
                 }
                 let ns = Namespace(name: name, files: files, options: options, recovered: recovered, keeper: self.keeper,
                                    feed: self.feed(for: name))
-                let look = Housekeeper.Look(sequence: recovered.lastSequence,
-                                            changedSinceSnapshot: recovered.lastSequence > recovered.snapshotSequence,
-                                            since: max(recovered.snapshotCreatedAt, ns.openedAt))
+                let look = Housekeeper.Look(sequence: recovered.lastSequence, snapshotSequence: recovered.snapshotSequence,
+                                            snapshotTime: recovered.snapshotCreatedAt, openedAt: ns.openedAt)
                 let (ephemeral, expired) = await ns.endEarlierLifetimes()
                 self.finishOpening(name, ns, look: look)
                 options.log("namespace \(name): opened: \(recovered.data.map.count) keys, snapshot through sequence \(recovered.snapshotSequence), \(recovered.recordsReplayed) log records replayed, \(recovered.tornBytesCut) torn bytes cut, \(ephemeral) ephemeral keys of the previous run and \(expired) expired keys deleted")

@@ -323,15 +323,14 @@ enum NamespaceRecovery {
             if let previous, record.sequence <= previous {
                 throw StoreError.corrupt(path, offset: offset, "sequence \(record.sequence) does not follow \(previous)")
             }
-            // Before the snapshot too: those records are the history CHANGES … FROM reads.
-            if let previous, record.sequence > previous + 1 {
-                throw StoreError.corrupt(path, offset: offset, "sequence gap: expected \(previous + 1), found \(record.sequence)")
+            // Each record follows the one before it, before the snapshot too (those records are
+            // the history CHANGES … FROM reads); the first one past the snapshot follows it.
+            let expected = previous.map { $0 + 1 } ?? (record.sequence > snapshotSequence ? snapshotSequence + 1 : record.sequence)
+            guard record.sequence == expected else {
+                throw StoreError.corrupt(path, offset: offset, "sequence gap: expected \(expected), found \(record.sequence)")
             }
             previous = record.sequence
             guard record.sequence > snapshotSequence else { return }
-            guard record.sequence == lastSequence + 1 else {
-                throw StoreError.corrupt(path, offset: offset, "sequence gap: expected \(lastSequence + 1), found \(record.sequence)")
-            }
             for mutation in record.mutations { data.apply(mutation, version: record.sequence) }
             lastSequence = record.sequence
             replayed += 1

@@ -72,14 +72,12 @@ public struct RepositoryChangeSequence<T: Codable & Identifiable & Sendable>: As
             do throws(ActorKVError) {
                 return try decode(event)
             } catch .decodingFailed(let namespace, let key, let reason) {
-                let sequence: UInt64
-                switch event {
-                case .snapshot(let page): sequence = page.sequence
-                case .change(let change): sequence = change.sequence
-                case .synced(let synced): sequence = synced
+                let place = switch event {
+                case .snapshot(let page): "the snapshot at sequence \(page.sequence)"
+                case .change(let change): "the change at sequence \(change.sequence)"
+                case .synced(let synced): "the change at sequence \(synced)"
                 }
-                let what = if case .snapshot = event { "the snapshot at sequence" } else { "the change at sequence" }
-                throw .decodingFailed(namespace: namespace, key: key, reason: "\(reason) (in \(what) \(sequence))")
+                throw .decodingFailed(namespace: namespace, key: key, reason: "\(reason) (in \(place))")
             }
         }
 

@@ -17,7 +17,7 @@ struct LoopExecutorTests {
     /// An actor on a given serial executor that notices overlapping calls and records where it ran.
     actor Probe {
         let executor: LoopExecutor
-        nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+        nonisolated var unownedExecutor: UnownedSerialExecutor { executor.serial.asUnownedSerialExecutor() }
         private var inside = false
         private(set) var overlaps = 0
         private(set) var calls = 0
@@ -136,12 +136,36 @@ struct LoopExecutorTests {
         loop.finish()
     }
 
+    @Test("a task that prefers the loop executor runs there as a task: the nonisolated async functions it calls run in its own job, with no job more per call, and an actor on the serial side is still entered in a job of its own")
+    func tasksRunOutsideTheNamespaces() async {
+        let loop = FakeLoop()
+        loop.start()
+        let probe = Probe(on: loop.executor)
+        let before = loop.executor.jobsRun.load(ordering: .relaxed)
+        let (sum, thread) = await Task(executorPreference: loop.executor) { () -> (Int, UInt) in
+            var sum = 0
+            for step in 0..<50 { sum += await Self.nonisolatedStep(step) }
+            return (sum, UInt(pthread_self()))
+        }.value
+        let jobs = loop.executor.jobsRun.load(ordering: .relaxed) - before
+        #expect(sum == 1225)
+        #expect(thread == loop.thread.load(ordering: .acquiring), "the task ran off the loop thread")
+        // Run isolated to the serial executor, each call would hop off it: 50 jobs or more.
+        #expect(jobs <= 3, "\(jobs) jobs for one task's 50 calls of a nonisolated async function")
+        await probe.call()
+        #expect(await probe.threads == [loop.thread.load(ordering: .acquiring)])
+        loop.finish()
+    }
+
+    /// A nonisolated async function that does not suspend.
+    nonisolated static func nonisolatedStep(_ step: Int) async -> Int { step }
+
     @Test("on the loop thread, Store.executeNow runs an open namespace's operations at once; it is nil without the executor or for a namespace not open")
     func executeNowOnTheLoop() async throws {
         let directory = TemporaryDirectory()
         let loop = FakeLoop()
         var options = StoreOptions()
-        options.serialExecutor = loop.executor
+        options.serialExecutor = loop.executor.serial
         options.backgroundExecutor = loop.executor
         let store = try Store(directory: directory.path, options: options)
         _ = try await store.namespace("open")  // recovered on the serial queue: the loop is not attached yet

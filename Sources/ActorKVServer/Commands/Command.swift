@@ -146,6 +146,14 @@ struct CommandContext: Sendable {
     let hashScanCursors: HashScanCursors
     /// The namespace permissions (nil: every right for everyone).
     var access: AccessControl?
+    /// The event loop's executor when the command runs in a task that prefers it (nil
+    /// otherwise): on its thread, runs on a namespace need no actor hop (``execute(_:inNamespace:)``).
+    var loop: LoopExecutor?
+
+    /// Runs `operations` on namespace `name`, at once when the command runs on ``loop``'s thread.
+    func execute(_ operations: [Operation], inNamespace name: String) async -> Execution {
+        await backend.execute(operations, inNamespace: name, on: loop)
+    }
 
     /// The connection's identity when its commands are judged (nil: it has every right: no
     /// `--acl`, the server's own uid, or a session without a peer).

@@ -103,7 +103,7 @@ enum HashCommands {
     /// failure's error instead, if one failed).
     static func read(_ operations: [Operation], in namespace: String, _ context: CommandContext,
                      reply: ([Outcome]) -> Reply) async -> Reply {
-        let outcomes = await context.backend.execute(operations, inNamespace: namespace).outcomes
+        let outcomes = await context.execute(operations, inNamespace: namespace).outcomes
         if let failed = outcomes.first(where: { if case .failure = $0 { return true }; return false }) {
             return KeyValueCommands.reply(for: failed)
         }

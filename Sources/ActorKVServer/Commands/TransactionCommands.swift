@@ -100,14 +100,14 @@ enum TransactionCommands {
     private static func apply(_ queued: [QueuedCommand], in namespace: String, guardedSince watchedAt: UInt64?,
                               _ context: CommandContext) async -> Reply {
         if !queued.contains(where: { $0.operation.isWrite }), watchedAt == nil {
-            let outcomes = await context.backend.execute(queued.map(\.operation), inNamespace: namespace).outcomes
+            let outcomes = await context.execute(queued.map(\.operation), inNamespace: namespace).outcomes
             return .array(zip(outcomes, queued).map { KeyValueCommands.reply(for: $0, of: $1.operation, shape: $1.shape) })
         }
         let plans = queued.map(\.plan)
         var steps: [BatchStep] = watchedAt.map { [.unchangedSince($0)] } ?? []
         for plan in plans { steps += plan.steps }
         let operation = Operation.batch(steps)
-        let execution = await context.backend.execute([operation], inNamespace: namespace)
+        let execution = await context.execute([operation], inNamespace: namespace)
         switch await execution.settled([operation])[0] {
         case .conditionFailed: return .nullArray
         case .failure(let error): return ErrorMapping.reply(for: error)

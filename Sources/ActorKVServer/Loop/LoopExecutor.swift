@@ -19,23 +19,52 @@ import Synchronization
 /// attaches (while the store opens its namespaces) and after it stops (``detach()``), on one
 /// serial Dispatch queue; in between, on the loop thread only. Attaching waits until the jobs
 /// already handed to the queue have run.
-final class LoopExecutor: TaskExecutor, SerialExecutor, @unchecked Sendable {
+///
+/// The two roles are two objects, so that each job runs as what it was enqueued for: a task's
+/// job (``enqueue(_:)``) on the task executor, outside any actor, where the nonisolated async
+/// functions it calls need no hop; a namespace's job (``serial``) isolated to the namespaces'
+/// serial executor. (Run isolated to the serial executor, a task's job made every nonisolated
+/// async function it entered hop off it again: a job more per call.)
+final class LoopExecutor: TaskExecutor, @unchecked Sendable {
     private enum Mode { case early, attached, detached }
+    /// A job and whether it is a namespace's (enqueued on ``serial``) rather than a task's.
+    private typealias Job = (job: UnownedJob, isolated: Bool)
     private struct State {
-        var jobs: [UnownedJob] = []
+        var jobs: [Job] = []
         var mode = Mode.early
 
         /// The waiting jobs, leaving none (swapped out: no copy, no new buffer).
-        mutating func takeJobs() -> [UnownedJob] {
-            var taken: [UnownedJob] = []
+        mutating func takeJobs() -> [Job] {
+            var taken: [Job] = []
             swap(&jobs, &taken)
             return taken
         }
     }
+
+    /// The namespaces' serial executor (``ActorKVStore/StoreOptions/serialExecutor``): its jobs
+    /// go into this executor's queue and run isolated to it.
+    final class Serial: SerialExecutor, @unchecked Sendable {
+        unowned let loop: LoopExecutor
+        init(loop: LoopExecutor) { self.loop = loop }
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            loop.enqueue(UnownedJob(job), isolated: true)
+        }
+
+        /// The namespaces' code runs only in this executor's jobs or on the loop thread (the
+        /// loop's synchronous runs); anything else is a bug.
+        func checkIsolated() {
+            precondition(loop.isLoopThread, "a namespace was entered off the event loop's thread")
+        }
+    }
+
+    /// The namespaces' serial executor. (It holds this executor unowned: the store that runs
+    /// namespaces on it holds this one too, as its background executor.)
+    private(set) var serial: Serial!
     private let state = Mutex(State())
     /// The jobs ``runPending()`` takes, swapped with the waiting ones and kept, emptied but with
     /// its capacity, for the next swap: enqueuing a job then allocates nothing. Loop thread only.
-    private var spare: [UnownedJob] = []
+    private var spare: [Job] = []
     private let wake: @Sendable () -> Void
     /// Where jobs run while the loop does not run them: serial, so the namespaces stay exclusive.
     private let offLoop = DispatchQueue(label: "actorkvd.loop-executor")
@@ -45,6 +74,7 @@ final class LoopExecutor: TaskExecutor, SerialExecutor, @unchecked Sendable {
     /// Creates an executor; `wake` must make the loop call ``runPending()`` soon.
     init(wake: @escaping @Sendable () -> Void) {
         self.wake = wake
+        serial = Serial(loop: self)
     }
 
     /// Marks the calling thread as the loop thread: jobs wait for ``runPending()`` from now on,
@@ -61,13 +91,16 @@ final class LoopExecutor: TaskExecutor, SerialExecutor, @unchecked Sendable {
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
+        enqueue(UnownedJob(job), isolated: false)
+    }
+
+    private func enqueue(_ job: UnownedJob, isolated: Bool) {
         let (wasEmpty, mode) = state.withLock { state -> (Bool, Mode) in
             guard state.mode == .attached else { return (false, state.mode) }
-            state.jobs.append(job)
+            state.jobs.append((job, isolated))
             return (state.jobs.count == 1, .attached)
         }
-        if mode != .attached { runOffLoop(job); return }
+        if mode != .attached { runOffLoop((job, isolated)); return }
         // The loop runs its queue empty before it waits again, so only other threads need to wake it.
         if wasEmpty && !isLoopThread { wake() }
     }
@@ -77,30 +110,32 @@ final class LoopExecutor: TaskExecutor, SerialExecutor, @unchecked Sendable {
 
     /// Called when the loop stops: waiting jobs and all later ones run on the serial queue.
     func detach() {
-        let left = state.withLock { state -> [UnownedJob] in
+        let left = state.withLock { state -> [Job] in
             state.mode = .detached
             return state.takeJobs()
         }
         for job in left { runOffLoop(job) }
     }
 
-    /// The namespaces' code runs only in this executor's jobs or on the loop thread (the loop's
-    /// synchronous runs); anything else is a bug.
-    func checkIsolated() {
-        precondition(isLoopThread, "a namespace was entered off the event loop's thread")
-    }
-
-    private func runOffLoop(_ job: UnownedJob) {
+    private func runOffLoop(_ job: Job) {
         offLoop.async { self.run(job) }
     }
 
-    private func run(_ job: UnownedJob) {
-        job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+    /// Jobs run so far, of both kinds (for tests: how many jobs a piece of work took).
+    let jobsRun = Atomic<Int>(0)
+
+    private func run(_ job: Job) {
+        jobsRun.add(1, ordering: .relaxed)
+        if job.isolated {
+            job.job.runSynchronously(isolatedTo: serial.asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+        } else {
+            job.job.runSynchronously(on: asUnownedTaskExecutor())
+        }
     }
 
     /// Runs jobs until none are waiting, including jobs they enqueue. Loop thread only.
     func runPending() {
-        var batch: [UnownedJob] = []
+        var batch: [Job] = []
         swap(&batch, &spare)
         defer { swap(&batch, &spare) }
         while true {

@@ -59,24 +59,30 @@ public struct CommandProcessor: Sendable {
     /// Replies to `commands` in order. Stops after a command that closes the session (QUIT):
     /// the commands after it are not run.
     public func process(_ commands: [Command], session: ClientSession) async -> [Reply] {
+        await process(commands, session: session, loop: nil)
+    }
+
+    /// ``process(_:session:)``, whose runs on a namespace happen at once, with no actor hop,
+    /// whenever they are made on `loop`'s thread (see ``DataBackend/execute(_:inNamespace:on:)``).
+    func process(_ commands: [Command], session: ClientSession, loop: LoopExecutor?) async -> [Reply] {
         var replies: [Reply] = []
         replies.reserveCapacity(commands.count)
         var group = Group()
         for unbound in commands {
             let command = unbound.bound(to: session)
             if session.inTransaction && !command.controlsTransaction {
-                await flush(&group, into: &replies)
+                await flush(&group, into: &replies, loop: loop)
                 replies.append(TransactionCommands.queue(command, on: session))
                 continue
             }
             if session.isFollowing && session.version == .resp2 && !command.isAllowedWhileFollowing {
-                await flush(&group, into: &replies)
+                await flush(&group, into: &replies, loop: loop)
                 replies.append(ErrorMapping.notWhileFollowing)
                 continue
             }
             switch command {
             case .data(let namespace, let operation, let shape):
-                if group.namespace != namespace { await flush(&group, into: &replies) }
+                if group.namespace != namespace { await flush(&group, into: &replies, loop: loop) }
                 group.namespace = namespace
                 group.operations.append(operation)
                 group.shapes.append(shape)
@@ -84,16 +90,16 @@ public struct CommandProcessor: Sendable {
             case .owned:
                 preconditionFailure("process: an owned put is bound to its session above")
             case .refused(let error):
-                await flush(&group, into: &replies)
+                await flush(&group, into: &replies, loop: loop)
                 replies.append(ErrorMapping.reply(for: error))
             case .local(let local):
-                await flush(&group, into: &replies)
+                await flush(&group, into: &replies, loop: loop)
                 replies.append(await local.run(CommandContext(backend: backend, session: session, info: info, settings: settings,
-                                                                   hashScanCursors: hashScanCursors, access: access)))
+                                                                   hashScanCursors: hashScanCursors, access: access, loop: loop)))
                 if session.closeRequested { return replies }
             }
         }
-        await flush(&group, into: &replies)
+        await flush(&group, into: &replies, loop: loop)
         return replies
     }
 
@@ -146,23 +152,25 @@ public struct CommandProcessor: Sendable {
                 shapes = nil
                 return
             }
-            // Moved out of the commands one by one (from the back, each into its place), not
-            // copied: a copy would retain each request's bytes once more, per request.
+            // Moved out of the commands one by one (from the back, then put in order), not
+            // copied: a copy would retain each request's bytes once more, per request. (Not
+            // `Array(unsafeUninitializedCapacity:)`: unspecialized, it looks the array's type
+            // up in the runtime's metadata cache on every call, a tenth of a turn at one request.)
             let count = commands.count
             var shapes: [ReplyShape]?
-            let operations = [Operation](unsafeUninitializedCapacity: count) { buffer, initialized in
-                var index = count
-                while let command = commands.popLast() {
-                    guard case .data(_, let operation, let shape) = consume command else { preconditionFailure("Work: not a data command") }
-                    index -= 1
-                    (buffer.baseAddress! + index).initialize(to: operation)
-                    if shape != .plain {
-                        if shapes == nil { shapes = [ReplyShape](repeating: .plain, count: count) }
-                        shapes![index] = shape
-                    }
+            var operations: [Operation] = []
+            operations.reserveCapacity(count)
+            var index = count
+            while let command = commands.popLast() {
+                guard case .data(_, let operation, let shape) = consume command else { preconditionFailure("Work: not a data command") }
+                index -= 1
+                operations.append(operation)
+                if shape != .plain {
+                    if shapes == nil { shapes = [ReplyShape](repeating: .plain, count: count) }
+                    shapes![index] = shape
                 }
-                initialized = count
             }
+            operations.reverse()
             self.commands = []
             self.shapes = shapes
             merge = (namespace, operations)
@@ -252,7 +260,8 @@ public struct CommandProcessor: Sendable {
         for work in batch {
             guard let (namespace, operations) = work.merge, backend.mergesConnections else {
                 Task(executorPreference: executor) {
-                    let replies = await process(work.merge == nil ? work.commands : work.dataCommands, session: work.session)
+                    let replies = await process(work.merge == nil ? work.commands : work.dataCommands, session: work.session,
+                                                loop: executor as? LoopExecutor)
                     deliver([Done(connection: work.session.id, replies: replies, quit: work.session.closeRequested)])
                 }
                 continue
@@ -339,11 +348,11 @@ public struct CommandProcessor: Sendable {
         var shapes: [ReplyShape] = []
     }
 
-    private func flush(_ group: inout Group, into replies: inout [Reply]) async {
+    private func flush(_ group: inout Group, into replies: inout [Reply], loop: LoopExecutor?) async {
         guard let name = group.namespace, !group.operations.isEmpty else { return }
         let (operations, shapes) = (group.operations, group.shapes)
         group = Group()
-        let execution = await backend.execute(operations, inNamespace: name)
+        let execution = await backend.execute(operations, inNamespace: name, on: loop)
         for (index, outcome) in await execution.settled(operations).enumerated() {
             replies.append(KeyValueCommands.reply(for: outcome, of: operations[index], shape: shapes[index]))
         }

@@ -42,6 +42,14 @@ extension DataBackend {
     /// Never at once.
     public func executeNow(_ operations: [Operation], inNamespace name: String) -> Execution? { nil }
 
+    /// ``execute(_:inNamespace:)`` from a task: at once (``executeNow(_:inNamespace:)``, no actor
+    /// hop) when the task runs on `loop`'s thread, where the namespaces run; otherwise, or when
+    /// the back end cannot, through the actors.
+    func execute(_ operations: [Operation], inNamespace name: String, on loop: LoopExecutor?) async -> Execution {
+        if let loop, loop.isLoopThread, let execution = executeNow(operations, inNamespace: name) { return execution }
+        return await execute(operations, inNamespace: name)
+    }
+
     /// Nothing to drive.
     public func attach(to reactor: any Reactor) {}
     /// Nothing to let go of.

@@ -75,17 +75,26 @@ public struct ServerConfiguration: Sendable {
         return !allowGIDs.isEmpty && groups().contains(where: allowGIDs.contains)
     }
 
-    /// The engine options these settings imply; the namespaces and their background work run on
-    /// `executor` (the event loop's), or as default actors on Swift's global executor when it is nil.
-    public func storeOptions(log: @escaping @Sendable (String) -> Void, executor: (any TaskExecutor & SerialExecutor)? = nil) -> StoreOptions {
+    /// The engine options these settings imply, the namespaces running on the event loop's
+    /// `executor` (its ``LoopExecutor/serial`` side; their background work on the executor), or
+    /// as default actors on Swift's global executor when it is nil.
+    func storeOptions(log: @escaping @Sendable (String) -> Void, executor: LoopExecutor?) -> StoreOptions {
+        storeOptions(log: log, taskExecutor: executor, serialExecutor: executor?.serial)
+    }
+
+    /// The engine options these settings imply; the namespaces run on `serialExecutor` and their
+    /// background work on `taskExecutor`, or as default actors on Swift's global executor when
+    /// these are nil.
+    public func storeOptions(log: @escaping @Sendable (String) -> Void, taskExecutor: (any TaskExecutor)? = nil,
+                             serialExecutor: (any SerialExecutor)? = nil) -> StoreOptions {
         var options = StoreOptions(durability: durability, compaction: compaction,
                                    limits: StoreLimits(maxValueBytes: maxValueBytes),
                                    allowSharedDirectory: allowSharedDataDirectory, log: log)
         options.changesHistory = changesHistory
         options.changesLagBytes = changesLagBytes
         options.maxNamespaces = maxNamespaces
-        options.backgroundExecutor = executor
-        options.serialExecutor = executor
+        options.backgroundExecutor = taskExecutor
+        options.serialExecutor = serialExecutor
         return options
     }
 }

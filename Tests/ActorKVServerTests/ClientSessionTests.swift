@@ -21,6 +21,8 @@ struct ClientSessionTests {
         let socketPath: String
         let store: Store
         let loop: EventLoop
+        /// The loop's executor (nil with `--execution pool`).
+        let executor: LoopExecutor?
         private let thread: Thread
         private let finished = DispatchSemaphore(value: 0)
         private let endings = Endings()
@@ -39,6 +41,7 @@ struct ClientSessionTests {
             configuration.durability = durability
             let wake = try WakeSignal()
             let executor = configuration.execution == .loop ? LoopExecutor { wake.signal() } : nil
+            self.executor = executor
             store = try Store(directory: configuration.dataDirectory, options: configuration.storeOptions(log: { _ in }, executor: executor))
             let endings = self.endings
             let processor = CommandProcessor(store: store, info: { _ in Array("# Server\r\n".utf8) }) { session, reason in

@@ -230,7 +230,7 @@ enum KeyValueCommands {
     }
 
     /// The sum of the integer outcomes among `outcomes` (a batch's step counts).
-    static func sumOfCounts(_ outcomes: [Outcome]) -> Int64 {
+    static func sumOfCounts(_ outcomes: some Collection<Outcome>) -> Int64 {
         outcomes.reduce(0) { if case .integer(let n) = $1 { return $0 + Int64(n) }; return $0 }
     }
 

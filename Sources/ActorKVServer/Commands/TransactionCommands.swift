@@ -8,12 +8,12 @@ enum TransactionCommands {
     /// Their specs. All run at once even inside MULTI (``CommandFlags/transactionControl``).
     static let specs: [CommandSpec] = [
         CommandSpec(name: "MULTI", usage: "MULTI", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
-            .local(LocalCommand { context in
+            .local(LocalCommand(.multi) { context in
                 context.session.beginTransaction() ? .simple("OK") : .error(.err, "MULTI calls can not be nested")
             })
         },
         CommandSpec(name: "EXEC", usage: "EXEC", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
-            .local(LocalCommand { context in await exec(context) })
+            .local(LocalCommand(.exec) { context in await exec(context) })
         },
         CommandSpec(name: "DISCARD", usage: "DISCARD", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand { context in
@@ -54,6 +54,48 @@ enum TransactionCommands {
         }
         session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan))
         return .simple("QUEUED")
+    }
+
+    /// A connection's turn that is exactly one transaction, run as a data command: MULTI, then
+    /// data commands on one namespace that can all be queued, at least one of them a write, then
+    /// EXEC. (The caller checks that the connection is not inside MULTI, watches nothing and
+    /// follows nothing.) Its one operation is the batch EXEC would run, merged into the turn's run
+    /// of that namespace with the other connections' data commands: no task, no log write of its
+    /// own. Nil for anything else, which runs as commands one by one.
+    static func merged(_ commands: borrowing [Command]) -> MergedTransaction? {
+        guard commands.count >= 3, case .local(let first) = commands[0], first.transactionRole == .multi,
+              case .local(let last) = commands[commands.count - 1], last.transactionRole == .exec else { return nil }
+        var namespace: String?
+        var plans: [TransactionStep] = []
+        plans.reserveCapacity(commands.count - 2)
+        var writes = false
+        for index in 1..<(commands.count - 1) {
+            guard case .data(let name, let operation, let shape) = commands[index], namespace == nil || name == namespace,
+                  let plan = TransactionStep.steps(for: operation, shape: shape) else { return nil }
+            namespace = name
+            writes = writes || operation.isWrite
+            plans.append(plan)
+        }
+        guard let namespace, writes else { return nil }
+        return MergedTransaction(namespace: namespace, operation: .batch(plans.flatMap(\.steps)), plans: plans)
+    }
+
+    /// EXEC's reply to its batch's `outcome`, each queued command's reply made by its plan.
+    static func reply(to outcome: Outcome, of plans: [TransactionStep]) -> Reply {
+        switch outcome {
+        case .conditionFailed: return .nullArray
+        case .failure(let error): return ErrorMapping.reply(for: error)
+        case .batch(let results):
+            var replies: [Reply] = []
+            replies.reserveCapacity(plans.count)
+            var offset = results.startIndex
+            for plan in plans {
+                replies.append(plan.reply(results[offset..<(offset + plan.steps.count)]))
+                offset += plan.steps.count
+            }
+            return .array(replies)
+        case let other: return KeyValueCommands.reply(for: other)
+        }
     }
 
     /// EXEC: applies the queue as one batch of its namespace, guarded by the namespaces watched.
@@ -108,20 +150,29 @@ enum TransactionCommands {
         for plan in plans { steps += plan.steps }
         let operation = Operation.batch(steps)
         let execution = await context.execute([operation], inNamespace: namespace)
-        switch await execution.settled([operation])[0] {
-        case .conditionFailed: return .nullArray
-        case .failure(let error): return ErrorMapping.reply(for: error)
-        case .batch(var results):
-            if watchedAt != nil { results.removeFirst() }
-            var replies: [Reply] = []
-            var offset = 0
-            for plan in plans {
-                replies.append(plan.reply(Array(results[offset..<(offset + plan.steps.count)])))
-                offset += plan.steps.count
-            }
-            return .array(replies)
-        case let other: return KeyValueCommands.reply(for: other)
-        }
+        var outcome = await execution.settled([operation])[0]
+        if watchedAt != nil, case .batch(let results) = outcome { outcome = .batch(Array(results.dropFirst())) }
+        return reply(to: outcome, of: plans)
+    }
+}
+
+/// A transaction read whole in one turn, as one data command (``TransactionCommands/merged(_:)``).
+struct MergedTransaction: Sendable {
+    /// The namespace its commands address.
+    let namespace: String
+    /// The batch EXEC would run.
+    let operation: Operation
+    /// Each queued command's steps and reply.
+    let plans: [TransactionStep]
+
+    /// The connection's replies, given the batch's outcome: MULTI's `+OK`, a `+QUEUED` per
+    /// queued command, EXEC's reply.
+    func replies(to outcome: Outcome) -> [Reply] {
+        var replies: [Reply] = [.simple("OK")]
+        replies.reserveCapacity(plans.count + 2)
+        for _ in plans { replies.append(.simple("QUEUED")) }
+        replies.append(TransactionCommands.reply(to: outcome, of: plans))
+        return replies
     }
 }
 
@@ -141,31 +192,54 @@ struct QueuedCommand: Sendable {
 struct TransactionStep: Sendable {
     /// The steps, in order.
     let steps: [BatchStep]
-    /// The command's reply from its steps' outcomes.
-    let reply: @Sendable ([Outcome]) -> Reply
+    /// How the command's reply is made from its steps' outcomes (a kind, not a closure: a
+    /// closure's context would be an allocation per queued command).
+    private let kind: ReplyKind
+
+    private enum ReplyKind: Sendable {
+        /// The one step's outcome as `operation`'s own reply, in `shape`.
+        case value(Operation, ReplyShape)
+        /// `+OK`.
+        case stored
+        /// The sum of the steps' counts.
+        case sumOfCounts
+        /// The one step's outcome as is (an INCR's new value).
+        case outcome
+        /// How many of the steps found a value (EXISTS).
+        case found
+    }
 
     private static let keep = Update { _ in .keep }
+
+    /// The command's reply from its steps' `outcomes` (as many as ``steps``, in order).
+    func reply(_ outcomes: ArraySlice<Outcome>) -> Reply {
+        switch kind {
+        case .value(let operation, let shape): return KeyValueCommands.reply(for: outcomes[outcomes.startIndex], of: operation, shape: shape)
+        case .stored: return .simple("OK")
+        case .sumOfCounts: return .integer(KeyValueCommands.sumOfCounts(outcomes))
+        case .outcome: return KeyValueCommands.reply(for: outcomes[outcomes.startIndex])
+        case .found: return .integer(Int64(outcomes.filter { $0 != .value(nil) }.count))
+        }
+    }
 
     /// The steps of `operation` (with reply `shape`), or nil if it cannot be part of a
     /// transaction (scans, counts, lifetimes, conditional puts, guarded BATCHes).
     static func steps(for operation: Operation, shape: ReplyShape) -> TransactionStep? {
         switch operation {
         case .get(let key):
-            return TransactionStep(steps: [.update(key: Array(key), keep)]) { KeyValueCommands.reply(for: $0[0], of: operation, shape: shape) }
+            return TransactionStep(steps: [.update(key: Array(key), keep)], kind: .value(operation, shape))
         case .put(let key, let value):
-            return TransactionStep(steps: [.put(key: Array(key), value: Array(value))]) { _ in .simple("OK") }
+            return TransactionStep(steps: [.put(key: Array(key), value: Array(value))], kind: .stored)
         case .set(let key, let value):
-            return TransactionStep(steps: [.set(key: Array(key), value: Array(value))]) { .integer(KeyValueCommands.sumOfCounts($0)) }
+            return TransactionStep(steps: [.set(key: Array(key), value: Array(value))], kind: .sumOfCounts)
         case .increment(let key, let delta):
-            return TransactionStep(steps: [.increment(key: key, by: delta)]) { KeyValueCommands.reply(for: $0[0]) }
+            return TransactionStep(steps: [.increment(key: key, by: delta)], kind: .outcome)
         case .delete(let keys):
-            return TransactionStep(steps: keys.map { .delete(key: $0) }) { .integer(KeyValueCommands.sumOfCounts($0)) }
+            return TransactionStep(steps: keys.map { .delete(key: $0) }, kind: .sumOfCounts)
         case .exists(let keys):
-            return TransactionStep(steps: keys.map { .update(key: $0, keep) }) { outcomes in
-                .integer(Int64(outcomes.filter { $0 != .value(nil) }.count))
-            }
+            return TransactionStep(steps: keys.map { .update(key: $0, keep) }, kind: .found)
         case .batch(let steps) where shape == .added:
-            return TransactionStep(steps: steps) { .integer(KeyValueCommands.sumOfCounts($0)) }
+            return TransactionStep(steps: steps, kind: .sumOfCounts)
         case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
             return nil
         }

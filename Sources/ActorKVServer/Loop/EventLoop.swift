@@ -423,8 +423,11 @@ final class EventLoop: @unchecked Sendable {
         }
         let (commands, namespace) = c.takePending(taken)
         statistics.commandsProcessed.add(commands.count, ordering: .relaxed)
-        // A following connection's commands are checked one by one (only some are allowed).
-        outgoing.append(CommandProcessor.Work(session: c.session, commands: commands, namespace: c.followers.isEmpty && !c.session.inTransaction ? namespace : nil))
+        // A following connection's commands are checked one by one (only some are allowed); a
+        // transaction read whole runs as one data command unless the connection watches a namespace.
+        let plain = c.followers.isEmpty && !c.session.inTransaction
+        outgoing.append(CommandProcessor.Work(session: c.session, commands: commands, namespace: plain ? namespace : nil,
+                                              mergingTransaction: plain && namespace == nil && c.session.watchesNothing))
         c.inFlight = true
     }
 

@@ -100,6 +100,9 @@ public final class ClientSession: Sendable {
         }
     }
 
+    /// Whether no namespace is watched.
+    var watchesNothing: Bool { state.withLock { $0.watched.isEmpty } }
+
     /// Forgets every watched namespace (UNWATCH).
     func unwatchAll() { state.withLock { $0.watched = [:] } }
 

@@ -135,6 +135,9 @@ public struct CommandProcessor: Sendable {
         let merge: (namespace: String, operations: [Operation])?
         /// The operations' reply shapes, when one is not ``ReplyShape/plain`` (nil: all are).
         let shapes: [ReplyShape]?
+        /// When the commands are one transaction run as a data command (``merge`` holds its
+        /// batch; ``commands`` keeps the commands, for a back end that does not merge).
+        let transaction: MergedTransaction?
 
         /// A unit of work of `commands`, in order.
         public init(session: ClientSession, commands: consuming [Command]) {
@@ -143,15 +146,19 @@ public struct CommandProcessor: Sendable {
         }
 
         /// A unit of work of `commands`, in order, which are all data commands on `namespace` if
-        /// that is given (the event loop notes it as it parses them).
-        init(session: ClientSession, commands: consuming [Command], namespace: String?) {
+        /// that is given (the event loop notes it as it parses them). With `mergingTransaction`
+        /// (the connection is not inside MULTI, watches and follows nothing), commands that are
+        /// exactly one transaction become its batch (``TransactionCommands/merged(_:)``).
+        init(session: ClientSession, commands: consuming [Command], namespace: String?, mergingTransaction: Bool = false) {
             self.session = session
             guard let namespace else {
+                transaction = mergingTransaction ? TransactionCommands.merged(commands) : nil
                 self.commands = commands
-                merge = nil
+                merge = transaction.map { ($0.namespace, [$0.operation]) }
                 shapes = nil
                 return
             }
+            transaction = nil
             // Moved out of the commands one by one (from the back, then put in order), not
             // copied: a copy would retain each request's bytes once more, per request. (Not
             // `Array(unsafeUninitializedCapacity:)`: unspecialized, it looks the array's type
@@ -179,7 +186,7 @@ public struct CommandProcessor: Sendable {
         /// The commands again, when they were moved into ``merge`` (for a back end that runs
         /// each connection's work on its own).
         var dataCommands: [Command] {
-            guard let (namespace, operations) = merge else { return commands }
+            guard transaction == nil, let (namespace, operations) = merge else { return commands }
             return operations.indices.map { .data(namespace: namespace, operations[$0], shape: shapes?[$0] ?? .plain) }
         }
 
@@ -306,6 +313,10 @@ public struct CommandProcessor: Sendable {
         for part in parts {
             defer { offset += part.operations.count }
             let mine = outcomes[offset..<(offset + part.operations.count)]
+            if let transaction = part.work.transaction {
+                ready.append(Done(connection: part.work.session.id, replies: transaction.replies(to: mine[offset]), quit: false))
+                continue
+            }
             guard let shapes = part.work.shapes else {
                 ready.append(Done(connection: part.work.session.id, replies: zip(mine, part.operations).map(KeyValueCommands.reply(for:of:)), quit: false))
                 continue

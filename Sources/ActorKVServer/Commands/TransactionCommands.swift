@@ -77,18 +77,27 @@ enum TransactionCommands {
             plans.append(plan)
         }
         guard let namespace, writes else { return nil }
-        return MergedTransaction(namespace: namespace, operation: .batch(plans.flatMap(\.steps)), plans: plans)
+        return MergedTransaction(namespace: namespace, operation: batch(of: plans, guardedSince: nil), plans: plans)
     }
 
-    /// EXEC's reply to its batch's `outcome`, each queued command's reply made by its plan.
-    static func reply(to outcome: Outcome, of plans: [TransactionStep]) -> Reply {
+    /// EXEC's batch: the plans' steps in order, after a guard that the namespace is unchanged
+    /// since `watchedAt` when it is watched.
+    static func batch(of plans: [TransactionStep], guardedSince watchedAt: UInt64?) -> Operation {
+        var steps: [BatchStep] = watchedAt.map { [.unchangedSince($0)] } ?? []
+        for plan in plans { steps += plan.steps }
+        return .batch(steps)
+    }
+
+    /// EXEC's reply to the `outcome` of its batch (``batch(of:guardedSince:)``, `guarded` if it
+    /// has a guard first), each queued command's reply made by its plan.
+    static func reply(to outcome: Outcome, of plans: [TransactionStep], guarded: Bool = false) -> Reply {
         switch outcome {
         case .conditionFailed: return .nullArray
         case .failure(let error): return ErrorMapping.reply(for: error)
         case .batch(let results):
             var replies: [Reply] = []
             replies.reserveCapacity(plans.count)
-            var offset = results.startIndex
+            var offset = results.startIndex + (guarded ? 1 : 0)
             for plan in plans {
                 replies.append(plan.reply(results[offset..<(offset + plan.steps.count)]))
                 offset += plan.steps.count
@@ -146,13 +155,9 @@ enum TransactionCommands {
             return .array(zip(outcomes, queued).map { KeyValueCommands.reply(for: $0, of: $1.operation, shape: $1.shape) })
         }
         let plans = queued.map(\.plan)
-        var steps: [BatchStep] = watchedAt.map { [.unchangedSince($0)] } ?? []
-        for plan in plans { steps += plan.steps }
-        let operation = Operation.batch(steps)
+        let operation = batch(of: plans, guardedSince: watchedAt)
         let execution = await context.execute([operation], inNamespace: namespace)
-        var outcome = await execution.settled([operation])[0]
-        if watchedAt != nil, case .batch(let results) = outcome { outcome = .batch(Array(results.dropFirst())) }
-        return reply(to: outcome, of: plans)
+        return reply(to: await execution.settled([operation])[0], of: plans, guarded: watchedAt != nil)
     }
 }
 

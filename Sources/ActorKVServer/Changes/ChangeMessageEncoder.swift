@@ -70,11 +70,12 @@ enum ChangeMessageEncoder {
         }
 
         mutating func bulk(_ bytes: [UInt8]) {
+            bytes.withUnsafeBytes { bulk($0) }
+        }
+
+        mutating func bulk(_ bytes: UnsafeRawBufferPointer) {
             header(UInt8(ascii: "$"), UInt64(bytes.count))
-            bytes.withUnsafeBufferPointer { source in
-                guard let base = source.baseAddress else { return }
-                at.update(from: base, count: source.count)
-            }
+            if let base = bytes.baseAddress { UnsafeMutableRawPointer(at).copyMemory(from: base, byteCount: bytes.count) }
             at += bytes.count
             crlf()
         }

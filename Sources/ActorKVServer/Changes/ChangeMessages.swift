@@ -37,24 +37,21 @@ enum ChangeMessages {
     static func message(for change: Change, namespace: String, prefix: [UInt8]) -> Reply? {
         var pairs: [Reply] = []
         forEachPair(in: change, under: prefix) { key, value in
-            pairs.append(.bulk(key))
-            pairs.append(value.map(Reply.bulk) ?? .null)
+            pairs.append(.bulk(Array(key)))
+            pairs.append(value.map { .bulk(Array($0)) } ?? .null)
         }
         guard !pairs.isEmpty else { return nil }
         return .push([changeWord, .bulk(Array(namespace.utf8)), .integer(Int64(change.sequence)), .array(pairs)])
     }
 
     /// Calls `body`, in order, with each key under `prefix` that `change` writes and its new
-    /// value (nil: deleted): the pairs of its `change` message. Keys outside the prefix are
-    /// passed over, and so is a lifetime (it changes no value).
+    /// value (nil: deleted), borrowed for the call: the pairs of its `change` message. Keys
+    /// outside the prefix are passed over, and so is a lifetime (it changes no value).
     @inline(__always)
-    static func forEachPair(in change: Change, under prefix: [UInt8], _ body: (_ key: [UInt8], _ value: [UInt8]?) -> Void) {
-        for mutation in change.mutations {
-            switch mutation {
-            case .put(let key, let value) where key.starts(with: prefix): body(key, value)
-            case .delete(let key) where key.starts(with: prefix): body(key, nil)
-            case .put, .delete, .lifetime: continue
-            }
+    static func forEachPair(in change: Change, under prefix: [UInt8], _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer?) -> Void) {
+        guard !prefix.isEmpty else { return change.forEachWrite(body) }
+        change.forEachWrite { key, value in
+            if key.starts(with: prefix) { body(key, value) }
         }
     }
 }

@@ -1,29 +1,5 @@
 import Synchronization
 
-/// One change of a namespace: the mutations of one log record, numbered as the record is.
-public struct Change: Sendable, Equatable {
-    /// The record's sequence number: the version it gave the keys it wrote.
-    public let sequence: UInt64
-    /// What it did, in order.
-    public let mutations: [Mutation]
-    /// About how many bytes it holds (keys and values, and a little for each), which the feed's
-    /// lag bound counts.
-    public let byteSize: Int
-
-    /// A change of `mutations` numbered `sequence`.
-    public init(sequence: UInt64, mutations: [Mutation]) {
-        self.sequence = sequence
-        self.mutations = mutations
-        byteSize = mutations.reduce(16) { total, mutation in
-            switch mutation {
-            case .put(let key, let value): total + key.count + value.count + 16
-            case .delete(let key): total + key.count + 16
-            case .lifetime: total
-            }
-        }
-    }
-}
-
 /// A namespace's recent changes, held in memory while anyone follows it, and how far they may
 /// be delivered. Shared between the namespace actor, which publishes each record it writes, and
 /// the server's followers, which read what is deliverable at their own pace.

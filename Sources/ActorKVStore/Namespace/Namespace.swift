@@ -447,15 +447,7 @@ public actor Namespace {
     /// Hands the records just written (`buffer`, as logged) to the change feed; under a policy
     /// other than `always` they are as durable as promised now, so they may be delivered.
     private func publish(_ buffer: [UInt8]) {
-        var changes: [Change] = []
-        buffer.withUnsafeBytes { bytes in
-            var offset = 0
-            while case .record(let record, let next) = LogRecordCodec.decode(bytes, at: offset) {
-                changes.append(Change(sequence: record.sequence, mutations: record.mutations))
-                offset = next
-            }
-        }
-        feed.publish(changes)
+        feed.publish(Change.changes(ofRecords: buffer))
         if options.durability != .always { feed.advanceDeliverable(to: lastSequence) }
     }
 

@@ -54,8 +54,8 @@ final class EventLoop: @unchecked Sendable {
     private var acceptPausedUntil: Double?
     /// Connections refused since accept last succeeded; the shortage is logged when it starts.
     private var refusedForDescriptors = 0
-    /// The connections following each namespace's changes.
-    private var followersByNamespace: [String: Set<UInt64>] = [:]
+    /// The connections following each namespace's changes, in the order they connected.
+    private var followersByNamespace: [String: FollowingConnections] = [:]
     /// The last ``Follower/id`` given.
     private var nextFollowerID: UInt64 = 0
     /// The ``AccessControl/generation`` whose rules the followers were last judged by.
@@ -590,7 +590,7 @@ final class EventLoop: @unchecked Sendable {
             return set
         }
         for namespace in advanced {
-            for id in followersByNamespace[namespace] ?? [] {
+            for id in followersByNamespace[namespace] ?? FollowingConnections() {
                 guard let c = connections[id] else { continue }
                 if c.hasRoomForFollowers {
                     // A connection that only follows (nothing to read, run or send) is served
@@ -616,7 +616,7 @@ final class EventLoop: @unchecked Sendable {
         for follow in started {
             nextFollowerID += 1
             c.followers.append(Follower(follow, id: nextFollowerID))
-            followersByNamespace[follow.key.namespace, default: []].insert(c.id)
+            followersByNamespace[follow.key.namespace, default: FollowingConnections()].insert(c.id)
         }
         return c.followers.isEmpty || !cutOffWithdrawnFollows(c)
     }

@@ -48,7 +48,7 @@ enum TransactionCommands {
             return ErrorMapping.reply(for: error)
         }
         guard case .data(let namespace, let operation, let shape) = command,
-              let plan = TransactionStep.steps(for: operation, shape: shape) else {
+              let plan = TransactionStep.plan(for: operation, shape: shape) else {
             session.queue(nil)
             return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (protocol.md, \"Transactions\")")
         }
@@ -68,23 +68,28 @@ enum TransactionCommands {
         var namespace: String?
         var plans: [TransactionStep] = []
         plans.reserveCapacity(commands.count - 2)
+        var steps: [BatchStep] = []  // EXEC's batch, built here at once: one array, not one per command
+        steps.reserveCapacity(commands.count - 2)
         var writes = false
         for index in 1..<(commands.count - 1) {
             guard case .data(let name, let operation, let shape) = commands[index], namespace == nil || name == namespace,
-                  let plan = TransactionStep.steps(for: operation, shape: shape) else { return nil }
+                  let plan = TransactionStep.plan(for: operation, shape: shape) else { return nil }
             namespace = name
             writes = writes || operation.isWrite
             plans.append(plan)
+            TransactionStep.appendSteps(of: operation, to: &steps)
         }
         guard let namespace, writes else { return nil }
-        return MergedTransaction(namespace: namespace, operation: batch(of: plans, guardedSince: nil), plans: plans)
+        return MergedTransaction(namespace: namespace, operation: .batch(steps), plans: plans)
     }
 
-    /// EXEC's batch: the plans' steps in order, after a guard that the namespace is unchanged
-    /// since `watchedAt` when it is watched.
-    static func batch(of plans: [TransactionStep], guardedSince watchedAt: UInt64?) -> Operation {
-        var steps: [BatchStep] = watchedAt.map { [.unchangedSince($0)] } ?? []
-        for plan in plans { steps += plan.steps }
+    /// EXEC's batch: the queued commands' steps in order, after a guard that the namespace is
+    /// unchanged since `watchedAt` when it is watched.
+    static func batch(of queued: [QueuedCommand], guardedSince watchedAt: UInt64?) -> Operation {
+        var steps: [BatchStep] = []
+        steps.reserveCapacity(queued.reduce(watchedAt == nil ? 0 : 1) { $0 + $1.plan.stepCount })
+        if let watchedAt { steps.append(.unchangedSince(watchedAt)) }
+        for command in queued { TransactionStep.appendSteps(of: command.operation, to: &steps) }
         return .batch(steps)
     }
 
@@ -99,8 +104,8 @@ enum TransactionCommands {
             replies.reserveCapacity(plans.count)
             var offset = results.startIndex + (guarded ? 1 : 0)
             for plan in plans {
-                replies.append(plan.reply(results[offset..<(offset + plan.steps.count)]))
-                offset += plan.steps.count
+                replies.append(plan.reply(results[offset..<(offset + plan.stepCount)]))
+                offset += plan.stepCount
             }
             return .array(replies)
         case let other: return KeyValueCommands.reply(for: other)
@@ -154,10 +159,9 @@ enum TransactionCommands {
             let outcomes = await context.execute(queued.map(\.operation), inNamespace: namespace).outcomes
             return .array(zip(outcomes, queued).map { KeyValueCommands.reply(for: $0, of: $1.operation, shape: $1.shape) })
         }
-        let plans = queued.map(\.plan)
-        let operation = batch(of: plans, guardedSince: watchedAt)
+        let operation = batch(of: queued, guardedSince: watchedAt)
         let execution = await context.execute([operation], inNamespace: namespace)
-        return reply(to: await execution.settled([operation])[0], of: plans, guarded: watchedAt != nil)
+        return reply(to: await execution.settled([operation])[0], of: queued.map(\.plan), guarded: watchedAt != nil)
     }
 }
 
@@ -167,7 +171,7 @@ struct MergedTransaction: Sendable {
     let namespace: String
     /// The batch EXEC would run.
     let operation: Operation
-    /// Each queued command's steps and reply.
+    /// Each queued command's part in the batch and reply.
     let plans: [TransactionStep]
 
     /// The connection's replies, given the batch's outcome: MULTI's `+OK`, a `+QUEUED` per
@@ -188,15 +192,16 @@ struct QueuedCommand: Sendable {
     /// What it does, and how its reply is made (when EXEC runs reads alone).
     let operation: Operation
     let shape: ReplyShape
-    /// Its steps in EXEC's batch.
+    /// Its part in EXEC's batch.
     let plan: TransactionStep
 }
 
-/// A queued data command as steps of EXEC's one batch, and how its reply is made from their
-/// outcomes. Only commands on single keys qualify: a read of one key, a write of one or more.
+/// How a queued data command takes part in EXEC's one batch: how many steps it adds (which
+/// ``appendSteps(of:to:)`` appends) and how its reply is made from their outcomes. Only
+/// commands on single keys qualify: a read of one key, a write of one or more.
 struct TransactionStep: Sendable {
-    /// The steps, in order.
-    let steps: [BatchStep]
+    /// How many of EXEC's batch steps are the command's (``appendSteps(of:to:)`` appends them).
+    let stepCount: Int
     /// How the command's reply is made from its steps' outcomes (a kind, not a closure: a
     /// closure's context would be an allocation per queued command).
     private let kind: ReplyKind
@@ -216,7 +221,7 @@ struct TransactionStep: Sendable {
 
     private static let keep = Update { _ in .keep }
 
-    /// The command's reply from its steps' `outcomes` (as many as ``steps``, in order).
+    /// The command's reply from its steps' `outcomes` (``stepCount`` of them, in order).
     func reply(_ outcomes: ArraySlice<Outcome>) -> Reply {
         switch kind {
         case .value(let operation, let shape): return KeyValueCommands.reply(for: outcomes[outcomes.startIndex], of: operation, shape: shape)
@@ -227,26 +232,34 @@ struct TransactionStep: Sendable {
         }
     }
 
-    /// The steps of `operation` (with reply `shape`), or nil if it cannot be part of a
+    /// The plan of `operation` (with reply `shape`), or nil if it cannot be part of a
     /// transaction (scans, counts, lifetimes, conditional puts, guarded BATCHes).
-    static func steps(for operation: Operation, shape: ReplyShape) -> TransactionStep? {
+    static func plan(for operation: Operation, shape: ReplyShape) -> TransactionStep? {
         switch operation {
-        case .get(let key):
-            return TransactionStep(steps: [.update(key: Array(key), keep)], kind: .value(operation, shape))
-        case .put(let key, let value):
-            return TransactionStep(steps: [.put(key: Array(key), value: Array(value))], kind: .stored)
-        case .set(let key, let value):
-            return TransactionStep(steps: [.set(key: Array(key), value: Array(value))], kind: .sumOfCounts)
-        case .increment(let key, let delta):
-            return TransactionStep(steps: [.increment(key: key, by: delta)], kind: .outcome)
-        case .delete(let keys):
-            return TransactionStep(steps: keys.map { .delete(key: $0) }, kind: .sumOfCounts)
-        case .exists(let keys):
-            return TransactionStep(steps: keys.map { .update(key: $0, keep) }, kind: .found)
-        case .batch(let steps) where shape == .added:
-            return TransactionStep(steps: steps, kind: .sumOfCounts)
+        case .get: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
+        case .put: return TransactionStep(stepCount: 1, kind: .stored)
+        case .set: return TransactionStep(stepCount: 1, kind: .sumOfCounts)
+        case .increment: return TransactionStep(stepCount: 1, kind: .outcome)
+        case .delete(let keys): return TransactionStep(stepCount: keys.count, kind: .sumOfCounts)
+        case .exists(let keys): return TransactionStep(stepCount: keys.count, kind: .found)
+        case .batch(let steps) where shape == .added: return TransactionStep(stepCount: steps.count, kind: .sumOfCounts)
         case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
             return nil
+        }
+    }
+
+    /// Appends the steps of `operation`, which has a ``plan(for:shape:)``, to EXEC's batch.
+    static func appendSteps(of operation: Operation, to steps: inout [BatchStep]) {
+        switch operation {
+        case .get(let key): steps.append(.update(key: Array(key), keep))
+        case .put(let key, let value): steps.append(.put(key: Array(key), value: Array(value)))
+        case .set(let key, let value): steps.append(.set(key: Array(key), value: Array(value)))
+        case .increment(let key, let delta): steps.append(.increment(key: key, by: delta))
+        case .delete(let keys): for key in keys { steps.append(.delete(key: key)) }
+        case .exists(let keys): for key in keys { steps.append(.update(key: key, keep)) }
+        case .batch(let batch): steps += batch
+        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
+            preconditionFailure("TransactionStep: \(operation) has no steps in a transaction")
         }
     }
 }

@@ -419,7 +419,7 @@ struct WritePlanner {
     /// The overlay of the writes planned so far (built when the first write that reads comes).
     /// The record of `written[i]` is numbered `startSequence + i + 1`.
     private func replayWritten(_ operations: [Operation]) -> RunOverlay {
-        var overlay = RunOverlay()
+        var overlay = RunOverlay(capacity: operations.count)
         for (position, index) in written.enumerated() {
             let version = startSequence + UInt64(position) + 1
             if !resolved.isEmpty, let resolved = resolved[index] {
@@ -489,6 +489,13 @@ struct RunOverlay {
     /// Set once nothing will read what is noted from now on (the run's last operation is
     /// planned): notes are then dropped, sparing their tables.
     var ignoresNotes = false
+
+    /// An overlay that notes nothing yet, with room for about `capacity` keys: a run's writes
+    /// (INCRs of as many keys as it has operations) would otherwise grow its table a doubling
+    /// at a time, rehashing each key again at every step.
+    init(capacity: Int = 0) {
+        entries.reserveCapacity(capacity)
+    }
 
     /// Notes what `mutation`, in the record numbered `version`, does.
     mutating func note(_ mutation: Mutation, version: UInt64) {

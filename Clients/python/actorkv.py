@@ -878,7 +878,8 @@ class _Commands(object):
         ``BADNS`` (invalid namespace name), ``BADKEY`` (empty or too long key) or ``TOOBIG``
         (a value over the server's ``--max-value-bytes``; the connection stays usable). A value
         over ``--max-bulk-bytes`` cannot even be read by the server: ``PROTO invalid bulk
-        length``, after which the server closes the connection (commands pipelined after it
+        length: N bytes, over the limit of M (actorkvd --max-bulk-bytes)``, after which the
+        server closes the connection (commands pipelined after it
         are not run). The client does not know the server's limits and checks no sizes.
         """
         args = ["PUT", namespace, key, value]
@@ -998,7 +999,7 @@ class _Commands(object):
         value that is not an integer) the server raises :class:`ServerError` and applies none
         of them. ``ValueError`` (or ``TypeError`` for a version or delta that is not an int) for
         a malformed op list, before anything is sent. A batch larger than the server's
-        ``--max-request-bytes`` is ``ServerError`` ``PROTO too big multibulk request``, and
+        ``--max-request-bytes`` is ``ServerError`` ``PROTO too big multibulk request: …``, and
         the server closes the connection.
         """
         # A batch over the server's --max-request-bytes (or --max-arguments) is refused with

@@ -14,8 +14,9 @@
 enum InlineSplitter {
     /// The arguments of `line` (which excludes the line terminator); an empty or all-whitespace
     /// line gives none. Throws ``ProtocolError/unbalancedQuotes``,
-    /// ``ProtocolError/tooManyInlineArguments`` or ``ProtocolError/inlineArgumentTooBig`` for
-    /// the first problem found, reading from the left.
+    /// ``ProtocolError/tooManyInlineArguments(limit:)`` or
+    /// ``ProtocolError/inlineArgumentTooBig(_:limit:)`` for the first problem found, reading from
+    /// the left.
     static func split(
         _ line: UnsafeBufferPointer<UInt8>, limits: ProtocolLimits
     ) throws(ProtocolError) -> [[UInt8]] {
@@ -24,7 +25,7 @@ enum InlineSplitter {
         while true {
             while index < line.count && ASCII.isSpace(line[index]) { index += 1 }
             guard index < line.count else { return arguments }
-            guard arguments.count < limits.maxArguments else { throw .tooManyInlineArguments }
+            guard arguments.count < limits.maxArguments else { throw .tooManyInlineArguments(limit: limits.maxArguments) }
             let start = index
             while index < line.count && isPlainWordByte(line[index]) { index += 1 }
             var word = Array(UnsafeBufferPointer(rebasing: line[start..<index]))
@@ -32,7 +33,7 @@ enum InlineSplitter {
                 guard let end = readQuoted(line, at: index, into: &word) else { throw .unbalancedQuotes }
                 index = end
             }
-            guard word.count <= limits.maxBulkLength else { throw .inlineArgumentTooBig }
+            guard word.count <= limits.maxBulkLength else { throw .inlineArgumentTooBig(word.count, limit: limits.maxBulkLength) }
             arguments.append(word)
         }
     }

@@ -3,18 +3,19 @@
 /// (``ProtocolError``): the server replies `-PROTO <message>` and closes the connection.
 public struct ProtocolLimits: Sendable, Equatable {
     /// Longest inline request line, in bytes, not counting its `\n` or `\r\n` terminator.
-    /// Longer lines fail with "too big inline request". For replies, the longest `+`/`-` line.
+    /// Longer lines fail with "too big inline request: …". For replies, the longest `+`/`-` line.
     public var maxInlineLength: Int
-    /// Largest `$len` a bulk header may announce. A larger header fails with "invalid bulk length"
-    /// as soon as the header is read, before anything is allocated for the payload. (A valid
+    /// Largest `$len` a bulk header may announce. A larger header fails with "invalid bulk length:
+    /// N bytes, over the limit of …" as soon as the header is read, before anything is allocated for the payload. (A valid
     /// header of 32 KiB or more reserves room for its payload, at most 64 MiB, as Redis does.)
-    /// Also the longest inline word, after unquoting ("too big inline argument").
+    /// Also the longest inline word, after unquoting ("too big inline argument: …").
     public var maxBulkLength: Int
-    /// Largest `*N` a multibulk header may announce; a larger one fails with "invalid multibulk length".
-    /// Also the most words of an inline line ("too many inline arguments").
+    /// Largest `*N` a multibulk header may announce; a larger one fails with "invalid multibulk
+    /// length: N arguments, over the limit of …". Also the most words of an inline line ("too
+    /// many inline arguments: …").
     public var maxArguments: Int
     /// Largest sum of the bulk lengths of one multibulk request, checked as each `$len` header
-    /// arrives (before allocating); a larger sum fails with "too big multibulk request". A
+    /// arrives (before allocating); a larger sum fails with "too big multibulk request: …". A
     /// request of more than 64 arguments also counts 56 bytes per argument, from its `*N`
     /// header on, for storing each argument on its own: the limit bounds what a request holds.
     public var maxRequestBytes: Int
@@ -30,6 +31,20 @@ public struct ProtocolLimits: Sendable, Equatable {
         self.maxBulkLength = maxBulkLength
         self.maxArguments = maxArguments
         self.maxRequestBytes = maxRequestBytes
+    }
+}
+
+extension ProtocolLimits {
+    /// Which limit a request went over (``ProtocolError/exceeded``).
+    public enum Limit: Sendable, Equatable {
+        /// ``ProtocolLimits/maxInlineLength``.
+        case inlineLength
+        /// ``ProtocolLimits/maxBulkLength``.
+        case bulkLength
+        /// ``ProtocolLimits/maxArguments``.
+        case arguments
+        /// ``ProtocolLimits/maxRequestBytes``.
+        case requestBytes
     }
 }
 

@@ -101,7 +101,8 @@ struct ReplyParser: Sendable {
     /// Handles a `$len` header: null, or a payload to wait for.
     private mutating func startBulk(length: Int64, limits: ProtocolLimits) -> Step? {
         if length == -1 { return complete(.null) }
-        guard length >= 0, length <= Int64(limits.maxBulkLength) else { return .failure(.invalidBulkLength) }
+        guard length >= 0 else { return .failure(.invalidBulkLength) }
+        guard length <= Int64(limits.maxBulkLength) else { return .failure(.bulkTooLong(length, limit: limits.maxBulkLength)) }
         phase = .bulkPayload(Int(length))
         return nil
     }
@@ -110,7 +111,8 @@ struct ReplyParser: Sendable {
     private mutating func startArray(count: Int64, limits: ProtocolLimits) -> Step? {
         if count == -1 { return complete(.null) }
         if count == 0 { return complete(.array([])) }
-        guard count > 0, count <= Int64(limits.maxArguments) else { return .failure(.invalidMultibulkLength) }
+        guard count > 0 else { return .failure(.invalidMultibulkLength) }
+        guard count <= Int64(limits.maxArguments) else { return .failure(.tooManyArguments(count, limit: limits.maxArguments)) }
         guard frames.count < ReplyDecoder.maxNestingDepth else { return .failure(.replyTooDeep) }
         var elements: [Reply] = []
         elements.reserveCapacity(min(Int(count), 1024))

@@ -92,11 +92,11 @@ struct RequestParser: Sendable {
                 cursor = next  // an empty request: skipped, as Redis does for any count <= 0
                 return nil
             }
-            guard count <= Int64(limits.maxArguments) else { return .failure(.invalidMultibulkLength) }
+            guard count <= Int64(limits.maxArguments) else { return .failure(.tooManyArguments(count, limit: limits.maxArguments)) }
             cursor = next
             remaining = Int(count)
             requestBytes = Request.storageOverhead(arguments: remaining)
-            guard requestBytes <= limits.maxRequestBytes else { return .failure(.requestTooBig) }
+            guard requestBytes <= limits.maxRequestBytes else { return .failure(.requestTooBig(requestBytes, limit: limits.maxRequestBytes)) }
             // Room for a typical small request (GET, PUT of a short value) in one allocation.
             request = Request(reservingArguments: remaining, bytes: min(remaining * Self.typicalArgumentBytes, 4096))
             phase = .bulkHeader
@@ -116,9 +116,10 @@ struct RequestParser: Sendable {
         case .invalid:
             return .failure(.invalidBulkLength)
         case .value(let length, let next):
-            guard length >= 0, length <= Int64(limits.maxBulkLength) else { return .failure(.invalidBulkLength) }
+            guard length >= 0 else { return .failure(.invalidBulkLength) }
+            guard length <= Int64(limits.maxBulkLength) else { return .failure(.bulkTooLong(length, limit: limits.maxBulkLength)) }
             requestBytes += Int(length)
-            guard requestBytes <= limits.maxRequestBytes else { return .failure(.requestTooBig) }
+            guard requestBytes <= limits.maxRequestBytes else { return .failure(.requestTooBig(requestBytes, limit: limits.maxRequestBytes)) }
             cursor = next
             phase = .bulkPayload(Int(length))
             return nil
@@ -169,7 +170,7 @@ struct RequestParser: Sendable {
         }
         var end = newline
         if end > cursor && bytes[end - 1] == ASCII.cr { end -= 1 }
-        guard end - cursor <= limits.maxInlineLength else { return .failure(.inlineTooBig) }
+        guard end - cursor <= limits.maxInlineLength else { return .failure(.inlineTooBig(limit: limits.maxInlineLength)) }
         let line = UnsafeBufferPointer(rebasing: bytes[cursor..<end])
         cursor = newline + 1
         phase = .start
@@ -186,7 +187,7 @@ struct RequestParser: Sendable {
         let buffered = bytes.count - cursor
         let endsWithCR = buffered > 0 && bytes[bytes.count - 1] == ASCII.cr
         guard buffered <= limits.maxInlineLength || (buffered == limits.maxInlineLength + 1 && endsWithCR) else {
-            return .failure(.inlineTooBig)
+            return .failure(.inlineTooBig(limit: limits.maxInlineLength))
         }
         phase = .inline(scanned: buffered)
         return .needMore

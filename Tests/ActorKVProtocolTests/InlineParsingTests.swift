@@ -51,10 +51,10 @@ struct InlineParsingTests {
     }
 
     static let unbalanced = "unbalanced quotes in request"
-    static let tooBig = "too big inline request"
+    static let tooBig = "too big inline request: over the limit of 16 bytes"
     static let small = ProtocolLimits(maxInlineLength: 16)
-    static let tooMany = "too many inline arguments"
-    static let wordTooBig = "too big inline argument"
+    static let tooMany = "too many inline arguments: over the limit of 3"
+    static func wordTooBig(_ length: Int) -> String { "too big inline argument: \(length) bytes, over the limit of 10" }
     static let threeArguments = ProtocolLimits(maxArguments: 3)
     static let tenByteWords = ProtocolLimits(maxBulkLength: 10)
 
@@ -71,17 +71,18 @@ struct InlineParsingTests {
         RequestErrorCase("line plus CR over the limit", String(repeating: "a", count: 17) + "\r\n", tooBig, limits: small),
         RequestErrorCase("endless line", String(repeating: "x", count: 40), tooBig, limits: small),
         RequestErrorCase("CR not followed by LF at the limit", String(repeating: "a", count: 16) + "\rab", tooBig, limits: small),
-        RequestErrorCase("endless line with default limit", String(repeating: "x ", count: 40_000), tooBig),
+        RequestErrorCase("endless line with default limit", String(repeating: "x ", count: 40_000),
+                         "too big inline request: over the limit of 65536 bytes"),
         // The request limits hold for inline requests as for multibulk ones.
         RequestErrorCase("more words than maxArguments", "EXISTS ns a b c d e\r\n", tooMany, limits: threeArguments),
         RequestErrorCase("one word over maxArguments, after good lines", "a b c\nPING\r\na b c d\n", tooMany,
                          before: [args("a", "b", "c"), args("PING")], limits: threeArguments),
         RequestErrorCase("a quoted word over maxArguments", "a b c ''\n", tooMany, limits: threeArguments),
-        RequestErrorCase("word over maxBulkLength", "ECHO " + String(repeating: "w", count: 43) + "\r\n", wordTooBig,
+        RequestErrorCase("word over maxBulkLength", "ECHO " + String(repeating: "w", count: 43) + "\r\n", wordTooBig(43),
                          limits: tenByteWords),
-        RequestErrorCase("quoted word over maxBulkLength after unquoting", #"ECHO "abc\x00def\nghi""# + "\n", wordTooBig,
+        RequestErrorCase("quoted word over maxBulkLength after unquoting", #"ECHO "abc\x00def\nghi""# + "\n", wordTooBig(11),
                          limits: tenByteWords),
-        RequestErrorCase("word over maxBulkLength after a quote opened mid-word", "ECHO abcdef'ghijk'\n", wordTooBig,
+        RequestErrorCase("word over maxBulkLength after a quote opened mid-word", "ECHO abcdef'ghijk'\n", wordTooBig(11),
                          limits: tenByteWords),
         RequestErrorCase("the first problem from the left is reported", "a 'b c d\n", unbalanced, limits: threeArguments),
     ]

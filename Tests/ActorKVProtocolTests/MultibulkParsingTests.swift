@@ -43,7 +43,9 @@ struct MultibulkParsingTests {
     static let badCount = "invalid multibulk length"
     static let badLength = "invalid bulk length"
     static let badEnd = "expected '\\r\\n' after bulk data"
-    static let tooBig = "too big multibulk request"
+    static func tooBig(_ bytes: Int, limit: Int) -> String {
+        "too big multibulk request: at least \(bytes) bytes, over the limit of \(limit)"
+    }
     static let small = ProtocolLimits(maxBulkLength: 1024, maxArguments: 16, maxRequestBytes: 100)
 
     static let invalid: [RequestErrorCase] = [
@@ -59,8 +61,8 @@ struct MultibulkParsingTests {
         RequestErrorCase("count ended by LF alone", "*1\n$4\nPING\n", badCount),
         RequestErrorCase("count CR not followed by LF", "*1\rx", badCount),
         RequestErrorCase("endless count header", "*" + String(repeating: "1", count: 100), badCount),
-        RequestErrorCase("count over maxArguments", "*17\r\n", badCount, limits: small),
-        RequestErrorCase("count over default maxArguments", "*1048577\r\n", badCount),
+        RequestErrorCase("count over maxArguments", "*17\r\n", "invalid multibulk length: 17 arguments, over the limit of 16", limits: small),
+        RequestErrorCase("count over default maxArguments", "*1048577\r\n", "invalid multibulk length: 1048577 arguments, over the limit of 1048576"),
         RequestErrorCase("element without $", "*1\r\nPING\r\n", "expected '$', got 'P'"),
         RequestErrorCase("element starting with a control byte", "*1\r\n\u{1}", "expected '$', got '\\x01'"),
         RequestErrorCase("inline line where a bulk is due", "*2\r\n$1\r\na\r\n\r\n", "expected '$', got '\\x0d'"),
@@ -70,10 +72,12 @@ struct MultibulkParsingTests {
         RequestErrorCase("length fractional", "*1\r\n$1.5\r\n", badLength),
         RequestErrorCase("length with leading zero", "*1\r\n$04\r\nPING\r\n", badLength),
         RequestErrorCase("endless length header", "*1\r\n$" + String(repeating: "9", count: 70), badLength),
-        RequestErrorCase("length over maxBulkLength, no payload sent", "*1\r\n$1025\r\n", badLength, limits: small),
-        RequestErrorCase("length over default maxBulkLength, no payload sent", "*1\r\n$67108865\r\n", badLength),
+        RequestErrorCase("length over maxBulkLength, no payload sent", "*1\r\n$1025\r\n", "invalid bulk length: 1025 bytes, over the limit of 1024",
+                         limits: small),
+        RequestErrorCase("length over default maxBulkLength, no payload sent", "*1\r\n$67108865\r\n",
+                         "invalid bulk length: 67108865 bytes, over the limit of 67108864"),
         RequestErrorCase("lengths add up over maxRequestBytes", "*2\r\n$60\r\n" + String(repeating: "v", count: 60) + "\r\n$41\r\n",
-                         tooBig, limits: small),
+                         "too big multibulk request: at least 101 bytes, over the limit of 100", limits: small),
         RequestErrorCase("payload longer than announced", "*1\r\n$1\r\nab\r\n", badEnd),
         RequestErrorCase("payload followed by LF only", "*1\r\n$1\r\na\n\r\n", badEnd),
         RequestErrorCase("payload followed by CR and garbage", "*1\r\n$1\r\na\rX", badEnd),
@@ -101,8 +105,10 @@ struct MultibulkParsingTests {
         }
         let many = 65
         let overhead = many * 56
-        expectFails(bytes("*\(many)\r\n"), Self.tooBig, limits: ProtocolLimits(maxRequestBytes: overhead - 1), seed: Self.seed)
-        expectFails(request(many), Self.tooBig, limits: ProtocolLimits(maxRequestBytes: overhead + many - 1), seed: Self.seed)
+        expectFails(bytes("*\(many)\r\n"), Self.tooBig(overhead, limit: overhead - 1), limits: ProtocolLimits(maxRequestBytes: overhead - 1),
+                    seed: Self.seed)
+        expectFails(request(many), Self.tooBig(overhead + many, limit: overhead + many - 1),
+                    limits: ProtocolLimits(maxRequestBytes: overhead + many - 1), seed: Self.seed)
         let manyArgs = Array(repeating: bytes("a"), count: many)
         expectDecodes(request(many), [manyArgs], limits: ProtocolLimits(maxRequestBytes: overhead + many), seed: Self.seed)
         let flatArgs = Array(repeating: bytes("a"), count: 64)
@@ -126,8 +132,11 @@ struct MultibulkParsingTests {
         decoder.append(bytes("*2\r\n$1000000000000\r\nabc"))
         #expect(try decoder.next() == nil)
         #expect(decoder.bufferedByteCount == 3)
-        expectFails(bytes("*1\r\n$9223372036854775807\r\n"), "invalid bulk length", limits: unlimited, seed: Self.seed)
-        expectFails(bytes("*99999999999999999\r\n"), "invalid multibulk length", limits: unlimited, seed: Self.seed)
+        // "Unlimited" is read as 2^48 (ProtocolLimits.ceiling).
+        expectFails(bytes("*1\r\n$9223372036854775807\r\n"), "invalid bulk length: 9223372036854775807 bytes, over the limit of 281474976710656",
+                    limits: unlimited, seed: Self.seed)
+        expectFails(bytes("*99999999999999999\r\n"), "invalid multibulk length: 99999999999999999 arguments, over the limit of 281474976710656",
+                    limits: unlimited, seed: Self.seed)
     }
 
     @Test("big payloads decode whole, in small pieces and byte by byte", arguments: [32 * 1024, 100_000])

@@ -124,4 +124,21 @@ struct WireErrorCodeTests {
         #expect(WireErrorCode.allCases.filter(\.refusesConnection) == [.maxClients, .noPerm])
         #expect(Set(WireErrorCode.allCases.filter(\.closesConnection)) == [.proto, .maxClients, .noPerm, .lagging])
     }
+
+    @Test("a framing error over a limit names the size, the limit and the actorkvd flag; a malformed one names none")
+    func protocolLimitsNameTheirFlag() {
+        let cases: [(ProtocolError, String)] = [
+            (.bulkTooLong(600, limit: 512), "invalid bulk length: 600 bytes, over the limit of 512 (actorkvd --max-bulk-bytes)"),
+            (.inlineArgumentTooBig(600, limit: 512), "too big inline argument: 600 bytes, over the limit of 512 (actorkvd --max-bulk-bytes)"),
+            (.tooManyArguments(9, limit: 8), "invalid multibulk length: 9 arguments, over the limit of 8 (actorkvd --max-arguments)"),
+            (.tooManyInlineArguments(limit: 8), "too many inline arguments: over the limit of 8 (actorkvd --max-arguments)"),
+            (.requestTooBig(2048, limit: 1024), "too big multibulk request: at least 2048 bytes, over the limit of 1024 (actorkvd --max-request-bytes)"),
+            (.inlineTooBig(limit: 64), "too big inline request: over the limit of 64 bytes (actorkvd --max-inline-bytes)"),
+            (.invalidBulkLength, "invalid bulk length"),
+            (.invalidMultibulkLength, "invalid multibulk length"),
+        ]
+        for (error, message) in cases {
+            #expect(ErrorMapping.reply(for: error) == .error(.proto, message))
+        }
+    }
 }

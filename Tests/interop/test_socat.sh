@@ -61,6 +61,11 @@ expect_sx "a multibulk element without \$ is -PROTO" \
     '*1\r\n:4\r\nPING\r\n' "-PROTO expected '\$', got ':'\r\n"
 expect_sx "a negative multibulk count is skipped, as in Redis" '*-5\r\nPING\r\n' '+PONG\r\n'
 expect_sx "a malformed multibulk count is -PROTO" '*-x\r\n' '-PROTO invalid multibulk length\r\n'
+# Over a limit: the size, the limit (the defaults here) and the flag that sets it.
+expect_sx "a bulk over the limit is -PROTO with its size, the limit and --max-bulk-bytes" '*1\r\n$67108865\r\n' \
+    '-PROTO invalid bulk length: 67108865 bytes, over the limit of 67108864 (actorkvd --max-bulk-bytes)\r\n'
+expect_sx "too many arguments is -PROTO with the count, the limit and --max-arguments" '*1048577\r\n' \
+    '-PROTO invalid multibulk length: 1048577 arguments, over the limit of 1048576 (actorkvd --max-arguments)\r\n'
 
 # A large binary value (1 MiB of random bytes) through a multibulk request.
 head -c 1048576 /dev/urandom > "$TMP/big"

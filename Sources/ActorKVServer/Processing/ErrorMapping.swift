@@ -18,9 +18,21 @@ public enum ErrorMapping {
         }
     }
 
-    /// The reply for a framing error; the connection is closed after it.
+    /// The reply for a framing error; the connection is closed after it. One that went over a
+    /// limit names the flag that sets it (the message gives the size and the limit).
     public static func reply(for error: ProtocolError) -> Reply {
-        .error(.proto, error.message)
+        guard let limit = error.exceeded else { return .error(.proto, error.message) }
+        return .error(.proto, "\(error.message) (actorkvd \(flag(for: limit)))")
+    }
+
+    /// The `actorkvd` flag that sets `limit`.
+    static func flag(for limit: ProtocolLimits.Limit) -> String {
+        switch limit {
+        case .inlineLength: "--max-inline-bytes"
+        case .bulkLength: "--max-bulk-bytes"
+        case .arguments: "--max-arguments"
+        case .requestBytes: "--max-request-bytes"
+        }
     }
 
     /// The reply for any other error.

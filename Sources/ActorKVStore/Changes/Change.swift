@@ -50,12 +50,10 @@ public struct Change: Sendable, Equatable {
             var changes: [Change] = []
             var offset = 0
             while offset < raw.count {
-                let frame = LogRecordCodec.headerLength
                 let bodyLength = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
-                let end = offset + frame + bodyLength
+                let end = offset + LogRecordCodec.headerLength + bodyLength
                 precondition(bodyLength >= LogRecordCodec.minimumBodyLength && end <= raw.count, "Change: a record runs past its run's bytes")
-                let sequence = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset + frame, as: UInt64.self))
-                changes.append(Change(sequence: sequence, records: copy, range: offset..<end))
+                changes.append(Change(sequence: LogScanner.sequenceField(raw, at: offset)!, records: copy, range: offset..<end))
                 offset = end
             }
             return changes
@@ -90,31 +88,25 @@ public struct Change: Sendable, Equatable {
     }
 
     /// ``forEachWrite(_:)`` over one framed record (see ``LogRecordCodec``'s layout), which
-    /// the namespace encoded itself: its lengths are trusted, and checked only against its end.
+    /// the namespace encoded itself: one that does not read back whole is a bug.
     private static func forEachWrite(inRecord record: UnsafeRawBufferPointer, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer?) -> Void) {
-        var at = LogRecordCodec.headerLength + 12  // the sequence and durable lag
-        let count = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
-        at += 4
-        func bytes() -> UnsafeRawBufferPointer {
-            precondition(at + 4 <= record.count, "Change: a length runs past its record")
-            let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
-            precondition(at + 4 + length <= record.count, "Change: a length runs past its record")
-            defer { at += 4 + length }
-            return UnsafeRawBufferPointer(rebasing: record[(at + 4)..<(at + 4 + length)])
-        }
-        for _ in 0..<count {
-            precondition(at < record.count, "Change: a mutation runs past its record")
-            let kind = record[at]
-            at += 1
-            let key = bytes()
-            switch kind {
-            case 1: body(key, bytes())
-            case 2: body(key, nil)
-            case 3: at += 9  // a deadline and flags
-            default: preconditionFailure("Change: mutation kind \(kind) in a record it wrote")
+        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: record[LogRecordCodec.headerLength...]))
+        do {
+            try reader.skip(12)  // the sequence and durable lag
+            for _ in 0..<Int(try reader.u32()) {
+                let kind = try reader.u8()
+                let key = try reader.borrowedLengthPrefixed()
+                switch kind {
+                case 1: body(key, try reader.borrowedLengthPrefixed())
+                case 2: body(key, nil)
+                case 3: try reader.skip(9)  // a deadline and flags
+                default: preconditionFailure("Change: mutation kind \(kind) in a record it wrote")
+                }
             }
+        } catch {
+            preconditionFailure("Change: a record it wrote does not read back: \(error.reason)")
         }
-        precondition(at == record.count, "Change: its record's mutations do not fill it")
+        precondition(reader.remaining == 0, "Change: its record's mutations do not fill it")
     }
 
     /// Equal when they have the same number and the same mutations, however each is held.

@@ -262,9 +262,20 @@ struct ByteReader {
     }
 
     mutating func lengthPrefixed() throws(Failure) -> [UInt8] {
+        Array(try borrowedLengthPrefixed())
+    }
+
+    /// ``lengthPrefixed()`` without the copy: the bytes, in the buffer being read.
+    mutating func borrowedLengthPrefixed() throws(Failure) -> UnsafeRawBufferPointer {
         let length = Int(try u32())
         guard remaining >= length else { throw Failure(reason: "a length of \(length) runs past the body") }
         defer { position += length }
-        return Array(UnsafeRawBufferPointer(rebasing: bytes[position..<(position + length)]))
+        return UnsafeRawBufferPointer(rebasing: bytes[position..<(position + length)])
+    }
+
+    /// Passes over `count` bytes.
+    mutating func skip(_ count: Int) throws(Failure) {
+        guard remaining >= count else { throw Failure(reason: "truncated body") }
+        position += count
     }
 }

@@ -314,7 +314,7 @@ public struct CommandProcessor: Sendable {
             defer { offset += part.operations.count }
             let mine = outcomes[offset..<(offset + part.operations.count)]
             if let transaction = part.work.transaction {
-                ready.append(Done(connection: part.work.session.id, replies: transaction.replies(to: mine[offset]), quit: false))
+                ready.append(Done(connection: part.work.session.id, replies: transaction.replies(to: mine[mine.startIndex]), quit: false))
                 continue
             }
             guard let shapes = part.work.shapes else {

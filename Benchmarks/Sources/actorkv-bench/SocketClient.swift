@@ -12,6 +12,8 @@ final class SocketClient {
     let fd: Int32
     private var decoder = ReplyDecoder()
     private var readBuffer = [UInt8](repeating: 0, count: 256 * 1024)
+    /// The start of a message that ``receiveRaw(into:_:)`` read but its caller could not use yet.
+    private var unfinished: [UInt8] = []
 
     /// Connects, or returns nil if nothing listens at `path` (yet).
     init?(path: String) {
@@ -67,20 +69,25 @@ final class SocketClient {
         }
     }
 
-    /// Reads once (blocking until something comes) and hands every complete reply to `body`.
-    func receiveSome(_ body: (Reply) -> Void) throws(ClientError) {
-        let n = readBuffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+    /// Reads once (blocking until something comes) into `scratch`, after the unfinished message
+    /// kept from the last such read, and hands `body` those bytes; `body` returns how many it
+    /// used (whole messages), and the rest is kept for the next read. No allocation unless a
+    /// message is split across reads. Must not follow a ``receive()`` that left bytes buffered.
+    func receiveRaw(into scratch: inout [UInt8], _ body: (UnsafeBufferPointer<UInt8>) throws(ClientError) -> Int) throws(ClientError) {
+        guard decoder.bufferedByteCount == 0 else { throw ClientError("receiveRaw after receive left bytes buffered") }
+        let kept = unfinished.count
+        if scratch.count < kept + 64 * 1024 { scratch = [UInt8](repeating: 0, count: kept + 256 * 1024) }
+        scratch.withUnsafeMutableBufferPointer { $0.baseAddress!.update(from: unfinished, count: kept) }
+        let n = scratch.withUnsafeMutableBytes { read(fd, $0.baseAddress! + kept, $0.count - kept) }
         if n < 0 {
             if errno == EINTR { return }
             throw ClientError("read: errno \(errno)")
         }
         if n == 0 { throw ClientError("connection closed by the server") }
-        readBuffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-        do {
-            while let reply = try decoder.next() { body(reply) }
-        } catch {
-            throw ClientError("bad reply: \(error)")
-        }
+        let total = kept + n
+        let used = try scratch.withUnsafeBufferPointer { (all) throws(ClientError) in try body(UnsafeBufferPointer(rebasing: all[0..<total])) }
+        unfinished.removeAll(keepingCapacity: true)
+        unfinished.append(contentsOf: scratch[used..<total])
     }
 
     /// Sends one request and waits for its reply.

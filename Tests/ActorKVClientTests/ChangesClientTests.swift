@@ -263,6 +263,23 @@ struct ChangesClientTests {
         }
     }
 
+    @Test("a task waiting on a mirror that is cancelled throws cancelled; the mirror goes on")
+    func cancelledMirrorWait() async throws {
+        try await withServer { _, kv in
+            let first = try #require(try await kv.put("wait", "a", "1", ifVersion: 0))
+            let mirror = try await kv.mirror("wait")
+            // Far past any sequence this test makes (an agent's are etcd revisions, shared).
+            let waiter = Task { try await mirror.waitUntil(sequence: first + 1_000_000) }
+            try await Task.sleep(for: .milliseconds(50))  // cancelled waiting or before: both throw
+            waiter.cancel()
+            await #expect(throws: ActorKVError.cancelled) { try await waiter.value }
+            let next = try #require(try await kv.put("wait", "b", "2", ifVersion: 0))
+            try await withDeadline("the mirror goes on") { try await mirror.waitUntil(sequence: next) }
+            #expect(mirror["b"] == "2".bytes && mirror.failure == nil)
+            mirror.close()
+        }
+    }
+
     @Test("cancelling the consuming task, or leaving the loop, closes the stream's connection",
           .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func cancellationCloses() async throws {

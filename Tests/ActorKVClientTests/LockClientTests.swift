@@ -261,14 +261,15 @@ struct LockClientTests {
         }
     }
 
-    @Test("a waiting task that is cancelled throws closed and stops following; the lock is not taken by it")
+    @Test("a waiting task that is cancelled throws cancelled and stops following; the lock is not taken by it")
     func cancelledWaiter() async throws {
         try await withServer { _, kv in
             let held = try await kv.acquireLock("locks", "c", timeout: .zero)
             let waiter = Task { try await kv.withLock("locks", "c", timeout: nil) { $0 } }
             try await eventually("the waiter follows") { try await followerCount(kv, "locks") == 1 }
             waiter.cancel()
-            await #expect(throws: ActorKVError.closed) { _ = try await waiter.value }
+            await #expect(throws: ActorKVError.cancelled) { _ = try await waiter.value }
+            #expect(!ActorKVError.cancelled.isConnectionError)
             try await eventually("its change stream is closed") { try await followerCount(kv, "locks") == 0 }
             try await held.release()
             #expect(try await kv.getVersioned("locks", "c") == nil)

@@ -788,6 +788,10 @@ func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async thr
             throw Failure(code: Exit.connection, message: "actorkv: \(error)")
         case .protocolViolation, .decodingFailed, .encodingFailed, .conflict:
             throw Failure(code: Exit.server, message: "actorkv: \(error)")
+        case .cancelled:
+            // Not raised: no task of this program is cancelled while it waits (a signal ends
+            // the process).
+            throw Failure(code: Exit.server, message: "actorkv: \(error)")
         }
     } catch {
         throw Failure(code: Exit.server, message: "actorkv: \(error)")

@@ -10,6 +10,9 @@ import ActorKVProtocol
 /// - the bytes were not what was expected (``protocolViolation(_:)``, ``decodingFailed(namespace:key:reason:)``,
 ///   ``encodingFailed(_:)``), or a read-modify-write kept losing the race (``conflict(_:)``).
 ///
+/// A wait that the calling task's cancellation ended is ``cancelled`` (neither group: nothing
+/// failed, and the client stays usable).
+///
 /// Two calls are not typed: ``RemoteRepository/update(_:maxAttempts:_:)`` also throws what its
 /// body throws and `CancellationError`, and ``ChangeMirror/updates()`` is an
 /// `AsyncThrowingStream` (whose error type is `any Error`) that throws only an `ActorKVError`.
@@ -47,6 +50,12 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     case connectionLost(String)
     /// The connection was closed by ``ActorKVClient/close()`` while the call was pending.
     case closed
+    /// The calling task was cancelled while it waited for a lock held by another
+    /// (``ActorKVClient/acquireLock(_:_:timeout:ttl:)-([UInt8])``,
+    /// ``ActorKVClient/withLock(_:_:timeout:ttl:_:)-([UInt8])``): it stopped waiting, does not
+    /// hold the lock, and the body did not run. Swift's `CancellationError` for a call whose
+    /// errors are typed; the client and its connection stay usable.
+    case cancelled
     /// The server sent bytes that are not valid RESP2, or a reply of the wrong shape for the command.
     case protocolViolation(String)
     /// A ``RemoteRepository`` found bytes under `key` that do not decode as its item type, or
@@ -140,6 +149,8 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
             return "connection lost: \(reason)"
         case .closed:
             return "connection closed by the client"
+        case .cancelled:
+            return "cancelled: the task was cancelled while it waited"
         case .protocolViolation(let reason):
             return "protocol error: \(reason)"
         case .decodingFailed(let namespace, let key, let reason):

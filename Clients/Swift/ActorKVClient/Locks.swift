@@ -40,7 +40,8 @@ extension ActorKVClient {
     /// - the connection and server errors of acquiring (``ActorKVError/cannotConnect(path:errno:reason:)``,
     ///   `BADNS`, …), and those of releasing (after which the lock's connection is closed,
     ///   which releases it);
-    /// - ``ActorKVError/closed`` when the task is cancelled while it waits for the lock.
+    /// - ``ActorKVError/cancelled`` when the task is cancelled while it waits for the lock; `body`
+    ///   did not run.
     public nonisolated(nonsending) func withLock<T>(
         _ namespace: String, _ key: [UInt8], timeout: Duration?, ttl: Duration? = nil,
         _ body: nonisolated(nonsending) (_ token: UInt64) async throws -> T
@@ -89,7 +90,7 @@ extension ActorKVClient {
     /// and an attempt whose connection breaks is made again (the server releases a lock whose
     /// connection closed); a change stream that comes back to find the changes it missed
     /// compacted away (`COMPACTED`) is followed anew from now, after one more attempt. Throws ``ActorKVError/lockTimedOut(namespace:key:timeout:)``
-    /// when the lock is still held at the end of `timeout`; ``ActorKVError/closed`` when the
+    /// when the lock is still held at the end of `timeout`; ``ActorKVError/cancelled`` when the
     /// task is cancelled while it waits; connection errors, and the server's refusals (`BADNS`,
     /// `BADKEY`, `ERR` for a `ttl` of zero or less; `NOPERM` at once without the right to write
     /// `namespace`, or, when the lock is held, to read it, which waiting needs).
@@ -146,7 +147,7 @@ extension ActorKVClient {
             case .failed(let error):
                 throw error
             case .cancelled:
-                throw .closed
+                throw .cancelled
             }
         }
     }

@@ -73,7 +73,8 @@ public final class ChangeMirror: Sendable {
     /// Returns once the mirror has applied every change through `sequence` (a version the
     /// server returned for a write to a key under the prefix: a change outside the prefix is
     /// not seen until a later one inside it, or a reconnection). Throws the mirror's
-    /// ``failure``, or ``ActorKVError/closed`` if it is closed or the task cancelled first.
+    /// ``failure``, ``ActorKVError/closed`` if it is closed first, or ``ActorKVError/cancelled``
+    /// if the task is cancelled first (the mirror goes on).
     public func waitUntil(sequence: UInt64) async throws(ActorKVError) {
         try await core.wait(until: sequence)
     }
@@ -244,7 +245,7 @@ final class MirrorCore: Sendable {
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (waiter: Waiter) in
                 let now: Result<Void, ActorKVError>? = locked.withLock { s in
-                    if s.cancelled.remove(id) != nil { return .failure(.closed) }
+                    if s.cancelled.remove(id) != nil { return .failure(.cancelled) }
                     if s.ended { return .failure(s.failure ?? .closed) }
                     if s.synced, target.map({ $0 <= s.sequence }) ?? true { return .success(()) }
                     s.waiters[id] = (target, waiter)
@@ -260,7 +261,7 @@ final class MirrorCore: Sendable {
                 }
                 return waiting.waiter
             }
-            waiter?.resume(returning: .failure(.closed))
+            waiter?.resume(returning: .failure(.cancelled))
         }
         try result.get()
     }

@@ -290,6 +290,7 @@ public actor Namespace {
     /// applied; reads see the effect of every successful write before them.
     public func execute(_ operations: [Operation]) -> Execution {
         startRun()
+        if !operations.contains(where: { $0.isWrite }) { return executeReads(operations) }
         var planner = WritePlanner(count: operations.count, lastSequence: lastSequence, limits: options.limits,
                                    blocker: writeBlocker(), syncer: syncer, scratch: &plannerScratch)
         planner.plan(operations, in: data, now: runNow)
@@ -316,6 +317,25 @@ public actor Namespace {
             ? Durability.immediate : Durability(syncer: syncer, sequence: planner.sequence)
         let execution = Execution(outcomes: outcomes.map { $0! }, durability: wait)
         plannerScratch = planner.takeScratch(outcomes: consume outcomes)
+        return execution
+    }
+
+    /// A run of reads only, without a planner: what planning would decide for it (a read whose
+    /// key is over the limits fails with that; it writes no record and waits for nothing),
+    /// then the reads performed as ``performPending(_:_:_:_:)`` performs them, GETs looked up
+    /// together. A lone GET, as one client sends, then costs no planner, no map copy, no run
+    /// bookkeeping.
+    private func executeReads(_ operations: [Operation]) -> Execution {
+        var outcomes: [Outcome?] = []
+        swap(&outcomes, &plannerScratch.outcomes)  // its capacity, kept between runs
+        let limits = options.limits
+        for operation in operations { outcomes.append(limits.problem(with: operation).map { .failure($0) }) }
+        var versions = RecordNumbers(written: [], after: lastSequence)
+        performPending(operations, [], &versions, &outcomes)
+        if sweeper == nil && data.lifetimes.hasDeadlines { startSweeper() }
+        let execution = Execution(outcomes: outcomes.map { $0! }, durability: .immediate)
+        outcomes.removeAll(keepingCapacityUpTo: WritePlanner.Scratch.keptEntries)
+        swap(&outcomes, &plannerScratch.outcomes)
         return execution
     }
 

@@ -437,12 +437,14 @@ final class EventLoop: @unchecked Sendable {
         guard !outgoing.isEmpty else { return }
         var batch: [CommandProcessor.Work] = []
         swap(&batch, &outgoing)
-        let (processor, deliver) = (self.processor, deliverReplies)
         guard let executor else {
+            let (processor, deliver) = (self.processor, deliverReplies)
             Task { await processor.process(batch: batch, deliver: deliver) }
             return
         }
-        processor.start(batch: batch, executor: executor, deliver: deliver)
+        // Not copied out first: a copy of the processor retains (and then releases) each of its
+        // references, every turn.
+        self.processor.start(batch: batch, executor: executor, deliver: deliverReplies)
         // Nothing kept the array itself: its buffer is reused for the next turn's work. (Nothing
         // `start` calls queues work; if that ever changes, the queued work must not be lost.)
         guard outgoing.isEmpty else { return }

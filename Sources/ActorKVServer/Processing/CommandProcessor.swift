@@ -132,12 +132,20 @@ public struct CommandProcessor: Sendable {
         /// When every command is a data command on one namespace: the namespace and the
         /// operations, in order (and ``commands`` is empty). Such work is merged with other
         /// connections' work on that namespace.
-        let merge: (namespace: String, operations: [Operation])?
+        let merge: Merge?
         /// The operations' reply shapes, when one is not ``ReplyShape/plain`` (nil: all are).
         let shapes: [ReplyShape]?
         /// When the commands are one transaction run as a data command (``merge`` holds its
         /// batch; ``commands`` keeps the commands, for a back end that does not merge).
         let transaction: MergedTransaction?
+
+        /// Work that is all data commands on one namespace: the namespace, and the operations in
+        /// order. (A struct, not a tuple: a tuple's copies went through the runtime's generic
+        /// tuple witness, a few per request.)
+        struct Merge: Sendable {
+            let namespace: String
+            let operations: [Operation]
+        }
 
         /// A unit of work of `commands`, in order.
         public init(session: ClientSession, commands: consuming [Command]) {
@@ -154,7 +162,7 @@ public struct CommandProcessor: Sendable {
             guard let namespace else {
                 transaction = mergingTransaction ? TransactionCommands.merged(commands) : nil
                 self.commands = commands
-                merge = transaction.map { ($0.namespace, [$0.operation]) }
+                merge = transaction.map { Merge(namespace: $0.namespace, operations: [$0.operation]) }
                 shapes = nil
                 return
             }
@@ -180,14 +188,14 @@ public struct CommandProcessor: Sendable {
             operations.reverse()
             self.commands = []
             self.shapes = shapes
-            merge = (namespace, operations)
+            merge = Merge(namespace: namespace, operations: operations)
         }
 
         /// The commands again, when they were moved into ``merge`` (for a back end that runs
         /// each connection's work on its own).
         var dataCommands: [Command] {
-            guard transaction == nil, let (namespace, operations) = merge else { return commands }
-            return operations.indices.map { .data(namespace: namespace, operations[$0], shape: shapes?[$0] ?? .plain) }
+            guard transaction == nil, let merge else { return commands }
+            return merge.operations.indices.map { .data(namespace: merge.namespace, merge.operations[$0], shape: shapes?[$0] ?? .plain) }
         }
 
         /// The namespace when every command is a data command on it.
@@ -234,9 +242,9 @@ public struct CommandProcessor: Sendable {
     /// the rest is started as tasks that prefer `executor`.
     func start(batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void) {
         var ready: [Done] = []
-        if batch.count == 1, let (namespace, operations) = batch[0].merge, backend.mergesConnections {
+        if batch.count == 1, let merge = batch[0].merge, backend.mergesConnections {
             // One connection's work (one client, or clients taking turns): nothing to group.
-            start(CollectionOfOne((work: batch[0], operations: operations)), on: namespace, executor: executor, deliver: deliver, ready: &ready)
+            start(CollectionOfOne((work: batch[0], operations: merge.operations)), on: merge.namespace, executor: executor, deliver: deliver, ready: &ready)
         } else {
             for (namespace, parts) in startUnmerged(batch, executor: executor, deliver: deliver).groups {
                 start(parts, on: namespace, executor: executor, deliver: deliver, ready: &ready)
@@ -265,7 +273,7 @@ public struct CommandProcessor: Sendable {
     private func startUnmerged(_ batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void) -> MergedWork {
         var merged = MergedWork()
         for work in batch {
-            guard let (namespace, operations) = work.merge, backend.mergesConnections else {
+            guard let merge = work.merge, backend.mergesConnections else {
                 Task(executorPreference: executor) {
                     let replies = await process(work.merge == nil ? work.commands : work.dataCommands, session: work.session,
                                                 loop: executor as? LoopExecutor)
@@ -273,7 +281,7 @@ public struct CommandProcessor: Sendable {
                 }
                 continue
             }
-            merged.add(work, operations, on: namespace)
+            merged.add(work, merge.operations, on: merge.namespace)
         }
         return merged
     }

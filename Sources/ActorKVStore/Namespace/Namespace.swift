@@ -329,7 +329,7 @@ public actor Namespace {
         var outcomes: [Outcome?] = []
         swap(&outcomes, &plannerScratch.outcomes)  // its capacity, kept between runs
         let limits = options.limits
-        for operation in operations { outcomes.append(limits.problem(with: operation).map { .failure($0) }) }
+        for index in operations.indices { outcomes.append(limits.problem(with: operations[index]).map { .failure($0) }) }
         var versions = RecordNumbers(written: [], after: lastSequence)
         performPending(operations, [], &versions, &outcomes)
         if sweeper == nil && data.lifetimes.hasDeadlines { startSweeper() }
@@ -354,7 +354,9 @@ public actor Namespace {
                                 _ versions: inout RecordNumbers, _ outcomes: inout [Outcome?]) {
         var gets: [Int] = []
         var prefetchedThrough = -1
-        for (index, operation) in operations.enumerated() where outcomes[index] == nil {
+        // By index, not `enumerated()`: that hands out a copy of each operation (a retain and a
+        // release of its key's buffer); here only the reads below take what they use.
+        for index in operations.indices where outcomes[index] == nil {
             if !resolved.isEmpty, let write = resolved[index] {
                 lookUp(&gets, operations, &outcomes)
                 if !write.mutations.isEmpty {
@@ -364,16 +366,16 @@ public actor Namespace {
                 outcomes[index] = write.outcome
                 continue
             }
-            if operation.isPlainPut, index > prefetchedThrough, index + 1 < operations.count {
+            if operations[index].isPlainPut, index > prefetchedThrough, index + 1 < operations.count {
                 prefetchedThrough = prefetchPuts(from: index, operations, outcomes)
             }
             // A GET that is last with none queued before it runs at once: a lone GET allocates nothing.
-            if case .get = operation, index + 1 < operations.count || !gets.isEmpty {
+            if case .get = operations[index], index + 1 < operations.count || !gets.isEmpty {
                 gets.append(index)
                 continue
             }
             lookUp(&gets, operations, &outcomes)
-            outcomes[index] = perform(operation, version: operation.isWrite ? versions.number(of: index) : 0)
+            outcomes[index] = perform(operations[index], version: operations[index].isWrite ? versions.number(of: index) : 0)
         }
         lookUp(&gets, operations, &outcomes)
     }

@@ -444,12 +444,16 @@ final class EventLoop: @unchecked Sendable {
         }
         // Not copied out first: a copy of the processor retains (and then releases) each of its
         // references, every turn.
-        self.processor.start(batch: batch, executor: executor, deliver: deliverReplies)
+        var ready = self.processor.start(batch: batch, executor: executor, deliver: deliverReplies)
         // Nothing kept the array itself: its buffer is reused for the next turn's work. (Nothing
         // `start` calls queues work; if that ever changes, the queued work must not be lost.)
-        guard outgoing.isEmpty else { return }
-        batch.removeAll(keepingCapacity: true)
-        outgoing = batch
+        if outgoing.isEmpty {
+            batch.removeAll(keepingCapacity: true)
+            outgoing = batch
+        }
+        // The replies ready at once go to their connections here, not through the queue that
+        // tasks post to (a lock taken twice, and the loop's weak reference loaded, per turn).
+        complete(&ready)
     }
 
     /// Starts this turn's requests and, with a ``LoopExecutor``, runs them here and sends their
@@ -484,6 +488,11 @@ final class EventLoop: @unchecked Sendable {
             swap(&queue, &taken)
             return taken
         }
+        complete(&done)
+    }
+
+    /// Hands each connection its replies (moved out of `done`) and moves it on.
+    private func complete(_ done: inout [CommandProcessor.Done]) {
         for index in done.indices {
             guard let c = connections[done[index].connection] else {
                 if let ended = endedInFlight.removeValue(forKey: done[index].connection) {

@@ -239,8 +239,10 @@ public struct CommandProcessor: Sendable {
     /// ``process(batch:executor:deliver:)`` from the event loop's thread, when the namespaces run
     /// on its executor: each merged namespace's run happens here, synchronously, if the back end
     /// can do it at once (``DataBackend/executeNow(_:inNamespace:)``: no task and no actor hop);
-    /// the rest is started as tasks that prefer `executor`.
-    func start(batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void) {
+    /// the rest is started as tasks that prefer `executor`, which hand their replies to
+    /// `deliver`. Returns the replies that are ready at once (the loop takes them itself, not
+    /// through `deliver`'s queue).
+    func start(batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void) -> [Done] {
         var ready: [Done] = []
         if batch.count == 1, let merge = batch[0].merge, backend.mergesConnections {
             // One connection's work (one client, or clients taking turns): nothing to group.
@@ -250,7 +252,7 @@ public struct CommandProcessor: Sendable {
                 start(parts, on: namespace, executor: executor, deliver: deliver, ready: &ready)
             }
         }
-        if !ready.isEmpty { deliver(ready) }
+        return ready
     }
 
     /// Runs a namespace's merged parts at once if the back end can, adding their replies to

@@ -354,8 +354,8 @@ public actor Namespace {
                                 _ versions: inout RecordNumbers, _ outcomes: inout [Outcome?]) {
         var gets: [Int] = []
         var prefetchedThrough = -1
-        // By index, not `enumerated()`: that hands out a copy of each operation (a retain and a
-        // release of its key's buffer); here only the reads below take what they use.
+        // By index, not `enumerated()`, which copies each operation out (a retain and a release
+        // of its request's bytes) whether or not it is performed here.
         for index in operations.indices where outcomes[index] == nil {
             if !resolved.isEmpty, let write = resolved[index] {
                 lookUp(&gets, operations, &outcomes)

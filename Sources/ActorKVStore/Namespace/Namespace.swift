@@ -334,8 +334,7 @@ public actor Namespace {
         performPending(operations, [], &versions, &outcomes)
         if sweeper == nil && data.lifetimes.hasDeadlines { startSweeper() }
         let execution = Execution(outcomes: outcomes.map { $0! }, durability: .immediate)
-        outcomes.removeAll(keepingCapacityUpTo: WritePlanner.Scratch.keptEntries)
-        swap(&outcomes, &plannerScratch.outcomes)
+        plannerScratch.keep(outcomes: outcomes)
         return execution
     }
 

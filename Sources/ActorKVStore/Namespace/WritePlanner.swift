@@ -109,6 +109,12 @@ struct WritePlanner {
         /// let go rather than kept: one large run does not hold its memory for good.
         static let keptBytes = 64 * 1024
         static let keptEntries = 1024
+
+        /// Takes back a run's `outcomes` once read, emptied, with the capacity it keeps.
+        mutating func keep(outcomes taken: consuming [Outcome?]) {
+            outcomes = consume taken
+            outcomes.removeAll(keepingCapacityUpTo: Self.keptEntries)
+        }
     }
 
     /// This run's arrays, emptied, for the next run's planner; `outcomes` are the ones
@@ -118,11 +124,10 @@ struct WritePlanner {
         swap(&scratch.buffer, &buffer)
         swap(&scratch.written, &written)
         swap(&scratch.resolved, &resolved)
-        scratch.outcomes = consume taken
+        scratch.keep(outcomes: taken)
         scratch.buffer.removeAll(keepingCapacityUpTo: Scratch.keptBytes)
         scratch.written.removeAll(keepingCapacityUpTo: Scratch.keptEntries)
         scratch.resolved.removeAll(keepingCapacityUpTo: Scratch.keptEntries)
-        scratch.outcomes.removeAll(keepingCapacityUpTo: Scratch.keptEntries)
         return scratch
     }
 

@@ -25,4 +25,21 @@ struct ASCIIDecimalTests {
         let array = bytes("x12y")
         #expect(ASCIIDecimal.parse(array[1..<3]) == 12)
     }
+
+    @Test("digitCount and write agree with String(n) on each side of every power of ten, at 0 and at UInt64.max")
+    func digitsAtEveryBoundary() {
+        var values: [UInt64] = [0, 1, UInt64.max, UInt64.max - 1]
+        var power: UInt64 = 10
+        for _ in 1...19 {
+            values += [power - 1, power, power + 1]
+            power = power.multipliedReportingOverflow(by: 10).partialValue
+        }
+        for value in values {
+            let text = String(value)
+            #expect(ASCIIDecimal.digitCount(value) == text.utf8.count, "\(value)")
+            var out = [UInt8](repeating: 0, count: text.utf8.count)
+            out.withUnsafeMutableBufferPointer { ASCIIDecimal.write(value, digits: $0.count, to: $0.baseAddress!) }
+            #expect(out == Array(text.utf8), "\(value)")
+        }
+    }
 }

@@ -53,7 +53,7 @@ struct ChangeTapeTests {
                         Issue.record("no slice after \(cursor)")
                         continue
                     }
-                    #expect(Array(tape.bytes[slice.range]) == want, "after \(cursor), \(version), prefix \(prefix)")
+                    #expect(tape.bytes(in: slice.range) == want, "after \(cursor), \(version), prefix \(prefix)")
                     #expect(slice.through == 40)
                     #expect(slice.messages == count)
                 }
@@ -97,33 +97,34 @@ struct ChangeTapeTests {
         tape.append(changes)
         let one = Self.expected(changes[0], prefix: [], version: .resp2)
         let first = tape.slice(after: 0, maxBytes: 1)
-        #expect(first.map { Array(tape.bytes[$0.range]) } == one, "one whole change even past the bytes asked for")
+        #expect(first.map { tape.bytes(in: $0.range) } == one, "one whole change even past the bytes asked for")
         #expect(first?.through == 1)
         let upToHole = tape.slice(after: 1, maxBytes: 1 << 20)
         #expect(upToHole?.through == 10, "stops before the hole")
-        #expect(upToHole.map { Array(tape.bytes[$0.range]) } == changes[1..<10].flatMap { Self.expected($0, prefix: [], version: .resp2) })
+        #expect(upToHole.map { tape.bytes(in: $0.range) } == changes[1..<10].flatMap { Self.expected($0, prefix: [], version: .resp2) })
         #expect(tape.slice(after: 10, maxBytes: 1 << 20) == nil, "the hole is read from the feed")
         let afterHole = tape.slice(after: 11, maxBytes: 1 << 20)
         #expect(afterHole?.through == 20)
-        #expect(afterHole.map { Array(tape.bytes[$0.range]) } == changes[11...].flatMap { Self.expected($0, prefix: [], version: .resp2) })
+        #expect(afterHole.map { tape.bytes(in: $0.range) } == changes[11...].flatMap { Self.expected($0, prefix: [], version: .resp2) })
         // A limit between changes: as many whole changes as fit.
         let two = Self.expected(changes[1], prefix: [], version: .resp2) + Self.expected(changes[2], prefix: [], version: .resp2)
         #expect(tape.slice(after: 1, maxBytes: two.count)?.through == 4, "changes 2 and 3, and 4, which sets a lifetime: no message, no bytes")
         #expect(tape.slice(after: 1, maxBytes: two.count - 1)?.through == 2)
     }
 
-    @Test("past its byte limit the tape forgets its older half: a cursor before its new start is not served, one after it still gets the exact bytes")
+    @Test("past its hard limit the tape forgets its older half: a cursor before its new start is not served, one after it still gets the exact bytes")
     func forgetsItsOlderHalf() {
         let tape = ChangeTape(namespace: "ns", prefix: [], version: .resp3, after: 0)
-        tape.byteLimit = 4096
+        tape.byteLimit = 1024
         let changes = Self.changes(1...400)
         tape.append(changes)
-        #expect(tape.bytes.count <= 4096)
+        #expect(tape.byteCount <= 1024 * ChangeTape.hardLimitFactor)
+        #expect(tape.byteCount > 1024, "between the byte limit and the hard limit, nothing is forgotten without a feed")
         #expect(tape.coveredAfter > 0 && tape.last == 400)
         #expect(tape.slice(after: tape.coveredAfter - 1, maxBytes: 1 << 20) == nil)
         let start = tape.coveredAfter
         let slice = tape.slice(after: start, maxBytes: 1 << 20)
-        #expect(slice.map { Array(tape.bytes[$0.range]) } == changes.filter { $0.sequence > start }.flatMap { Self.expected($0, prefix: [], version: .resp3) })
+        #expect(slice.map { tape.bytes(in: $0.range) } == changes.filter { $0.sequence > start }.flatMap { Self.expected($0, prefix: [], version: .resp3) })
     }
 
     @Test("sequence numbers with gaps (etcd's revisions) are found by search")
@@ -159,7 +160,66 @@ struct ChangeTapeTests {
         #expect(tape.slice(after: 10, maxBytes: 1 << 20) == nil, "a follower at 10 is lagging: not served from the tape")
         let start = tape.coveredAfter
         let slice = tape.slice(after: start, maxBytes: 1 << 20)
-        #expect(slice.map { Array(tape.bytes[$0.range]) } == more.filter { $0.sequence > start && $0.sequence <= tape.last }.flatMap { Self.expected($0, prefix: [], version: .resp2) })
+        #expect(slice.map { tape.bytes(in: $0.range) } == more.filter { $0.sequence > start && $0.sequence <= tape.last }.flatMap { Self.expected($0, prefix: [], version: .resp2) })
+    }
+
+    @Test("past its byte limit, a tape reading its feed forgets the changes the feed trimmed, once they are half its bytes, and keeps the rest of the window")
+    func forgetsWhatTheFeedTrimmed() {
+        let feed = ChangeFeed(namespace: "ns", lagBytes: 3000, listener: ChangeListener())
+        feed.addFollower(lastSequence: 0, deliverable: 0)
+        let tape = ChangeTape(namespace: "ns", prefix: [], version: .resp2, after: 0)
+        tape.byteLimit = 3000  // as the budget shared by one tape: the feed's lag bytes
+        let changes = Self.changes(1...600)
+        for change in changes {
+            feed.publish([change])
+            feed.advanceDeliverable(to: change.sequence)
+            tape.extend(from: feed)
+            // Every change the window holds stays on the tape, however far past its limit.
+            #expect(tape.coveredAfter < feed.windowStart, "after change \(change.sequence)")
+            // Past its limit, what the feed trimmed is less than half the tape.
+            if tape.byteCount > tape.byteLimit, let window = tape.slice(after: feed.windowStart - 1, maxBytes: 1) {
+                #expect(window.range.lowerBound * 2 < tape.byteCount, "after change \(change.sequence)")
+            }
+        }
+        #expect(tape.coveredAfter > 0, "what the feed trimmed was forgotten")
+        #expect(tape.byteCount < 3000 * ChangeTape.hardLimitFactor)
+        let start = feed.windowStart - 1
+        let slice = tape.slice(after: start, maxBytes: 1 << 20)
+        #expect(slice.map { tape.bytes(in: $0.range) } == changes.filter { $0.sequence > start }.flatMap { Self.expected($0, prefix: [], version: .resp2) })
+    }
+
+    @Test("a round in which every user was noted forgets what all have taken: all of it when all are at the end, the part taken once it is half the bytes; a round missing a user forgets nothing")
+    func forgetsWhatEveryUserTook() {
+        let changes = Self.changes(1...40)
+        let tape = ChangeTape(namespace: "ns", prefix: [], version: .resp2, after: 0)
+        tape.users = 2
+        tape.append(changes)
+        // One user noted: the other may still need everything.
+        #expect(tape.noteTaken(through: 40, in: 1))
+        tape.forgetTaken(in: 1)
+        #expect(tape.coveredAfter == 0 && tape.last == 40)
+        // Both, one of them a quarter of the way: too little to move the rest down for.
+        #expect(tape.noteTaken(through: 40, in: 2))
+        #expect(!tape.noteTaken(through: 10, in: 2), "only a round's first note asks for forgetTaken")
+        tape.forgetTaken(in: 2)
+        #expect(tape.coveredAfter == 0)
+        // Both, the slower past the middle: what both have is forgotten, the rest still served.
+        #expect(tape.noteTaken(through: 30, in: 3) && !tape.noteTaken(through: 40, in: 3))
+        tape.forgetTaken(in: 3)
+        #expect(tape.coveredAfter == 30 && tape.last == 40)
+        let slice = tape.slice(after: 30, maxBytes: 1 << 20)
+        #expect(slice.map { tape.bytes(in: $0.range) } == changes[30...].flatMap { Self.expected($0, prefix: [], version: .resp2) })
+        // Both at the end: the tape is empty and goes on from there.
+        _ = tape.noteTaken(through: 40, in: 4)
+        _ = tape.noteTaken(through: 40, in: 4)
+        tape.forgetTaken(in: 4)
+        #expect(tape.byteCount == 0 && tape.coveredAfter == 40 && tape.last == 40)
+        let next = Self.changes(41...42)
+        tape.append(next)
+        #expect(tape.slice(after: 40, maxBytes: 1 << 20).map { tape.bytes(in: $0.range) } == next.flatMap { Self.expected($0, prefix: [], version: .resp2) })
+        // A stale round's notes forget nothing.
+        tape.forgetTaken(in: 3)
+        #expect(tape.coveredAfter == 40 && tape.last == 42)
     }
 
     @Test("followers of one feed, prefix and version share a tape; the last to leave frees it; the budget is shared out, never below the floor")

@@ -8,9 +8,15 @@ import ActorKVStore
 /// header, a decimal, CRLF, each a separate array append with its own checks) cost most of a
 /// change's encoding while the tape took 700k changes a second.
 enum ChangeMessageEncoder {
-    /// Appends the message of `change` for keys under `prefix`; returns false, appending
-    /// nothing, when it touches none of them.
-    static func append(_ change: Change, namespace: [UInt8], prefix: [UInt8], version: RESPVersion, to buffer: inout [UInt8]) -> Bool {
+    /// The size of a message: its length in bytes and how many key-value pairs it holds.
+    struct Size {
+        let length: Int
+        let pairs: Int
+    }
+
+    /// The size of the message of `change` for keys under `prefix`, or nil when it touches none
+    /// of them (it has no message).
+    static func size(of change: Change, namespace: [UInt8], prefix: [UInt8], version: RESPVersion) -> Size? {
         var pairs = 0
         var length = 0
         let nullLength = version == .resp3 ? 3 : 5  // `_\r\n` or `$-1\r\n`
@@ -18,55 +24,69 @@ enum ChangeMessageEncoder {
             pairs += 1
             length += bulkLength(key.count) + (value.map { bulkLength($0.count) } ?? nullLength)
         }
-        guard pairs > 0 else { return false }
-        let sequence = change.sequence
-        length += headerLength(4) + bulkLength(changeWord.count) + bulkLength(namespace.count)
-            + 3 + digitCount(sequence) + headerLength(UInt64(pairs * 2))
+        guard pairs > 0 else { return nil }
+        length += 1 + changeHead.utf8CodeUnitCount + bulkLength(namespace.count)
+            + 3 + ASCIIDecimal.digitCount(change.sequence) + headerLength(UInt64(pairs * 2))
+        return Size(length: length, pairs: pairs)
+    }
+
+    /// Writes the message of `change` at `out`, which has room for `size` (what
+    /// ``size(of:namespace:prefix:version:)`` gave for the same arguments).
+    static func write(_ change: Change, size: Size, namespace: [UInt8], prefix: [UInt8], version: RESPVersion, to out: UnsafeMutablePointer<UInt8>) {
+        var cursor = Cursor(at: out)
+        cursor.byte(version == .resp3 ? UInt8(ascii: ">") : UInt8(ascii: "*"))
+        cursor.text(changeHead)
+        cursor.bulk(namespace)
+        cursor.header(UInt8(ascii: ":"), change.sequence)
+        cursor.header(UInt8(ascii: "*"), UInt64(size.pairs * 2))
+        ChangeMessages.forEachPair(in: change, under: prefix) { key, value in
+            cursor.bulk(key)
+            if let value { cursor.bulk(value) } else { cursor.null(version) }
+        }
+        precondition(cursor.at == out + size.length, "a change message's length was miscounted")
+    }
+
+    /// Appends the message of `change` for keys under `prefix` to `buffer`; returns false,
+    /// appending nothing, when it touches none of them.
+    static func append(_ change: Change, namespace: [UInt8], prefix: [UInt8], version: RESPVersion, to buffer: inout [UInt8]) -> Bool {
+        guard let size = size(of: change, namespace: namespace, prefix: prefix, version: version) else { return false }
         let start = buffer.count
-        buffer.append(contentsOf: repeatElement(0, count: length))
+        buffer.append(contentsOf: repeatElement(0, count: size.length))
         buffer.withUnsafeMutableBufferPointer { all in
-            var out = Cursor(at: all.baseAddress! + start)
-            out.header(version == .resp3 ? UInt8(ascii: ">") : UInt8(ascii: "*"), 4)
-            out.bulk(changeWord)
-            out.bulk(namespace)
-            out.header(UInt8(ascii: ":"), sequence)
-            out.header(UInt8(ascii: "*"), UInt64(pairs * 2))
-            ChangeMessages.forEachPair(in: change, under: prefix) { key, value in
-                out.bulk(key)
-                if let value { out.bulk(value) } else { out.null(version) }
-            }
-            assert(out.at == all.baseAddress! + start + length, "a change message's length was miscounted")
+            write(change, size: size, namespace: namespace, prefix: prefix, version: version, to: all.baseAddress! + start)
         }
         return true
     }
 
-    private static let changeWord = Array("change".utf8)
+    /// What follows a message's type byte up to its namespace: 4 parts, the first `change`.
+    private static let changeHead: StaticString = "4\r\n$6\r\nchange\r\n"
 
     /// `$<count>\r\n<bytes>\r\n`.
     private static func bulkLength(_ count: Int) -> Int { headerLength(UInt64(count)) + count + 2 }
 
     /// `<type><n>\r\n`.
-    private static func headerLength(_ n: UInt64) -> Int { 1 + digitCount(n) + 2 }
+    private static func headerLength(_ n: UInt64) -> Int { 1 + ASCIIDecimal.digitCount(n) + 2 }
 
-    private static func digitCount(_ n: UInt64) -> Int {
-        var digits = 1
-        var rest = n
-        while rest >= 10 {
-            rest /= 10
-            digits += 1
-        }
-        return digits
-    }
-
-    /// Where the next byte goes; the memory is the buffer's, sized by ``append(_:namespace:prefix:version:to:)``.
+    /// Where the next byte goes, in memory sized by ``size(of:namespace:prefix:version:)``.
     private struct Cursor {
         var at: UnsafeMutablePointer<UInt8>
 
         mutating func header(_ type: UInt8, _ n: UInt64) {
-            at.pointee = type
-            at += 1
-            decimal(n)
+            byte(type)
+            let digits = ASCIIDecimal.digitCount(n)
+            ASCIIDecimal.write(n, digits: digits, to: at)
+            at += digits
             crlf()
+        }
+
+        mutating func byte(_ value: UInt8) {
+            at.pointee = value
+            at += 1
+        }
+
+        mutating func text(_ text: StaticString) {
+            at.update(from: text.utf8Start, count: text.utf8CodeUnitCount)
+            at += text.utf8CodeUnitCount
         }
 
         mutating func bulk(_ bytes: [UInt8]) {
@@ -97,17 +117,6 @@ enum ChangeMessageEncoder {
             at[0] = UInt8(ascii: "\r")
             at[1] = UInt8(ascii: "\n")
             at += 2
-        }
-
-        /// `n` in decimal, most significant digit first.
-        mutating func decimal(_ n: UInt64) {
-            let count = ChangeMessageEncoder.digitCount(n)
-            var rest = n
-            for index in stride(from: count - 1, through: 0, by: -1) {
-                at[index] = UInt8(ascii: "0") + UInt8(rest % 10)
-                rest /= 10
-            }
-            at += count
         }
     }
 }

@@ -10,9 +10,17 @@ import ActorKVStore
 /// outside the prefix has an empty message. A change larger than ``sharedLimit`` is a hole: it
 /// is not encoded here (its message would exceed a follower's output bound), and a follower
 /// reaches it through its own reading of the feed, which queues it to be written a piece at a
-/// time. The tape holds about ``byteLimit`` bytes (its share of the server's ``ChangeTapes``
-/// budget) and forgets its older half past that; a follower further behind reads the feed
-/// itself (and is dropped as lagging when the feed has trimmed its place).
+/// time.
+///
+/// What it forgets: what every user has taken (``forgetTaken(in:)``), so that a tape whose
+/// followers keep up stays short; past ``byteLimit`` (its share of the server's
+/// ``ChangeTapes`` budget), the changes its feed no longer holds, once they are half its bytes
+/// (a follower there is lagging: it is dropped); and past ``hardLimitFactor`` times that,
+/// its older half, whatever the feed holds. So a tape covers the feed's whole window while
+/// followers lag (one that forgot its older half at the byte limit covered a little less than
+/// the window, and a follower in between had each message built for it alone), and a
+/// follower further behind reads the feed itself (and is dropped as lagging when the feed has
+/// trimmed its place).
 ///
 /// Only for a feed that keeps a window every follower reads without consuming it (the local
 /// engine's ``ChangeFeed``): an etcd watch is read by its one follower, and reading ahead of it
@@ -31,7 +39,7 @@ final class ChangeTape {
     /// One change on the tape.
     private struct Entry {
         let sequence: UInt64
-        /// Where its message ends in ``bytes`` (where it starts for a hole or an empty message).
+        /// Where its message ends in the tape's bytes (where it starts for a hole or an empty message).
         var end: Int
         /// Messages on the tape through this one, from the tape's start.
         var messages: Int
@@ -41,7 +49,7 @@ final class ChangeTape {
 
     /// Messages after ``after`` on the tape: the bytes to copy and where they end.
     struct Slice: Equatable {
-        /// The messages' bytes in ``ChangeTape/bytes``.
+        /// Where the messages lie in the tape's bytes (``ChangeTape/withBytes(in:_:)``).
         let range: Range<Int>
         /// The last change the slice covers: a follower's cursor after sending it.
         let through: UInt64
@@ -53,6 +61,9 @@ final class ChangeTape {
     static let sharedLimit = 64 * 1024
     /// About how many bytes of messages the tape keeps (set by ``ChangeTapes``).
     @exclusivity(unchecked) var byteLimit = 1 << 20
+    /// The most it keeps, as a multiple of ``byteLimit``: messages can be larger than the
+    /// records the feed counts (up to four times, for one-byte keys and values).
+    static let hardLimitFactor = 4
     /// Changes read from the feed per extension.
     static let readBatch = 1024
 
@@ -62,11 +73,25 @@ final class ChangeTape {
     let version: RESPVersion
     /// How many followers use it; the registry forgets it when none is left.
     @exclusivity(unchecked) var users = 0
+    /// The users noted in one round of the loop's (``noteTaken(through:in:)``).
+    struct Noted {
+        var round: UInt64 = 0
+        var users = 0
+        /// The lowest cursor noted: every user has taken every change through it.
+        var lowest = UInt64.max
+    }
+    @exclusivity(unchecked) private var noted = Noted()
     /// The tape holds every change after this one (through ``last``).
     @exclusivity(unchecked) private(set) var coveredAfter: UInt64
     @exclusivity(unchecked) private var entries: [Entry] = []
-    /// The encoded messages, in sequence order.
-    @exclusivity(unchecked) private(set) var bytes: [UInt8] = []
+    /// The encoded messages, in sequence order: ``byteCount`` bytes at `base`, in an allocation
+    /// of `capacity` bytes that doubles as it fills. Messages are written in place (an array
+    /// would first fill each message's room with zeros).
+    @exclusivity(unchecked) private var base: UnsafeMutablePointer<UInt8>
+    @exclusivity(unchecked) private var capacity: Int
+    @exclusivity(unchecked) private(set) var byteCount = 0
+    /// A new tape's room for messages.
+    static let initialCapacity = 4096
 
     /// An empty tape for `namespace`'s changes under `prefix`, encoded in `version`, starting
     /// after change `after`.
@@ -76,6 +101,12 @@ final class ChangeTape {
         self.prefix = prefix
         self.version = version
         coveredAfter = after
+        capacity = Self.initialCapacity
+        base = .allocate(capacity: capacity)
+    }
+
+    deinit {
+        base.deallocate()
     }
 
     /// The last change it holds (or ``coveredAfter`` when it holds none).
@@ -83,38 +114,70 @@ final class ChangeTape {
 
     /// Encodes `changes` (in order) onto the end; those at or before ``last`` are skipped.
     func append(_ changes: [Change]) {
+        for change in changes { append(change) }
+    }
+
+    /// Encodes `change` onto the end, unless it is at or before ``last``.
+    func append(_ change: Change) {
+        guard change.sequence > last else { return }
         var messages = entries.last?.messages ?? 0
-        for change in changes where change.sequence > last {
-            let hole = change.byteSize > Self.sharedLimit
-            if !hole && ChangeMessageEncoder.append(change, namespace: namespaceBytes, prefix: prefix, version: version, to: &bytes) {
-                messages += 1
-            }
-            entries.append(Entry(sequence: change.sequence, end: bytes.count, messages: messages, hole: hole))
-            if bytes.count > byteLimit {
-                forgetOlderHalf()
-                messages = entries.last?.messages ?? 0
-            }
+        let hole = change.byteSize > Self.sharedLimit
+        if !hole, let size = ChangeMessageEncoder.size(of: change, namespace: namespaceBytes, prefix: prefix, version: version) {
+            reserve(size.length)
+            ChangeMessageEncoder.write(change, size: size, namespace: namespaceBytes, prefix: prefix, version: version, to: base + byteCount)
+            byteCount += size.length
+            messages += 1
         }
+        entries.append(Entry(sequence: change.sequence, end: byteCount, messages: messages, hole: hole))
+        if byteCount > byteLimit * Self.hardLimitFactor { forgetOlderHalf() }
+    }
+
+    /// Makes room for `count` more bytes after ``byteCount``.
+    private func reserve(_ count: Int) {
+        guard byteCount + count > capacity else { return }
+        var grown = capacity * 2
+        while grown < byteCount + count { grown *= 2 }
+        let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: grown)
+        moved.update(from: base, count: byteCount)
+        base.deallocate()
+        base = moved
+        capacity = grown
+    }
+
+    /// Calls `body` with the bytes in `range` (a slice's), borrowed for the call.
+    func withBytes<Result, Failure: Error>(in range: Range<Int>, _ body: (UnsafeRawBufferPointer) throws(Failure) -> Result) throws(Failure) -> Result {
+        precondition(range.lowerBound >= 0 && range.upperBound <= byteCount, "ChangeTape: bytes outside the tape")
+        return try body(UnsafeRawBufferPointer(start: base + range.lowerBound, count: range.count))
+    }
+
+    /// A copy of the bytes in `range`.
+    func bytes(in range: Range<Int>) -> [UInt8] {
+        withBytes(in: range) { Array($0) }
     }
 
     /// Reads the feed's next deliverable changes onto the end. When the feed no longer holds the
     /// change after ``last``, starts again, empty, at the feed's window.
     func extend(from feed: ChangeFeed) {
-        switch feed.read(after: last, limit: Self.readBatch) {
-        case .changes(let changes):
-            append(changes)
-        case .beforeWindow(let windowStart, _):
-            restart(after: windowStart - 1)
-            if case .changes(let changes) = feed.read(after: last, limit: Self.readBatch) { append(changes) }
-        case .caughtUp, .waiting, .failed:
-            break
+        if let window = feed.visitDeliverable(after: last, limit: Self.readBatch, append) {
+            restart(after: window.start - 1)
+            _ = feed.visitDeliverable(after: last, limit: Self.readBatch, append)
         }
+        if byteCount > byteLimit { forgetTrimmed(before: feed.windowStart) }
+    }
+
+    /// Forgets the changes before `windowStart` (which the feed no longer holds) once their
+    /// bytes are at least half the tape's: moving the rest down costs at most a byte per byte
+    /// appended.
+    private func forgetTrimmed(before windowStart: UInt64) {
+        guard windowStart > coveredAfter + 1, !entries.isEmpty else { return }
+        let count = windowStart > last ? entries.count : firstIndex(after: windowStart - 1)
+        if count > 0 && entries[count - 1].end * 2 >= byteCount { forgetFirst(count) }
     }
 
     /// Starts again, empty, after change `after`.
     func restart(after: UInt64) {
         entries.removeAll(keepingCapacity: true)
-        bytes.removeAll(keepingCapacity: true)
+        byteCount = 0
         coveredAfter = after
     }
 
@@ -146,7 +209,12 @@ final class ChangeTape {
     /// Drops the changes whose messages end in the first half of the bytes.
     private func forgetOlderHalf() {
         var count = 0
-        while count < entries.count - 1 && entries[count].end <= bytes.count / 2 { count += 1 }
+        while count < entries.count - 1 && entries[count].end <= byteCount / 2 { count += 1 }
+        forgetFirst(count)
+    }
+
+    /// Drops the first `count` changes and their bytes.
+    private func forgetFirst(_ count: Int) {
         guard count > 0 else { return }
         let cut = entries[count - 1].end
         let messages = entries[count - 1].messages
@@ -156,7 +224,37 @@ final class ChangeTape {
             entries[index].end -= cut
             entries[index].messages -= messages
         }
-        bytes.removeFirst(cut)
+        base.update(from: base + cut, count: byteCount - cut)
+        byteCount -= cut
+    }
+}
+
+extension ChangeTape {
+    /// Notes, in `round`, that one of its users has taken every change through `cursor`: the
+    /// loop notes each user once per round in which it serves them all (the followers of one
+    /// namespace whose feed moved). Returns whether this is the round's first note (the caller
+    /// then asks the tape to ``forgetTaken(in:)`` when the round is over).
+    func noteTaken(through cursor: UInt64, in round: UInt64) -> Bool {
+        let first = noted.round != round
+        if first { noted = Noted(round: round) }
+        noted.users += 1
+        noted.lowest = min(noted.lowest, cursor)
+        return first
+    }
+
+    /// When every user was noted in `round`, forgets what all of them have taken: everything
+    /// when they are all at the end (no byte moves), otherwise the part taken once it is at
+    /// least half the bytes. So a tape whose users keep up stays about one turn's changes long,
+    /// written again where it was last written: a tape kept to its byte limit wrote each message
+    /// to memory not touched for megabytes and moved its newer half down each time it filled.
+    func forgetTaken(in round: UInt64) {
+        guard noted.round == round, noted.users >= users, noted.lowest > coveredAfter else { return }
+        if noted.lowest >= last {
+            restart(after: last)
+            return
+        }
+        let count = firstIndex(after: noted.lowest)
+        if entries[count - 1].end * 2 >= byteCount { forgetFirst(count) }
     }
 }
 

@@ -38,6 +38,8 @@ final class Follower {
     let localFeed: ChangeFeed?
     /// The shared tape it copies messages from, once it has asked for one.
     @exclusivity(unchecked) var tape: ChangeTape?
+    /// The loop's last round in which it was noted on its tape (``ChangeTape/noteTaken(through:in:)``).
+    @exclusivity(unchecked) var tapeRound: UInt64 = 0
 
     /// Snapshot pairs per message.
     static let snapshotPage = 1000

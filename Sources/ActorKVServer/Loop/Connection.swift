@@ -167,7 +167,7 @@ final class Connection {
 
     /// Appends bytes already encoded (a follower's messages copied from a tape) after what is
     /// waiting; only when no reply is queued, which would have to go first.
-    func appendOutput(_ bytes: ArraySlice<UInt8>) {
+    func appendOutput(_ bytes: UnsafeRawBufferPointer) {
         precondition(replies.isEmpty, "encoded bytes would overtake queued replies")
         reclaimSentOutput()
         output.append(contentsOf: bytes)

@@ -66,6 +66,10 @@ final class EventLoop: @unchecked Sendable {
     private let historyReads = Mutex<[HistoryRead]>([])
     /// Encoded change messages shared by followers of the local engine.
     private var changeTapes: ChangeTapes
+    /// The rounds in which the loop serves the followers of one namespace whose feed moved, and
+    /// the tapes whose users were noted in the current one (``ChangeTape/noteTaken(through:in:)``).
+    @exclusivity(unchecked) private var tapeRound: UInt64 = 0
+    @exclusivity(unchecked) private var notedTapes: [ChangeTape] = []
     /// Connections closing after a last error (LAGGING) that a stalled peer may never read:
     /// closed at this deadline if still open.
     private var closingDeadlines: [UInt64: Double] = [:]
@@ -601,6 +605,8 @@ final class EventLoop: @unchecked Sendable {
             return set
         }
         for namespace in advanced {
+            tapeRound += 1
+            defer { forgetTakenFromTapes() }
             for id in followersByNamespace[namespace] ?? FollowingConnections() {
                 guard let c = connections[id] else { continue }
                 if c.hasRoomForFollowers {
@@ -711,7 +717,7 @@ final class EventLoop: @unchecked Sendable {
                 }
                 if c.replies.isEmpty, let slice = follower.nextFromTape(maxBytes: Self.followerTurnBytes - bytes) {
                     // What the socket did not take is queued; flushing it learns whether it failed.
-                    if !deliver(follower.tape!.bytes[slice.range], on: c) { again = true }
+                    if !deliver(slice, of: follower.tape!, on: c) { again = true }
                     follower.feed.countSent(slice.messages)
                     bytes += slice.range.count
                     continue
@@ -737,21 +743,36 @@ final class EventLoop: @unchecked Sendable {
                     break turn
                 }
             }
+            noteTaken(by: follower)
         }
         return again
     }
 
-    /// Sends a tape's bytes to the connection straight from the tape when nothing else waits to
-    /// be sent, and queues what the socket does not take (a failed send is met again, and
-    /// handled, when the queue is flushed). Returns whether the socket took them all.
-    private func deliver(_ bytes: ArraySlice<UInt8>, on c: Connection) -> Bool {
-        var rest = bytes
-        if !c.hasUnsentOutput, let sent = try? rest.withUnsafeBytes({ (raw) throws(SocketCalls.Failure) in try SocketCalls.send(c.fd, raw) }) {
-            rest = rest.dropFirst(sent)
+    /// Notes on the follower's tape, once per round, that it has taken every change through its
+    /// cursor.
+    private func noteTaken(by follower: Follower) {
+        guard let tape = follower.tape, follower.tapeRound != tapeRound else { return }
+        follower.tapeRound = tapeRound
+        if tape.noteTaken(through: follower.cursor, in: tapeRound) { notedTapes.append(tape) }
+    }
+
+    /// Ends a round: each tape noted in it forgets what all its users have taken.
+    private func forgetTakenFromTapes() {
+        for tape in notedTapes { tape.forgetTaken(in: tapeRound) }
+        notedTapes.removeAll(keepingCapacity: true)
+    }
+
+    /// Sends a slice of a tape's bytes to the connection straight from the tape when nothing
+    /// else waits to be sent, and queues what the socket does not take (a failed send is met
+    /// again, and handled, when the queue is flushed). Returns whether the socket took them all.
+    private func deliver(_ slice: ChangeTape.Slice, of tape: ChangeTape, on c: Connection) -> Bool {
+        tape.withBytes(in: slice.range) { bytes in
+            var sent = 0
+            if !c.hasUnsentOutput, let taken = try? SocketCalls.send(c.fd, bytes) { sent = taken }
+            guard sent < bytes.count else { return true }
+            c.appendOutput(UnsafeRawBufferPointer(rebasing: bytes[sent...]))
+            return false
         }
-        guard !rest.isEmpty else { return true }
-        c.appendOutput(rest)
-        return false
     }
 
     /// Gives a follower of the local engine the tape of its feed, prefix and the connection's

@@ -137,19 +137,36 @@ public final class ChangeFeed: ChangeSource {
         case failed(StoreError)
     }
 
+    /// The first change the window holds (or will hold): a follower before it reads the log
+    /// files, or is lagging.
+    public var windowStart: UInt64 { state.withLock { $0.windowStart } }
+
     /// The deliverable changes after `cursor`, at most `limit` of them.
     public func read(after cursor: UInt64, limit: Int) -> Read {
+        var out: [Change] = []
+        if let window = visitDeliverable(after: cursor, limit: limit, { out.append($0) }) {
+            return .beforeWindow(windowStart: window.start, deliverable: window.deliverable)
+        }
+        return out.isEmpty ? .caughtUp : .changes(out)
+    }
+
+    /// Calls `body` with each deliverable change after `cursor`, at most `limit` of them, in
+    /// order, where the window holds them: under the feed's lock, so `body` must not use the
+    /// feed. What ``read(after:limit:)`` returns, without an array of copies: a shared tape
+    /// reading a thousand changes a turn made and freed one for each. Returns the window's
+    /// start and the deliverable mark when the changes after `cursor` begin before the window
+    /// (none is visited: they are in the log files), otherwise nil.
+    public func visitDeliverable(after cursor: UInt64, limit: Int, _ body: (Change) -> Void) -> (start: UInt64, deliverable: UInt64)? {
         state.withLock { s in
-            if cursor >= s.deliverable { return .caughtUp }
-            if cursor + 1 < s.windowStart { return .beforeWindow(windowStart: s.windowStart, deliverable: s.deliverable) }
-            let first = s.head + Int(cursor + 1 - s.windowStart)
-            var out: [Change] = []
-            var index = first
-            while index < s.changes.count && out.count < limit && s.changes[index].sequence <= s.deliverable {
-                out.append(s.changes[index])
+            if cursor >= s.deliverable { return nil }
+            if cursor + 1 < s.windowStart { return (s.windowStart, s.deliverable) }
+            var index = s.head + Int(cursor + 1 - s.windowStart)
+            let end = min(s.changes.count, index + limit)
+            while index < end && s.changes[index].sequence <= s.deliverable {
+                body(s.changes[index])
                 index += 1
             }
-            return out.isEmpty ? .caughtUp : .changes(out)
+            return nil
         }
     }
 

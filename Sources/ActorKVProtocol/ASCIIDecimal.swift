@@ -106,6 +106,7 @@ public enum ASCIIDecimal {
     /// rounded down, is the count or one less, and one comparison tells which (a loop dividing
     /// by ten took a chain of multiplications per digit, a visible share of encoding a change
     /// message).
+    @inlinable
     public static func digitCount(_ value: UInt64) -> Int {
         let bits = 64 - (value | 1).leadingZeroBitCount
         let guess = (bits &* 1233) >> 12  // 1233 / 4096 is log10(2) to within 5e-6
@@ -114,6 +115,7 @@ public enum ASCIIDecimal {
 
     /// Writes the `digits` decimal digits of `value` (``digitCount(_:)`` of it) at `out`, two
     /// at a time from the least significant.
+    @inlinable
     public static func write(_ value: UInt64, digits: Int, to out: UnsafeMutablePointer<UInt8>) {
         var rest = value
         var at = out + digits
@@ -121,22 +123,23 @@ public enum ASCIIDecimal {
             let pair = rest % 100
             rest /= 100
             at -= 2
-            at[0] = ASCII.zero &+ UInt8(truncatingIfNeeded: pair / 10)
-            at[1] = ASCII.zero &+ UInt8(truncatingIfNeeded: pair % 10)
+            at[0] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: pair / 10)
+            at[1] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: pair % 10)
         }
         if rest >= 10 {
             at -= 2
-            at[0] = ASCII.zero &+ UInt8(truncatingIfNeeded: rest / 10)
-            at[1] = ASCII.zero &+ UInt8(truncatingIfNeeded: rest % 10)
+            at[0] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest / 10)
+            at[1] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
         } else {
             at -= 1
-            at[0] = ASCII.zero &+ UInt8(truncatingIfNeeded: rest)
+            at[0] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest)
         }
         precondition(at == out, "ASCIIDecimal.write: \(value) does not have \(digits) digits")
     }
 
     /// 10 to the power `exponent` (0...19), from a table the compiler builds from the switch.
-    private static func powerOfTen(_ exponent: Int) -> UInt64 {
+    @usableFromInline @inline(__always)
+    static func powerOfTen(_ exponent: Int) -> UInt64 {
         switch exponent {
         case 0: 1
         case 1: 10

@@ -461,6 +461,76 @@ struct ChangesServerTests {
         }
     }
 
+    @Test("INFO's changes_held: the changes every follower took are let go (two prefixes, RESP2 and RESP3), a stalled follower keeps them held, and one joining FROM before the window still gets every change")
+    func changesHeldAreLetGo() async throws {
+        try await onOwnThread {
+        let server = try ServerProcess(arguments: ["--max-output-bytes", "65536"])
+        defer { server.stop() }
+        let admin = try RawConnection(path: server.socketPath)
+        func held() throws -> Int {
+            guard let text = try admin.command(["INFO"]).bulkText,
+                  let field = text.split(separator: "\r\n").first(where: { $0.hasPrefix("ns_h:") })?
+                      .split(separator: ",").first(where: { $0.hasPrefix("changes_held=") }),
+                  let bytes = Int(field.dropFirst("changes_held=".count)) else { throw TestFailure("INFO has no changes_held for h") }
+            return bytes
+        }
+        let all = try RawConnection(path: server.socketPath)
+        _ = try RESP3ServerTests.exchange(all, "CHANGES h\r\n", expect: "$6\r\nsynced\r\n$1\r\nh\r\n:0\r\n")
+        let prefixed = try RawConnection(path: server.socketPath)
+        _ = try RESP3ServerTests.exchange(prefixed, "HELLO 3\r\n", expect: "$7\r\nmodules\r\n*0\r\n")
+        _ = try RESP3ServerTests.exchange(prefixed, "CHANGES h PREFIX a\r\n", expect: ">3\r\n$6\r\nsynced\r\n$1\r\nh\r\n:0\r\n")
+        let writer = try RawConnection(path: server.socketPath)
+        let value = [UInt8](repeating: 0x76, count: 1000)
+        func write(_ range: ClosedRange<Int>) throws {
+            var pipeline: [UInt8] = []
+            for i in range { RequestEncoder.encode([b("PUT"), b("h"), b(i % 2 == 0 ? "a\(i)" : "b\(i)"), value], into: &pipeline) }
+            try writer.send(pipeline)
+            for _ in range { #expect(try writer.reply() == .simple("OK")) }
+        }
+        try write(1...200)
+        _ = try Self.read(all) { $0 == .change("h", 200, [(b("a200"), value)]) }
+        let pushes = stride(from: 2, through: 200, by: 2).flatMap { i in
+            Reply.push([.bulk(b("change")), .bulk(b("h")), .integer(Int64(i)), .array([.bulk(b("a\(i)")), .bulk(value)])]).encoded(in: .resp3)
+        }
+        #expect(try Self.receive(prefixed, count: pushes.count) == pushes, "the RESP3 follower of prefix a gets exactly its changes")
+        // Both took all 200 changes (200 kB): nothing needs to be held.
+        var bytes = try held()
+        for _ in 0..<50 where bytes > 0 {
+            usleep(20_000)
+            bytes = try held()
+        }
+        #expect(bytes == 0, "both followers have every change, yet \(bytes) bytes are held")
+        // A follower that does not read holds what it has not taken: 2 MB, past its output
+        // bound and socket buffer.
+        let stalled = try RawConnection(path: server.socketPath)
+        try stalled.send("CHANGES h\r\n")
+        _ = try Self.read(stalled) { $0 == .synced("h", 200) }
+        try write(201...2200)
+        _ = try Self.read(all) { $0 == .change("h", 2200, [(b("a2200"), value)]) }
+        #expect(try held() >= 1000 * 1000, "the changes the stalled follower has not read are held")
+        let caughtUp = try Self.read(stalled) { $0 == .change("h", 2200, [(b("a2200"), value)]) }
+        #expect(Self.sequences(caughtUp) == Array(201...2200), "the stalled follower, reading again, gets every change")
+        let more = stride(from: 202, through: 2200, by: 2).flatMap { i in
+            Reply.push([.bulk(b("change")), .bulk(b("h")), .integer(Int64(i)), .array([.bulk(b("a\(i)")), .bulk(value)])]).encoded(in: .resp3)
+        }
+        #expect(try Self.receive(prefixed, count: more.count) == more, "so does the RESP3 follower, which did not read either")
+        // The loop lets go of changes as it serves followers a new one.
+        try write(2201...2201)
+        for c in [all, stalled] { _ = try Self.read(c) { $0 == .change("h", 2201, [(b("b2201"), value)]) } }
+        bytes = try held()
+        for _ in 0..<50 where bytes > 0 {
+            usleep(20_000)
+            bytes = try held()
+        }
+        #expect(bytes == 0, "all followers caught up, yet \(bytes) bytes are held")
+        // One joining from before the window still gets every change, from the log files.
+        let late = try RawConnection(path: server.socketPath)
+        try late.send("CHANGES h FROM 10\r\n")
+        let messages = try Self.read(late) { $0 == .synced("h", 2201) }
+        #expect(Self.sequences(messages) == Array(11...2201))
+        }
+    }
+
     /// Reads exactly `count` bytes from `c` (or fails at its timeout).
     static func receive(_ c: RawConnection, count: Int) throws -> [UInt8] {
         var received: [UInt8] = []

@@ -71,6 +71,34 @@ struct ChangeFeedTests {
         #expect(!feed.hasTrimmed(after: 0), "a new window has lost nothing: a follower behind it reads the log")
     }
 
+    @Test("changes every follower took are let go: the window starts after them, nobody is marked behind, a later follower from before reads the log; a release behind a trimmed window changes nothing")
+    func releaseLetsGoOfWhatWasTaken() {
+        let feed = ChangeFeed(namespace: "n", lagBytes: 2000, listener: ChangeListener())
+        feed.addFollower(lastSequence: 0, deliverable: 0)
+        feed.publish((1...10).map { Self.put($0, "k\($0)", "v") })
+        feed.advanceDeliverable(to: 8)
+        feed.release(through: 9)
+        #expect(feed.windowStart == 9, "only what is deliverable is let go")
+        #expect(Self.drain(feed, after: 8).changes == [])
+        feed.advanceDeliverable(to: 10)
+        #expect(Self.drain(feed, after: 8).changes == [9, 10])
+        #expect(feed.read(after: 3, limit: 10) == .beforeWindow(windowStart: 9, deliverable: 10), "a follower from before reads the log files")
+        #expect(!feed.hasTrimmed(after: 3), "nobody lost what was let go")
+        feed.release(through: 10)
+        #expect(feed.windowStart == 11 && feed.read(after: 10, limit: 10) == .caughtUp)
+        feed.publish([Self.put(11, "k", "v")])
+        feed.advanceDeliverable(to: 11)
+        #expect(Self.drain(feed, after: 10).changes == [11], "the emptied window goes on")
+        // Trimmed past a follower for lagging: a release behind the window keeps it lagging.
+        let value = String(repeating: "x", count: 200)
+        feed.publish((12...60).map { Self.put($0, "k", value) })
+        feed.advanceDeliverable(to: 60)
+        let start = feed.windowStart
+        #expect(start > 20 && feed.hasTrimmed(after: 11))
+        feed.release(through: 11)
+        #expect(feed.windowStart == start && feed.hasTrimmed(after: 11), "a follower at 11 still lags")
+    }
+
     @Test("records written before the first follower, durable only after it caught up, are before the window but not trimmed")
     func windowStartsAfterUndurableRecords() {
         let feed = ChangeFeed(namespace: "n", lagBytes: 1 << 20, listener: ChangeListener())

@@ -247,14 +247,18 @@ extension ChangeTape {
     /// least half the bytes. So a tape whose users keep up stays about one turn's changes long,
     /// written again where it was last written: a tape kept to its byte limit wrote each message
     /// to memory not touched for megabytes and moved its newer half down each time it filled.
-    func forgetTaken(in round: UInt64) {
-        guard noted.round == round, noted.users >= users, noted.lowest > coveredAfter else { return }
+    /// Returns the change through which every user has taken all (nil: not all were noted).
+    @discardableResult
+    func forgetTaken(in round: UInt64) -> UInt64? {
+        guard noted.round == round, noted.users >= users else { return nil }
+        guard noted.lowest > coveredAfter else { return noted.lowest }
         if noted.lowest >= last {
             restart(after: last)
-            return
+            return noted.lowest
         }
         let count = firstIndex(after: noted.lowest)
         if entries[count - 1].end * 2 >= byteCount { forgetFirst(count) }
+        return noted.lowest
     }
 }
 

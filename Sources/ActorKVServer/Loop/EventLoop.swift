@@ -67,9 +67,10 @@ final class EventLoop: @unchecked Sendable {
     /// Encoded change messages shared by followers of the local engine.
     private var changeTapes: ChangeTapes
     /// The rounds in which the loop serves the followers of one namespace whose feed moved, and
-    /// the tapes whose users were noted in the current one (``ChangeTape/noteTaken(through:in:)``).
+    /// the tapes whose users were noted in the current one (``ChangeTape/noteTaken(through:in:)``),
+    /// with their feeds.
     @exclusivity(unchecked) private var tapeRound: UInt64 = 0
-    @exclusivity(unchecked) private var notedTapes: [ChangeTape] = []
+    @exclusivity(unchecked) private var notedTapes: [(tape: ChangeTape, feed: ChangeFeed)] = []
     /// Connections closing after a last error (LAGGING) that a stalled peer may never read:
     /// closed at this deadline if still open.
     private var closingDeadlines: [UInt64: Double] = [:]
@@ -606,6 +607,7 @@ final class EventLoop: @unchecked Sendable {
         }
         for namespace in advanced {
             tapeRound += 1
+            notedTapes.removeAll(keepingCapacity: true)  // notes made between rounds
             defer { forgetTakenFromTapes() }
             for id in followersByNamespace[namespace] ?? FollowingConnections() {
                 guard let c = connections[id] else { continue }
@@ -751,14 +753,27 @@ final class EventLoop: @unchecked Sendable {
     /// Notes on the follower's tape, once per round, that it has taken every change through its
     /// cursor.
     private func noteTaken(by follower: Follower) {
-        guard let tape = follower.tape, follower.tapeRound != tapeRound else { return }
+        guard let tape = follower.tape, let feed = follower.localFeed, follower.tapeRound != tapeRound else { return }
         follower.tapeRound = tapeRound
-        if tape.noteTaken(through: follower.cursor, in: tapeRound) { notedTapes.append(tape) }
+        if tape.noteTaken(through: follower.cursor, in: tapeRound) { notedTapes.append((tape, feed)) }
     }
 
-    /// Ends a round: each tape noted in it forgets what all its users have taken.
+    /// Ends a round: each tape noted in it forgets what all its users have taken, and when
+    /// those users are all its feed's followers (whatever their prefixes and protocol
+    /// versions), the feed lets go of the changes all of them have taken.
     private func forgetTakenFromTapes() {
-        for tape in notedTapes { tape.forgetTaken(in: tapeRound) }
+        var feed: ChangeFeed?
+        var users = 0
+        var taken = UInt64.max
+        var oneFeed = true
+        for (tape, tapeFeed) in notedTapes {
+            guard let through = tape.forgetTaken(in: tapeRound) else { continue }
+            if let feed, feed !== tapeFeed { oneFeed = false }
+            feed = tapeFeed
+            users += tape.users
+            taken = min(taken, through)
+        }
+        if oneFeed, let feed, users == feed.followers { feed.release(through: taken) }
         notedTapes.removeAll(keepingCapacity: true)
     }
 

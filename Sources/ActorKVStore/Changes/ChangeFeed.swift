@@ -8,6 +8,7 @@ import Synchronization
 /// it holds nothing and publishing costs one atomic load. It is trimmed from the front once it
 /// holds more than `lagBytes` of deliverable changes: a follower whose place falls off the front
 /// is behind by more than that bound, and is dropped (`-LAGGING`) rather than slowing anyone.
+/// The server also lets go of what every follower has taken (``release(through:)``).
 /// A follower that catches up on older history reads it from the log files, then from here.
 ///
 /// A change is deliverable once it is as durable as the fsync policy promises (``deliverable``):
@@ -30,9 +31,10 @@ public final class ChangeFeed: ChangeSource {
         var head = 0
         /// The sequence number of the first change the window holds or would hold.
         var windowStart: UInt64 = 1
-        /// The window's start when the first follower came: the changes from here to
-        /// ``windowStart`` were trimmed; those before it were never held (written before anyone
-        /// followed, or not yet durable then and so delivered from the log files).
+        /// The window's start when the first follower came, or after the last ``release(through:)``:
+        /// the changes from here to ``windowStart`` were trimmed; those before it were never held
+        /// (written before anyone followed, or not yet durable then and so delivered from the log
+        /// files) or were let go once every follower had them.
         var firstHeld: UInt64 = 1
         /// Bytes of the changes held.
         var bytes = 0
@@ -137,6 +139,9 @@ public final class ChangeFeed: ChangeSource {
         case failed(StoreError)
     }
 
+    /// Bytes of the changes the window holds (for INFO).
+    public var heldBytes: Int { state.withLock { $0.bytes } }
+
     /// The first change the window holds (or will hold): a follower before it reads the log
     /// files, or is lagging.
     public var windowStart: UInt64 { state.withLock { $0.windowStart } }
@@ -170,6 +175,29 @@ public final class ChangeFeed: ChangeSource {
         }
     }
 
+    /// Drops the changes through `sequence`, which every follower has taken: only the server's
+    /// loop, which serves them all, knows that and calls this. The window then holds what some
+    /// follower still needs, not `lagBytes` of changes whatever happened to them: its memory
+    /// is reused while it is still in the cache, where a window kept full wrote each run's
+    /// records to memory freed megabytes ago. Nobody is behind the changes released, so none is
+    /// marked lost (``hasTrimmed(after:)``); a follower added later from before the window reads
+    /// the log files, as one from before the window was ever held does. Nothing is done when
+    /// the window already starts after `sequence` (a follower there may have lagged).
+    public func release(through sequence: UInt64) {
+        state.withLock { s in
+            let through = min(sequence, s.deliverable)
+            guard through >= s.windowStart, s.head < s.changes.count else { return }
+            while s.head < s.changes.count && s.changes[s.head].sequence <= through {
+                s.bytes -= s.changes[s.head].byteSize
+                s.head += 1
+                s.windowStart += 1
+            }
+            s.firstHeld = s.windowStart
+            compact(&s)
+            publishMarks(s)
+        }
+    }
+
     public func countSent(_ count: Int) { messagesSent.add(count, ordering: .relaxed) }
 
     public func countDropped() { followersDropped.add(1, ordering: .relaxed) }
@@ -195,8 +223,16 @@ public final class ChangeFeed: ChangeSource {
             s.head += 1
             s.windowStart += 1
         }
+        compact(&s)
+    }
+
+    /// Frees the space of dropped changes once it is most of the array.
+    private func compact(_ s: inout State) {
         if s.head > 64 && s.head * 2 > s.changes.count {
             s.changes.removeFirst(s.head)
+            s.head = 0
+        } else if s.head == s.changes.count {
+            s.changes.removeAll(keepingCapacity: true)
             s.head = 0
         }
     }

@@ -807,6 +807,7 @@ public actor Namespace {
         s.followers = feed.followers
         s.changesSent = feed.messagesSent.load(ordering: .relaxed)
         s.followersDropped = feed.followersDropped.load(ordering: .relaxed)
+        s.changesHeld = feed.heldBytes
         s.expiringKeys = data.lifetimes.expiringCount
         s.ephemeralKeys = data.lifetimes.ephemeralCount
         if s.failure == nil { s.failure = syncer.failure?.message }  // a background fsync failed: writes are refused

@@ -350,6 +350,9 @@ public struct NamespaceStatistics: Sendable, Equatable {
     public var changesSent = 0
     /// Followers dropped for falling too far behind (`-LAGGING`).
     public var followersDropped = 0
+    /// Bytes of recent changes held in memory for the followers: what some follower has not
+    /// taken yet, at most about `--changes-lag-bytes`.
+    public var changesHeld = 0
     /// Keys with a deadline (`PX`, `EX`, `PEXPIRE`).
     public var expiringKeys = 0
     /// Keys owned by a connection (`EPHEMERAL`).

@@ -170,25 +170,35 @@ public struct CommandProcessor: Sendable {
             // Moved out of the commands one by one, from the back, each into its place, not
             // copied: a copy would retain each request's bytes once more, per request. (Not
             // appended and then reversed: `reverse` copies and destroys every element it swaps.
-            // Not `Array(unsafeUninitializedCapacity:)`: unspecialized, it looks the array's type
-            // up in the runtime's metadata cache on every call, a tenth of a turn at one request.
-            // The placeholder, `.count`, has nothing to release when it is overwritten.)
+            // Not `Array(unsafeUninitializedCapacity:)` nor `Array(repeating:count:)`: either
+            // looks the array's type up in the runtime's metadata cache on every call, a tenth
+            // of a turn at one request; ``Operation/placeholders(count:)`` appends into reserved
+            // room. A placeholder has nothing to release when it is overwritten.)
             let count = commands.count
             var shapes: [ReplyShape]?
-            var operations = [Operation](repeating: .count, count: count)
+            var operations = Operation.placeholders(count: count)
             var index = count
             while let command = commands.popLast() {
                 guard case .data(_, let operation, let shape) = consume command else { preconditionFailure("Work: not a data command") }
                 index -= 1
                 operations[index] = operation
                 if shape != .plain {
-                    if shapes == nil { shapes = [ReplyShape](repeating: .plain, count: count) }
+                    if shapes == nil { shapes = Self.plainShapes(count: count) }
                     shapes![index] = shape
                 }
             }
             self.commands = []
             self.shapes = shapes
             merge = Merge(namespace: namespace, operations: operations)
+        }
+
+        /// `count` plain shapes, appended into reserved room: `Array(repeating:count:)` looked its
+        /// storage's metadata up in the runtime's cache on every call (see ``Operation/placeholders(count:)``).
+        private static func plainShapes(count: Int) -> [ReplyShape] {
+            var shapes: [ReplyShape] = []
+            shapes.reserveCapacity(count)
+            for _ in 0..<count { shapes.append(.plain) }
+            return shapes
         }
 
         /// The commands again, when they were moved into ``merge`` (for a back end that runs

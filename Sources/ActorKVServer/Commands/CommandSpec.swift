@@ -7,7 +7,10 @@ import ActorKVProtocol
 /// gathered in ``CommandTable``. A new data command is one spec here plus, if the engine lacks
 /// it, one ``ActorKVStore/Operation`` (its validation and its resolving in the store's write
 /// planner); its reply comes from the operation's outcome.
-struct CommandSpec: Sendable {
+///
+/// A class: each request's lookup hands one out, and copying (then destroying) a struct of two
+/// strings and a closure, through an optional, cost a visible share of a lone request's turn.
+final class CommandSpec: Sendable {
     /// The name, upper case ASCII; matched in any ASCII letter case.
     let name: String
     /// The usage line shown in arity errors, e.g. `GET ns key`.
@@ -18,6 +21,17 @@ struct CommandSpec: Sendable {
     let flags: CommandFlags
     /// Parses the arguments after the name into what runs. Pure: touches no state.
     let parse: @Sendable (CommandArguments) throws(CommandError) -> Command
+
+    /// A command called `name` (upper case ASCII) with `usage` shown in arity errors, taking
+    /// `arity` arguments after its name, `flags` saying what it does, parsed by `parse`.
+    init(name: String, usage: String, arity: Arity, flags: CommandFlags,
+         parse: @escaping @Sendable (CommandArguments) throws(CommandError) -> Command) {
+        self.name = name
+        self.usage = usage
+        self.arity = arity
+        self.flags = flags
+        self.parse = parse
+    }
 
     /// Whether `count` arguments (after the name) fit ``arity``.
     func accepts(argumentCount count: Int) -> Bool {

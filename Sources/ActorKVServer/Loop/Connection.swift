@@ -109,9 +109,9 @@ final class Connection {
     /// Queues a parsed command (bound to this connection's session: see ``Command/bound(to:)``),
     /// noting whether the pending ones can still be merged.
     func appendPending(_ command: consuming Command) {
-        if case .owned = command { command = command.bound(to: session) }
+        if command.isOwned { command = command.bound(to: session) }
         if !pendingMixed {
-            if case .data(let namespace, _, _) = command, pendingNamespace == nil || pendingNamespace == namespace {
+            if let namespace = command.dataNamespace, pendingNamespace == nil || pendingNamespace == namespace {
                 pendingNamespace = namespace
             } else {
                 pendingMixed = true

@@ -63,6 +63,21 @@ struct CommandTableTests {
         }
     }
 
+    @Test("lookup finds each name in mixed case, and nothing for an empty name, a name longer than any, or one of a name's length and initial that is not it")
+    func lookupByName() {
+        for spec in CommandTable.all {
+            let mixed = spec.name.enumerated().map { $0.offset % 2 == 0 ? $0.element.lowercased() : String($0.element) }.joined()
+            #expect(CommandTable.lookup(Array(mixed.utf8)[...])?.name == spec.name, "\(mixed)")
+            var wrong = Array(spec.name.utf8)
+            wrong[wrong.count - 1] = wrong.last == UInt8(ascii: "Q") ? UInt8(ascii: "J") : UInt8(ascii: "Q")
+            let found = CommandTable.lookup(wrong[...])?.name
+            #expect(found == nil || found == String(decoding: wrong, as: UTF8.self), "\(spec.name) with its last letter changed")
+        }
+        #expect(CommandTable.lookup([][...]) == nil)
+        #expect(CommandTable.lookup(Array(repeating: UInt8(ascii: "G"), count: 200)[...]) == nil)
+        #expect(CommandTable.lookup(Array("G\u{00C9}T".utf8)[...]) == nil, "no Unicode folding")
+    }
+
     @Test("flags agree with what each command does: data commands read or write as their flag says")
     func flagsAgreeWithBehaviour() throws {
         for spec in CommandTable.all {

@@ -111,17 +111,36 @@ struct CommandFlags: OptionSet, Sendable {
 
 /// Every command, gathered from the files of this folder, and the lookup by name.
 enum CommandTable {
-    /// Every command's spec. The data commands come first: a lookup compares names in order.
+    /// Every command's spec.
     static let all: [CommandSpec] = KeyValueCommands.specs + HashCommands.specs + ChangeCommands.specs
         + TransactionCommands.specs + ConnectionCommands.specs + ServerCommands.specs + AccessCommands.specs
 
     // Names as bytes beside the specs, so that a lookup compares bytes without copying entries.
     private static let nameBytes: [[UInt8]] = all.map { Array($0.name.utf8) }
 
+    /// The longest name's length.
+    private static let longestName = nameBytes.map(\.count).max() ?? 0
+
+    /// The specs' indices by ``bucket(length:first:)`` of their names: a lookup compares only
+    /// the names of its length and initial (it compared them all in order, some sixty, 1.5% of a
+    /// pipelined HGET's CPU).
+    private static let buckets: [[Int]] = {
+        var buckets = [[Int]](repeating: [], count: bucket(length: longestName, first: 0xFF) + 1)
+        for (index, name) in nameBytes.enumerated() { buckets[bucket(length: name.count, first: name[0])].append(index) }
+        return buckets
+    }()
+
+    /// A name's bucket: its length and the low five bits of its first byte (the same for
+    /// either case of a letter).
+    private static func bucket(length: Int, first: UInt8) -> Int {
+        length << 5 | Int(first & 0x1F)
+    }
+
     /// The spec of the command named `name`, compared ASCII case-insensitively.
     static func lookup(_ name: ArraySlice<UInt8>) -> CommandSpec? {
-        name.withUnsafeBufferPointer { given in
-            for index in nameBytes.indices where matches(given, nameBytes[index]) { return all[index] }
+        guard let first = name.first, name.count <= longestName else { return nil }
+        return name.withUnsafeBufferPointer { given in
+            for index in buckets[bucket(length: given.count, first: first)] where matches(given, nameBytes[index]) { return all[index] }
             return nil
         }
     }

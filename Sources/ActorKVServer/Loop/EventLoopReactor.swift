@@ -10,9 +10,9 @@ import Synchronization
 final class ReactorRegistry: @unchecked Sendable {
     /// Tokens from here up name reactor descriptors in epoll (connections count up from 16).
     static let firstToken: UInt64 = 1 << 62
-    var handlers: [UInt64: (fd: Int32, handler: any ReactorHandler)] = [:]
-    var nextToken = firstToken
-    var timers: [(deadline: Double, job: @Sendable () -> Void)] = []
+    @exclusivity(unchecked) var handlers: [UInt64: (fd: Int32, handler: any ReactorHandler)] = [:]
+    @exclusivity(unchecked) var nextToken = firstToken
+    @exclusivity(unchecked) var timers: [(deadline: Double, job: @Sendable () -> Void)] = []
     /// Jobs submitted from other threads; once the loop has stopped, none are queued.
     let jobs = Mutex<(queued: [@Sendable () -> Void], stopped: Bool)>(([], false))
     /// The loop thread's `pthread_t`, while it runs.

@@ -11,14 +11,18 @@ import Musl
 /// log, and only then applied in memory; under `always` it returns after its record is fsync'd
 /// (shared with concurrent writers). Snapshots are written from a copy-on-write copy of the map,
 /// off the actor, while reads and writes go on.
+///
+/// The state every request touches is `@exclusivity(unchecked)`: the actor runs one job at a
+/// time, and the runtime's check of each access (a thread-local lookup) showed in a lone
+/// request's turn.
 public actor Namespace {
     /// The namespace's name.
     public nonisolated let name: String
     nonisolated let syncer: LogSyncer
     private let files: NamespaceFiles
     private let options: StoreOptions
-    private var data: LiveData
-    private var lastSequence: UInt64
+    @exclusivity(unchecked) private var data: LiveData
+    @exclusivity(unchecked) private var lastSequence: UInt64
     private var active: LogSegment
     /// Where the active segment's records start: after its header (0 in a format-0 segment).
     private var activeStart: Int
@@ -38,20 +42,20 @@ public actor Namespace {
     private var compactionTask: Task<Void, any Error>?
     /// The wall-clock time of the run of operations being performed (milliseconds since the
     /// epoch) when some key's deadline may have passed by then; 0 otherwise (no key is checked).
-    private var runNow: UInt64 = 0
+    @exclusivity(unchecked) private var runNow: UInt64 = 0
     /// Deletes expired keys while any key has a deadline (``sweepExpired()``).
-    private var sweeper: Task<Void, Never>?
+    @exclusivity(unchecked) private var sweeper: Task<Void, Never>?
     /// A sweep asked for by a read that met an expired key.
     private var promptSweep: Task<Void, Never>?
     /// When sweeps may run: while keys are due, a share of the time, smaller while requests come.
     private var sweepPacing = SweepPacing()
     /// Whether a run was performed, while keys had deadlines, since the last sweep.
-    private var servedSinceSweep = false
-    private var statistics: NamespaceStatistics
-    private var writeFailure: StoreError?
-    private var closed = false
+    @exclusivity(unchecked) private var servedSinceSweep = false
+    @exclusivity(unchecked) private var statistics: NamespaceStatistics
+    @exclusivity(unchecked) private var writeFailure: StoreError?
+    @exclusivity(unchecked) private var closed = false
     /// The planner's arrays, kept from one run to the next (``WritePlanner/Scratch``).
-    private var plannerScratch = WritePlanner.Scratch()
+    @exclusivity(unchecked) private var plannerScratch = WritePlanner.Scratch()
     /// When this namespace was opened (wall-clock seconds): the periodic compaction counts from
     /// here when its snapshot is older.
     nonisolated let openedAt = UInt64(time(nil))

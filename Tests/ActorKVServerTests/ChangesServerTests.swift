@@ -487,18 +487,27 @@ struct ChangesServerTests {
             try writer.send(pipeline)
             for _ in range { #expect(try writer.reply() == .simple("OK")) }
         }
+        /// The RESP3 pushes the follower of prefix `a` gets for changes `from...through`.
+        func pushesUnderA(_ from: Int, through: Int) -> [UInt8] {
+            stride(from: from, through: through, by: 2).flatMap { i in
+                Reply.push([.bulk(b("change")), .bulk(b("h")), .integer(Int64(i)), .array([.bulk(b("a\(i)")), .bulk(value)])]).encoded(in: .resp3)
+            }
+        }
+        /// What INFO shows held once the loop has had a second to let go of it.
+        func heldAfterAWhile() throws -> Int {
+            var bytes = try held()
+            for _ in 0..<50 where bytes > 0 {
+                usleep(20_000)
+                bytes = try held()
+            }
+            return bytes
+        }
         try write(1...200)
         _ = try Self.read(all) { $0 == .change("h", 200, [(b("a200"), value)]) }
-        let pushes = stride(from: 2, through: 200, by: 2).flatMap { i in
-            Reply.push([.bulk(b("change")), .bulk(b("h")), .integer(Int64(i)), .array([.bulk(b("a\(i)")), .bulk(value)])]).encoded(in: .resp3)
-        }
+        let pushes = pushesUnderA(2, through: 200)
         #expect(try Self.receive(prefixed, count: pushes.count) == pushes, "the RESP3 follower of prefix a gets exactly its changes")
         // Both took all 200 changes (200 kB): nothing needs to be held.
-        var bytes = try held()
-        for _ in 0..<50 where bytes > 0 {
-            usleep(20_000)
-            bytes = try held()
-        }
+        var bytes = try heldAfterAWhile()
         #expect(bytes == 0, "both followers have every change, yet \(bytes) bytes are held")
         // A follower that does not read holds what it has not taken: 2 MB, past its output
         // bound and socket buffer.
@@ -510,18 +519,12 @@ struct ChangesServerTests {
         #expect(try held() >= 1000 * 1000, "the changes the stalled follower has not read are held")
         let caughtUp = try Self.read(stalled) { $0 == .change("h", 2200, [(b("a2200"), value)]) }
         #expect(Self.sequences(caughtUp) == Array(201...2200), "the stalled follower, reading again, gets every change")
-        let more = stride(from: 202, through: 2200, by: 2).flatMap { i in
-            Reply.push([.bulk(b("change")), .bulk(b("h")), .integer(Int64(i)), .array([.bulk(b("a\(i)")), .bulk(value)])]).encoded(in: .resp3)
-        }
+        let more = pushesUnderA(202, through: 2200)
         #expect(try Self.receive(prefixed, count: more.count) == more, "so does the RESP3 follower, which did not read either")
         // The loop lets go of changes as it serves followers a new one.
         try write(2201...2201)
         for c in [all, stalled] { _ = try Self.read(c) { $0 == .change("h", 2201, [(b("b2201"), value)]) } }
-        bytes = try held()
-        for _ in 0..<50 where bytes > 0 {
-            usleep(20_000)
-            bytes = try held()
-        }
+        bytes = try heldAfterAWhile()
         #expect(bytes == 0, "all followers caught up, yet \(bytes) bytes are held")
         // One joining from before the window still gets every change, from the log files.
         let late = try RawConnection(path: server.socketPath)

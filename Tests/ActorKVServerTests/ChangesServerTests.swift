@@ -461,7 +461,7 @@ struct ChangesServerTests {
         }
     }
 
-    @Test("INFO's changes_held: the changes every follower took are let go (two prefixes, RESP2 and RESP3), a stalled follower keeps them held, and one joining FROM before the window still gets every change")
+    @Test("INFO's changes_held: as followers (two prefixes, RESP2 and RESP3) are served new changes, what all of them took is let go; followers that do not read keep theirs held; one joining FROM before the window still gets every change")
     func changesHeldAreLetGo() async throws {
         try await onOwnThread {
         let server = try ServerProcess(arguments: ["--max-output-bytes", "65536"])
@@ -481,56 +481,61 @@ struct ChangesServerTests {
         _ = try RESP3ServerTests.exchange(prefixed, "CHANGES h PREFIX a\r\n", expect: ">3\r\n$6\r\nsynced\r\n$1\r\nh\r\n:0\r\n")
         let writer = try RawConnection(path: server.socketPath)
         let value = [UInt8](repeating: 0x76, count: 1000)
-        func write(_ range: ClosedRange<Int>) throws {
+        var last = 0
+        /// Writes changes `last + 1 ... through`, keys `a<seq>` for even sequences, `b<seq>` for odd.
+        func write(through: Int) throws {
             var pipeline: [UInt8] = []
-            for i in range { RequestEncoder.encode([b("PUT"), b("h"), b(i % 2 == 0 ? "a\(i)" : "b\(i)"), value], into: &pipeline) }
+            for i in (last + 1)...through { RequestEncoder.encode([b("PUT"), b("h"), b(i % 2 == 0 ? "a\(i)" : "b\(i)"), value], into: &pipeline) }
             try writer.send(pipeline)
-            for _ in range { #expect(try writer.reply() == .simple("OK")) }
+            for _ in (last + 1)...through { #expect(try writer.reply() == .simple("OK")) }
+            last = through
         }
-        /// The RESP3 pushes the follower of prefix `a` gets for changes `from...through`.
-        func pushesUnderA(_ from: Int, through: Int) -> [UInt8] {
-            stride(from: from, through: through, by: 2).flatMap { i in
+        /// Reads what the RESP3 follower of prefix `a` gets for changes `from...through` and checks it.
+        func expectUnderA(_ from: Int, through: Int) throws {
+            let pushes = stride(from: from + from % 2, through: through, by: 2).flatMap { i in
                 Reply.push([.bulk(b("change")), .bulk(b("h")), .integer(Int64(i)), .array([.bulk(b("a\(i)")), .bulk(value)])]).encoded(in: .resp3)
             }
+            #expect(try Self.receive(prefixed, count: pushes.count) == pushes, "the RESP3 follower of prefix a gets exactly its changes \(from)...\(through)")
         }
-        /// What INFO shows held once the loop has had a second to let go of it.
-        func heldAfterAWhile() throws -> Int {
+        /// Serves every follower in `readers` (and the prefixed one) new changes, two at a time,
+        /// until INFO shows nothing held (at most 20 times): the loop lets go of what they all
+        /// took as it serves them a change.
+        func heldAsNewChangesAreServed(_ readers: [RawConnection]) throws -> Int {
             var bytes = try held()
-            for _ in 0..<50 where bytes > 0 {
-                usleep(20_000)
+            for _ in 0..<20 where bytes > 0 {
+                let from = last + 1
+                try write(through: last + 2)
+                for c in readers { _ = try Self.read(c) { $0 == .change("h", UInt64(last), [(b("a\(last)"), value)]) } }
+                try expectUnderA(from, through: last)
                 bytes = try held()
             }
             return bytes
         }
-        try write(1...200)
+        try write(through: 200)
         _ = try Self.read(all) { $0 == .change("h", 200, [(b("a200"), value)]) }
-        let pushes = pushesUnderA(2, through: 200)
-        #expect(try Self.receive(prefixed, count: pushes.count) == pushes, "the RESP3 follower of prefix a gets exactly its changes")
+        try expectUnderA(1, through: 200)
         // Both took all 200 changes (200 kB): nothing needs to be held.
-        var bytes = try heldAfterAWhile()
+        var bytes = try heldAsNewChangesAreServed([all])
         #expect(bytes == 0, "both followers have every change, yet \(bytes) bytes are held")
         // A follower that does not read holds what it has not taken: 2 MB, past its output
-        // bound and socket buffer.
+        // bound and socket buffer (the prefixed one does not read either).
         let stalled = try RawConnection(path: server.socketPath)
         try stalled.send("CHANGES h\r\n")
-        _ = try Self.read(stalled) { $0 == .synced("h", 200) }
-        try write(201...2200)
-        _ = try Self.read(all) { $0 == .change("h", 2200, [(b("a2200"), value)]) }
-        #expect(try held() >= 1000 * 1000, "the changes the stalled follower has not read are held")
-        let caughtUp = try Self.read(stalled) { $0 == .change("h", 2200, [(b("a2200"), value)]) }
-        #expect(Self.sequences(caughtUp) == Array(201...2200), "the stalled follower, reading again, gets every change")
-        let more = pushesUnderA(202, through: 2200)
-        #expect(try Self.receive(prefixed, count: more.count) == more, "so does the RESP3 follower, which did not read either")
-        // The loop lets go of changes as it serves followers a new one.
-        try write(2201...2201)
-        for c in [all, stalled] { _ = try Self.read(c) { $0 == .change("h", 2201, [(b("b2201"), value)]) } }
-        bytes = try heldAfterAWhile()
+        let start = last
+        _ = try Self.read(stalled) { $0 == .synced("h", UInt64(start)) }
+        try write(through: start + 2000)
+        _ = try Self.read(all) { $0 == .change("h", UInt64(last), [(b("a\(last)"), value)]) }
+        #expect(try held() >= 1000 * 1000, "the changes the followers that do not read have not taken are held")
+        let caughtUp = try Self.read(stalled) { $0 == .change("h", UInt64(last), [(b("a\(last)"), value)]) }
+        #expect(Self.sequences(caughtUp) == Array(UInt64(start + 1)...UInt64(last)), "the stalled follower, reading again, gets every change")
+        try expectUnderA(start + 1, through: last)
+        bytes = try heldAsNewChangesAreServed([all, stalled])
         #expect(bytes == 0, "all followers caught up, yet \(bytes) bytes are held")
         // One joining from before the window still gets every change, from the log files.
         let late = try RawConnection(path: server.socketPath)
         try late.send("CHANGES h FROM 10\r\n")
-        let messages = try Self.read(late) { $0 == .synced("h", 2201) }
-        #expect(Self.sequences(messages) == Array(11...2201))
+        let messages = try Self.read(late) { $0 == .synced("h", UInt64(last)) }
+        #expect(Self.sequences(messages) == Array(11...UInt64(last)))
         }
     }
 

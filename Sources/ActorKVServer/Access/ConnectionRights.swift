@@ -59,7 +59,7 @@ final class ConnectionRights {
         }
         let needed = flags.neededRight
         guard !needed.isEmpty else { return }
-        if case .data(let namespace, _, _) = command {
+        if let namespace = command.dataNamespace {
             try require(needed, on: namespace)
         } else if flags.contains(.namespaced) {
             try require(needed, on: String(decoding: request[1], as: UTF8.self))

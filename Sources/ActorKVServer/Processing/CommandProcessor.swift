@@ -212,7 +212,7 @@ public struct CommandProcessor: Sendable {
         static func singleNamespace(of commands: borrowing [Command]) -> String? {
             var namespace: String?
             for index in commands.indices {
-                guard case .data(let ns, _, _) = commands[index], namespace == nil || namespace == ns else { return nil }
+                guard let ns = commands[index].dataNamespace, namespace == nil || namespace == ns else { return nil }
                 namespace = ns
             }
             return namespace

@@ -162,16 +162,21 @@ final class ChangeTape {
             restart(after: window.start - 1)
             _ = feed.visitDeliverable(after: last, limit: Self.readBatch, append)
         }
-        if byteCount > byteLimit { forgetTrimmed(before: feed.windowStart) }
+        // The changes before the window: the feed no longer holds them.
+        if byteCount > byteLimit { forget(through: feed.windowStart - 1) }
     }
 
-    /// Forgets the changes before `windowStart` (which the feed no longer holds) once their
-    /// bytes are at least half the tape's: moving the rest down costs at most a byte per byte
-    /// appended.
-    private func forgetTrimmed(before windowStart: UInt64) {
-        guard windowStart > coveredAfter + 1, !entries.isEmpty else { return }
-        let count = windowStart > last ? entries.count : firstIndex(after: windowStart - 1)
-        if count > 0 && entries[count - 1].end * 2 >= byteCount { forgetFirst(count) }
+    /// Forgets the changes through `sequence`: all of them when it is at or past the end (no
+    /// byte moves), otherwise once their bytes are at least half the tape's, so that moving the
+    /// rest down costs at most a byte per byte appended.
+    private func forget(through sequence: UInt64) {
+        guard sequence > coveredAfter else { return }
+        if sequence >= last {
+            restart(after: last)
+            return
+        }
+        let count = firstIndex(after: sequence)
+        if entries[count - 1].end * 2 >= byteCount { forgetFirst(count) }
     }
 
     /// Starts again, empty, after change `after`.
@@ -251,13 +256,7 @@ extension ChangeTape {
     @discardableResult
     func forgetTaken(in round: UInt64) -> UInt64? {
         guard noted.round == round, noted.users >= users else { return nil }
-        guard noted.lowest > coveredAfter else { return noted.lowest }
-        if noted.lowest >= last {
-            restart(after: last)
-            return noted.lowest
-        }
-        let count = firstIndex(after: noted.lowest)
-        if entries[count - 1].end * 2 >= byteCount { forgetFirst(count) }
+        forget(through: noted.lowest)
         return noted.lowest
     }
 }

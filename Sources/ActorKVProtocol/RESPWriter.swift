@@ -34,13 +34,22 @@ enum RESPWriter {
     /// Appends `<type><text>\r\n`, with CR and LF in `text` replaced by spaces.
     static func appendLine(type: UInt8, _ text: String, to buffer: inout [UInt8]) {
         buffer.append(type)
-        let utf8 = text.utf8
-        if utf8.contains(where: isLineBreak) {
-            buffer.append(contentsOf: utf8.lazy.map { isLineBreak($0) ? ASCII.space : $0 })
-        } else {
-            buffer.append(contentsOf: utf8)
+        // A native or small string's bytes, read in place: stepping through its UTF8View one
+        // index at a time cost as much as the rest of a `+QUEUED` reply.
+        let appended: Void? = text.utf8.withContiguousStorageIfAvailable { bytes in
+            appendReplacingLineBreaks(bytes, to: &buffer)
         }
+        if appended == nil { appendReplacingLineBreaks(text.utf8, to: &buffer) }
         buffer.append(contentsOf: crlf)
+    }
+
+    /// Appends `bytes` with each CR and LF replaced by a space.
+    private static func appendReplacingLineBreaks<Bytes: Collection<UInt8>>(_ bytes: Bytes, to buffer: inout [UInt8]) {
+        if bytes.contains(where: isLineBreak) {
+            buffer.append(contentsOf: bytes.lazy.map { isLineBreak($0) ? ASCII.space : $0 })
+        } else {
+            buffer.append(contentsOf: bytes)
+        }
     }
 
     @inline(__always)

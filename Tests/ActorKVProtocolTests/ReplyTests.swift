@@ -48,6 +48,10 @@ struct ReplyTests {
     func lineBreaksBecomeSpaces() {
         #expect(Reply.error("ERR a\r\nb\nc").encoded == Array("-ERR a  b c\r\n".utf8))
         #expect(Reply.simple("x\ry").encoded == Array("+x y\r\n".utf8))
+        // Longer than a small string's 15 bytes: kept in a buffer of its own, read in place too.
+        let long = String(repeating: "abcdefgh", count: 8)
+        #expect(Reply.error("ERR \(long)\n\(long)").encoded == Array("-ERR \(long) \(long)\r\n".utf8))
+        #expect(Reply.simple("h\u{e9}llo\r\n\(long)").encoded == Array("+h\u{e9}llo  \(long)\r\n".utf8))
     }
 
     @Test("*-1 decodes as null, and a UTF-8 status line keeps its text")

@@ -42,6 +42,16 @@ struct CursorAndNameTests {
         #expect(storeErrorSync { _ = try NamespaceName.validate(name) }?.code == .invalidNamespace)
     }
 
+    @Test("a name's every byte is allowed exactly when it is one of A-Z a-z 0-9 . _ -, each of the 256 values tried")
+    func everyByteOfAName() {
+        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-".utf8)
+        for byte in UInt8.min...UInt8.max {
+            // After an allowed first byte, so that a dot is judged as any other byte.
+            let name: [UInt8] = [UInt8(ascii: "a"), byte, UInt8(ascii: "z")]
+            #expect((NamespaceName.problem(with: name) == nil) == allowed.contains(byte), "byte 0x\(String(byte, radix: 16))")
+        }
+    }
+
     @Test("UTF-8 validation agrees with the standard library on random and edge inputs")
     func utf8Validator() {
         var rng = SeededGenerator(seed: 5)

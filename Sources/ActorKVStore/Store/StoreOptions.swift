@@ -130,8 +130,11 @@ public struct StoreOptions: Sendable {
     /// The serial executor every namespace actor runs on. The server passes its event loop's, so
     /// that the loop can run a turn's requests on a namespace synchronously
     /// (``Store/executeNow(_:inNamespace:)``): no task and no actor hop per turn. Its jobs must run
-    /// one at a time, including before the loop starts (while the store opens) and after it stops.
-    /// Nil (the default): each namespace behaves as a default actor.
+    /// one at a time, including before the loop starts (while the store opens) and after it stops,
+    /// and its `checkIsolated()` must trap anywhere but where the loop runs those synchronous turns
+    /// (``Store/executeNow(_:inNamespace:)`` asks it directly, so an executor with the default,
+    /// which always traps, cannot be given here). Nil (the default): each namespace behaves as a
+    /// default actor.
     public var serialExecutor: (any SerialExecutor)?
     /// For tests: false stops the once-a-second housekeeping from running by itself; the test
     /// runs its rounds (``Housekeeper/tick(now:)``).

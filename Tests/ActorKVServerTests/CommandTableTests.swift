@@ -63,6 +63,26 @@ struct CommandTableTests {
         }
     }
 
+    @Test("a connection's namespace memo changes nothing: each request parses as it does alone, whatever names came before it, refused names included")
+    func namespaceMemo() {
+        let names = NamespaceNames()
+        let sequence = ["ns", "ns", "nsx", "n", "ns", ".hidden", "ns", "a/b", "a/b", "other", "ns", "NS", String(repeating: "x", count: 65), "ns"]
+        for (position, name) in sequence.enumerated() {
+            for request in [["GET", name, "k"], ["HSET", name, "f", "v"], ["MULTI"], ["WATCH", "w", name]] {
+                let bytes = Request(request.map { Array($0.utf8) })
+                let alone = Command(parsing: bytes, rights: nil)
+                let memoized = Command(parsing: bytes, rights: nil, names: names)
+                #expect(memoized.dataNamespace == alone.dataNamespace, "\(request) at \(position)")
+                if case .refused(let error) = alone {
+                    guard case .refused(let other) = memoized else { Issue.record("\(request) at \(position): not refused"); continue }
+                    #expect(other == error, "\(request) at \(position)")
+                }
+            }
+            let expected: String? = NamespaceName.problem(with: Array(name.utf8)) == nil ? name : nil
+            #expect(Command(parsing: Request([Array("GET".utf8), Array(name.utf8), [0x6B]]), rights: nil, names: names).dataNamespace == expected)
+        }
+    }
+
     @Test("lookup finds each name in mixed case, and nothing for an empty name, a name longer than any, or one of a name's length and initial that is not it")
     func lookupByName() {
         for spec in CommandTable.all {

@@ -23,7 +23,7 @@ enum ChangeCommands {
     private static let snapshotOption = Array("SNAPSHOT".utf8)
 
     private static func parseChanges(_ args: CommandArguments) throws(CommandError) -> Command {
-        let namespace = try Command.namespace(args[0])
+        let namespace = try args.namespace(0)
         let options = try parseOptions(args)
         let key = FollowKey(namespace: namespace, prefix: options.prefix)
         return .local(LocalCommand { context in await follow(key, from: options.from, context) })

@@ -24,7 +24,7 @@ public enum Command: Sendable {
 
     /// Parses one decoded request (its first argument is the command name, any case) and, with
     /// `rights`, judges it by the right its spec declares (`NOPERM` if the connection lacks it).
-    static func parse(_ request: Request, rights: ConnectionRights?) throws(CommandError) -> Command {
+    static func parse(_ request: Request, rights: ConnectionRights?, names: NamespaceNames? = nil) throws(CommandError) -> Command {
         guard !request.isEmpty else { throw CommandError(.syntax, "empty command") }
         let first = request[0]
         guard let spec = CommandTable.lookup(first) else {
@@ -33,7 +33,7 @@ public enum Command: Sendable {
         guard spec.accepts(argumentCount: request.count - 1) else {
             throw CommandError(.arity, "wrong number of arguments for '\(spec.name)' (usage: \(spec.usage))")
         }
-        var command = try spec.parse(CommandArguments(request))
+        var command = try spec.parse(CommandArguments(request, names: names))
         var flags = spec.flags
         if command.isLocal, case .local(var local) = command {
             // A subcommand may declare flags of its own (ACL LOAD: serverOwner).
@@ -55,9 +55,10 @@ public enum Command: Sendable {
     }
 
     /// Parses one decoded request and judges it by `rights` (nil: every right); a refusal,
-    /// `NOPERM` included, becomes ``refused(_:)``.
-    init(parsing request: Request, rights: ConnectionRights?) {
-        do { self = try Self.parse(request, rights: rights) } catch { self = .refused(error) }
+    /// `NOPERM` included, becomes ``refused(_:)``. `names`: the connection's memo of its last
+    /// namespace name.
+    init(parsing request: Request, rights: ConnectionRights?, names: NamespaceNames? = nil) {
+        do { self = try Self.parse(request, rights: rights, names: names) } catch { self = .refused(error) }
     }
 
     /// This command as the connection of `session` runs it: an ``owned(namespace:_:)`` put becomes

@@ -9,37 +9,37 @@ enum HashCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [
         CommandSpec(name: "HGET", usage: "HGET ns field", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .get(args[1]))
+            .data(namespace: try args.namespace(0), .get(args[1]))
         },
         CommandSpec(name: "HSET", usage: "HSET ns field value [field value ...]", arity: .atLeast(3).pairs, flags: [.namespaced, .write]) { (args) throws(CommandError) in
-            let ns = try Command.namespace(args[0])
+            let ns = try args.namespace(0)
             // One field: a put that says whether it added the key, from the request's bytes.
             guard args.count > 3 else { return .data(namespace: ns, .set(key: args[1], value: args[2]), shape: .added) }
             let steps = stride(from: 1, to: args.count, by: 2).map { BatchStep.set(key: args.array($0), value: args.array($0 + 1)) }
             return .data(namespace: ns, .batch(steps), shape: .added)
         },
         CommandSpec(name: "HSETNX", usage: "HSETNX ns field value", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
-            let ns = try Command.namespace(args[0])
+            let ns = try args.namespace(0)
             return .data(namespace: ns, .batch([.setIfAbsent(key: args.array(1), value: args.array(2))]), shape: .added)
         },
         CommandSpec(name: "HDEL", usage: "HDEL ns field [field ...]", arity: .atLeast(2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .delete(args.rest(from: 1)))
+            .data(namespace: try args.namespace(0), .delete(args.rest(from: 1)))
         },
         CommandSpec(name: "HEXISTS", usage: "HEXISTS ns field", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .exists([args.array(1)]))
+            .data(namespace: try args.namespace(0), .exists([args.array(1)]))
         },
         CommandSpec(name: "HLEN", usage: "HLEN ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .count)
+            .data(namespace: try args.namespace(0), .count)
         },
         CommandSpec(name: "HSTRLEN", usage: "HSTRLEN ns field", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .get(args[1]), shape: .length)
+            .data(namespace: try args.namespace(0), .get(args[1]), shape: .length)
         },
         CommandSpec(name: "HINCRBY", usage: "HINCRBY ns field increment", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
-            let ns = try Command.namespace(args[0])
+            let ns = try args.namespace(0)
             return .data(namespace: ns, .increment(key: args.array(1), by: try KeyValueCommands.parseDelta(args[2])))
         },
         CommandSpec(name: "HMGET", usage: "HMGET ns field [field ...]", arity: .atLeast(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            let ns = try Command.namespace(args[0])
+            let ns = try args.namespace(0)
             let gets = args.rest(from: 1).map { Operation.get($0) }
             return .local(LocalCommand { context in
                 await read(gets, in: ns, context) { outcomes in .array(outcomes.map { KeyValueCommands.reply(for: $0) }) }
@@ -63,7 +63,7 @@ enum HashCommands {
     /// HSCAN: a page of `COUNT` keys after where the cursor says, those matching `MATCH` kept;
     /// the next cursor is a decimal integer from ``HashScanCursors`` (protocol.md, "HSCAN").
     private static func parseHashScan(_ args: CommandArguments) throws(CommandError) -> Command {
-        let ns = try Command.namespace(args[0])
+        let ns = try args.namespace(0)
         guard let cursor = ASCIIDecimal.parse(args[1]), cursor >= 0 else {
             throw CommandError(.store(.invalidCursor), "invalid cursor '\(Command.printable(args[1]))': HSCAN cursors are the integers HSCAN returns, 0 to start")
         }
@@ -89,7 +89,7 @@ enum HashCommands {
     /// as `reply` makes them.
     private static func wholeHash(_ name: String, reply: @escaping @Sendable ([KeyValue]) -> Reply) -> CommandSpec {
         CommandSpec(name: name, usage: "\(name) ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            let ns = try Command.namespace(args[0])
+            let ns = try args.namespace(0)
             return .local(LocalCommand { context in
                 await read([.scan(.start, prefix: [], limit: .max)], in: ns, context) { outcomes in
                     guard case .page(let page) = outcomes[0] else { return KeyValueCommands.reply(for: outcomes[0]) }

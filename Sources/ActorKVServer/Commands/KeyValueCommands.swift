@@ -7,37 +7,37 @@ enum KeyValueCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [
         CommandSpec(name: "GET", usage: "GET ns key", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .get(args[1]))
+            .data(namespace: try args.namespace(0), .get(args[1]))
         },
         CommandSpec(name: "GETV", usage: "GETV ns key", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .getVersioned(args[1]))
+            .data(namespace: try args.namespace(0), .getVersioned(args[1]))
         },
         CommandSpec(name: "PUT", usage: "PUT ns key value [PX ms | EX s] [EPHEMERAL] [IFVERSION version]", arity: .between(3, 8),
                     flags: [.namespaced, .write], parse: parsePut),
         CommandSpec(name: "PEXPIRE", usage: "PEXPIRE ns key ms", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
-            let ns = try Command.namespace(args[0])
+            let ns = try args.namespace(0)
             guard let ms = ASCIIDecimal.parse(args[2]), ms <= 0 || deadlineFits(ms) else { throw invalidExpireTime("PEXPIRE") }
             return .data(namespace: ns, .setTimeToLive(key: args.array(1), milliseconds: ms))
         },
         CommandSpec(name: "PERSIST", usage: "PERSIST ns key", arity: .exactly(2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .setTimeToLive(key: args.array(1), milliseconds: nil))
+            .data(namespace: try args.namespace(0), .setTimeToLive(key: args.array(1), milliseconds: nil))
         },
         CommandSpec(name: "PTTL", usage: "PTTL ns key", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .timeToLive(args.array(1)))
+            .data(namespace: try args.namespace(0), .timeToLive(args.array(1)))
         },
         CommandSpec(name: "INCR", usage: "INCR ns key [delta]", arity: .between(2, 3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
-            let ns = try Command.namespace(args[0])
+            let ns = try args.namespace(0)
             let delta = args.count == 3 ? try parseDelta(args[2]) : 1
             return .data(namespace: ns, .increment(key: args.array(1), by: delta))
         },
         CommandSpec(name: "DEL", usage: "DEL ns key [key ...]", arity: .atLeast(2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .delete(args.rest(from: 1)))
+            .data(namespace: try args.namespace(0), .delete(args.rest(from: 1)))
         },
         CommandSpec(name: "EXISTS", usage: "EXISTS ns key [key ...]", arity: .atLeast(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .exists(args.rest(from: 1)))
+            .data(namespace: try args.namespace(0), .exists(args.rest(from: 1)))
         },
         CommandSpec(name: "COUNT", usage: "COUNT ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try Command.namespace(args[0]), .count)
+            .data(namespace: try args.namespace(0), .count)
         },
         CommandSpec(name: "SCAN", usage: "SCAN ns cursor [PREFIX prefix] [COUNT count]", arity: .between(2, 6, step: 2),
                     flags: [.namespaced, .readOnly], parse: parseScan),
@@ -61,7 +61,7 @@ enum KeyValueCommands {
     /// `PUT ns key value [PX ms | EX s] [EPHEMERAL] [IFVERSION version]`: options after the
     /// value, in any order and any ASCII case, each at most once.
     private static func parsePut(_ args: CommandArguments) throws(CommandError) -> Command {
-        let ns = try Command.namespace(args[0])
+        let ns = try args.namespace(0)
         guard args.count > 3 else { return .data(namespace: ns, .put(key: args[1], value: args[2])) }
         let options = try PutOptions(args)
         if options.ephemeral {
@@ -157,7 +157,7 @@ enum KeyValueCommands {
     }
 
     private static func parseScan(_ args: CommandArguments) throws(CommandError) -> Command {
-        let ns = try Command.namespace(args[0])
+        let ns = try args.namespace(0)
         let cursor: ScanCursor
         do { cursor = try ScanCursor(text: args.array(1)) } catch { throw CommandError(store: error) }
         var prefix: [UInt8] = []
@@ -181,7 +181,7 @@ enum KeyValueCommands {
     }
 
     private static func parseBatch(_ args: CommandArguments) throws(CommandError) -> Command {
-        let ns = try Command.namespace(args[0])
+        let ns = try args.namespace(0)
         var steps: [BatchStep] = []
         // Each op takes two arguments at least: room for a small batch at once, not grown 1, 2, 4.
         steps.reserveCapacity(min((args.count - 1) / 2, 64))

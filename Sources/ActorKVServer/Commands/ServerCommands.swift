@@ -36,7 +36,7 @@ enum ServerCommands {
             })
         },
         CommandSpec(name: "COMPACT", usage: "COMPACT ns", arity: .exactly(1), flags: [.namespaced, .admin, .notInMulti]) { (args) throws(CommandError) in
-            let name = try Command.namespace(args[0])
+            let name = try args.namespace(0)
             return .local(LocalCommand { context in
                 do {
                     try await context.backend.compact(name)

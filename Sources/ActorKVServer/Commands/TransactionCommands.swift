@@ -21,7 +21,7 @@ enum TransactionCommands {
             })
         },
         CommandSpec(name: "WATCH", usage: "WATCH ns [ns ...]", arity: .atLeast(1), flags: [.session, .readOnly, .namespacedArguments, .transactionControl]) { (args) throws(CommandError) in
-            let names = try (0..<args.count).map { (i) throws(CommandError) in try Command.namespace(args[i]) }
+            let names = try (0..<args.count).map { (i) throws(CommandError) in try args.namespace(i) }
             return .local(LocalCommand { context in
                 guard !context.session.inTransaction else { return .error(.err, "WATCH inside MULTI is not allowed") }
                 for name in names {

@@ -34,6 +34,8 @@ final class Connection {
     /// decoding pass stopped early: complete requests may wait there.
     @exclusivity(unchecked) var undecoded = false
     @exclusivity(unchecked) var pending: [Command] = []
+    /// The last namespace name its requests gave, for parsing the next ones.
+    let namespaceNames = NamespaceNames()
     /// The namespace every pending command is a data command on, noted as each is parsed (nil:
     /// none pending, or they are not all such): that work is merged with other connections'.
     @exclusivity(unchecked) var pendingNamespace: String?

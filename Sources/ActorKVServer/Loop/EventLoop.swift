@@ -409,7 +409,7 @@ final class EventLoop: @unchecked Sendable {
                 // Room for a typical pipeline at once, rather than growing 1, 2, 4, 8, 16 (each
                 // step a new buffer and a copy) for every batch handed over.
                 if c.pending.capacity == 0 { c.pending.reserveCapacity(Self.pendingCapacity) }
-                c.appendPending(Command(parsing: request, rights: c.rights))
+                c.appendPending(Command(parsing: request, rights: c.rights, names: c.namespaceNames))
                 if start - c.decoder.bufferedByteCount >= limit { c.undecoded = true; return }
             }
         } catch {

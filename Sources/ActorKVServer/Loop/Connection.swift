@@ -139,6 +139,22 @@ final class Connection {
         return (taken, namespace)
     }
 
+    /// Makes one unit of work of every pending command if they are all data commands on one
+    /// namespace (nil otherwise, and nothing is taken). They are moved out of ``pending`` in
+    /// place, which keeps its room (up to ``keptPendingCapacity`` commands) for the next
+    /// turn's: a connection's turn then allocates no array for its commands and frees none
+    /// (the free alone was 5% of the server's own CPU for one client's GET).
+    func takePendingData() -> CommandProcessor.Work? {
+        guard !pendingMixed, let namespace = pendingNamespace else { return nil }
+        let work = CommandProcessor.Work(session: session, draining: &pending, namespace: namespace)
+        pending.removeAll(keepingCapacityUpTo: Self.keptPendingCapacity)
+        pendingNamespace = nil
+        return work
+    }
+
+    /// Pending commands whose room a connection keeps between turns.
+    static let keptPendingCapacity = 256
+
     /// Drops every pending command (after QUIT, or answered with -SHUTDOWN).
     func clearPending() {
         pending.removeAll()

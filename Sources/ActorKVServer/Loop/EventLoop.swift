@@ -431,14 +431,18 @@ final class EventLoop: @unchecked Sendable {
                 if weight > Self.replyBudget && index > 0 { taken = index; break }
             }
         }
-        let (commands, namespace) = c.takePending(taken)
-        statistics.commandsProcessed.add(commands.count, ordering: .relaxed)
+        statistics.commandsProcessed.add(taken, ordering: .relaxed)
+        c.inFlight = true
         // A following connection's commands are checked one by one (only some are allowed); a
         // transaction read whole runs as one data command unless the connection watches a namespace.
         let plain = c.followers.isEmpty && !c.session.inTransaction
+        if plain && taken == c.pending.count, let work = c.takePendingData() {
+            outgoing.append(work)
+            return
+        }
+        let (commands, namespace) = c.takePending(taken)
         outgoing.append(CommandProcessor.Work(session: c.session, commands: commands, namespace: plain ? namespace : nil,
                                               mergingTransaction: plain && namespace == nil && c.session.watchesNothing))
-        c.inFlight = true
     }
 
     /// Runs this turn's requests, from every connection (``CommandProcessor/start(batch:executor:deliver:)``),

@@ -158,15 +158,28 @@ public struct CommandProcessor: Sendable {
         /// (the connection is not inside MULTI, watches and follows nothing), commands that are
         /// exactly one transaction become its batch (``TransactionCommands/merged(_:)``).
         init(session: ClientSession, commands: consuming [Command], namespace: String?, mergingTransaction: Bool = false) {
-            self.session = session
             guard let namespace else {
-                transaction = mergingTransaction ? TransactionCommands.merged(commands) : nil
-                self.commands = commands
-                merge = transaction.map { Merge(namespace: $0.namespace, operations: [$0.operation]) }
-                shapes = nil
+                let transaction = mergingTransaction ? TransactionCommands.merged(commands) : nil
+                self.init(session: session, commands: commands, merge: transaction.map { Merge(namespace: $0.namespace, operations: [$0.operation]) },
+                          shapes: nil, transaction: transaction)
                 return
             }
-            transaction = nil
+            var commands = commands
+            self.init(session: session, draining: &commands, namespace: namespace)
+        }
+
+        private init(session: ClientSession, commands: [Command], merge: Merge?, shapes: [ReplyShape]?, transaction: MergedTransaction?) {
+            self.session = session
+            self.commands = commands
+            self.merge = merge
+            self.shapes = shapes
+            self.transaction = transaction
+        }
+
+        /// A unit of work of `commands`, in order, which are all data commands on `namespace`,
+        /// moved out of the array, which is left empty with its room (the connection's pending
+        /// commands: no array to allocate for the next turn's, none to free for this one's).
+        init(session: ClientSession, draining commands: inout [Command], namespace: String) {
             // Moved out of the commands one by one, from the back, each into its place, not
             // copied: a copy would retain each request's bytes once more, per request. (Not
             // appended and then reversed: `reverse` copies and destroys every element it swaps.
@@ -187,9 +200,8 @@ public struct CommandProcessor: Sendable {
                     shapes![index] = shape
                 }
             }
-            self.commands = []
-            self.shapes = shapes
-            merge = Merge(namespace: namespace, operations: operations)
+            self.init(session: session, commands: [], merge: Merge(namespace: namespace, operations: operations), shapes: shapes,
+                      transaction: nil)
         }
 
         /// `count` plain shapes, appended into reserved room: `Array(repeating:count:)` looked its

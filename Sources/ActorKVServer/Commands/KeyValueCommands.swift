@@ -220,12 +220,19 @@ enum KeyValueCommands {
     /// The reply to an operation's outcome. A failed condition is a null bulk (`$-1`) for a
     /// conditional PUT and a null array (`*-1`) for a BATCH, as Redis's refused EXEC.
     static func reply(for outcome: Outcome, of operation: Operation, shape: ReplyShape) -> Reply {
+        reply(for: outcome, ofBatch: operation.isBatch, shape: shape)
+    }
+
+    /// ``reply(for:of:shape:)`` given only whether the operation is a BATCH, all its reply
+    /// depends on: a caller asks that of an operation where it lies, where handing over the
+    /// operation copied it (a retain and a release of its request's bytes per reply).
+    static func reply(for outcome: Outcome, ofBatch isBatch: Bool, shape: ReplyShape) -> Reply {
         switch (shape, outcome) {
-        case (.plain, _), (_, .failure): return reply(for: outcome, of: operation)
+        case (.plain, _), (_, .failure): return reply(for: outcome, ofBatch: isBatch)
         case (.added, .batch(let counts)):
             return .integer(sumOfCounts(counts))
         case (.length, .value(let value)): return .integer(Int64(value?.count ?? 0))
-        case (.added, _), (.length, _): return reply(for: outcome, of: operation)
+        case (.added, _), (.length, _): return reply(for: outcome, ofBatch: isBatch)
         }
     }
 
@@ -236,7 +243,12 @@ enum KeyValueCommands {
 
     /// The reply to `operation`'s outcome, as its own command replies.
     static func reply(for outcome: Outcome, of operation: Operation) -> Reply {
-        if case .conditionFailed = outcome, case .batch = operation { return .nullArray }
+        reply(for: outcome, ofBatch: operation.isBatch)
+    }
+
+    /// ``reply(for:of:)`` given only whether the operation is a BATCH.
+    static func reply(for outcome: Outcome, ofBatch isBatch: Bool) -> Reply {
+        if case .conditionFailed = outcome, isBatch { return .nullArray }
         return reply(for: outcome)
     }
 

@@ -353,11 +353,13 @@ public struct CommandProcessor: Sendable {
                 // By index, not zipped: the zip's copies of each operation (a retain and a
                 // release of its request's bytes) showed in profiles (HOTPATHS round 45).
                 let operations = part.operations
-                let replies = mine.indices.map { KeyValueCommands.reply(for: mine[$0], of: operations[$0 - offset]) }
+                let replies = mine.indices.map { KeyValueCommands.reply(for: mine[$0], ofBatch: operations[$0 - offset].isBatch) }
                 ready.append(Done(connection: part.work.session.id, replies: replies, quit: false))
                 continue
             }
-            let replies = mine.indices.map { KeyValueCommands.reply(for: mine[$0], of: part.operations[$0 - offset], shape: shapes[$0 - offset]) }
+            let replies = mine.indices.map {
+                KeyValueCommands.reply(for: mine[$0], ofBatch: part.operations[$0 - offset].isBatch, shape: shapes[$0 - offset])
+            }
             ready.append(Done(connection: part.work.session.id, replies: replies, quit: false))
         }
     }
@@ -407,7 +409,7 @@ public struct CommandProcessor: Sendable {
         group = Group()
         let execution = await backend.execute(operations, inNamespace: name, on: loop)
         for (index, outcome) in await execution.settled(operations).enumerated() {
-            replies.append(KeyValueCommands.reply(for: outcome, of: operations[index], shape: shapes[index]))
+            replies.append(KeyValueCommands.reply(for: outcome, ofBatch: operations[index].isBatch, shape: shapes[index]))
         }
     }
 }

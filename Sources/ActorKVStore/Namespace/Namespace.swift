@@ -337,7 +337,12 @@ public actor Namespace {
         var outcomes: [Outcome?] = []
         swap(&outcomes, &plannerScratch.outcomes)  // its capacity, kept between runs
         let limits = options.limits
-        for index in operations.indices { outcomes.append(limits.problem(with: operations[index]).map { .failure($0) }) }
+        for index in operations.indices {
+            // A GET's key checked where it lies: handing the operation itself to the limits
+            // copied it out of the array first (a retain and a release of its request's bytes).
+            let problem = operations[index].getKey.map(limits.problem(withKey:)) ?? limits.problem(with: operations[index])
+            outcomes.append(problem.map { .failure($0) })
+        }
         var versions = RecordNumbers(written: [], after: lastSequence)
         performPending(operations, [], &versions, &outcomes)
         if sweeper == nil && data.lifetimes.hasDeadlines { startSweeper() }

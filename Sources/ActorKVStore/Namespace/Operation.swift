@@ -77,11 +77,31 @@ public enum Operation: Sendable {
         }
     }
 
+    /// Whether the operation is a ``batch(_:)`` (asked where it lies, it retains nothing).
+    public var isBatch: Bool {
+        switch self {
+        case .batch: return true
+        default: return false
+        }
+    }
+
     /// The key of a plain put (see ``isPlainPut``); nil for the others.
     var plainPutKey: ArraySlice<UInt8>? {
         switch self {
         case .put(let key, _), .set(let key, _): return key
         default: return nil
+        }
+    }
+
+    /// The key of a GET, nil for any other operation. Read in place: a pattern match on an
+    /// array's element copied the whole operation out first (a retain and a release of its
+    /// request's bytes, per GET of a pipeline).
+    var getKey: ArraySlice<UInt8>? { Self.getKey(of: self) }
+
+    private static func getKey(of operation: borrowing Operation) -> ArraySlice<UInt8>? {
+        switch operation {
+        case .get(let key): key
+        default: nil
         }
     }
 

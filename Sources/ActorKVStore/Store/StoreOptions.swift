@@ -80,6 +80,10 @@ extension StoreLimits {
         }
     }
 
+    /// Why `key` is invalid under these limits (empty or too long), or nil: ``problem(with:)``
+    /// of a GET of it.
+    func problem(withKey key: ArraySlice<UInt8>) -> StoreError? { keyProblem(key) }
+
     /// Why a value an ``Update`` computed is invalid under these limits, or nil.
     func problem(withComputedValue value: [UInt8]) -> StoreError? { valueProblem(value) }
 

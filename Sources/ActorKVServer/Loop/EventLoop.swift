@@ -69,6 +69,9 @@ final class EventLoop: @unchecked Sendable {
     private let advancedFeeds = Mutex<Set<String>>([])
     /// Reads of change history that finished; filled from any thread.
     private let historyReads = Mutex<[HistoryRead]>([])
+    /// Set, after either list above is added to, until ``serviceFeeds()`` next takes both: a turn
+    /// with nothing for followers takes neither lock (two per call, two calls a turn).
+    private let feedWork = Atomic<Bool>(false)
     /// Encoded change messages shared by followers of the local engine.
     @exclusivity(unchecked) private var changeTapes: ChangeTapes
     /// The rounds in which the loop serves the followers of one namespace whose feed moved, and
@@ -602,6 +605,7 @@ final class EventLoop: @unchecked Sendable {
     /// Notes that `namespace`'s feed has new deliverable changes; from any thread.
     private func feedAdvanced(_ namespace: String) {
         let first = advancedFeeds.withLock { $0.insert(namespace).inserted && $0.count == 1 }
+        feedWork.store(true, ordering: .releasing)
         if first && executor?.isLoopThread != true { wake() }
     }
 
@@ -609,6 +613,9 @@ final class EventLoop: @unchecked Sendable {
     /// that cannot take more output now is only checked for lagging: its turn comes when it
     /// reads.
     private func serviceFeeds() {
+        // Added to after its list: seen here false, it is set again once what was added can be
+        // taken, and the thread that added it wakes the loop (or is the loop, and comes here).
+        guard feedWork.exchange(false, ordering: .acquiringAndReleasing) else { return }
         drainHistoryReads()
         let advanced = advancedFeeds.withLock { set -> Set<String> in
             defer { set.removeAll(keepingCapacity: true) }
@@ -837,6 +844,7 @@ final class EventLoop: @unchecked Sendable {
                 result = .failure(error)
             }
             self.historyReads.withLock { $0.append(HistoryRead(connection: connection, follower: id, result: result)) }
+            self.feedWork.store(true, ordering: .releasing)
             if self.executor?.isLoopThread != true { self.wake() }
         }
     }

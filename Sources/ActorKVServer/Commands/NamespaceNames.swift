@@ -17,7 +17,10 @@ final class NamespaceNames {
     func name(_ bytes: ArraySlice<UInt8>) throws(CommandError) -> String {
         if !lastBytes.isEmpty && Self.equal(bytes, lastBytes) { return lastName }
         let name = try Command.namespace(bytes)
-        lastBytes = Array(bytes)
+        // Into the same storage (a name is at most 64 bytes): a client that alternates between
+        // namespaces allocates nothing here per request.
+        lastBytes.removeAll(keepingCapacity: true)
+        lastBytes.append(contentsOf: bytes)
         lastName = name
         return name
     }

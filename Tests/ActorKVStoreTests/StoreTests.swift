@@ -63,6 +63,14 @@ struct StoreTests {
             #expect(await storeError { try await ns.apply([]) }?.code == .invalidArgument)
             try await ns.put(b("12345678"), [UInt8](repeating: 1, count: 16))
             #expect(await ns.count() == 1)
+            // A run of reads only: each GET's key is held to the limits as a write's is.
+            let reads = await ns.execute([.get(b("12345678")), .get([]), .get(b("123456789")), .exists([b("k"), []]), .count])
+            #expect(reads.outcomes[0] == .value([UInt8](repeating: 1, count: 16)))
+            for index in 1...3 {
+                guard case .failure(let error) = reads.outcomes[index] else { Issue.record("read \(index) accepted"); continue }
+                #expect(error.code == .invalidKey)
+            }
+            #expect(reads.outcomes[4] == .integer(1))
             for name in ["..", ".x", "a/b", "", String(repeating: "n", count: 65), "é"] {
                 #expect(await storeError { _ = try await store.namespace(name) }?.code == .invalidNamespace, "\(name)")
             }

@@ -340,7 +340,12 @@ public actor Namespace {
         for index in operations.indices {
             // A GET's key checked where it lies: handing the operation itself to the limits
             // copied it out of the array first (a retain and a release of its request's bytes).
-            let problem = operations[index].getKey.map(limits.problem(withKey:)) ?? limits.problem(with: operations[index])
+            let problem: StoreError?
+            if let key = operations[index].getKey {
+                problem = limits.problem(withKey: key)
+            } else {
+                problem = limits.problem(with: operations[index])
+            }
             outcomes.append(problem.map { .failure($0) })
         }
         var versions = RecordNumbers(written: [], after: lastSequence)

@@ -36,7 +36,7 @@ struct DataCheckTests {
         #expect(busy.error?.hasPrefix("actorkvd: cannot check: data directory \(data) is in use by process") == true, "\(busy)")
 
         let healthy = DataCheck.run(directory: data)
-        #expect(healthy.status == 0 && healthy.error == nil)
+        #expect(healthy.status == 0 && healthy.error == nil, "\(healthy)")
         #expect(healthy.lines.count == 3)
         #expect(healthy.lines.first?.hasPrefix("namespace a: ok: 2 keys, last sequence 2") == true, "\(healthy.lines)")
         #expect(healthy.lines.dropFirst().first?.hasPrefix("namespace b: ok: 1 keys") == true, "\(healthy.lines)")

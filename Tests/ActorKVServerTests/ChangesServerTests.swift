@@ -464,78 +464,78 @@ struct ChangesServerTests {
     @Test("INFO's changes_held: as followers (two prefixes, RESP2 and RESP3) are served new changes, what all of them took is let go; followers that do not read keep theirs held; one joining FROM before the window still gets every change")
     func changesHeldAreLetGo() async throws {
         try await onOwnThread {
-        let server = try ServerProcess(arguments: ["--max-output-bytes", "65536"])
-        defer { server.stop() }
-        let admin = try RawConnection(path: server.socketPath)
-        func held() throws -> Int {
-            guard let text = try admin.command(["INFO"]).bulkText,
-                  let field = text.split(separator: "\r\n").first(where: { $0.hasPrefix("ns_h:") })?
-                      .split(separator: ",").first(where: { $0.hasPrefix("changes_held=") }),
-                  let bytes = Int(field.dropFirst("changes_held=".count)) else { throw TestFailure("INFO has no changes_held for h") }
-            return bytes
-        }
-        let all = try RawConnection(path: server.socketPath)
-        _ = try RESP3ServerTests.exchange(all, "CHANGES h\r\n", expect: "$6\r\nsynced\r\n$1\r\nh\r\n:0\r\n")
-        let prefixed = try RawConnection(path: server.socketPath)
-        _ = try RESP3ServerTests.exchange(prefixed, "HELLO 3\r\n", expect: "$7\r\nmodules\r\n*0\r\n")
-        _ = try RESP3ServerTests.exchange(prefixed, "CHANGES h PREFIX a\r\n", expect: ">3\r\n$6\r\nsynced\r\n$1\r\nh\r\n:0\r\n")
-        let writer = try RawConnection(path: server.socketPath)
-        let value = [UInt8](repeating: 0x76, count: 1000)
-        var last = 0
-        /// Writes changes `last + 1 ... through`, keys `a<seq>` for even sequences, `b<seq>` for odd.
-        func write(through: Int) throws {
-            var pipeline: [UInt8] = []
-            for i in (last + 1)...through { RequestEncoder.encode([b("PUT"), b("h"), b(i % 2 == 0 ? "a\(i)" : "b\(i)"), value], into: &pipeline) }
-            try writer.send(pipeline)
-            for _ in (last + 1)...through { #expect(try writer.reply() == .simple("OK")) }
-            last = through
-        }
-        /// Reads what the RESP3 follower of prefix `a` gets for changes `from...through` and checks it.
-        func expectUnderA(_ from: Int, through: Int) throws {
-            let pushes = stride(from: from + from % 2, through: through, by: 2).flatMap { i in
-                Reply.push([.bulk(b("change")), .bulk(b("h")), .integer(Int64(i)), .array([.bulk(b("a\(i)")), .bulk(value)])]).encoded(in: .resp3)
+            let server = try ServerProcess(arguments: ["--max-output-bytes", "65536"])
+            defer { server.stop() }
+            let admin = try RawConnection(path: server.socketPath)
+            func held() throws -> Int {
+                guard let text = try admin.command(["INFO"]).bulkText,
+                      let field = text.split(separator: "\r\n").first(where: { $0.hasPrefix("ns_h:") })?
+                          .split(separator: ",").first(where: { $0.hasPrefix("changes_held=") }),
+                      let bytes = Int(field.dropFirst("changes_held=".count)) else { throw TestFailure("INFO has no changes_held for h") }
+                return bytes
             }
-            #expect(try Self.receive(prefixed, count: pushes.count) == pushes, "the RESP3 follower of prefix a gets exactly its changes \(from)...\(through)")
-        }
-        /// Serves every follower in `readers` (and the prefixed one) new changes, two at a time,
-        /// until INFO shows nothing held (at most 20 times): the loop lets go of what they all
-        /// took as it serves them a change.
-        func heldAsNewChangesAreServed(_ readers: [RawConnection]) throws -> Int {
-            var bytes = try held()
-            for _ in 0..<20 where bytes > 0 {
-                let from = last + 1
-                try write(through: last + 2)
-                for c in readers { _ = try Self.read(c) { $0 == .change("h", UInt64(last), [(b("a\(last)"), value)]) } }
-                try expectUnderA(from, through: last)
-                bytes = try held()
+            let all = try RawConnection(path: server.socketPath)
+            _ = try RESP3ServerTests.exchange(all, "CHANGES h\r\n", expect: "$6\r\nsynced\r\n$1\r\nh\r\n:0\r\n")
+            let prefixed = try RawConnection(path: server.socketPath)
+            _ = try RESP3ServerTests.exchange(prefixed, "HELLO 3\r\n", expect: "$7\r\nmodules\r\n*0\r\n")
+            _ = try RESP3ServerTests.exchange(prefixed, "CHANGES h PREFIX a\r\n", expect: ">3\r\n$6\r\nsynced\r\n$1\r\nh\r\n:0\r\n")
+            let writer = try RawConnection(path: server.socketPath)
+            let value = [UInt8](repeating: 0x76, count: 1000)
+            var last = 0
+            /// Writes changes `last + 1 ... through`, keys `a<seq>` for even sequences, `b<seq>` for odd.
+            func write(through: Int) throws {
+                var pipeline: [UInt8] = []
+                for i in (last + 1)...through { RequestEncoder.encode([b("PUT"), b("h"), b(i % 2 == 0 ? "a\(i)" : "b\(i)"), value], into: &pipeline) }
+                try writer.send(pipeline)
+                for _ in (last + 1)...through { #expect(try writer.reply() == .simple("OK")) }
+                last = through
             }
-            return bytes
-        }
-        try write(through: 200)
-        _ = try Self.read(all) { $0 == .change("h", 200, [(b("a200"), value)]) }
-        try expectUnderA(1, through: 200)
-        // Both took all 200 changes (200 kB): nothing needs to be held.
-        var bytes = try heldAsNewChangesAreServed([all])
-        #expect(bytes == 0, "both followers have every change, yet \(bytes) bytes are held")
-        // A follower that does not read holds what it has not taken: 2 MB, past its output
-        // bound and socket buffer (the prefixed one does not read either).
-        let stalled = try RawConnection(path: server.socketPath)
-        try stalled.send("CHANGES h\r\n")
-        let start = last
-        _ = try Self.read(stalled) { $0 == .synced("h", UInt64(start)) }
-        try write(through: start + 2000)
-        _ = try Self.read(all) { $0 == .change("h", UInt64(last), [(b("a\(last)"), value)]) }
-        #expect(try held() >= 1000 * 1000, "the changes the followers that do not read have not taken are held")
-        let caughtUp = try Self.read(stalled) { $0 == .change("h", UInt64(last), [(b("a\(last)"), value)]) }
-        #expect(Self.sequences(caughtUp) == Array(UInt64(start + 1)...UInt64(last)), "the stalled follower, reading again, gets every change")
-        try expectUnderA(start + 1, through: last)
-        bytes = try heldAsNewChangesAreServed([all, stalled])
-        #expect(bytes == 0, "all followers caught up, yet \(bytes) bytes are held")
-        // One joining from before the window still gets every change, from the log files.
-        let late = try RawConnection(path: server.socketPath)
-        try late.send("CHANGES h FROM 10\r\n")
-        let messages = try Self.read(late) { $0 == .synced("h", UInt64(last)) }
-        #expect(Self.sequences(messages) == Array(11...UInt64(last)))
+            /// Reads what the RESP3 follower of prefix `a` gets for changes `from...through` and checks it.
+            func expectUnderA(_ from: Int, through: Int) throws {
+                let pushes = stride(from: from + from % 2, through: through, by: 2).flatMap { i in
+                    Reply.push([.bulk(b("change")), .bulk(b("h")), .integer(Int64(i)), .array([.bulk(b("a\(i)")), .bulk(value)])]).encoded(in: .resp3)
+                }
+                #expect(try Self.receive(prefixed, count: pushes.count) == pushes, "the RESP3 follower of prefix a gets exactly its changes \(from)...\(through)")
+            }
+            /// Serves every follower in `readers` (and the prefixed one) new changes, two at a time,
+            /// until INFO shows nothing held (at most 20 times): the loop lets go of what they all
+            /// took as it serves them a change.
+            func heldAsNewChangesAreServed(_ readers: [RawConnection]) throws -> Int {
+                var bytes = try held()
+                for _ in 0..<20 where bytes > 0 {
+                    let from = last + 1
+                    try write(through: last + 2)
+                    for c in readers { _ = try Self.read(c) { $0 == .change("h", UInt64(last), [(b("a\(last)"), value)]) } }
+                    try expectUnderA(from, through: last)
+                    bytes = try held()
+                }
+                return bytes
+            }
+            try write(through: 200)
+            _ = try Self.read(all) { $0 == .change("h", 200, [(b("a200"), value)]) }
+            try expectUnderA(1, through: 200)
+            // Both took all 200 changes (200 kB): nothing needs to be held.
+            var bytes = try heldAsNewChangesAreServed([all])
+            #expect(bytes == 0, "both followers have every change, yet \(bytes) bytes are held")
+            // A follower that does not read holds what it has not taken: 2 MB, past its output
+            // bound and socket buffer (the prefixed one does not read either).
+            let stalled = try RawConnection(path: server.socketPath)
+            try stalled.send("CHANGES h\r\n")
+            let start = last
+            _ = try Self.read(stalled) { $0 == .synced("h", UInt64(start)) }
+            try write(through: start + 2000)
+            _ = try Self.read(all) { $0 == .change("h", UInt64(last), [(b("a\(last)"), value)]) }
+            #expect(try held() >= 1000 * 1000, "the changes the followers that do not read have not taken are held")
+            let caughtUp = try Self.read(stalled) { $0 == .change("h", UInt64(last), [(b("a\(last)"), value)]) }
+            #expect(Self.sequences(caughtUp) == Array(UInt64(start + 1)...UInt64(last)), "the stalled follower, reading again, gets every change")
+            try expectUnderA(start + 1, through: last)
+            bytes = try heldAsNewChangesAreServed([all, stalled])
+            #expect(bytes == 0, "all followers caught up, yet \(bytes) bytes are held")
+            // One joining from before the window still gets every change, from the log files.
+            let late = try RawConnection(path: server.socketPath)
+            try late.send("CHANGES h FROM 10\r\n")
+            let messages = try Self.read(late) { $0 == .synced("h", UInt64(last)) }
+            #expect(Self.sequences(messages) == Array(11...UInt64(last)))
         }
     }
 

@@ -194,4 +194,33 @@ struct LoopExecutorTests {
         #expect(plain.executeNow([.get(Array("k".utf8)[...])], inNamespace: "open") == nil)
         _ = await plain.close()
     }
+
+    @Test("Store.executeNow, going round more namespaces than it remembers (names of one length), reaches each one's own keys")
+    func executeNowRoundNamespaces() async throws {
+        let directory = TemporaryDirectory()
+        let loop = FakeLoop()
+        var options = StoreOptions()
+        options.serialExecutor = loop.executor.serial
+        options.backgroundExecutor = loop.executor
+        let store = try Store(directory: directory.path, options: options)
+        let names = (1...6).map { "n\($0)" }
+        for name in names { _ = try await store.namespace(name) }
+        let seen = Mutex<[[Outcome]?]>([])
+        let finished = DispatchSemaphore(value: 0)
+        loop.start { _ in
+            let key = Array("k".utf8)[...]
+            // Written in one order, read back in others, each name coming back after the rest.
+            for name in names { _ = store.executeNow([.put(key: key, value: Array(name.utf8)[...])], inNamespace: name) }
+            for name in names.reversed() + names + [names[2], names[2], names[0]] {
+                let outcomes = store.executeNow([.get(key)], inNamespace: name)?.outcomes
+                seen.withLock { $0.append(outcomes) }
+            }
+            finished.signal()
+        }
+        finished.wait()
+        let expected = (names.reversed() + names + [names[2], names[2], names[0]]).map { [Outcome.value(Array($0.utf8))] }
+        #expect(seen.withLock { $0 } == expected)
+        loop.finish()
+        _ = await store.close()
+    }
 }

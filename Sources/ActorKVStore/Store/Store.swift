@@ -28,7 +28,11 @@ public actor Store {
     /// no space, no file descriptor left): the next access tries again; until it succeeds they
     /// are reported unavailable with this error.
     private var openFailures: [String: StoreError] = [:]
+    /// The open namespaces. One is never replaced nor removed while the store lives
+    /// (``RecentNamespaces`` relies on it).
     private nonisolated let openNamespaces = Mutex<[String: Namespace]>([:])
+    /// What ``executeNow(_:inNamespace:)`` found last, on the serial executor's thread.
+    private nonisolated let recentlyRun = RecentNamespaces()
     private var isClosed = false
     /// Every namespace's change feed, made when the namespace opens or someone follows it first.
     private nonisolated let feeds = Mutex<[String: ChangeFeed]>([:])
@@ -138,13 +142,22 @@ public actor Store {
     /// event-loop thread, between the executor's jobs): the executor's `checkIsolated()` traps
     /// anywhere else.
     public nonisolated func executeNow(_ operations: [Operation], inNamespace name: String) -> Execution? {
-        guard let executor = options.serialExecutor, let namespace = openNamespace(name) else { return nil }
+        guard let executor = options.serialExecutor else { return nil }
         // What `assumeIsolated` does, without its closure's context (two allocations per turn):
         // check that this runs where the namespace's executor runs code, then call the isolated
         // function as a plain one. The executor's own check, asked directly: the runtime's
         // (`preconditionIsolated`) first looks for a current task and executor, finds neither
-        // between jobs, and only then asks it (4% of one client's turn in profiles).
+        // between jobs, and only then asks it (4% of one client's turn in profiles). Checked
+        // first: `recentlyRun` is this thread's alone.
         executor.checkIsolated()
+        let namespace: Namespace
+        if let recent = recentlyRun.namespace(named: name) {
+            namespace = recent
+        } else {
+            guard let open = openNamespace(name) else { return nil }
+            recentlyRun.remember(open, as: name)
+            namespace = open
+        }
         typealias Isolated = (isolated Namespace, [Operation]) -> Execution
         let execute = unsafeBitCast(executeIsolated as Isolated, to: ((Namespace, [Operation]) -> Execution).self)
         return execute(namespace, operations)

@@ -1,0 +1,37 @@
+/// The last few namespaces that ``Store/executeNow(_:inNamespace:)`` ran, so that a turn finds
+/// its namespace by comparing a name or two (the server hands the same `String` for a
+/// connection's name each time: its bits compare equal at once) rather than hashing the name and
+/// taking the registry's lock.
+///
+/// Sound without a lock because only the store's serial executor's thread touches it
+/// (`executeNow` checks that first), and because an open namespace is never replaced in, nor
+/// dropped from, the store's registry: a remembered pair stays right for the store's life.
+final class RecentNamespaces: @unchecked Sendable {
+    /// How many are remembered: a few namespaces served in turn by a loop's clients.
+    static let capacity = 4
+
+    /// The names, most recently remembered first; `namespaces[i]` is `names[i]`'s.
+    @exclusivity(unchecked) private var names: [String] = []
+    @exclusivity(unchecked) private var namespaces: [Namespace] = []
+
+    init() {
+        names.reserveCapacity(Self.capacity)
+        namespaces.reserveCapacity(Self.capacity)
+    }
+
+    /// The namespace remembered as `name`, if any.
+    func namespace(named name: String) -> Namespace? {
+        for index in names.indices where names[index] == name { return namespaces[index] }
+        return nil
+    }
+
+    /// Remembers `namespace` as `name`, forgetting the oldest once ``capacity`` are held.
+    func remember(_ namespace: Namespace, as name: String) {
+        if names.count == Self.capacity {
+            names.removeLast()
+            namespaces.removeLast()
+        }
+        names.insert(name, at: 0)
+        namespaces.insert(namespace, at: 0)
+    }
+}

@@ -44,6 +44,9 @@ final class EventLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
     private let completions = Mutex<[CommandProcessor.Done]>([])
     @exclusivity(unchecked) private var outgoing: [CommandProcessor.Work] = []
+    /// The replies a turn's work had ready at once, emptied: kept for the next turn's, so that
+    /// a turn allocates no array for them.
+    @exclusivity(unchecked) private var readyNow: [CommandProcessor.Done] = []
     /// Sessions whose connection closed while a command of theirs was still running: ended when
     /// its replies come back (or when the loop stops), so the hook runs after their last command.
     @exclusivity(unchecked) private var endedInFlight: [UInt64: (session: ClientSession, reason: SessionEnd)] = [:]
@@ -101,6 +104,8 @@ final class EventLoop: @unchecked Sendable {
     private static let pendingCapacity = 16
     /// Reply entries (``Command/replyWeight``) one connection may have in flight.
     private static let replyBudget = 10_000
+    /// Most room kept in ``readyNow`` between turns (a connection's entry each).
+    private static let keptReady = 1024
     private static let lingerSeconds = 2.0
     /// How long a connection dropped with `-LAGGING` has to read what was queued for it.
     private static let lastWordsSeconds = 10.0
@@ -461,7 +466,9 @@ final class EventLoop: @unchecked Sendable {
         }
         // Not copied out first: a copy of the processor retains (and then releases) each of its
         // references, every turn.
-        var ready = self.processor.start(batch: batch, executor: executor, deliver: deliverReplies)
+        var ready: [CommandProcessor.Done] = []
+        swap(&ready, &readyNow)
+        self.processor.start(batch: batch, executor: executor, deliver: deliverReplies, into: &ready)
         // Nothing kept the array itself: its buffer is reused for the next turn's work. (Nothing
         // `start` calls queues work; if that ever changes, the queued work must not be lost.)
         if outgoing.isEmpty {
@@ -471,6 +478,9 @@ final class EventLoop: @unchecked Sendable {
         // The replies ready at once go to their connections here, not through the queue that
         // tasks post to (a lock taken twice, and the loop's weak reference loaded, per turn).
         complete(&ready)
+        // Their replies were moved out: what is left is ids, kept as room for the next turn.
+        ready.removeAll(keepingCapacityUpTo: Self.keptReady)
+        readyNow = ready
     }
 
     /// Starts this turn's requests and, with a ``LoopExecutor``, runs them here and sends their

@@ -262,10 +262,9 @@ public struct CommandProcessor: Sendable {
     /// on its executor: each merged namespace's run happens here, synchronously, if the back end
     /// can do it at once (``DataBackend/executeNow(_:inNamespace:)``: no task and no actor hop);
     /// the rest is started as tasks that prefer `executor`, which hand their replies to
-    /// `deliver`. Returns the replies that are ready at once (the loop takes them itself, not
-    /// through `deliver`'s queue).
-    func start(batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void) -> [Done] {
-        var ready: [Done] = []
+    /// `deliver`. Appends the replies that are ready at once to `ready` (the loop takes them
+    /// itself, not through `deliver`'s queue, in an array it keeps from turn to turn).
+    func start(batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void, into ready: inout [Done]) {
         if batch.count == 1, let merge = batch[0].merge, backend.mergesConnections {
             // One connection's work (one client, or clients taking turns): nothing to group.
             start(CollectionOfOne(MergedWork.Part(work: batch[0], operations: merge.operations)), on: merge.namespace, executor: executor, deliver: deliver, ready: &ready)
@@ -274,7 +273,6 @@ public struct CommandProcessor: Sendable {
                 start(parts, on: namespace, executor: executor, deliver: deliver, ready: &ready)
             }
         }
-        return ready
     }
 
     /// Runs a namespace's merged parts at once if the back end can, adding their replies to

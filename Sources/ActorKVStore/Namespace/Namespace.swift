@@ -352,7 +352,7 @@ public actor Namespace {
         performPending(operations, [], &versions, &outcomes)
         if sweeper == nil && data.lifetimes.hasDeadlines { startSweeper() }
         let execution = Execution(outcomes: outcomes.map { $0! }, durability: .immediate)
-        plannerScratch.keep(outcomes: outcomes)
+        plannerScratch.keep(outcomes: consume outcomes)
         return execution
     }
 

@@ -200,7 +200,7 @@ import Testing
         }
         #expect(merged.groups.map(\.namespace) == names)
         for group in merged.groups {
-            #expect(group.parts.map(\.work.session.id) == expected[group.namespace], "\(group.namespace)'s parts, in order")
+            #expect(group.parts.map(\.connection) == expected[group.namespace], "\(group.namespace)'s parts, in order")
         }
         try await withProcessor { p in
             let works = (0..<12).map { CommandProcessor.Work(session: ClientSession(id: UInt64($0), peer: nil),

@@ -343,22 +343,22 @@ public struct CommandProcessor: Sendable {
         for part in parts {
             defer { offset += part.operations.count }
             let mine = outcomes[offset..<(offset + part.operations.count)]
-            if let transaction = part.work.transaction {
-                ready.append(Done(connection: part.work.session.id, replies: transaction.replies(to: mine[mine.startIndex]), quit: false))
+            if let transaction = part.transaction {
+                ready.append(Done(connection: part.connection, replies: transaction.replies(to: mine[mine.startIndex]), quit: false))
                 continue
             }
-            guard let shapes = part.work.shapes else {
+            guard let shapes = part.shapes else {
                 // By index, not zipped: the zip's copies of each operation (a retain and a
                 // release of its request's bytes) showed in profiles (HOTPATHS round 45).
                 let operations = part.operations
                 let replies = mine.indices.map { KeyValueCommands.reply(for: mine[$0], ofBatch: operations[$0 - offset].isBatch) }
-                ready.append(Done(connection: part.work.session.id, replies: replies, quit: false))
+                ready.append(Done(connection: part.connection, replies: replies, quit: false))
                 continue
             }
             let replies = mine.indices.map {
                 KeyValueCommands.reply(for: mine[$0], ofBatch: part.operations[$0 - offset].isBatch, shape: shapes[$0 - offset])
             }
-            ready.append(Done(connection: part.work.session.id, replies: replies, quit: false))
+            ready.append(Done(connection: part.connection, replies: replies, quit: false))
         }
     }
 
@@ -369,9 +369,24 @@ public struct CommandProcessor: Sendable {
         /// One connection's work in the group, and its operations. A struct, not a tuple: a
         /// tuple holding a ``Work`` was copied, in the generic code that walks the parts,
         /// through the runtime's tuple witnesses (2% of the server's own CPU at one request a turn).
+        ///
+        /// It holds what the replies need of the work, not the work: a copy of the work retained
+        /// its session, commands, namespace and operations, and released them again, per turn.
         struct Part: Sendable {
-            let work: Work
+            /// The connection's id, where the replies go.
+            let connection: UInt64
+            /// The work's reply shapes (nil: all plain).
+            let shapes: [ReplyShape]?
+            /// The transaction the work runs as a data command, if it is one.
+            let transaction: MergedTransaction?
             let operations: [Operation]
+
+            init(work: borrowing Work, operations: [Operation]) {
+                connection = work.session.id
+                shapes = work.shapes
+                transaction = work.transaction
+                self.operations = operations
+            }
         }
         private(set) var groups: [(namespace: String, parts: [Part])] = []
         private var index: [String: Int] = [:]

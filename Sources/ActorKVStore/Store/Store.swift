@@ -150,17 +150,18 @@ public actor Store {
         // between jobs, and only then asks it (4% of one client's turn in profiles). Checked
         // first: `recentlyRun` is this thread's alone.
         executor.checkIsolated()
-        let namespace: Namespace
+        let namespace: Unmanaged<Namespace>
         if let recent = recentlyRun.namespace(named: name) {
             namespace = recent
         } else {
             guard let open = openNamespace(name) else { return nil }
             recentlyRun.remember(open, as: name)
-            namespace = open
+            namespace = .passUnretained(open)
         }
         typealias Isolated = (isolated Namespace, [Operation]) -> Execution
         let execute = unsafeBitCast(executeIsolated as Isolated, to: ((Namespace, [Operation]) -> Execution).self)
-        return execute(namespace, operations)
+        // Not retained for the call: the registry holds every open namespace for the store's life.
+        return namespace._withUnsafeGuaranteedRef { execute($0, operations) }
     }
 
     /// What an operation yields in a namespace that does not exist (and that it does not create).

@@ -160,14 +160,19 @@ struct LoopExecutorTests {
     /// A nonisolated async function that does not suspend.
     nonisolated static func nonisolatedStep(_ step: Int) async -> Int { step }
 
+    /// A store in `directory` whose namespaces run on `loop`'s executor, as the server's do.
+    static func store(in directory: TemporaryDirectory, runningOn loop: FakeLoop) throws -> Store {
+        var options = StoreOptions()
+        options.serialExecutor = loop.executor.serial
+        options.backgroundExecutor = loop.executor
+        return try Store(directory: directory.path, options: options)
+    }
+
     @Test("on the loop thread, Store.executeNow runs an open namespace's operations at once; it is nil without the executor or for a namespace not open")
     func executeNowOnTheLoop() async throws {
         let directory = TemporaryDirectory()
         let loop = FakeLoop()
-        var options = StoreOptions()
-        options.serialExecutor = loop.executor.serial
-        options.backgroundExecutor = loop.executor
-        let store = try Store(directory: directory.path, options: options)
+        let store = try Self.store(in: directory, runningOn: loop)
         _ = try await store.namespace("open")  // recovered on the serial queue: the loop is not attached yet
         let results = Mutex<[[Outcome]?]>([])
         let finished = DispatchSemaphore(value: 0)
@@ -199,27 +204,24 @@ struct LoopExecutorTests {
     func executeNowRoundNamespaces() async throws {
         let directory = TemporaryDirectory()
         let loop = FakeLoop()
-        var options = StoreOptions()
-        options.serialExecutor = loop.executor.serial
-        options.backgroundExecutor = loop.executor
-        let store = try Store(directory: directory.path, options: options)
+        let store = try Self.store(in: directory, runningOn: loop)
         let names = (1...6).map { "n\($0)" }
+        // Written in one order, read back in others, each name coming back after the rest.
+        let reads = names.reversed() + names + [names[2], names[2], names[0]]
         for name in names { _ = try await store.namespace(name) }
         let seen = Mutex<[[Outcome]?]>([])
         let finished = DispatchSemaphore(value: 0)
         loop.start { _ in
             let key = Array("k".utf8)[...]
-            // Written in one order, read back in others, each name coming back after the rest.
             for name in names { _ = store.executeNow([.put(key: key, value: Array(name.utf8)[...])], inNamespace: name) }
-            for name in names.reversed() + names + [names[2], names[2], names[0]] {
+            for name in reads {
                 let outcomes = store.executeNow([.get(key)], inNamespace: name)?.outcomes
                 seen.withLock { $0.append(outcomes) }
             }
             finished.signal()
         }
         finished.wait()
-        let expected = (names.reversed() + names + [names[2], names[2], names[0]]).map { [Outcome.value(Array($0.utf8))] }
-        #expect(seen.withLock { $0 } == expected)
+        #expect(seen.withLock { $0 } == reads.map { [Outcome.value(Array($0.utf8))] })
         loop.finish()
         _ = await store.close()
     }

@@ -379,6 +379,7 @@ public struct CommandProcessor: Sendable {
             let shapes: [ReplyShape]?
             /// The transaction the work runs as a data command, if it is one.
             let transaction: MergedTransaction?
+            /// The work's operations, in order.
             let operations: [Operation]
 
             init(work: borrowing Work, operations: [Operation]) {

@@ -115,20 +115,34 @@ enum CommandTable {
     static let all: [CommandSpec] = KeyValueCommands.specs + HashCommands.specs + ChangeCommands.specs
         + TransactionCommands.specs + ConnectionCommands.specs + ServerCommands.specs + AccessCommands.specs
 
-    // Names as bytes beside the specs, so that a lookup compares bytes without copying entries.
-    private static let nameBytes: [[UInt8]] = all.map { Array($0.name.utf8) }
+    /// What a lookup reads, built once from ``all``: one static, because every access to a
+    /// `static let` calls into the runtime's once-check (four of them per lookup were 1% of a
+    /// lone HSET's CPU).
+    private static let index = Index(all)
 
-    /// The longest name's length.
-    private static let longestName = nameBytes.map(\.count).max() ?? 0
+    /// The specs by name.
+    private struct Index {
+        /// A spec beside its name's bytes, so that a lookup compares bytes without copying specs.
+        struct Entry {
+            let name: [UInt8]
+            let spec: CommandSpec
+        }
 
-    /// The specs' indices by ``bucket(length:first:)`` of their names: a lookup compares only
-    /// the names of its length and initial (it compared them all in order, some sixty, 1.5% of a
-    /// pipelined HGET's CPU).
-    private static let buckets: [[Int]] = {
-        var buckets = [[Int]](repeating: [], count: bucket(length: longestName, first: 0xFF) + 1)
-        for (index, name) in nameBytes.enumerated() { buckets[bucket(length: name.count, first: name[0])].append(index) }
-        return buckets
-    }()
+        /// The longest name's length.
+        let longestName: Int
+        /// The entries by ``bucket(length:first:)`` of their names: a lookup compares only the
+        /// names of its length and initial (it compared them all in order, some sixty, 1.5% of a
+        /// pipelined HGET's CPU).
+        let buckets: [[Entry]]
+
+        init(_ specs: [CommandSpec]) {
+            let entries = specs.map { Entry(name: Array($0.name.utf8), spec: $0) }
+            longestName = entries.map(\.name.count).max() ?? 0
+            var buckets = [[Entry]](repeating: [], count: CommandTable.bucket(length: longestName, first: 0xFF) + 1)
+            for entry in entries { buckets[CommandTable.bucket(length: entry.name.count, first: entry.name[0])].append(entry) }
+            self.buckets = buckets
+        }
+    }
 
     /// A name's bucket: its length and the low five bits of its first byte (the same for
     /// either case of a letter).
@@ -138,10 +152,13 @@ enum CommandTable {
 
     /// The spec of the command named `name`, compared ASCII case-insensitively.
     static func lookup(_ name: ArraySlice<UInt8>) -> CommandSpec? {
-        guard let first = name.first, name.count <= longestName else { return nil }
+        let index = Self.index
+        guard let first = name.first, name.count <= index.longestName else { return nil }
         return name.withUnsafeBufferPointer { given in
-            for index in buckets[bucket(length: given.count, first: first)] where matches(given, nameBytes[index]) { return all[index] }
-            return nil
+            index.buckets[bucket(length: given.count, first: first)].withUnsafeBufferPointer { entries in
+                for entry in entries.indices where matches(given, entries[entry].name) { return entries[entry].spec }
+                return nil
+            }
         }
     }
 

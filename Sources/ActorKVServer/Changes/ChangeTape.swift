@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ActorKVProtocol
 import ActorKVStore
 
@@ -84,9 +87,12 @@ final class ChangeTape {
     /// The tape holds every change after this one (through ``last``).
     @exclusivity(unchecked) private(set) var coveredAfter: UInt64
     @exclusivity(unchecked) private var entries: [Entry] = []
-    /// The encoded messages, in sequence order: ``byteCount`` bytes at `base`, in an allocation
-    /// of `capacity` bytes that doubles as it fills. Messages are written in place (an array
-    /// would first fill each message's room with zeros).
+    /// The encoded messages, in sequence order: ``byteCount`` bytes at `base`, in a `malloc`
+    /// allocation of `capacity` bytes that doubles (by `realloc`) as it fills. Messages are
+    /// written in place (an array would first fill each message's room with zeros). Grown by
+    /// `realloc`, not by a new allocation and a copy: a tape that covers a 16 MiB window for
+    /// lagging followers is tens of MiB, which glibc maps on its own and moves with `mremap`,
+    /// so the bytes already written are neither copied nor faulted in again.
     @exclusivity(unchecked) private var base: UnsafeMutablePointer<UInt8>
     @exclusivity(unchecked) private var capacity: Int
     @exclusivity(unchecked) private(set) var byteCount = 0
@@ -102,11 +108,11 @@ final class ChangeTape {
         self.version = version
         coveredAfter = after
         capacity = Self.initialCapacity
-        base = .allocate(capacity: capacity)
+        base = Self.reallocate(nil, capacity: capacity)
     }
 
     deinit {
-        base.deallocate()
+        free(base)
     }
 
     /// The last change it holds (or ``coveredAfter`` when it holds none).
@@ -137,11 +143,14 @@ final class ChangeTape {
         guard byteCount + count > capacity else { return }
         var grown = capacity * 2
         while grown < byteCount + count { grown *= 2 }
-        let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: grown)
-        moved.update(from: base, count: byteCount)
-        base.deallocate()
-        base = moved
+        base = Self.reallocate(base, capacity: grown)
         capacity = grown
+    }
+
+    /// `pointer`'s allocation (nil: none yet) resized to `capacity` bytes, its contents kept.
+    private static func reallocate(_ pointer: UnsafeMutablePointer<UInt8>?, capacity: Int) -> UnsafeMutablePointer<UInt8> {
+        guard let resized = realloc(pointer, capacity) else { fatalError("ChangeTape: out of memory for \(capacity) bytes") }
+        return resized.assumingMemoryBound(to: UInt8.self)
     }
 
     /// Calls `body` with the bytes in `range` (a slice's), borrowed for the call.

@@ -45,6 +45,10 @@ final class Connection {
     @exclusivity(unchecked) var replies = ReplyStream()
     @exclusivity(unchecked) var output: [UInt8] = []
     @exclusivity(unchecked) var outputHead = 0
+    /// Bytes at the head of the socket already read by peeking (and decoded), still to be taken
+    /// from it: after the next reply is sent, before the next read, and before the loop waits
+    /// again at the latest (`EventLoop`'s `readChunk` says why).
+    @exclusivity(unchecked) var peekedBytes = 0
     @exclusivity(unchecked) var inFlight = false
     /// Edge-triggered epoll: true until a read says there is nothing more.
     @exclusivity(unchecked) var readable = true

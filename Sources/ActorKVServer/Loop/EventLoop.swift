@@ -42,6 +42,12 @@ final class EventLoop: @unchecked Sendable {
     /// One read per connection per turn at most this big (as Redis does): it bounds how much work
     /// one client adds to a turn, and so how long the others wait for theirs.
     @exclusivity(unchecked) private var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
+    /// Whether this turn's first read of each connection peeks (``readChunk(_:decoding:peeking:)``),
+    /// as ``peeksReads(events:waited:)`` decided when epoll answered.
+    @exclusivity(unchecked) private var peekingTurn = false
+    /// Connections that may hold peeked bytes (``Connection/peekedBytes``), all taken before
+    /// the loop waits again.
+    @exclusivity(unchecked) private var peekedConnections: [Connection] = []
     private let completions = Mutex<[CommandProcessor.Done]>([])
     @exclusivity(unchecked) private var outgoing: [CommandProcessor.Work] = []
     /// The replies a turn's work had ready at once, emptied: kept for the next turn's, so that
@@ -171,8 +177,10 @@ final class EventLoop: @unchecked Sendable {
             serviceDeferredFollowers()
             let busy = !ready.isEmpty || !outgoing.isEmpty || executor?.hasPending == true || !deferredFollowers.isEmpty
             let timeout: Int32 = busy ? 0 : (draining || acceptPausedUntil != nil ? 50 : (lingering.isEmpty && closingDeadlines.isEmpty ? -1 : 250))
+            takeAllPeeked()
             let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), untilNextTimer(timeout))
             if n < 0 && errno != EINTR { log("epoll_wait failed: \(String(cString: strerror(errno)))"); break }
+            peekingTurn = Self.peeksReads(events: Int(n), waited: timeout != 0)
             for i in 0..<max(0, Int(n)) {
                 handle(token: actorkv_epoll_token(events, Int32(i)), flags: actorkv_epoll_flags(events, Int32(i)))
             }
@@ -354,7 +362,7 @@ final class EventLoop: @unchecked Sendable {
             } else if c.canDispatch && c.protocolError == nil && c.readable && !c.peerClosed && !draining {
                 if reads == Self.readsPerTurn { ready.append(c.id); return }
                 reads += 1
-                guard readChunk(c) else { return }
+                guard readChunk(c, peeking: reads == 1 && peekingTurn) else { return }
             } else if c.canReadAhead && !draining {
                 // Its replies wait for the client to read them: read on without running anything,
                 // so that a client still writing its pipeline can finish and read them.
@@ -387,10 +395,26 @@ final class EventLoop: @unchecked Sendable {
 
     /// Reads one chunk and (with `decoding`) decodes the requests in it; false if the
     /// connection was closed.
-    private func readChunk(_ c: Connection, decoding: Bool = true) -> Bool {
+    ///
+    /// With `peeking`, the chunk is peeked at, not taken from the socket: taking a client's
+    /// request gives its socket buffer room back, and the kernel then wakes a client thread
+    /// asleep in a blocking read of its replies (redis-py's, ActorKV's own clients') to find
+    /// nothing yet: a wakeup of another CPU for nothing, half the server's system time under ten
+    /// clients spinning on a lock (`perf`: `read` → `unix_write_space` → a wakeup). Peeked
+    /// bytes are taken once a reply is sent to the connection (``flush(_:)``), when the client
+    /// is being woken anyway, or before its next read, or before the loop waits again. Only a
+    /// busy turn peeks (``peeksReads(events:waited:)``), and only its first read of a
+    /// connection; a chunk that fills the buffer is taken at once (a client streaming requests
+    /// is not waiting).
+    private func readChunk(_ c: Connection, decoding: Bool = true, peeking: Bool = false) -> Bool {
+        guard takePeeked(c) else { return false }
         let result: Int?
         do {
-            result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in try SocketCalls.read(c.fd, into: raw) }
+            if peeking {
+                result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in try SocketCalls.peek(c.fd, into: raw) }
+            } else {
+                result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in try SocketCalls.read(c.fd, into: raw) }
+            }
         } catch {
             closeConnection(c, reason: .socketError)
             return false
@@ -402,8 +426,57 @@ final class EventLoop: @unchecked Sendable {
         // hang-up was reported, reads go on to meet the end of the stream.
         if n < readBuffer.count && !c.hangUpSeen { c.readable = false }
         readBuffer.withUnsafeBytes { c.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        if peeking {
+            c.peekedBytes = n
+            peekedConnections.append(c)
+            // A full buffer is a stream of requests, not one awaiting its reply: taken at once
+            // (after the append above: taking reuses the read buffer).
+            if n == readBuffer.count { guard takePeeked(c) else { return false } }
+        }
         if decoding { decode(c, upTo: .max) } else { c.undecoded = true }
         return true
+    }
+
+    /// Whether a turn peeks at requests rather than reading them (``readChunk(_:decoding:peeking:)``):
+    /// when epoll reported two or more events, or the loop did not wait (work was ready), so
+    /// other clients' work keeps the CPUs busy and a needless wakeup costs a context switch.
+    /// A turn that woke for one event reads as before: a lone client's early wakeup is cheap
+    /// then (on this project's 2-core VM, peeking there cost one client's locks a fifth of
+    /// their rate: HOTPATHS.md round 51), and peeking would only add a system call.
+    static func peeksReads(events: Int, waited: Bool) -> Bool {
+        events >= 2 || !waited
+    }
+
+    /// Takes the connection's peeked bytes out of its socket (their requests were decoded when
+    /// peeked); false if the connection was closed. A take that does not find them all closes
+    /// the connection: nothing else reads its socket, so that cannot happen.
+    private func takePeeked(_ c: Connection) -> Bool {
+        let count = c.peekedBytes
+        guard count > 0 else { return true }
+        c.peekedBytes = 0
+        let taken: Int?
+        do {
+            taken = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in
+                try SocketCalls.read(c.fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]))
+            }
+        } catch {
+            closeConnection(c, reason: .socketError)
+            return false
+        }
+        guard taken == count else {
+            log("connection \(c.id): \(taken ?? 0) of \(count) peeked bytes were left to take; closing it")
+            closeConnection(c, reason: .socketError)
+            return false
+        }
+        return true
+    }
+
+    /// Takes every peeked byte still in a socket, before the loop waits: left there, a peeked
+    /// request would be peeked again after the next event.
+    private func takeAllPeeked() {
+        guard !peekedConnections.isEmpty else { return }
+        for c in peekedConnections { _ = takePeeked(c) }
+        peekedConnections.removeAll(keepingCapacity: true)
     }
 
     /// Decodes the complete requests buffered in the connection's decoder into its pending
@@ -568,6 +641,8 @@ final class EventLoop: @unchecked Sendable {
                 return true
             }
             c.outputHead += sent
+            // The client is being woken for its reply: its peeked requests are taken now.
+            guard takePeeked(c) else { return false }
         }
         watchWritable(c, false)
         return true
@@ -594,6 +669,7 @@ final class EventLoop: @unchecked Sendable {
     /// and ends its session (once its command in flight, if any, has finished).
     private func closeConnection(_ c: Connection, reason: SessionEnd, lingering: Bool = false) {
         guard connections.removeValue(forKey: c.id) != nil else { return }
+        c.peekedBytes = 0  // its socket is closed or lingers (which reads and drops its input)
         statistics.connectedClients.subtract(1, ordering: .relaxed)
         releaseFollowers(c)
         closingDeadlines[c.id] = nil

@@ -105,6 +105,21 @@ enum SocketCalls {
         }
     }
 
+    /// Like ``read(_:into:)``, but the bytes stay in the socket (`MSG_PEEK`) until a read takes
+    /// them: the sender's buffer room is not given back, so a sender asleep in a blocking read
+    /// is not woken by it (see `EventLoop`'s `readChunk`).
+    static func peek(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Failure) -> Int? {
+        while true {
+            let n = Glibc.recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+            if n >= 0 { return n }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN: return nil
+            default: throw Failure(what: "recv", code: errno)
+            }
+        }
+    }
+
     /// Sends what it can of `bytes`: the count sent (0 when the socket is full).
     static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(Failure) -> Int {
         while true {

@@ -49,6 +49,9 @@ final class Connection {
     /// from it: after the next reply is sent, before the next read, and before the loop waits
     /// again at the latest (`EventLoop`'s `readChunk` says why).
     @exclusivity(unchecked) var peekedBytes = 0
+    /// Its last read held at most one request: a client that waits for each reply, whose next
+    /// read a busy turn peeks at (a pipelining client gains nothing from it but a system call).
+    @exclusivity(unchecked) var sendsOneAtATime = true
     @exclusivity(unchecked) var inFlight = false
     /// Edge-triggered epoll: true until a read says there is nothing more.
     @exclusivity(unchecked) var readable = true

@@ -180,7 +180,9 @@ final class EventLoop: @unchecked Sendable {
             takeAllPeeked()
             let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), untilNextTimer(timeout))
             if n < 0 && errno != EINTR { log("epoll_wait failed: \(String(cString: strerror(errno)))"); break }
-            peekingTurn = Self.peeksReads(events: Int(n), waited: timeout != 0)
+            // Without the loop's executor (`--execution pool`) replies come back from other
+            // threads after the turn has taken its peeked bytes: peeking would gain nothing.
+            peekingTurn = executor != nil && Self.peeksReads(events: Int(n), waited: timeout != 0)
             for i in 0..<max(0, Int(n)) {
                 handle(token: actorkv_epoll_token(events, Int32(i)), flags: actorkv_epoll_flags(events, Int32(i)))
             }

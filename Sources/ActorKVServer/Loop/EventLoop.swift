@@ -400,9 +400,9 @@ final class EventLoop: @unchecked Sendable {
     ///
     /// With `peeking`, the chunk is peeked at, not taken from the socket: taking a client's
     /// request gives its socket buffer room back, and the kernel then wakes a client thread
-    /// asleep in a blocking read of its replies (redis-py's, ActorKV's own clients') to find
-    /// nothing yet: a wakeup of another CPU for nothing, half the server's system time under ten
-    /// clients spinning on a lock (`perf`: `read` → `unix_write_space` → a wakeup). Peeked
+    /// asleep in a blocking read of its replies (redis-py's by default, the Swift client's)
+    /// to find nothing yet: a wakeup of another CPU for nothing, a fifth of the server's CPU
+    /// under ten clients spinning on a lock (`perf`: `read` → `unix_write_space` → a wakeup). Peeked
     /// bytes are taken once a reply is sent to the connection (``flush(_:)``), when the client
     /// is being woken anyway, or before its next read, or before the loop waits again. Only a
     /// busy turn peeks (``peeksReads(events:waited:)``), only its first read of a connection,

@@ -678,7 +678,9 @@ final class EventLoop: @unchecked Sendable {
     /// and ends its session (once its command in flight, if any, has finished).
     private func closeConnection(_ c: Connection, reason: SessionEnd, lingering: Bool = false) {
         guard connections.removeValue(forKey: c.id) != nil else { return }
-        c.peekedBytes = 0  // its socket is closed or lingers (which reads and drops its input)
+        // Taken as if read: a socket closed with unread bytes in it reports ECONNRESET to its
+        // peer (after the replies already sent) where it reported the end of the stream.
+        _ = takePeeked(c)
         statistics.connectedClients.subtract(1, ordering: .relaxed)
         releaseFollowers(c)
         closingDeadlines[c.id] = nil

@@ -413,10 +413,8 @@ final class EventLoop: @unchecked Sendable {
         guard takePeeked(c) else { return false }
         let result: Int?
         do {
-            if peeking {
-                result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in try SocketCalls.peek(c.fd, into: raw) }
-            } else {
-                result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in try SocketCalls.read(c.fd, into: raw) }
+            result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in
+                try SocketCalls.read(c.fd, into: raw, peeking: peeking)
             }
         } catch {
             closeConnection(c, reason: .socketError)

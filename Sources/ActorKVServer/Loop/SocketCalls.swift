@@ -93,29 +93,18 @@ enum SocketCalls {
     }
 
     /// Reads into `buffer`: the count read, 0 at end of stream, nil when nothing is available.
-    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Failure) -> Int? {
+    /// With `peeking`, the bytes stay in the socket (`MSG_PEEK`) until a read takes them: the
+    /// sender's buffer room is not given back, so a sender asleep in a blocking read is not
+    /// woken by it (see `EventLoop`'s `readChunk`).
+    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, peeking: Bool = false) throws(Failure) -> Int? {
         while true {
-            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            let n = peeking ? Glibc.recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+                            : Glibc.read(fd, buffer.baseAddress, buffer.count)
             if n >= 0 { return n }
             switch errno {
             case EINTR: continue
             case EAGAIN: return nil
-            default: throw Failure(what: "read", code: errno)
-            }
-        }
-    }
-
-    /// Like ``read(_:into:)``, but the bytes stay in the socket (`MSG_PEEK`) until a read takes
-    /// them: the sender's buffer room is not given back, so a sender asleep in a blocking read
-    /// is not woken by it (see `EventLoop`'s `readChunk`).
-    static func peek(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Failure) -> Int? {
-        while true {
-            let n = Glibc.recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
-            if n >= 0 { return n }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN: return nil
-            default: throw Failure(what: "recv", code: errno)
+            default: throw Failure(what: peeking ? "recv" : "read", code: errno)
             }
         }
     }

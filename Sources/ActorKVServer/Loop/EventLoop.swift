@@ -19,29 +19,33 @@ import Synchronization
 /// `jobs` and `thread` other threads use): only the loop thread touches it, one access at a
 /// time, and the runtime's check of each access (a thread-local lookup) was 4% of the server's
 /// own CPU at one request a turn, most of it for the timers and deadlines looked at every turn.
+///
+/// This file holds the turn and each connection's requests and replies; its other facets are
+/// extensions in EventLoopAccepting.swift, EventLoopFollowers.swift (change feeds),
+/// EventLoopLingering.swift and EventLoopReactor.swift (cluster mode's jobs and timers).
 final class EventLoop: @unchecked Sendable {
     // Everything below except `completions`, `wakeSignal` and `stopRequested` is touched only by the loop thread.
     let epollFD: Int32
     /// The eventfd that wakes the loop (also written by the signal handler); never closed while written.
     let wakeSignal: WakeSignal
-    private let listener: Int32
-    private let configuration: ServerConfiguration
+    let listener: Int32
+    let configuration: ServerConfiguration
     let processor: CommandProcessor
-    private let statistics: ServerStatistics
-    private let log: @Sendable (String) -> Void
-    @exclusivity(unchecked) private var connections: [UInt64: Connection] = [:]
+    let statistics: ServerStatistics
+    let log: @Sendable (String) -> Void
+    @exclusivity(unchecked) var connections: [UInt64: Connection] = [:]
     /// Connections the server has finished with, half-closed, whose unread input is discarded
     /// until the peer closes or the deadline passes (a lingering close; see ``linger(_:id:)``).
-    @exclusivity(unchecked) private var lingering: [UInt64: (fd: Int32, deadline: Double)] = [:]
+    @exclusivity(unchecked) var lingering: [UInt64: (fd: Int32, deadline: Double)] = [:]
     @exclusivity(unchecked) private var ready: [UInt64] = []
     /// What is left of this turn's ``followerBytesPerTurn``.
-    @exclusivity(unchecked) private var followerBudget = 0
+    @exclusivity(unchecked) var followerBudget = 0
     /// Following connections whose turn did not come in this turn for want of budget.
-    @exclusivity(unchecked) private var deferredFollowers: [UInt64] = []
-    @exclusivity(unchecked) private var nextID: UInt64 = 16
+    @exclusivity(unchecked) var deferredFollowers: [UInt64] = []
+    @exclusivity(unchecked) var nextID: UInt64 = 16
     /// One read per connection per turn at most this big (as Redis does): it bounds how much work
     /// one client adds to a turn, and so how long the others wait for theirs.
-    @exclusivity(unchecked) private var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
+    @exclusivity(unchecked) var readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
     /// Whether this turn's first read of each connection peeks (``readChunk(_:decoding:peeking:)``),
     /// as ``peeksReads(events:waited:)`` decided when epoll answered.
     @exclusivity(unchecked) private var peekingTurn = false
@@ -59,50 +63,50 @@ final class EventLoop: @unchecked Sendable {
     /// How many sessions were ended only once their command in flight finished (for tests).
     let sessionsEndedAfterFlight = Atomic<Int>(0)
     /// Runs the namespace actors' work on this thread (nil with `--execution pool`).
-    private let executor: LoopExecutor?
+    let executor: LoopExecutor?
     private let stopRequested = Atomic<Bool>(false)
-    @exclusivity(unchecked) private var draining = false
+    @exclusivity(unchecked) var draining = false
     /// A descriptor held in reserve for running out of them: see ``refuseForWantOfDescriptors()``.
-    @exclusivity(unchecked) private var reserveFD: Int32 = -1
+    @exclusivity(unchecked) var reserveFD: Int32 = -1
     /// While the listener is out of epoll after accept failed: when to put it back.
-    @exclusivity(unchecked) private var acceptPausedUntil: Double?
+    @exclusivity(unchecked) var acceptPausedUntil: Double?
     /// Connections refused since accept last succeeded; the shortage is logged when it starts.
-    @exclusivity(unchecked) private var refusedForDescriptors = 0
+    @exclusivity(unchecked) var refusedForDescriptors = 0
     /// The connections following each namespace's changes, in the order they connected.
-    @exclusivity(unchecked) private var followersByNamespace: [String: FollowingConnections] = [:]
+    @exclusivity(unchecked) var followersByNamespace: [String: FollowingConnections] = [:]
     /// The last ``Follower/id`` given.
-    @exclusivity(unchecked) private var nextFollowerID: UInt64 = 0
+    @exclusivity(unchecked) var nextFollowerID: UInt64 = 0
     /// The ``AccessControl/generation`` whose rules the followers were last judged by.
-    @exclusivity(unchecked) private var judgedGeneration: UInt64 = 0
+    @exclusivity(unchecked) var judgedGeneration: UInt64 = 0
     /// Namespaces whose feeds have new deliverable changes; filled from any thread.
-    private let advancedFeeds = Mutex<Set<String>>([])
+    let advancedFeeds = Mutex<Set<String>>([])
     /// Reads of change history that finished; filled from any thread.
-    private let historyReads = Mutex<[HistoryRead]>([])
+    let historyReads = Mutex<[HistoryRead]>([])
     /// Set, after either list above is added to, until ``serviceFeeds()`` next takes both: a turn
     /// with nothing for followers takes neither lock (two per call, two calls a turn).
-    private let feedWork = Atomic<Bool>(false)
+    let feedWork = Atomic<Bool>(false)
     /// Encoded change messages shared by followers of the local engine.
-    @exclusivity(unchecked) private var changeTapes: ChangeTapes
+    @exclusivity(unchecked) var changeTapes: ChangeTapes
     /// The rounds in which the loop serves the followers of one namespace whose feed moved, and
     /// the tapes whose users were noted in the current one (``ChangeTape/noteTaken(through:in:)``),
     /// with their feeds.
-    @exclusivity(unchecked) private var tapeRound: UInt64 = 0
-    @exclusivity(unchecked) private var notedTapes: [(tape: ChangeTape, feed: ChangeFeed)] = []
+    @exclusivity(unchecked) var tapeRound: UInt64 = 0
+    @exclusivity(unchecked) var notedTapes: [(tape: ChangeTape, feed: ChangeFeed)] = []
     /// Connections closing after a last error (LAGGING) that a stalled peer may never read:
     /// closed at this deadline if still open.
-    @exclusivity(unchecked) private var closingDeadlines: [UInt64: Double] = [:]
+    @exclusivity(unchecked) var closingDeadlines: [UInt64: Double] = [:]
     /// What the loop runs as cluster mode's ``ActorKVEtcd/Reactor`` (EventLoopReactor.swift).
     let reactor = ReactorRegistry()
 
     /// A finished read of history for one follower of one connection.
-    private struct HistoryRead: Sendable {
+    struct HistoryRead: Sendable {
         let connection: UInt64
         /// The follower's ``Follower/id``: one stopped by RESET meanwhile is no longer found.
         let follower: UInt64
         let result: Result<ChangeHistory.Chunk, StoreError>
     }
 
-    private static let listenerToken: UInt64 = 1
+    static let listenerToken: UInt64 = 1
     private static let wakeToken: UInt64 = 2
     private static let outputChunk = 64 * 1024
     private static let readsPerTurn = 16
@@ -112,20 +116,20 @@ final class EventLoop: @unchecked Sendable {
     private static let replyBudget = 10_000
     /// Most room kept in ``readyNow`` between turns (a connection's entry each).
     private static let keptReady = 1024
-    private static let lingerSeconds = 2.0
+    static let lingerSeconds = 2.0
     /// How long a connection dropped with `-LAGGING` has to read what was queued for it.
-    private static let lastWordsSeconds = 10.0
+    static let lastWordsSeconds = 10.0
     /// About how many bytes of changes one follower is given per turn (then the others', and
     /// the socket, get theirs).
-    private static let followerTurnBytes = 64 * 1024
+    static let followerTurnBytes = 64 * 1024
     /// About how many bytes of changes all followers together are given per turn, so that a
     /// flood of changes to many followers cannot crowd out the requests: the followers not
     /// served in a turn are served first in the next, and one that falls behind by more than the
     /// feed holds is dropped with `-LAGGING`.
-    private static let followerBytesPerTurn = 256 * 1024
+    static let followerBytesPerTurn = 256 * 1024
     /// Bytes of history read from the log files at a time for a follower catching up.
-    private static let historyReadBytes = 256 * 1024
-    private static let maxLingering = 1024
+    static let historyReadBytes = 256 * 1024
+    static let maxLingering = 1024
 
     init(listener: Int32, wakeSignal: WakeSignal, executor: LoopExecutor?, configuration: ServerConfiguration, processor: CommandProcessor,
          statistics: ServerStatistics, log: @escaping @Sendable (String) -> Void) throws(SocketCalls.Failure) {
@@ -242,112 +246,10 @@ final class EventLoop: @unchecked Sendable {
         }
     }
 
-    // MARK: - Accepting
-
-    private func acceptAll() {
-        while !draining && acceptPausedUntil == nil {
-            let fd: Int32
-            do {
-                guard let accepted = try SocketCalls.accept(listener) else { return }
-                fd = accepted
-            } catch where error.code == EMFILE || error.code == ENFILE {
-                guard refuseForWantOfDescriptors() else { return }
-                continue
-            } catch {
-                log("accept failed: \(error); not accepting for 100 ms")
-                pauseAccepting()
-                return
-            }
-            if refusedForDescriptors > 0 {
-                log("accepting connections again (\(refusedForDescriptors) refused for want of file descriptors)")
-                refusedForDescriptors = 0
-            }
-            admit(fd)
-        }
-    }
-
-    /// Out of descriptors with connections waiting: the listener is level-triggered, so leaving
-    /// them there would spin the loop. The reserve descriptor is given up to accept one, which
-    /// gets `-MAXCLIENTS` and is closed at once, then taken back. Without a reserve the listener
-    /// pauses instead. Returns whether one was refused (and the next may be tried).
-    private func refuseForWantOfDescriptors() -> Bool {
-        if refusedForDescriptors == 0 {
-            log("accept failed: out of file descriptors (open files limit); refusing new connections with -MAXCLIENTS until some close")
-        }
-        guard reserveFD >= 0 else { pauseAccepting(); return false }
-        SocketCalls.close(reserveFD)
-        defer { reserveFD = SocketCalls.openReserve() }
-        switch Result(catching: { () throws(SocketCalls.Failure) in try SocketCalls.accept(listener) }) {
-        case .success(let fd?):
-            ErrorMapping.outOfDescriptors.encoded.withUnsafeBytes { _ = try? SocketCalls.send(fd, $0) }
-            SocketCalls.close(fd)
-            refusedForDescriptors += 1
-            statistics.rejectedConnections.add(1, ordering: .relaxed)
-            return true
-        case .success(nil):
-            return false  // nobody waiting any more
-        case .failure:
-            // Another thread took the freed descriptor first: pause rather than spin.
-            pauseAccepting()
-            return false
-        }
-    }
-
-    /// Takes the listener out of epoll for a moment (accept keeps failing: no spinning on it).
-    private func pauseAccepting() {
-        guard acceptPausedUntil == nil else { return }
-        _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_DEL, listener, 0, 0)
-        acceptPausedUntil = monotonicSeconds() + 0.1
-    }
-
-    private func resumeAcceptingIfDue() {
-        guard let until = acceptPausedUntil, !draining, monotonicSeconds() >= until else { return }
-        acceptPausedUntil = nil
-        if reserveFD < 0 { reserveFD = SocketCalls.openReserve() }
-        _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, listener, ACTORKV_EPOLLIN, Self.listenerToken)
-    }
-
-    private func admit(_ fd: Int32) {
-        let peer = SocketCalls.peerCredentials(fd).map { PeerCredentials(uid: $0.uid, gid: $0.gid, pid: $0.pid, groups: SocketCalls.peerGroups(fd) ?? []) }
-        if let refusal = refusal(for: fd, peer: peer) {
-            statistics.rejectedConnections.add(1, ordering: .relaxed)
-            refusal.encoded.withUnsafeBytes { _ = try? SocketCalls.send(fd, $0) }
-            linger(fd, id: nextID)
-            nextID += 1
-            return
-        }
-        let id = nextID
-        nextID += 1
-        let connection = Connection(session: ClientSession(id: id, peer: peer), fd: fd, limits: configuration.protocolLimits,
-                                    outputLimit: configuration.maxOutputBytes, rights: rights(for: peer))
-        guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, Self.connectionEvents, id) == 0 else {
-            SocketCalls.close(fd)
-            return
-        }
-        connections[id] = connection
-        statistics.connectedClients.add(1, ordering: .relaxed)
-        statistics.totalConnections.add(1, ordering: .relaxed)
-        pump(connection)
-    }
-
-    private func refusal(for fd: Int32, peer: PeerCredentials?) -> Reply? {
-        if connections.count >= configuration.maxClients { return ErrorMapping.maxClients }
-        guard configuration.restrictsPeers || processor.access != nil else { return nil }
-        guard let peer else { return ErrorMapping.notPermitted(because: "cannot read peer credentials") }
-        let allowed = configuration.allows(uid: peer.uid, gid: peer.gid) { peer.groups }
-        return allowed ? nil : ErrorMapping.notPermitted(uid: peer.uid, gid: peer.gid)
-    }
-
-    /// The namespace rights that judge a new connection's requests (nil: it has every right).
-    private func rights(for peer: PeerCredentials?) -> ConnectionRights? {
-        guard let access = processor.access, let identity = peer?.identity, !access.isOwner(identity) else { return nil }
-        return ConnectionRights(access: access, peer: identity)
-    }
-
     // MARK: - Per connection
 
     /// Moves a connection forward as far as it can go without blocking.
-    private func pump(_ c: Connection) {
+    func pump(_ c: Connection) {
         var reads = 0
         while true {
             guard flush(c) else { return }
@@ -657,7 +559,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// epoll's interest in a connection: always input and hang-up; writability only while
     /// output waits for room (edge-triggered, so arming it reports room that is already there).
-    private static let connectionEvents = ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
+    static let connectionEvents = ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
 
     private func watchWritable(_ c: Connection, _ watch: Bool) {
         guard c.watchesWritable != watch else { return }
@@ -674,7 +576,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Forgets a connection and closes its socket, or with `lingering`, hands it to ``linger(_:id:)``,
     /// and ends its session (once its command in flight, if any, has finished).
-    private func closeConnection(_ c: Connection, reason: SessionEnd, lingering: Bool = false) {
+    func closeConnection(_ c: Connection, reason: SessionEnd, lingering: Bool = false) {
         guard connections.removeValue(forKey: c.id) != nil else { return }
         // Taken as if read: a socket closed with unread bytes in it reports ECONNRESET to its
         // peer (after the replies already sent) where it reported the end of the stream.
@@ -692,361 +594,6 @@ final class EventLoop: @unchecked Sendable {
             linger(c.fd, id: c.id)
         } else {
             SocketCalls.close(c.fd)
-        }
-    }
-
-    // MARK: - Change feeds
-
-    /// Notes that `namespace`'s feed has new deliverable changes; from any thread.
-    private func feedAdvanced(_ namespace: String) {
-        let first = advancedFeeds.withLock { $0.insert(namespace).inserted && $0.count == 1 }
-        feedWork.store(true, ordering: .releasing)
-        if first && executor?.isLoopThread != true { wake() }
-    }
-
-    /// Moves on every connection that follows a namespace whose feed advanced. A connection
-    /// that cannot take more output now is only checked for lagging: its turn comes when it
-    /// reads.
-    private func serviceFeeds() {
-        // Added to after its list: seen here false, it is set again once what was added can be
-        // taken, and the thread that added it wakes the loop (or is the loop, and comes here).
-        guard feedWork.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        drainHistoryReads()
-        let advanced = advancedFeeds.withLock { set -> Set<String> in
-            defer { set.removeAll(keepingCapacity: true) }
-            return set
-        }
-        for namespace in advanced {
-            tapeRound += 1
-            notedTapes.removeAll(keepingCapacity: true)  // notes made between rounds
-            defer { forgetTakenFromTapes() }
-            for id in followersByNamespace[namespace] ?? FollowingConnections() {
-                guard let c = connections[id] else { continue }
-                if c.hasRoomForFollowers {
-                    // A connection that only follows (nothing to read, run or send) is served
-                    // without the rest of a pump, unless serving leaves it something to do.
-                    if !draining && c.onlyFollows && !serviceFollowersWithinBudget(c) && !c.hasUnsentOutput { continue }
-                    pump(c)
-                } else if let lagging = c.followers.first(where: \.isLagging) {
-                    drop(c, lagging.laggingReply, lagging: lagging)
-                }
-            }
-        }
-    }
-
-    /// Takes over the follows that the connection's CHANGES commands started, after stopping
-    /// those a RESET ended. Called with a batch's replies queued and before any is sent: the
-    /// followers stopped send nothing after them (what they sent or queued before goes first,
-    /// in the protocol they were in, so the stream stays well framed). Returns false if the
-    /// connection was cut off instead (rules reloaded since its CHANGES was judged are applied
-    /// before anything is sent).
-    private func adoptFollows(_ c: Connection) -> Bool {
-        let (ended, started) = c.session.takeFollowChanges()
-        if ended { releaseFollowers(c) }
-        for follow in started {
-            nextFollowerID += 1
-            c.followers.append(Follower(follow, id: nextFollowerID))
-            followersByNamespace[follow.key.namespace, default: FollowingConnections()].insert(c.id)
-        }
-        return c.followers.isEmpty || !cutOffWithdrawnFollows(c)
-    }
-
-    // MARK: - Namespace permissions
-
-    /// A reload asked for by SIGHUP is done here; after any reload (SIGHUP or `ACL LOAD`), the
-    /// connections that follow changes are judged again: one that may no longer read a namespace
-    /// it follows gets `-NOPERM` and is closed (requests are judged as they are parsed).
-    private func applyAccessChanges() {
-        let reloadAsked = SignalHandling.takeReloadRequest()
-        guard let access = processor.access else {
-            if reloadAsked { log("SIGHUP: nothing to reload (no --acl file)") }
-            return
-        }
-        if reloadAsked { _ = try? access.reload(for: .signal) }  // logged either way
-        let now = access.generation
-        guard now != judgedGeneration else { return }
-        judgedGeneration = now
-        for c in connections.values where !c.followers.isEmpty { cutOffWithdrawnFollows(c) }
-    }
-
-    /// Drops the connection if it follows a namespace it may no longer read; returns whether it did.
-    @discardableResult
-    private func cutOffWithdrawnFollows(_ c: Connection) -> Bool {
-        guard let rights = c.rights, !c.closeAfterFlush else { return false }
-        for follower in c.followers where !rights.rights(on: follower.key.namespace).contains(.read) {
-            let denied = AccessControl.denied(.read, on: follower.key.namespace, for: rights.peer)
-            drop(c, ErrorMapping.reply(for: denied), lagging: nil, reason: .accessWithdrawn)
-            return true
-        }
-        return false
-    }
-
-    /// Starts a turn: renews the followers' budget, and first serves those whose turn did not
-    /// come in the last one.
-    private func serviceDeferredFollowers() {
-        followerBudget = Self.followerBytesPerTurn
-        guard !deferredFollowers.isEmpty else { return }
-        let ids = deferredFollowers
-        deferredFollowers.removeAll(keepingCapacity: true)
-        for id in ids {
-            guard let c = connections[id] else { continue }
-            c.followersDeferred = false
-            pump(c)
-        }
-    }
-
-    /// Serves the connection's followers if this turn's budget is not spent; otherwise they
-    /// are served first in the next turn. Returns whether serving them again may queue more.
-    private func serviceFollowersWithinBudget(_ c: Connection) -> Bool {
-        guard followerBudget > 0 else {
-            if !c.followersDeferred {
-                c.followersDeferred = true
-                deferredFollowers.append(c.id)
-            }
-            return false
-        }
-        return serviceFollowers(c)
-    }
-
-    /// Gives each follower of the connection a turn: sends its next messages from a tape or
-    /// queues them (about ``followerTurnBytes``), or starts a read of history. Returns whether
-    /// serving them again may queue more: replies were queued (to be encoded first), or a
-    /// follower's share ran out. A follower that reached the end of its feed is not asked again
-    /// this turn: its feed's next change wakes it (``serviceFeeds()``).
-    private func serviceFollowers(_ c: Connection) -> Bool {
-        var again = false
-        for follower in c.followers {
-            if follower.isLagging {
-                drop(c, follower.laggingReply, lagging: follower)
-                return true
-            }
-            adoptTape(follower, on: c)
-            var bytes = 0
-            defer { followerBudget -= bytes }
-            turn: while true {
-                guard bytes < Self.followerTurnBytes else {
-                    again = true
-                    break turn
-                }
-                if c.replies.isEmpty, let slice = follower.nextFromTape(maxBytes: Self.followerTurnBytes - bytes) {
-                    // What the socket did not take is queued; flushing it learns whether it failed.
-                    if !deliver(slice, of: follower.tape!, on: c) { again = true }
-                    follower.feed.countSent(slice.messages)
-                    bytes += slice.range.count
-                    continue
-                }
-                switch follower.next() {
-                case .messages(let messages):
-                    guard !messages.isEmpty else { continue }
-                    bytes += messages.reduce(0) { $0 + Self.size(of: $1) }
-                    send(messages, of: follower, on: c)
-                    again = true
-                    // Queued replies must be sent before a tape's bytes are added after them.
-                    break turn
-                case .readHistory(let after, let through):
-                    startHistoryRead(c, follower, after: after, through: through)
-                    break turn
-                case .lagging:
-                    drop(c, follower.laggingReply, lagging: follower)
-                    return true
-                case .failed(let error):
-                    drop(c, ErrorMapping.reply(for: error), lagging: nil)
-                    return true
-                case .idle:
-                    break turn
-                }
-            }
-            noteTaken(by: follower)
-        }
-        return again
-    }
-
-    /// Notes on the follower's tape, once per round, that it has taken every change through its
-    /// cursor.
-    private func noteTaken(by follower: Follower) {
-        guard let tape = follower.tape, let feed = follower.localFeed, follower.tapeRound != tapeRound else { return }
-        follower.tapeRound = tapeRound
-        if tape.noteTaken(through: follower.cursor, in: tapeRound) { notedTapes.append((tape, feed)) }
-    }
-
-    /// Ends a round: each tape noted in it forgets what all its users have taken, and when
-    /// those users are all its feed's followers (whatever their prefixes and protocol
-    /// versions), the feed lets go of the changes all of them have taken.
-    private func forgetTakenFromTapes() {
-        var feed: ChangeFeed?
-        var users = 0
-        var taken = UInt64.max
-        var oneFeed = true
-        for (tape, tapeFeed) in notedTapes {
-            guard let through = tape.forgetTaken(in: tapeRound) else { continue }
-            if let feed, feed !== tapeFeed { oneFeed = false }
-            feed = tapeFeed
-            users += tape.users
-            taken = min(taken, through)
-        }
-        if oneFeed, let feed, users == feed.followers { feed.release(through: taken) }
-        notedTapes.removeAll(keepingCapacity: true)
-    }
-
-    /// Sends a slice of a tape's bytes to the connection straight from the tape when nothing
-    /// else waits to be sent, and queues what the socket does not take (a failed send is met
-    /// again, and handled, when the queue is flushed). Returns whether the socket took them all.
-    private func deliver(_ slice: ChangeTape.Slice, of tape: ChangeTape, on c: Connection) -> Bool {
-        tape.withBytes(in: slice.range) { bytes in
-            var sent = 0
-            if !c.hasUnsentOutput, let taken = try? SocketCalls.send(c.fd, bytes) { sent = taken }
-            guard sent < bytes.count else { return true }
-            c.appendOutput(UnsafeRawBufferPointer(rebasing: bytes[sent...]))
-            return false
-        }
-    }
-
-    /// Gives a follower of the local engine the tape of its feed, prefix and the connection's
-    /// protocol version (which HELLO may have changed since it last had one).
-    private func adoptTape(_ follower: Follower, on c: Connection) {
-        guard follower.canUseTape, follower.tape?.version != c.replies.version, let feed = follower.localFeed else { return }
-        if let old = follower.tape { changeTapes.release(old, feed: ObjectIdentifier(feed)) }
-        follower.tape = changeTapes.adopt(feed: feed, prefix: follower.key.prefix, version: c.replies.version, cursor: follower.cursor)
-    }
-
-    /// Queues a follower's messages on its connection, counting them for INFO.
-    private func send(_ messages: [Reply], of follower: Follower, on c: Connection) {
-        follower.feed.countSent(messages.count)
-        c.enqueue(messages)
-    }
-
-    /// About how many bytes a message takes on the wire (for sharing turns, not for limits).
-    private static func size(of message: Reply) -> Int {
-        switch message {
-        case .array(let elements), .map(let elements), .push(let elements): return elements.reduce(8) { $0 + size(of: $1) }
-        case .switching(_, let inner): return size(of: inner)
-        case .bulk(let bytes): return bytes.count + 8
-        case .simple, .error, .integer, .null, .nullArray, .double, .boolean: return 24
-        }
-    }
-
-    /// Reads the follower's history from the log files off the loop; the result comes back
-    /// through ``historyReads``.
-    private func startHistoryRead(_ c: Connection, _ follower: Follower, after: UInt64, through: UInt64) {
-        guard let namespace = follower.source else { return }
-        follower.readingHistory = true
-        let (connection, id, position) = (c.id, follower.id, follower.historyPosition)
-        Task(executorPreference: executor) {
-            let result: Result<ChangeHistory.Chunk, StoreError>
-            do throws(StoreError) {
-                result = .success(try await namespace.readHistory(after: after, through: through, maxBytes: Self.historyReadBytes, from: position))
-            } catch {
-                result = .failure(error)
-            }
-            self.historyReads.withLock { $0.append(HistoryRead(connection: connection, follower: id, result: result)) }
-            self.feedWork.store(true, ordering: .releasing)
-            if self.executor?.isLoopThread != true { self.wake() }
-        }
-    }
-
-    /// Hands finished reads of history to their followers.
-    private func drainHistoryReads() {
-        let reads = historyReads.withLock { reads -> [HistoryRead] in
-            defer { reads.removeAll() }
-            return reads
-        }
-        for read in reads {
-            guard let c = connections[read.connection],
-                  let follower = c.followers.first(where: { $0.id == read.follower }) else { continue }
-            follower.readingHistory = false
-            switch read.result {
-            case .success(let chunk):
-                follower.historyPosition = chunk.next
-                send(follower.take(chunk.changes), of: follower, on: c)
-                pump(c)
-            case .failure(let error) where error.code == .compacted:
-                drop(c, follower.laggingReply, lagging: follower)
-            case .failure(let error):
-                drop(c, ErrorMapping.reply(for: error), lagging: nil)
-            }
-        }
-    }
-
-    /// Ends a following connection that cannot go on: stops its follows, queues `reply` after
-    /// what is queued, and closes once that is sent (or at a deadline, if the peer never reads).
-    private func drop(_ c: Connection, _ reply: Reply, lagging follower: Follower?, reason: SessionEnd = .lagging) {
-        follower?.feed.countDropped()
-        releaseFollowers(c)
-        c.clearPending()
-        c.enqueue([reply])
-        c.close(afterFlushFor: reason)
-        closingDeadlines[c.id] = monotonicSeconds() + Self.lastWordsSeconds
-        pump(c)
-    }
-
-    /// Stops the connection's follows (it closes, was dropped, or sent RESET).
-    private func releaseFollowers(_ c: Connection) {
-        for follower in c.followers {
-            follower.feed.removeFollower()
-            if let tape = follower.tape { changeTapes.release(tape, feed: ObjectIdentifier(follower.feed)) }
-            let namespace = follower.key.namespace
-            followersByNamespace[namespace]?.remove(c.id)
-            if followersByNamespace[namespace]?.isEmpty == true { followersByNamespace[namespace] = nil }
-        }
-        c.followers.removeAll()
-    }
-
-    /// Closes connections whose last words (``drop(_:_:lagging:)``) were not read in time.
-    private func expireClosing() {
-        guard !closingDeadlines.isEmpty else { return }
-        let now = monotonicSeconds()
-        for (id, deadline) in closingDeadlines where deadline < now {
-            closingDeadlines[id] = nil
-            if let c = connections[id] { closeConnection(c, reason: c.endReason ?? .lagging) }
-        }
-    }
-
-    // MARK: - Lingering close
-
-    /// Half-closes a socket the server is done with and keeps reading (and dropping) what the
-    /// client still sends, until it closes or ``lingerSeconds`` pass. Closing at once with unread
-    /// input would make the client's next write fail (EPIPE) before it reads the last reply,
-    /// such as `-MAXCLIENTS`, `-NOPERM` or a framing error: `nc -N` would print nothing.
-    private func linger(_ fd: Int32, id: UInt64) {
-        SocketCalls.shutdownWrite(fd)
-        let events = ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
-        guard !draining, lingering.count < Self.maxLingering,
-              actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, id) == 0 else {
-            SocketCalls.close(fd)
-            return
-        }
-        lingering[id] = (fd, monotonicSeconds() + Self.lingerSeconds)
-        discardInput(id)
-    }
-
-    /// Reads and drops a lingering socket's input; closes it at end of file or on an error.
-    private func discardInput(_ id: UInt64) {
-        guard let entry = lingering[id] else { return }
-        while true {
-            let result: Int?
-            do {
-                result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SocketCalls.Failure) in
-                    try SocketCalls.read(entry.fd, into: raw)
-                }
-            } catch {
-                result = 0
-            }
-            guard let n = result else { return }
-            if n == 0 {
-                lingering[id] = nil
-                SocketCalls.close(entry.fd)
-                return
-            }
-        }
-    }
-
-    /// Closes lingering sockets past their deadline (all of them with `force`).
-    private func expireLingering(force: Bool) {
-        guard !lingering.isEmpty else { return }
-        let now = monotonicSeconds()
-        for (id, entry) in lingering where force || entry.deadline < now {
-            lingering[id] = nil
-            SocketCalls.close(entry.fd)
         }
     }
 }

@@ -15,45 +15,49 @@ import Musl
 /// The state every request touches is `@exclusivity(unchecked)`: the actor runs one job at a
 /// time, and the runtime's check of each access (a thread-local lookup) showed in a lone
 /// request's turn.
+///
+/// This file holds its state, reads, writes and change feed; key lifetimes (expiry sweeps,
+/// ephemeral keys) are in NamespaceLifetimes.swift, compaction in NamespaceCompaction.swift,
+/// opening from disk in NamespaceRecovery.swift.
 public actor Namespace {
     /// The namespace's name.
     public nonisolated let name: String
     nonisolated let syncer: LogSyncer
-    private let files: NamespaceFiles
-    private let options: StoreOptions
-    @exclusivity(unchecked) private var data: LiveData
-    @exclusivity(unchecked) private var lastSequence: UInt64
-    private var active: LogSegment
+    let files: NamespaceFiles
+    let options: StoreOptions
+    @exclusivity(unchecked) var data: LiveData
+    @exclusivity(unchecked) var lastSequence: UInt64
+    var active: LogSegment
     /// Where the active segment's records start: after its header (0 in a format-0 segment).
-    private var activeStart: Int
-    private var activeLength: Int
+    var activeStart: Int
+    var activeLength: Int
     /// How much of the active segment is allocated (written, or zeros reserved ahead).
-    private var activeReserved: Int
+    var activeReserved: Int
     /// The segments before the active one, oldest first: those holding changes after the
     /// snapshot, and those kept as history for change feeds (``HistoryRetention``).
-    private var olderSegments: [SegmentSpan]
+    var olderSegments: [SegmentSpan]
     /// The bytes of the older segments that hold changes after the snapshot (what compaction
     /// would drop); the segments kept only as history are not counted.
-    private var olderBytes: Int
+    var olderBytes: Int
     /// The sequence number of the active segment's first record (or of the next one written).
-    private var activeFirstSequence: UInt64
+    var activeFirstSequence: UInt64
     /// The feed of this namespace's changes, which its followers read.
     public nonisolated let feed: ChangeFeed
-    private var compactionTask: Task<Void, any Error>?
+    var compactionTask: Task<Void, any Error>?
     /// The wall-clock time of the run of operations being performed (milliseconds since the
     /// epoch) when some key's deadline may have passed by then; 0 otherwise (no key is checked).
     @exclusivity(unchecked) private var runNow: UInt64 = 0
     /// Deletes expired keys while any key has a deadline (``sweepExpired()``).
-    @exclusivity(unchecked) private var sweeper: Task<Void, Never>?
+    @exclusivity(unchecked) var sweeper: Task<Void, Never>?
     /// A sweep asked for by a read that met an expired key.
-    private var promptSweep: Task<Void, Never>?
+    var promptSweep: Task<Void, Never>?
     /// When sweeps may run: while keys are due, a share of the time, smaller while requests come.
-    private var sweepPacing = SweepPacing()
+    var sweepPacing = SweepPacing()
     /// Whether a run was performed, while keys had deadlines, since the last sweep.
-    @exclusivity(unchecked) private var servedSinceSweep = false
-    @exclusivity(unchecked) private var statistics: NamespaceStatistics
-    @exclusivity(unchecked) private var writeFailure: StoreError?
-    @exclusivity(unchecked) private var closed = false
+    @exclusivity(unchecked) var servedSinceSweep = false
+    @exclusivity(unchecked) var statistics: NamespaceStatistics
+    @exclusivity(unchecked) var writeFailure: StoreError?
+    @exclusivity(unchecked) var closed = false
     /// The planner's arrays, kept from one run to the next (``WritePlanner/Scratch``).
     @exclusivity(unchecked) private var plannerScratch = WritePlanner.Scratch()
     /// When this namespace was opened (wall-clock seconds): the periodic compaction counts from
@@ -508,7 +512,7 @@ public actor Namespace {
         if options.durability != .always { feed.advanceDeliverable(to: lastSequence) }
     }
 
-    private func writeBlocker() -> StoreError? {
+    func writeBlocker() -> StoreError? {
         if closed { return StoreError(.closed, "namespace '\(name)' is closed") }
         if let writeFailure { return writeFailure }
         if let failure = syncer.failure {
@@ -566,126 +570,6 @@ public actor Namespace {
         }
     }
 
-    // MARK: - Lifetimes
-
-    /// Keys deleted per record by a sweep, and records per ``sweepExpired()``: bounded work per
-    /// turn on the actor, as Redis's active expire cycle bounds its own.
-    static let sweepBatch = 200
-    static let sweepRecords = 10
-
-    /// Deletes keys whose deadline has passed, each batch as one logged record that followers
-    /// see as deletes, at most ``sweepBatch`` × ``sweepRecords`` keys; returns how many.
-    @discardableResult
-    public func sweepExpired() -> Int {
-        var removed = 0
-        for _ in 0..<Self.sweepRecords {
-            let due = data.lifetimes.takeDue(at: WallClock.milliseconds(), limit: Self.sweepBatch)
-            guard !due.isEmpty else { break }
-            if case .failure(let error) = deleteOnItsOwn(due) {
-                data.lifetimes.requeue(due)  // tried again at the next sweep
-                options.log("namespace \(name): deleting \(due.count) expired keys failed: \(error.message)")
-                break
-            }
-            removed += due.count
-            if due.count < Self.sweepBatch { break }
-        }
-        return removed
-    }
-
-    /// Deletes every key `owner` holds (its connection ended), a thousand per logged record;
-    /// returns how many. ``Lifetime/recoveredOwner`` names the ephemeral keys of an earlier run.
-    @discardableResult
-    public func releaseOwner(_ owner: UInt64) -> Int {
-        let keys = data.lifetimes.keys(ownedBy: owner)
-        var removed = 0
-        var start = 0
-        while start < keys.count {
-            let chunk = Array(keys[start..<min(keys.count, start + 1000)])
-            start += chunk.count
-            if case .failure(let error) = deleteOnItsOwn(chunk) {
-                options.log("namespace \(name): deleting \(keys.count - removed) ephemeral keys failed: \(error.message)")
-                break
-            }
-            removed += chunk.count
-        }
-        return removed
-    }
-
-    /// Deletes `keys` as one logged record that nobody waits for: under `always`, the fsync that
-    /// makes it deliverable to followers is asked for here (a write's own caller would wait for it).
-    private func deleteOnItsOwn(_ keys: [[UInt8]]) -> Outcome {
-        let run = execute([.delete(keys)])
-        if !run.durability.isImmediate {
-            Task(executorPreference: options.backgroundExecutor) { try? await run.durability.wait() }
-        }
-        return run.outcomes[0]
-    }
-
-    /// When the namespace opens: deletes the ephemeral keys of the server's previous run (their
-    /// connections are gone) and the keys whose deadline passed meanwhile (both as logged
-    /// deletes, which followers resuming from before see), and starts sweeping. Returns how many
-    /// keys of each kind it deleted.
-    func endEarlierLifetimes() async -> (ephemeral: Int, expired: Int) {
-        let ephemeral = releaseOwner(Lifetime.recoveredOwner)
-        var expired = 0
-        while true {
-            let removed = sweepExpired()
-            expired += removed
-            if removed < Self.sweepBatch * Self.sweepRecords { break }
-        }
-        if data.lifetimes.hasDeadlines { startSweeper() }
-        // Durable before the namespace serves anyone (under `always`; else as the policy says).
-        if ephemeral + expired > 0 { try? await syncer.waitDurable(lastSequence) }
-        return (ephemeral, expired)
-    }
-
-    /// Starts the task that sweeps expired keys at their deadlines, at least ten times a second,
-    /// for as long as any key has a deadline; while a backlog of expired keys waits, it takes
-    /// a bounded share of the time (``SweepPacing``).
-    private func startSweeper() {
-        guard !closed else { return }
-        sweeper = Task(executorPreference: options.backgroundExecutor) { [weak self] in
-            while !Task.isCancelled {
-                guard let delay = await self?.nextSweepDelay() else { return }
-                try? await Task.sleep(nanoseconds: delay)
-                await self?.pacedSweep()
-            }
-        }
-    }
-
-    /// How long until the next sweep, in nanoseconds; nil (and the sweeper ends) when no key has
-    /// a deadline left.
-    private func nextSweepDelay() -> UInt64? {
-        guard data.lifetimes.hasDeadlines, !closed, let earliest = data.lifetimes.earliestDeadline else {
-            sweeper = nil
-            return nil
-        }
-        return sweepPacing.delay(now: SweepPacing.monotonicNanoseconds(), wallNow: WallClock.milliseconds(), earliest: earliest)
-    }
-
-    /// One sweep, timed for the pacing.
-    private func pacedSweep() {
-        // Read before the sweep: its own deletes are runs too.
-        let busy = servedSinceSweep
-        let start = SweepPacing.monotonicNanoseconds()
-        sweepExpired()
-        sweepPacing.swept(from: start, to: SweepPacing.monotonicNanoseconds(), busy: busy)
-        servedSinceSweep = false
-    }
-
-    /// Sweeps soon: a read met a key whose deadline has passed (lazy expiry).
-    private func scheduleSweep() {
-        guard promptSweep == nil, !closed else { return }
-        promptSweep = Task(executorPreference: options.backgroundExecutor) { [weak self] in await self?.promptSweepDone() }
-    }
-
-    /// The sweep a read asked for, unless sweeping has had its share of the time (the sweeper
-    /// comes soon enough then, and the key is gone for reads meanwhile).
-    private func promptSweepDone() {
-        promptSweep = nil
-        if sweepPacing.maySweep(at: SweepPacing.monotonicNanoseconds()) { pacedSweep() }
-    }
-
     // MARK: - Change feed
 
     /// Adds a follower of this namespace's changes, starting `from` there. Throws
@@ -741,95 +625,6 @@ public actor Namespace {
     /// The oldest change still held for followers.
     var oldestSequence: UInt64 { olderSegments.first?.firstSequence ?? activeFirstSequence }
 
-    // MARK: - Compaction
-
-    /// Writes a snapshot of everything written so far and drops the log it covers; returns once the
-    /// snapshot is durable. A compaction already running is waited for first.
-    public func compact() async throws {
-        while let running = compactionTask { _ = try? await running.value }
-        try await startCompaction().value
-    }
-
-    /// Compacts if the periodic interval has passed and anything changed since the last snapshot
-    /// (the housekeeper's visit, at wall-clock second `now`); returns where the namespace stands
-    /// for the next one.
-    func housekeep(now: UInt64) -> Housekeeper.Look {
-        let interval = options.compaction.interval
-        let look = Housekeeper.Look(sequence: lastSequence, snapshotSequence: statistics.snapshotSequence,
-                                    snapshotTime: statistics.snapshotTime, openedAt: openedAt, closed: closed)
-        if interval > 0, compactionTask == nil, look.changedSinceSnapshot, Double(now) - Double(look.since) >= interval {
-            startCompaction()
-        }
-        return look
-    }
-
-    @discardableResult
-    private func startCompaction() -> Task<Void, any Error> {
-        let task = Task { try await self.performCompaction() }
-        compactionTask = task
-        return task
-    }
-
-    private func performCompaction() async throws {
-        defer { compactionTask = nil }
-        do {
-            if let blocker = writeBlocker() { throw blocker }
-            // Through the syncer, so that a failed fsync ends durability as it does for writers.
-            let syncer = self.syncer
-            try await BlockingIO.run { () throws(StoreError) in try syncer.syncNow() }
-            let covered = lastSequence
-            // The copy-on-write copy is handed over in a box and released on the I/O thread: the
-            // nodes that writes copied meanwhile are freed there, not on this actor (at 1M keys
-            // that was a pause of tens of milliseconds for the writers).
-            let frozen = FrozenMap(data.map)
-            let lifetimes = data.lifetimes.frozen()
-            // Keys already expired are gone for reads: the snapshot leaves them out.
-            let expiredAt = data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0
-            try rotate()
-            let dropping = Array(olderSegments.prefix(HistoryRetention.droppable(
-                olderSegments, next: activeFirstSequence, covered: covered, history: options.changesHistory)))
-            try self.files.system.failpoint("compaction.afterRotate")
-            let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)))
-            let files = self.files
-            let (size, keyCount) = try await BlockingIO.run { () throws(StoreError) in
-                let written = try SnapshotWriter.write(frozen.take(), lifetimes: lifetimes, expiredAt: expiredAt, header: header, files: files)
-                try files.removeSegments(dropping.map(\.number))
-                return written
-            }
-            olderSegments.removeAll { span in dropping.contains(span) }
-            olderBytes = NamespaceRecovery.bytesAfterSnapshot(olderSegments, next: activeFirstSequence, snapshot: covered)
-            statistics.snapshotSequence = covered
-            statistics.snapshotTime = header.createdAt
-            statistics.compactions += 1
-            options.log("namespace \(name): snapshot of \(keyCount) keys through sequence \(covered) written (\(size) bytes); dropped \(dropping.count) log segment(s), kept \(olderSegments.count) for change history")
-        } catch {
-            statistics.ioErrors += 1
-            options.log("namespace \(name): compaction failed: \(error)")
-            throw error
-        }
-    }
-
-    /// Starts a new segment unless the active one holds no records: every segment before the
-    /// new one is then redundant for a snapshot of the current state.
-    private func rotate() throws(StoreError) {
-        guard activeLength > activeStart else { return }
-        do { try syncer.syncNow() } catch {
-            writeFailure = error
-            statistics.failure = error.message
-            throw error
-        }
-        let next = try files.createSegment(active.number + 1)
-        olderSegments.append(SegmentSpan(number: active.number, firstSequence: activeFirstSequence, bytes: activeLength))
-        olderBytes += activeLength
-        activeFirstSequence = lastSequence + 1
-        active = next
-        (activeStart, activeLength, activeReserved) = (LogSegmentHeader.length, LogSegmentHeader.length, LogSegmentHeader.length)
-        syncer.rotate(to: next, durableThrough: lastSequence)
-    }
-
-    /// Whether exactly the keys with a lifetime have marked map entries (for tests).
-    func lifetimeMarksMatch() -> Bool { data.marksMatchLifetimes() }
-
     // MARK: - Lifecycle
 
     /// Figures for INFO.
@@ -873,42 +668,6 @@ public actor Namespace {
             options.log("namespace \(name): the final fsync failed: \(error.message)")
             return error
         }
-    }
-}
-
-/// The numbers of a run's log records, handed out in operation order: the record of the
-/// operation `written[i]` is numbered `start + i + 1` (the planner numbered them so).
-struct RecordNumbers {
-    private let written: [Int]
-    private let start: UInt64
-    private var next = 0
-
-    init(written: [Int], after start: UInt64) {
-        self.written = written
-        self.start = start
-    }
-
-    /// The number of operation `index`'s record, or 0 if it has none (a delete of no keys);
-    /// operations ask in increasing order.
-    mutating func number(of index: Int) -> UInt64 {
-        while next < written.count && written[next] < index { next += 1 }
-        guard next < written.count && written[next] == index else { return 0 }
-        next += 1
-        return start + UInt64(next)
-    }
-}
-
-/// A map handed from the actor to the snapshot writer's thread, so that its last reference, and
-/// the freeing of the nodes only it still holds, goes with the writer.
-private final class FrozenMap: @unchecked Sendable {
-    private var map: OrderedMap?
-
-    init(_ map: OrderedMap) { self.map = map }
-
-    /// The map; the box lets go of it (called once, on the writer's thread).
-    func take() -> OrderedMap {
-        defer { map = nil }
-        return map!
     }
 }
 

@@ -34,6 +34,9 @@ public final class ClientSession: Sendable {
         var followsEnded = false
         /// The namespaces in which this connection wrote ephemeral keys (`PUT … EPHEMERAL`).
         var ownedIn: Set<String> = []
+        /// The namespace last added to ``ownedIn``: a run of ephemeral writes in one namespace
+        /// (a lock taken again and again) compares the name rather than hashing it each time.
+        var lastOwnedIn: String?
     }
 
     private let state = Mutex(State())
@@ -155,13 +158,17 @@ public final class ClientSession: Sendable {
     /// Notes that the connection writes ephemeral keys in `namespace` (before it writes them, so
     /// that the end of the session finds them).
     func noteOwnedKeys(in namespace: String) {
-        state.withLock { _ = $0.ownedIn.insert(namespace) }
+        state.withLock { s in
+            guard s.lastOwnedIn != namespace else { return }
+            s.ownedIn.insert(namespace)
+            s.lastOwnedIn = namespace
+        }
     }
 
     /// The namespaces in which the connection wrote ephemeral keys, once (its end releases them).
     func takeOwnedNamespaces() -> Set<String> {
         state.withLock { s in
-            defer { s.ownedIn.removeAll() }
+            defer { s.ownedIn.removeAll(); s.lastOwnedIn = nil }
             return s.ownedIn
         }
     }

@@ -494,17 +494,24 @@ struct RunOverlay {
     /// Set once nothing will read what is noted from now on (the run's last operation is
     /// planned): notes are then dropped, sparing their tables.
     var ignoresNotes = false
+    /// The room the first note makes, then 0 (``init(capacity:)``).
+    private var capacity: Int
 
-    /// An overlay that notes nothing yet, with room for about `capacity` keys: a run's writes
-    /// (INCRs of as many keys as it has operations) would otherwise grow its table a doubling
-    /// at a time, rehashing each key again at every step.
+    /// An overlay that notes nothing yet, with room for about `capacity` keys once it notes one:
+    /// a run's writes (INCRs of as many keys as it has operations) would otherwise grow its table
+    /// a doubling at a time, rehashing each key again at every step. Made only then: a run whose
+    /// conditional writes all fail (a lock's refused acquires) allocates no table.
     init(capacity: Int = 0) {
-        entries.reserveCapacity(capacity)
+        self.capacity = capacity
     }
 
     /// Notes what `mutation`, in the record numbered `version`, does.
     mutating func note(_ mutation: Mutation, version: UInt64) {
         if ignoresNotes { return }
+        if capacity > 0 {
+            entries.reserveCapacity(capacity)
+            capacity = 0
+        }
         switch mutation {
         case .put(let key, let value):
             entries[HashedKey(key)] = .some(VersionedValue(value: value, version: version))
@@ -526,6 +533,7 @@ struct RunOverlay {
     /// The lifetime the noted writes left `key`: one they gave it, ``Lifetime/none`` if they
     /// wrote it without one, nil if none of them touched it.
     func notedLifetime(_ key: [UInt8]) -> Lifetime? {
+        if entries.isEmpty && lifetimes.isEmpty { return nil }
         let hashed = HashedKey(key)
         if let lifetime = lifetimes[hashed] { return lifetime }
         return entries[hashed] != nil ? Lifetime.none : nil
@@ -541,13 +549,13 @@ struct RunOverlay {
 
     /// What the noted writes left under `key`: nil if none of them touched it, `.some(nil)` if
     /// the last one deleted it.
-    func noted(_ key: [UInt8]) -> VersionedValue?? { entries[HashedKey(key)] }
+    func noted(_ key: [UInt8]) -> VersionedValue?? { entries.isEmpty ? nil : entries[HashedKey(key)] }
 
     /// ``entry(of:in:)``, and whether the key may have a lifetime to look up: one read from
     /// `base` has a marked map entry (a key has a lifetime exactly when it has), or the noted
     /// writes gave some key one. False spares the lifetime tables' lookups.
     func entryAndMark(of key: [UInt8], in base: Base) -> (entry: VersionedValue?, mayHaveLifetime: Bool) {
-        if let noted = entries[HashedKey(key)] { return (noted, !lifetimes.isEmpty) }
+        if !entries.isEmpty, let noted = entries[HashedKey(key)] { return (noted, !lifetimes.isEmpty) }
         if base.lifetimes.hasExpired(key, at: base.now) { return (nil, false) }
         guard let entry = base.map.entry(key) else { return (nil, false) }
         // A noted PEXPIRE or PERSIST gives a key a lifetime without noting its value.

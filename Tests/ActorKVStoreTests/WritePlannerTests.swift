@@ -232,7 +232,7 @@ struct WritePlannerTests {
             case .lifetimePut(let put):
                 if let expected = put.ifVersion, (entries[put.key]?.version ?? 0) != expected { return .conditionFailed }
                 sequence += 1
-                entries[put.key] = VersionedValue(value: put.value, version: sequence)
+                entries[put.key] = VersionedValue(value: Array(put.value), version: sequence)
                 lifetimes[put.key] = ModelLifetime(hasDeadline: put.milliseconds > 0, owner: put.owner)
                 return put.ifVersion == nil ? .stored : .version(sequence)
             case .setTimeToLive(let key, let milliseconds):

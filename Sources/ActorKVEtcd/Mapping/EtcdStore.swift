@@ -299,8 +299,8 @@ public final class EtcdStore: Sendable {
             throw EtcdError(.unavailable, "this connection's lease is gone (it is ending)")
         }
         let key = etcdKey(ns, put.key)
-        if let version = put.ifVersion { return try await conditionalPut(key, value: put.value, ifVersion: version, lease: lease) }
-        let request = EtcdRequest.put(key: key, value: put.value, lease: lease)
+        if let version = put.ifVersion { return try await conditionalPut(key, value: Array(put.value), ifVersion: version, lease: lease) }
+        let request = EtcdRequest.put(key: key, value: Array(put.value), lease: lease)
         _ = try await client.call(request.path, body: request.body, write: true)
         return .stored
     }

@@ -65,11 +65,11 @@ enum KeyValueCommands {
         guard args.count > 3 else { return .data(namespace: ns, .put(key: args[1], value: args[2])) }
         let options = try PutOptions(args)
         if options.ephemeral {
-            return .owned(namespace: ns, LifetimePut(key: args.array(1), value: args.array(2), milliseconds: options.milliseconds,
+            return .owned(namespace: ns, LifetimePut(key: args.array(1), value: args[2], milliseconds: options.milliseconds,
                                                      ifVersion: options.ifVersion))
         }
         if options.milliseconds != 0 {
-            return .data(namespace: ns, .lifetimePut(LifetimePut(key: args.array(1), value: args.array(2), milliseconds: options.milliseconds,
+            return .data(namespace: ns, .lifetimePut(LifetimePut(key: args.array(1), value: args[2], milliseconds: options.milliseconds,
                                                                  ifVersion: options.ifVersion)))
         }
         guard let ifVersion = options.ifVersion else { return .data(namespace: ns, .put(key: args[1], value: args[2])) }

@@ -36,8 +36,10 @@ public enum Operation: Sendable {
     case update(key: [UInt8], Update)
     /// Set a key with a lifetime (a deadline, an owner), and optionally only if its version is
     /// `ifVersion`: the outcome is ``Outcome/stored``, or with a condition the key's new version
-    /// or ``Outcome/conditionFailed``. Boxed: rarer than a plain PUT, and larger.
-    indirect case lifetimePut(LifetimePut)
+    /// or ``Outcome/conditionFailed``. (Not boxed: its payload, 41 bytes, is smaller than a
+    /// PUT's two slices, so an operation is no larger for it, and a box was an allocation per
+    /// lock acquire.)
+    case lifetimePut(LifetimePut)
     /// Give an existing key a deadline `milliseconds` from now (at or before now: delete it), or
     /// remove its deadline (nil); the outcome is ``Outcome/integer(_:)`` 1, or 0 when the key is
     /// absent (or, removing, has no deadline). The value, version and owner stay.
@@ -152,8 +154,10 @@ public enum Operation: Sendable {
 public struct LifetimePut: Sendable {
     /// The key.
     public var key: [UInt8]
-    /// The value.
-    public var value: [UInt8]
+    /// The value. (A slice, as a PUT's, so that a server passes the value where its request
+    /// holds it: a conditional put whose condition fails, such as a lock's refused acquire,
+    /// copies nothing.)
+    public var value: ArraySlice<UInt8>
     /// Milliseconds from the write until the key expires; 0: no deadline.
     public var milliseconds: UInt64
     /// The connection that owns the key (ephemeral); 0: nobody.
@@ -162,12 +166,17 @@ public struct LifetimePut: Sendable {
     public var ifVersion: UInt64?
 
     /// A put of `value` under `key` with this lifetime and condition.
-    public init(key: [UInt8], value: [UInt8], milliseconds: UInt64 = 0, owner: UInt64 = 0, ifVersion: UInt64? = nil) {
+    public init(key: [UInt8], value: ArraySlice<UInt8>, milliseconds: UInt64 = 0, owner: UInt64 = 0, ifVersion: UInt64? = nil) {
         self.key = key
         self.value = value
         self.milliseconds = milliseconds
         self.owner = owner
         self.ifVersion = ifVersion
+    }
+
+    /// A put of `value` under `key` with this lifetime and condition.
+    public init(key: [UInt8], value: [UInt8], milliseconds: UInt64 = 0, owner: UInt64 = 0, ifVersion: UInt64? = nil) {
+        self.init(key: key, value: value[...], milliseconds: milliseconds, owner: owner, ifVersion: ifVersion)
     }
 }
 

@@ -250,7 +250,7 @@ struct WritePlanner {
             return
         }
         let deadline = put.milliseconds == 0 ? 0 : now() + put.milliseconds
-        let mutations = Mutations.two(.put(key: put.key, value: put.value), .lifetime(key: put.key, Lifetime(deadline: deadline, owner: put.owner)))
+        let mutations = Mutations.two(.put(key: put.key, value: Array(put.value)), .lifetime(key: put.key, Lifetime(deadline: deadline, owner: put.owner)))
         guard record(mutations, of: index) else { return }
         overlay!.note(mutations, version: sequence)
         keep(Resolved(mutations: mutations, outcome: put.ifVersion == nil ? .stored : .version(sequence)), at: index)

@@ -36,9 +36,9 @@ public enum Operation: Sendable {
     case update(key: [UInt8], Update)
     /// Set a key with a lifetime (a deadline, an owner), and optionally only if its version is
     /// `ifVersion`: the outcome is ``Outcome/stored``, or with a condition the key's new version
-    /// or ``Outcome/conditionFailed``. (Not boxed: its payload, 41 bytes, is smaller than a
-    /// PUT's two slices, so an operation is no larger for it, and a box was an allocation per
-    /// lock acquire.)
+    /// or ``Outcome/conditionFailed``. (Not boxed: an operation is no larger for its payload,
+    /// 65 bytes as a PUT's two slices with their case, and a box was an allocation per lock
+    /// acquire.)
     case lifetimePut(LifetimePut)
     /// Give an existing key a deadline `milliseconds` from now (at or before now: delete it), or
     /// remove its deadline (nil); the outcome is ``Outcome/integer(_:)`` 1, or 0 when the key is

@@ -15,59 +15,36 @@ Prints `ok - ...` / `not ok - ...` lines; exits 1 if any check failed.
 """
 import argparse
 import multiprocessing
+import os
 import random
 import socket
+import sys
 import time
+
+# The Python client's request encoder and reply parser (pure: no socket of their own).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "Clients", "python"))
+from actorkv import NOT_READY, ReplyParser, encode_command as encode  # noqa: E402
 
 NAMESPACE = "model"
 KEYS = 30
 
 
-def encode(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
 class Reader:
-    """RESP2 replies from a socket: ('+'|'-', text), int, bytes, None ($-1), list."""
+    """Replies from a socket, through the client's ``ReplyParser``: 'OK' for ``+OK``, int,
+    bytes, None (``$-1``), list; an error reply is a ``ServerError`` (compared, not raised)."""
 
     def __init__(self, sock):
-        self.sock, self.buf = sock, b""
-
-    def _fill(self):
-        data = self.sock.recv(65536)
-        if not data:
-            raise EOFError("the server closed the connection before the reply")
-        self.buf += data
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            self._fill()
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
+        self.sock, self.parser = sock, ReplyParser()
 
     def reply(self):
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind in (b"+", b"-"):
-            return (kind.decode(), rest)
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self._fill()
-            value, self.buf = self.buf[:n], self.buf[n + 2:]
-            return value
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.reply() for _ in range(n)]
-        raise AssertionError("not a RESP2 reply: %r" % line)
+        while True:
+            reply = self.parser.gets()
+            if reply is not NOT_READY:
+                return reply
+            data = self.sock.recv(65536)
+            if not data:
+                raise EOFError("the server closed the connection before the reply")
+            self.parser.feed(data)
 
 
 class Worker:
@@ -95,7 +72,7 @@ class Worker:
             k, op = self.key(rng.randrange(KEYS)), rng.random()
             if op < 0.3:
                 v = b"v%d" % rng.randrange(10**9) * rng.choice([1, 1, 5, 200])
-                requests.append(encode("PUT", NAMESPACE, k, v)); expected.append(("+", b"OK")); after[k] = v
+                requests.append(encode("PUT", NAMESPACE, k, v)); expected.append("OK"); after[k] = v
             elif op < 0.55:
                 requests.append(encode("GET", NAMESPACE, k)); expected.append(after.get(k))
             elif op < 0.62:
@@ -108,7 +85,7 @@ class Worker:
             elif op < 0.8:
                 v, k2 = b"b%d" % rng.randrange(10**6), self.key(rng.randrange(KEYS))
                 requests.append(encode("BATCH", NAMESPACE, "PUT", k, v, "DEL", k2))
-                expected.append([("+", b"OK"), 1 if k2 == k or k2 in after else 0])
+                expected.append(["OK", 1 if k2 == k or k2 in after else 0])
                 after[k] = v; after.pop(k2, None)
             elif op < 0.9:
                 requests.append(encode("GETV", NAMESPACE, k)); expected.append(("GETV", after.get(k)))

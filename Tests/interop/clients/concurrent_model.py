@@ -200,9 +200,13 @@ def main():
     else:
         print("ok - %s: every reply as the model says, every key as last acknowledged" % label)
     admin.sendall(encode("GET", NAMESPACE, "counter"))
-    counter = int(Reader(admin).reply() or 0)
+    reply = Reader(admin).reply()
+    counter = int(reply) if isinstance(reply, bytes) and reply.isdigit() else 0 if reply is None else None
     acked, unknown = totals["incr_acked"], totals["incr_unknown"]
-    if acked <= counter <= acked + unknown:
+    if counter is None:
+        failed = True
+        print("not ok - the shared counter reads as a count: GET replied %r" % (reply,))
+    elif acked <= counter <= acked + unknown:
         print("ok - the shared counter is %d: %d acknowledged INCRs, and %d of %d abandoned ones" % (counter, acked, counter - acked, unknown))
     else:
         failed = True

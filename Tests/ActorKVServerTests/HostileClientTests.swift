@@ -52,7 +52,7 @@ import Glibc
             try c.send("*3\r\n$3\r\nPUT\r\n$1\r\na\r\n$9999999999\r\n")
             #expect(try c.reply().errorCode == "PROTO")
             #expect(c.isClosedByServer())
-            #expect(server.residentKiB() - before < 16 * 1024)
+            if ServerProcess.residentMemoryIsMeaningful { #expect(server.residentKiB() - before < 16 * 1024) }
             #expect(try RawConnection(path: server.socketPath).command(["PING"]) == .simple("PONG"))
         }
     }
@@ -127,7 +127,9 @@ import Glibc
             }
             usleep(500_000)
             let grown = server.residentKiB() - before
-            #expect(grown < 64 * 1024, "server grew by \(grown) KiB while clients did not read")
+            if ServerProcess.residentMemoryIsMeaningful {
+                #expect(grown < 64 * 1024, "server grew by \(grown) KiB while clients did not read")
+            }
             #expect(try setup.command(["PING"]) == .simple("PONG"))
             #expect(try setup.command(["GET", "bp", "big"]) == .bulk(big))
         }
@@ -154,7 +156,9 @@ import Glibc
             }
             usleep(1_000_000)
             let grown = server.residentKiB() - before
-            #expect(grown < 64 * 1024, "server grew by \(grown) KiB while clients did not read")
+            if ServerProcess.residentMemoryIsMeaningful {
+                #expect(grown < 64 * 1024, "server grew by \(grown) KiB while clients did not read")
+            }
             #expect(try setup.command(["PING"]) == .simple("PONG"))
             let reader = try RawConnection(path: server.socketPath)
             #expect(try reader.command(["GET", "lv", "k"]) == .bulk(big), "a reader still gets the whole value")
@@ -186,7 +190,9 @@ import Glibc
             }
             usleep(1_000_000)
             let grown = server.residentKiB() - before
-            #expect(grown < 32 * 1024, "server grew by \(grown) KiB while clients did not read")
+            if ServerProcess.residentMemoryIsMeaningful {
+                #expect(grown < 32 * 1024, "server grew by \(grown) KiB while clients did not read")
+            }
             #expect(try setup.command(["PING"]) == .simple("PONG"))
             #expect(try setup.command(["COUNT", "sc"]) == .integer(20000))
         }

@@ -2,7 +2,7 @@
 # Runs every ActorKV test: the Swift packages' tests, the Python client's tests, the namespace
 # permission tests over the wire (clients under other uids: run as root, as CI does), the shell
 # interop tests (socat, nc, redis-cli, redis-benchmark, and the Redis client libraries redis-py,
-# node-redis and ruby-redis), cluster mode on local etcd clusters (Tests/Cluster), 20 s of libFuzzer on the protocol decoder and the benchmark script
+# node-redis and ruby-redis), both again under AddressSanitizer (Tests/sanitizers), cluster mode on local etcd clusters (Tests/Cluster), 20 s of libFuzzer on the protocol decoder and the benchmark script
 # in its quick mode.
 # Needs: swift, python3, socat, netcat-openbsd, redis-tools, redis-server, nodejs + node-redis,
 # ruby + ruby-redis, etcd (etcd-server), and redis-py + hiredis in .build-venv (see .ci/run).
@@ -23,6 +23,8 @@ echo "== namespace permissions over the wire (clients under other uids)"
 python3 -m unittest discover -s Tests/acl -v
 echo "== shell interop tests"
 bash Tests/interop/run.sh
+echo "== AddressSanitizer: the Swift tests and the shell interop tests again, on instrumented builds (.build-asan)"
+bash Tests/sanitizers/run.sh address
 echo "== cluster mode: local 3-member etcd clusters, two agents, then the interop suites and the Python client's tests against an agent"
 bash Tests/Cluster/run.sh
 echo "== doc snippets: the runner's tests, then every code block of README.md and protocol.md"; python3 -m unittest discover -s Tests/docs; python3 Tests/docs/run_snippets.py README.md protocol.md

@@ -19,14 +19,15 @@
 #   Memory bounds are not checked under it (ServerProcess.residentMemoryIsMeaningful): the
 #   shadow memory and the quarantine of freed blocks count in a process's resident memory.
 #
-# thread: ThreadSanitizer on every Swift test, in a clone of the committed tree (under
-#   $TMPDIR) where each module's `Mutex` is a pthread mutex (TSanVisibleMutex.swift, added to the
-#   clone only, with -DACTORKV_TSAN): Synchronization's Mutex takes a contended lock in the kernel,
-#   which ThreadSanitizer does not see, so every contended lock would read as a race. Reports
-#   are summarized by the source lines of the two accesses. Not in CI: a run takes half an hour
-#   here, and a report whose two accesses are ordered only by a continuation or a dispatch queue
-#   (Swift's concurrency runtime and libdispatch are not instrumented on Linux) is not a race;
-#   read each one. RELIABILITY.md says what the last run found.
+# thread: ThreadSanitizer on every Swift test and the interop suite, in a clone of the committed
+#   tree (under $TMPDIR) where each module's `Mutex` is a pthread mutex (TSanVisibleMutex.swift,
+#   added to the clone only, with -DACTORKV_TSAN): Synchronization's Mutex takes a contended lock
+#   in the kernel, which ThreadSanitizer does not see, so every contended lock would read as a
+#   race. Reports are summarized by the source lines of the two accesses. Not in CI: a run takes
+#   about 12 minutes here (on top of CI's 18), and a report whose two accesses are ordered only by
+#   a continuation or a dispatch queue (Swift's concurrency runtime and libdispatch are not
+#   instrumented on Linux) is not a race; read each one. RELIABILITY.md says what the last run
+#   found.
 #
 # Needs what Tests/run-all.sh needs (see .ci/run).
 set -euo pipefail
@@ -92,6 +93,9 @@ thread)
     export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=0:exitcode=0:second_deadlock_stack=1"
     echo "== swift test, ThreadSanitizer"
     step swift test --skip-build --sanitize=thread -Xswiftc -DACTORKV_TSAN --experimental-maximum-parallelization-width 4
+    echo "== shell interop tests against a ThreadSanitizer actorkvd and actorkv"
+    ACTORKVD="$clone/.build/debug/actorkvd" ACTORKV_CLI="$clone/.build/debug/actorkv" SCRIPT_LIMIT=600 \
+        step bash "$root/Tests/interop/run.sh"
     python3 "$here/summarize_tsan.py" "$reports"
     finish tsan
     ;;

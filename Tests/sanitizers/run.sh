@@ -94,8 +94,8 @@ thread)
     echo "== swift test, ThreadSanitizer"
     step swift test --skip-build --sanitize=thread -Xswiftc -DACTORKV_TSAN --experimental-maximum-parallelization-width 4
     echo "== shell interop tests against a ThreadSanitizer actorkvd and actorkv"
-    ACTORKVD="$clone/.build/debug/actorkvd" ACTORKV_CLI="$clone/.build/debug/actorkv" SCRIPT_LIMIT=600 \
-        step bash "$root/Tests/interop/run.sh"
+    export ACTORKVD="$clone/.build/debug/actorkvd" ACTORKV_CLI="$clone/.build/debug/actorkv" SCRIPT_LIMIT=600
+    step bash Tests/interop/run.sh
     python3 "$here/summarize_tsan.py" "$reports"
     finish tsan
     ;;

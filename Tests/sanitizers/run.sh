@@ -34,20 +34,24 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 mode=${1:-}
+case $mode in
+address | thread) ;;
+*) echo "usage: $0 address|thread" >&2; exit 2 ;;
+esac
 reports=$(mktemp -d "${TMPDIR:-/tmp}/actorkv-sanitizer.XXXXXX")
 
 status=0
 # Runs a step; a failure is noted and the steps after it still run, so that the reports are read.
 step() { "$@" || status=1; }
 
-# Prints the reports any process wrote into $reports (files PREFIX.PID) and fails if there
-# are any or a step failed; removes $reports when all is well.
+# Prints the first reports any process wrote into $reports (files PREFIX.PID) and fails if
+# there are any or a step failed; removes $reports when all is well.
 finish() {
     local found
-    found=$(find "$reports" -type f -name "$1.*" | sort)
+    found=$(find "$reports" -maxdepth 1 -type f -name "$1.*" | sort)
     if [ -n "$found" ]; then
-        for f in $found; do echo "---- $f"; head -80 "$f"; done
-        echo "$(echo "$found" | wc -l) sanitizer report(s) above (kept in $reports)" >&2
+        for f in $(echo "$found" | head -5); do echo "---- $f"; head -80 "$f"; done
+        echo "$(echo "$found" | wc -l) files of sanitizer reports, the first five above (all kept in $reports)" >&2
         exit 1
     fi
     echo "no sanitizer reports"
@@ -99,9 +103,5 @@ thread)
     step bash "$root/Tests/interop/run.sh"  # the repository's, for its .build-venv (redis-py)
     python3 "$here/summarize_tsan.py" "$reports"
     finish tsan
-    ;;
-*)
-    echo "usage: $0 address|thread" >&2
-    exit 2
     ;;
 esac

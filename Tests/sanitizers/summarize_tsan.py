@@ -20,7 +20,7 @@ def access_sites(report):
 def main(folder):
     counts = collections.Counter()
     example = {}
-    for path in sorted(glob.glob(os.path.join(folder, "tsan.*")) + glob.glob(os.path.join(folder, "r.*"))):
+    for path in sorted(glob.glob(os.path.join(folder, "tsan.*"))):
         with open(path, errors="replace") as f:
             text = f.read()
         for report in text.split("==================\nWARNING: ThreadSanitizer: ")[1:]:

@@ -11,6 +11,8 @@
 #   machine the benchmark's own threads otherwise take turns with the server's loop, and where
 #   the scheduler puts them moves delivered/s by a third either way. CPU per delivery is the
 #   steadier figure.
+#   RATE=R paces the writer to R writes/s (`--rate`): the latencies compared at one load that
+#   both servers carry, rather than each at its own saturation (default 0: as fast as it can).
 #   BENCH=path to actorkv-bench (default: .build-bench/release/actorkv-bench).
 # Asserts nothing (the benchmark itself fails if a watcher misses a message).
 set -euo pipefail
@@ -38,7 +40,7 @@ run() {  # build path or "redis"
     for _ in $(seq 1 100); do [ -S "$dir/s.sock" ] && break; sleep 0.05; done
     t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
     out=$("${bench_cpu[@]}" "$BENCH" fanout --socket "$dir/s.sock" --target $target --watchers "$W" --messages "$N" \
-        --ns "fan$W" 2>&1 | grep '^fanout')
+        --ns "fan$W" --rate "${RATE:-0}" 2>&1 | grep '^fanout')
     t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
     awk -v l="$(basename "$1")" -v a="$t0" -v b="$t1" -v hz="$(getconf CLK_TCK)" -v w="$W" '{
         for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }

@@ -461,6 +461,38 @@ struct ChangesServerTests {
         }
     }
 
+    @Test("150 watchers of small changes, more than a turn serves, each get every change once, in order, while another client's requests are answered")
+    func manyWatchersOfSmallChanges() async throws {
+        try await onOwnThread {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let watchers = try (0..<150).map { _ in try RawConnection(path: server.socketPath) }
+        for c in watchers { _ = try RESP3ServerTests.exchange(c, "CHANGES s\r\n", expect: "$6\r\nsynced\r\n$1\r\ns\r\n:0\r\n") }
+        let writes = 400
+        let writer = try RawConnection(path: server.socketPath)
+        let reader = try RawConnection(path: server.socketPath)
+        var pipeline: [UInt8] = []
+        for i in 1...writes { RequestEncoder.encode([b("PUT"), b("s"), b("k\(i % 7)"), b("v\(i)")], into: &pipeline) }
+        try writer.send(pipeline)
+        // Served while the watchers are being fed: absent, or a value the writes gave it.
+        for _ in 0..<20 {
+            let reply = try reader.command(["GET", "s", "k1"])
+            if case .bulk(let value) = reply { #expect(value.first == 0x76) } else { #expect(reply == .null) }
+        }
+        for _ in 1...writes { #expect(try writer.reply() == .simple("OK")) }
+        for (n, c) in watchers.enumerated() {
+            var seen: UInt64 = 0
+            _ = try Self.read(c) { message in
+                if case .change(_, let seq, let pairs) = message {
+                    #expect(seq == seen + 1 && pairs.first?.value == b("v\(seq)"), "watcher \(n)")
+                    seen = seq
+                }
+                return seen == UInt64(writes)
+            }
+        }
+        }
+    }
+
     @Test("INFO's changes_held: as followers (two prefixes, RESP2 and RESP3) are served new changes, what all of them took is let go; followers that do not read keep theirs held; one joining FROM before the window still gets every change")
     func changesHeldAreLetGo() async throws {
         try await onOwnThread {

@@ -10,6 +10,11 @@ import ActorKVProtocol
 /// Redis: the writer PUBLISHes to one channel, each watcher SUBSCRIBEs (fire-and-forget). Each
 /// message's payload starts with `i:<index>:`, padded to `--payload` bytes.
 ///
+/// With `--rate R` the writer sends message i no earlier than i/R seconds after the first (it
+/// still waits for each acknowledgement): latency compared at one load, below what either
+/// server can carry, rather than at each one's own saturation, where a server that lets its
+/// writer go faster also has longer queues at its watchers.
+///
 /// The writer sends its messages one at a time and notes when each is acknowledged; reader
 /// threads (`--readers`, each polling its share of the watchers' sockets) note when each
 /// watcher reads each message, reading messages where they lie in the receive buffer
@@ -115,7 +120,7 @@ enum FanOut {
     }
 
     static func run(path: String, target: String, watchers: Int, messages: Int, payload: Int, readers: Int,
-                    seconds: Int, namespace: String) throws(ClientError) {
+                    seconds: Int, namespace: String, rate: Int = 0) throws(ClientError) {
         guard let target = Target(rawValue: target) else { fail("--target: akv or redis") }
         let channel = Array(namespace.utf8)
         var clients: [SocketClient] = []
@@ -152,6 +157,7 @@ enum FanOut {
             guard let writer = SocketClient(path: path) else { throw ClientError("cannot connect to \(path)") }
             let pad = [UInt8](repeating: UInt8(ascii: "x"), count: payload)
             for index in 0..<messages {
+                if rate > 0 { pace(until: start + UInt64(index) * 1_000_000_000 / UInt64(rate)) }
                 var value = Array("i:\(index):".utf8)
                 if value.count < payload { value += pad[0..<(payload - value.count)] }
                 let reply = try writer.call(target == .akv
@@ -180,11 +186,20 @@ enum FanOut {
             }
         }
         let elapsed = Double(last - start) / 1e9
-        let rate = elapsed > 0 ? Double(delivered) / elapsed : 0
+        let deliveredPerSecond = elapsed > 0 ? Double(delivered) / elapsed : 0
         result("fanout target=\(target.rawValue) watchers=\(watchers) messages=\(messages) payload=\(payload) delivered=\(delivered) "
-            + "seconds=\(secs(last - start)) delivered_per_s=\(Int(rate.rounded())) \(latencies.fields("lat_"))")
+            + "seconds=\(secs(last - start)) delivered_per_s=\(Int(deliveredPerSecond.rounded())) rate=\(rate) \(latencies.fields("lat_"))")
         if messages > 0 && delivered != watchers * messages {
             fail("fanout: \(delivered) deliveries, expected \(watchers * messages)")
         }
+    }
+
+    /// Sleeps until the monotonic clock reads `deadline` (nanoseconds), if it does not yet.
+    private static func pace(until deadline: UInt64) {
+        let now = nowNanos()
+        guard deadline > now else { return }
+        var wait = timespec(tv_sec: Int((deadline - now) / 1_000_000_000), tv_nsec: Int((deadline - now) % 1_000_000_000))
+        var left = timespec()
+        while nanosleep(&wait, &left) != 0 && errno == EINTR { wait = left }
     }
 }

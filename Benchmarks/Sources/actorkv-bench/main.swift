@@ -31,11 +31,12 @@ usage: actorkv-bench SUBCOMMAND [options]
   sum-counters       --socket S --target akv|redis --prefix P [--ns NS]
                                                   keys starting with P and the sum of their integer values
   fanout             --socket S --target akv|redis --watchers W --messages N [--payload B] [--readers R]
-                     [--ns NS] [--seconds SECS]
+                     [--ns NS] [--seconds SECS] [--rate WRITES_PER_S]
                                                   one writer, W watchers: ActorKV PUT + CHANGES against Redis
                                                   PUBLISH + SUBSCRIBE; delivered messages/s and delivery
-                                                  latency (acknowledged -> read); --messages 0 only holds the
-                                                  watchers for SECS, draining
+                                                  latency (acknowledged -> read); --rate paces the writer (to
+                                                  compare latency at one load; default: as fast as it can);
+                                                  --messages 0 only holds the watchers for SECS, draining
   lock               --socket S --target akv|redis --clients C --seconds SECS [--shared yes|no]
                      [--wait spin|changes] [--ns NS] [--key K]
                                                   lock acquire + release round trips: ActorKV PUT IFVERSION 0
@@ -113,7 +114,7 @@ do {
     case "fanout":
         try FanOut.run(path: options.string("socket"), target: options.string("target"), watchers: options.int("watchers"),
                        messages: options.int("messages"), payload: options.int("payload", 100), readers: max(1, options.int("readers", 2)),
-                       seconds: options.int("seconds", 0), namespace: options.string("ns", "fanout"))
+                       seconds: options.int("seconds", 0), namespace: options.string("ns", "fanout"), rate: options.int("rate", 0))
     case "lock":
         let shared = options.string("shared", "yes")
         guard shared == "yes" || shared == "no" else { fail("--shared: yes or no") }

@@ -38,10 +38,9 @@ final class EventLoop: @unchecked Sendable {
     /// until the peer closes or the deadline passes (a lingering close; see ``linger(_:id:)``).
     @exclusivity(unchecked) var lingering: [UInt64: (fd: Int32, deadline: Double)] = [:]
     @exclusivity(unchecked) private var ready: [UInt64] = []
-    /// What is left of this turn's ``followerBytesPerTurn``.
-    @exclusivity(unchecked) var followerBudget = 0
-    /// Following connections whose turn did not come in this turn for want of budget.
-    @exclusivity(unchecked) var deferredFollowers: [UInt64] = []
+    /// This turn's budget for serving followers, and the following connections put off to
+    /// later turns for want of it.
+    @exclusivity(unchecked) var followerTurns = FollowerTurns()
     @exclusivity(unchecked) var nextID: UInt64 = 16
     /// One read per connection per turn at most this big (as Redis does): it bounds how much work
     /// one client adds to a turn, and so how long the others wait for theirs.
@@ -122,11 +121,6 @@ final class EventLoop: @unchecked Sendable {
     /// About how many bytes of changes one follower is given per turn (then the others', and
     /// the socket, get theirs).
     static let followerTurnBytes = 64 * 1024
-    /// About how many bytes of changes all followers together are given per turn, so that a
-    /// flood of changes to many followers cannot crowd out the requests: the followers not
-    /// served in a turn are served first in the next, and one that falls behind by more than the
-    /// feed holds is dropped with `-LAGGING`.
-    static let followerBytesPerTurn = 256 * 1024
     /// Bytes of history read from the log files at a time for a follower catching up.
     static let historyReadBytes = 256 * 1024
     static let maxLingering = 1024
@@ -179,7 +173,7 @@ final class EventLoop: @unchecked Sendable {
         startReactor()
         while true {
             serviceDeferredFollowers()
-            let busy = !ready.isEmpty || !outgoing.isEmpty || executor?.hasPending == true || !deferredFollowers.isEmpty
+            let busy = !ready.isEmpty || !outgoing.isEmpty || executor?.hasPending == true || followerTurns.hasPutOff
             let timeout: Int32 = busy ? 0 : (draining || acceptPausedUntil != nil ? 50 : (lingering.isEmpty && closingDeadlines.isEmpty ? -1 : 250))
             takeAllPeeked()
             let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), untilNextTimer(timeout))

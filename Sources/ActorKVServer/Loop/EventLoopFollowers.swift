@@ -94,14 +94,11 @@ extension EventLoop {
         return false
     }
 
-    /// Starts a turn: renews the followers' budget, and first serves those whose turn did not
-    /// come in the last one.
+    /// Starts a turn: renews the followers' budget, and first serves the connections put off
+    /// in earlier turns, in the order they were put off, as many as the budget allows.
     func serviceDeferredFollowers() {
-        followerBudget = Self.followerBytesPerTurn
-        guard !deferredFollowers.isEmpty else { return }
-        let ids = deferredFollowers
-        deferredFollowers.removeAll(keepingCapacity: true)
-        for id in ids {
+        followerTurns.startTurn()
+        while let id = followerTurns.nextPutOff() {
             guard let c = connections[id] else { continue }
             c.followersDeferred = false
             pump(c)
@@ -109,33 +106,38 @@ extension EventLoop {
     }
 
     /// Serves the connection's followers if this turn's budget is not spent; otherwise they
-    /// are served first in the next turn. Returns whether serving them again may queue more.
+    /// are put off, and served first in a later turn. Returns whether serving them again may
+    /// queue more.
     func serviceFollowersWithinBudget(_ c: Connection) -> Bool {
-        guard followerBudget > 0 else {
+        guard !followerTurns.isSpent else {
             if !c.followersDeferred {
                 c.followersDeferred = true
-                deferredFollowers.append(c.id)
+                followerTurns.putOff(c.id)
             }
             return false
         }
-        return serviceFollowers(c)
+        let (again, bytes) = serviceFollowers(c)
+        followerTurns.charge(bytes: bytes)
+        return again
     }
 
     /// Gives each follower of the connection a turn: sends its next messages from a tape or
     /// queues them (about ``followerTurnBytes``), or starts a read of history. Returns whether
     /// serving them again may queue more: replies were queued (to be encoded first), or a
-    /// follower's share ran out. A follower that reached the end of its feed is not asked again
-    /// this turn: its feed's next change wakes it (``serviceFeeds()``).
-    private func serviceFollowers(_ c: Connection) -> Bool {
+    /// follower's share ran out; and the bytes given to them all. A follower that reached the
+    /// end of its feed is not asked again this turn: its feed's next change wakes it
+    /// (``serviceFeeds()``).
+    private func serviceFollowers(_ c: Connection) -> (again: Bool, bytes: Int) {
         var again = false
+        var total = 0
         for follower in c.followers {
             if follower.isLagging {
                 drop(c, follower.laggingReply, lagging: follower)
-                return true
+                return (true, total)
             }
             adoptTape(follower, on: c)
             var bytes = 0
-            defer { followerBudget -= bytes }
+            defer { total += bytes }
             turn: while true {
                 guard bytes < Self.followerTurnBytes else {
                     again = true
@@ -161,17 +163,17 @@ extension EventLoop {
                     break turn
                 case .lagging:
                     drop(c, follower.laggingReply, lagging: follower)
-                    return true
+                    return (true, total + bytes)
                 case .failed(let error):
                     drop(c, ErrorMapping.reply(for: error), lagging: nil)
-                    return true
+                    return (true, total + bytes)
                 case .idle:
                     break turn
                 }
             }
             noteTaken(by: follower)
         }
-        return again
+        return (again, total)
     }
 
     /// Notes on the follower's tape, once per round, that it has taken every change through its

@@ -1,4 +1,5 @@
 @testable import ActorKVServer
+import Foundation
 import Testing
 
 /// The event loop's policy for serving following connections: a turn serves at most so many
@@ -100,5 +101,14 @@ struct FollowerTurnsTests {
         for id in UInt64(5_000)..<6_000 { turns.putOff(id) }
         while let id = turns.nextPutOff() { out.append(id) }
         #expect(out == Array(0..<6_000))
+    }
+
+    @Test("the budgets protocol.md and README.md state are the ones the loop uses")
+    func documentedBudgets() throws {
+        #expect(FollowerTurns.bytesPerTurn == 256 * 1024 && FollowerTurns.connectionsPerTurn == 16)
+        let flat = { (text: String) in text.split(whereSeparator: \.isWhitespace).joined(separator: " ") }
+        #expect(flat(try ConfigurationDocsTests.document("protocol.md"))
+            .contains("sends at most about 256 KiB of changes, to at most 16 following connections"))
+        #expect(flat(try ConfigurationDocsTests.document("README.md")).contains("(at most 16 of them sent to per turn;"))
     }
 }

@@ -105,10 +105,10 @@ struct FollowerTurnsTests {
 
     @Test("the budgets protocol.md and README.md state are the ones the loop uses")
     func documentedBudgets() throws {
-        #expect(FollowerTurns.bytesPerTurn == 256 * 1024 && FollowerTurns.connectionsPerTurn == 16)
+        #expect(FollowerTurns.bytesPerTurn == 128 * 1024 && FollowerTurns.connectionsPerTurn == 16)
         let flat = { (text: String) in text.split(whereSeparator: \.isWhitespace).joined(separator: " ") }
         #expect(flat(try ConfigurationDocsTests.document("protocol.md"))
-            .contains("sends at most about 256 KiB of changes, to at most 16 following connections"))
+            .contains("sends at most about 128 KiB of changes, to at most 16 following connections"))
         #expect(flat(try ConfigurationDocsTests.document("README.md")).contains("(at most 16 of them sent to per turn;"))
     }
 }

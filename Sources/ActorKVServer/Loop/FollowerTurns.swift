@@ -15,8 +15,11 @@
 /// delivered fall as the load rises, while at a load that lets every watcher be served as its
 /// changes come, nothing is put off and nothing waits.
 struct FollowerTurns {
-    /// About how many bytes of changes all followers together are given per turn.
-    static let bytesPerTurn = 256 * 1024
+    /// About how many bytes of changes all followers together are given per turn: a turn busy
+    /// with writers gives them this much of its time, so that watchers that cannot keep up with
+    /// a flood fall behind (and are dropped with `-LAGGING`, to resume from history) rather than
+    /// slow the writers down.
+    static let bytesPerTurn = 128 * 1024
     /// How many following connections that are sent something are served per turn at most.
     static let connectionsPerTurn = 16
 

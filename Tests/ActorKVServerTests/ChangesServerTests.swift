@@ -439,25 +439,15 @@ struct ChangesServerTests {
         try await onOwnThread {
         let server = try ServerProcess()
         defer { server.stop() }
-        let followers = try (0..<40).map { _ in try RawConnection(path: server.socketPath) }
-        for c in followers { _ = try RESP3ServerTests.exchange(c, "CHANGES f\r\n", expect: "$6\r\nsynced\r\n$1\r\nf\r\n:0\r\n") }
+        let followers = try Self.followers(40, of: "f", on: server)
         let writes = 200
-        let value = [UInt8](repeating: 0x76, count: 4000)  // 40 x 200 x 4 kB: 32 MB, some 120 turns' budget
+        let value = [UInt8](repeating: 0x76, count: 4000)  // 40 x 200 x 4 kB: 32 MB, some 240 turns' budget
         let writer = try RawConnection(path: server.socketPath)
         var pipeline: [UInt8] = []
         for i in 1...writes { RequestEncoder.encode([b("PUT"), b("f"), b("k\(i)"), value], into: &pipeline) }
         try writer.send(pipeline)
         for _ in 1...writes { #expect(try writer.reply() == .simple("OK")) }
-        for (n, c) in followers.enumerated() {
-            var seen: UInt64 = 0
-            _ = try Self.read(c) { message in
-                if case .change(_, let seq, let pairs) = message {
-                    #expect(seq == seen + 1 && pairs.first?.value == value, "follower \(n)")
-                    seen = seq
-                }
-                return seen == UInt64(writes)
-            }
-        }
+        try Self.expectEveryChange(through: writes, on: followers) { _ in value }
         }
     }
 
@@ -466,8 +456,7 @@ struct ChangesServerTests {
         try await onOwnThread {
         let server = try ServerProcess()
         defer { server.stop() }
-        let watchers = try (0..<150).map { _ in try RawConnection(path: server.socketPath) }
-        for c in watchers { _ = try RESP3ServerTests.exchange(c, "CHANGES s\r\n", expect: "$6\r\nsynced\r\n$1\r\ns\r\n:0\r\n") }
+        let watchers = try Self.followers(150, of: "s", on: server)
         let writes = 400
         let writer = try RawConnection(path: server.socketPath)
         let reader = try RawConnection(path: server.socketPath)
@@ -480,16 +469,30 @@ struct ChangesServerTests {
             if case .bulk(let value) = reply { #expect(value.first == 0x76) } else { #expect(reply == .null) }
         }
         for _ in 1...writes { #expect(try writer.reply() == .simple("OK")) }
-        for (n, c) in watchers.enumerated() {
+        try Self.expectEveryChange(through: writes, on: watchers) { seq in b("v\(seq)") }
+        }
+    }
+
+    /// `count` connections following `namespace` (empty, synced at 0).
+    static func followers(_ count: Int, of namespace: String, on server: ServerProcess) throws -> [RawConnection] {
+        let followers = try (0..<count).map { _ in try RawConnection(path: server.socketPath) }
+        let synced = "$6\r\nsynced\r\n$\(namespace.utf8.count)\r\n\(namespace)\r\n:0\r\n"
+        for c in followers { _ = try RESP3ServerTests.exchange(c, "CHANGES \(namespace)\r\n", expect: synced) }
+        return followers
+    }
+
+    /// Reads each follower's changes 1 through `last`: each once, in order, its first value
+    /// the one `value(seq)` gives.
+    static func expectEveryChange(through last: Int, on followers: [RawConnection], value: (UInt64) -> [UInt8]) throws {
+        for (n, c) in followers.enumerated() {
             var seen: UInt64 = 0
-            _ = try Self.read(c) { message in
+            _ = try read(c) { message in
                 if case .change(_, let seq, let pairs) = message {
-                    #expect(seq == seen + 1 && pairs.first?.value == b("v\(seq)"), "watcher \(n)")
+                    #expect(seq == seen + 1 && pairs.first?.value == value(seq), "follower \(n)")
                     seen = seq
                 }
-                return seen == UInt64(writes)
+                return seen == UInt64(last)
             }
-        }
         }
     }
 

@@ -484,36 +484,3 @@ func secondsText(_ duration: Duration) -> String {
 func errnoText(_ code: Int32) -> String {
     String(cString: strerror(code))
 }
-
-/// A first-in first-out queue with O(1) amortized append and popFirst.
-struct FIFO<Element> {
-    private var storage: [Element] = []
-    private var head = 0
-
-    var isEmpty: Bool { head == storage.count }
-
-    var count: Int { storage.count - head }
-
-    mutating func append(_ element: Element) { storage.append(element) }
-
-    mutating func popFirst() -> Element? {
-        guard head < storage.count else { return nil }
-        let element = storage[head]
-        head += 1
-        if head == storage.count {
-            storage.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 1024 && head * 2 >= storage.count {
-            storage.removeFirst(head)
-            head = 0
-        }
-        return element
-    }
-
-    mutating func removeAll() -> [Element] {
-        let rest = Array(storage[head...])
-        storage = []
-        head = 0
-        return rest
-    }
-}

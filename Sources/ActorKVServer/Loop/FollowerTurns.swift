@@ -1,3 +1,5 @@
+import ActorKVProtocol
+
 /// How one turn of the event loop shares its time among the connections that follow change
 /// feeds, and the order in which those put off are served: a policy, no I/O (the loop does the
 /// sending, see `EventLoopFollowers.swift`).
@@ -29,9 +31,8 @@ struct FollowerTurns {
     private(set) var connectionsLeft: Int
     private let bytesPerTurn: Int
     private let connectionsPerTurn: Int
-    /// The connections put off, in order; those before `head` have been taken.
-    private var queue: [UInt64] = []
-    private var head = 0
+    /// The connections put off, in order.
+    private var queue = FIFO<UInt64>()
 
     /// A policy with the given budgets per turn (the defaults: ``bytesPerTurn``,
     /// ``connectionsPerTurn``); the first turn starts with ``startTurn()``.
@@ -53,7 +54,7 @@ struct FollowerTurns {
     var isSpent: Bool { bytesLeft <= 0 || connectionsLeft <= 0 }
 
     /// Whether any connection is waiting for its turn (the loop must then not sleep).
-    var hasPutOff: Bool { head < queue.count }
+    var hasPutOff: Bool { !queue.isEmpty }
 
     /// Counts a connection served: `bytes` of changes given to it; one that was given nothing
     /// (its changes were outside its prefix, or its socket had no room) costs no connection.
@@ -71,17 +72,6 @@ struct FollowerTurns {
 
     /// The connection put off longest ago, taken from the queue, if the budget is not spent.
     mutating func nextPutOff() -> UInt64? {
-        guard !isSpent, head < queue.count else { return nil }
-        let id = queue[head]
-        head += 1
-        if head == queue.count {
-            queue.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 1024 && head * 2 >= queue.count {
-            // Taken entries are let go once they are half of the queue: amortized O(1) per entry.
-            queue.removeFirst(head)
-            head = 0
-        }
-        return id
+        isSpent ? nil : queue.popFirst()
     }
 }

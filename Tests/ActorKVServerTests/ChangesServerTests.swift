@@ -473,6 +473,48 @@ struct ChangesServerTests {
         }
     }
 
+    @Test("watchers that close or RESET while put off to later turns: the others get every change, each RESET one the changes before its +RESET and then ordinary replies, and INFO counts the followers left")
+    func watchersLeavingWhilePutOff() async throws {
+        try await onOwnThread {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        var leaving = try Self.followers(30, of: "q", on: server)
+        let resetting = try Self.followers(30, of: "q", on: server)
+        let staying = try Self.followers(30, of: "q", on: server)
+        let writes = 300
+        let writer = try RawConnection(path: server.socketPath)
+        var pipeline: [UInt8] = []
+        for i in 1...writes { RequestEncoder.encode([b("PUT"), b("q"), b("k"), b("v\(i)")], into: &pipeline) }
+        try writer.send(pipeline)
+        // While the writes are fed to 90 watchers, 16 a turn: a third leave, a third stop following.
+        leaving.removeAll()  // closes them
+        for c in resetting { try c.send("RESET\r\n") }
+        for _ in 1...writes { #expect(try writer.reply() == .simple("OK")) }
+        try Self.expectEveryChange(through: writes, on: staying) { seq in b("v\(seq)") }
+        for (n, c) in resetting.enumerated() {
+            var seen: UInt64 = 0
+            _ = try Self.read(c) { message in
+                if case .change(_, let seq, _) = message {
+                    #expect(seq == seen + 1, "resetting \(n)")
+                    seen = seq
+                }
+                return message == .other(.simple("RESET"))
+            }
+            #expect(try c.command(["PING"]) == .simple("PONG"), "resetting \(n)")
+        }
+        let admin = try RawConnection(path: server.socketPath)
+        var followers = ""
+        for _ in 0..<100 {
+            guard case .bulk(let text) = try admin.command(["INFO"]) else { throw TestFailure("INFO") }
+            followers = String(decoding: text, as: UTF8.self).split(separator: "\r\n").first { $0.hasPrefix("ns_q:") }?
+                .split(separator: ",").first { $0.hasPrefix("followers=") }.map(String.init) ?? ""
+            if followers == "followers=30" { break }
+            usleep(50_000)  // the closed ones are counted out as the server reads their ends
+        }
+        #expect(followers == "followers=30")
+        }
+    }
+
     /// `count` connections following `namespace` (empty, synced at 0).
     static func followers(_ count: Int, of namespace: String, on server: ServerProcess) throws -> [RawConnection] {
         let followers = try (0..<count).map { _ in try RawConnection(path: server.socketPath) }

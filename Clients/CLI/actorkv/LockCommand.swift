@@ -52,6 +52,86 @@ func takeLockOptions(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Lo
     return (options, rest)
 }
 
+extension CommandRunner {
+    /// `lock NS KEY [--] COMMAND [ARG...]`: waits for the lock (up to `--timeout`), runs COMMAND
+    /// holding it, releases it; COMMAND's status, or the failure that kept it from running or
+    /// lost the lock.
+    func lock() async throws -> Int32 {
+        let form = "lock [--timeout SECS] [--ttl SECS] NS KEY [--] COMMAND [ARG...]"
+        try need(3...Self.many, form)
+        var commandLine = Array(args[2...])
+        if commandLine.first == Array("--".utf8) { commandLine.removeFirst() }
+        guard !commandLine.isEmpty, !commandLine[0].isEmpty else { throw usageFailure("usage: actorkv \(form)") }
+        let held = try await acquire()
+        let descriptor = held.inheritableDescriptor()
+        let connection = descriptor < 0 ? nil : socketInode(descriptor)
+        let outcome = await run(commandLine, holding: held, descriptor: descriptor)
+        if case .success(let commandStatus) = outcome, socketOpenElsewhere(inode: connection) != false {
+            return try await leaveHeld(held, commandStatus: commandStatus)
+        }
+        try await release(held, after: outcome)
+        return try outcome.get()
+    }
+
+    /// Waits for the lock; a timeout fails with exit 7, naming the holder when it can be read.
+    private func acquire() async throws -> HeldLock {
+        do throws(ActorKVError) {
+            let options = invocation.lockOptions
+            return try await client.acquireLock(namespace, args[1], timeout: options.timeout, ttl: options.ttl)
+        } catch {
+            guard case .lockTimedOut = error else { throw error }
+            var message = "actorkv: \(error)"
+            if let owner = try? await client.get(namespace, args[1]) { message += " (held by \(text(owner)))" }
+            throw Failure(code: Exit.lockTimedOut, message: message)
+        }
+    }
+
+    /// Runs `commandLine` with the lock's connection (`descriptor`, a copy of it; -1 if none
+    /// could be made) passed on: its status, or why it did not run.
+    private func run(_ commandLine: [[UInt8]], holding held: HeldLock, descriptor: Int32) async -> Result<Int32, Failure> {
+        guard descriptor >= 0 else {
+            return .failure(Failure(code: Exit.commandNotRunnable,
+                                    message: "actorkv: lock: cannot pass the lock's connection on: \(errnoText(errno))"))
+        }
+        do throws(Failure) {
+            return .success(try await runCommand(commandLine, token: held.token, descriptor: descriptor, signalMask: signalMask))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// A process that COMMAND started (a daemon) still has the lock's connection open: it keeps
+    /// the lock, as it would keep flock(1)'s. Releasing would delete the key, for every process
+    /// that has the connection (as flock -u); so actorkv only checks that the lock is still held
+    /// and exits with COMMAND's status, closing its own copy: the server releases the lock when
+    /// the last copy is closed. (Lost or not, the connection is the daemon's too: it is not
+    /// shut down.)
+    private func leaveHeld(_ held: HeldLock, commandStatus: Int32) async throws(Failure) -> Int32 {
+        keepUntilExit(held)
+        if let reason = try await lockLostReason(held, checkingWith: client) {
+            let lost = ActorKVError.lockLost(namespace: held.namespace, key: held.key, token: held.token, reason: reason)
+            throw Failure(code: Exit.connection, message: "actorkv: \(lost) (the command exited with status \(commandStatus))")
+        }
+        return commandStatus
+    }
+
+    /// Releases the lock after COMMAND's `outcome`: a lock found lost after COMMAND ran fails
+    /// with exit 4; another failure to release is reported, the connection's close having
+    /// released the lock.
+    private func release(_ held: HeldLock, after outcome: Result<Int32, Failure>) async throws(Failure) {
+        do throws(ActorKVError) {
+            try await held.release()
+        } catch {
+            if case .lockLost = error, case .success(let commandStatus) = outcome {
+                throw Failure(code: Exit.connection, message: "actorkv: \(error) (the command exited with status \(commandStatus))")
+            }
+            if case .success = outcome {
+                printError("actorkv: lock: releasing the lock: \(error) (closing its connection released it)")
+            }
+        }
+    }
+}
+
 /// The signal mask the program started with, for the command (threads of this process may
 /// block signals the command should not find blocked).
 func currentSignalMask() -> sigset_t {

@@ -1,0 +1,263 @@
+// Running a command of `actorkv` against the server: one method per command.
+import ActorKVClient
+import ActorKVProtocol
+import Glibc
+
+/// Runs one ``Invocation``'s command against its server, printing what the command prints to
+/// `output`, and returns the program's exit status (see `usage`). `lock` is in LockCommand.swift.
+struct CommandRunner {
+    let invocation: Invocation
+    let client: ActorKVClient
+    let output: Output
+    /// The signal mask the program started with, for the command `lock` runs.
+    let signalMask: sigset_t
+
+    /// The command's operands.
+    var args: [[UInt8]] { invocation.operands }
+    /// The first operand as a namespace name.
+    var namespace: String { text(args[0]) }
+    /// "Any number of operands", as an upper bound for ``need(_:_:)``.
+    static let many = Int.max - 1
+
+    init(_ invocation: Invocation, output: Output, signalMask: sigset_t) {
+        self.invocation = invocation
+        self.client = ActorKVClient(socketPath: invocation.socketPath, timeout: invocation.timeout)
+        self.output = output
+        self.signalMask = signalMask
+    }
+
+    /// Runs the command and closes the client; a failure carries the exit status it ends with.
+    func run() async throws(Failure) -> Int32 {
+        let status: Int32
+        do {
+            status = try await perform()
+        } catch let error as Failure {
+            throw error
+        } catch let error as ActorKVError {
+            throw Failure(error, socketPath: invocation.socketPath)
+        } catch {
+            throw Failure(code: Exit.server, message: "actorkv: \(error)")
+        }
+        await client.close()
+        return status
+    }
+
+    /// Fails with the command's usage unless it has a number of operands in `range`.
+    func need(_ range: ClosedRange<Int>, _ form: String) throws(Failure) {
+        guard range.contains(args.count) else { throw usageFailure("usage: actorkv \(form)") }
+    }
+
+    private func perform() async throws -> Int32 {
+        switch invocation.command {
+        case "get": return try await get()
+        case "put", "set": return try await put()
+        case "getv": return try await getVersioned()
+        case "pttl": return try await timeToLive()
+        case "expire": return try await expire()
+        case "persist": return try await persist()
+        case "lock": return try await lock()
+        case "incr": return try await increment()
+        case "del", "delete": return try await delete()
+        case "exists": return try await exists()
+        case "count": return try await count()
+        case "scan": return try await scan()
+        case "batch": return try await batch()
+        case "changes": return try await changes()
+        case "compact": return try await compact()
+        case "namespaces": return try await namespaces()
+        case "info": return try await info()
+        case "ping": return try await ping()
+        default: throw usageFailure("unknown command '\(text(invocation.commandWord))'")
+        }
+    }
+
+    private func get() async throws -> Int32 {
+        try need(2...2, "get NS KEY")
+        guard let value = try await client.get(namespace, args[1]) else { return Exit.notFound }
+        try output.write(value)
+        return Exit.ok
+    }
+
+    private func put() async throws -> Int32 {
+        try need(3...3, "put [--if-version V] [--ttl SECS] [--] NS KEY VALUE   (VALUE '-' reads standard input)")
+        let value = args[2] == [UInt8(ascii: "-")] ? try readStandardInput() : args[2]
+        guard let ifVersion = invocation.ifVersion else {
+            try await client.put(namespace, args[1], value, ttl: invocation.ttl)
+            return Exit.ok
+        }
+        guard let version = try await client.put(namespace, args[1], value, ifVersion: ifVersion, ttl: invocation.ttl) else {
+            throw Failure(code: Exit.conditionFailed, message: "actorkv: not written: the key's version is not \(ifVersion)")
+        }
+        try output.line(String(version))
+        return Exit.ok
+    }
+
+    private func getVersioned() async throws -> Int32 {
+        try need(2...2, "getv NS KEY")
+        guard let found = try await client.getVersioned(namespace, args[1]) else {
+            try output.line("0")
+            return Exit.notFound
+        }
+        try output.line(String(found.version))
+        try output.write(found.value)
+        return Exit.ok
+    }
+
+    private func timeToLive() async throws -> Int32 {
+        try need(2...2, "pttl NS KEY")
+        switch try await client.pttl(namespace, args[1]) {
+        case .absent:
+            try output.line("-2")
+            return Exit.notFound
+        case .persistent:
+            try output.line("-1")
+        case .remaining(let left):
+            try output.line(String(Int64((left / .milliseconds(1)).rounded())))
+        }
+        return Exit.ok
+    }
+
+    private func expire() async throws -> Int32 {
+        try need(3...3, "expire NS KEY SECS")
+        let ttl = try parseSeconds(text(args[2]), "expire: SECS", positive: true)
+        let set = try await client.pexpire(namespace, args[1], ttl: ttl)
+        try output.line(set ? "1" : "0")
+        return set ? Exit.ok : Exit.notFound
+    }
+
+    private func persist() async throws -> Int32 {
+        try need(2...2, "persist NS KEY")
+        try output.line(try await client.persist(namespace, args[1]) ? "1" : "0")
+        return Exit.ok
+    }
+
+    private func increment() async throws -> Int32 {
+        try need(2...3, "incr NS KEY [DELTA]")
+        let delta = try args.count == 3 ? parseInteger(text(args[2]), "incr: DELTA") : 1
+        try output.line(String(try await client.increment(namespace, args[1], by: delta)))
+        return Exit.ok
+    }
+
+    private func delete() async throws -> Int32 {
+        try need(2...Self.many, "del NS KEY...")
+        try output.line(String(try await client.delete(namespace, Array(args[1...]))))
+        return Exit.ok
+    }
+
+    private func exists() async throws -> Int32 {
+        try need(2...Self.many, "exists NS KEY...")
+        let n = try await client.exists(namespace, Array(args[1...]))
+        try output.line(String(n))
+        return n < args.count - 1 ? Exit.notFound : Exit.ok
+    }
+
+    private func count() async throws -> Int32 {
+        try need(1...1, "count NS")
+        try output.line(String(try await client.count(namespace)))
+        return Exit.ok
+    }
+
+    private func scan() async throws -> Int32 {
+        try need(1...2, "scan [--json] [--] NS [PREFIX]")
+        let entries = client.scan(namespace, prefix: args.count > 1 ? args[1] : [], pageSize: 1000)
+        let json = invocation.json
+        var first = true
+        if json { try output.write("[") }
+        for try await entry in entries {
+            if json {
+                try output.write((first ? "\n  {" : ",\n  {") + jsonMember("key", entry.key) + ","
+                             + jsonMember("value", entry.value) + "}")
+            } else {
+                try output.write(escapedField(entry.key) + [UInt8(ascii: "\t")] + escapedField(entry.value) + [0x0A])
+            }
+            first = false
+        }
+        if json { try output.write(first ? "]\n" : "\n]\n") }
+        return Exit.ok
+    }
+
+    private func batch() async throws -> Int32 {
+        try need(3...Self.many, "batch NS put KEY VALUE | del KEY ...")
+        guard let results = try await client.batch(namespace, try Self.batchOperations(args[1...])) else {
+            throw Failure(code: Exit.conditionFailed, message: "actorkv: nothing applied: an ifversion guard did not hold")
+        }
+        for result in results {
+            switch result {
+            case .stored, .held: try output.line("OK")
+            case .deleted(let existed): try output.line(existed ? "1" : "0")
+            case .counted(let value): try output.line(String(value))
+            }
+        }
+        return Exit.ok
+    }
+
+    /// `batch`'s operations: `put KEY VALUE`, `del KEY`, `ifversion KEY V`, `incr KEY DELTA`.
+    static func batchOperations(_ words: ArraySlice<[UInt8]>) throws(Failure) -> [BatchOperation] {
+        var operations: [BatchOperation] = []
+        var i = words.startIndex
+        while i < words.endIndex {
+            switch text(words[i]).lowercased() {
+            case "put":
+                guard i + 2 < words.endIndex else { throw usageFailure("batch: put needs a key and a value") }
+                operations.append(.put(key: words[i + 1], value: words[i + 2]))
+                i += 3
+            case "del", "delete":
+                guard i + 1 < words.endIndex else { throw usageFailure("batch: del needs a key") }
+                operations.append(.delete(key: words[i + 1]))
+                i += 2
+            case "ifversion":
+                guard i + 2 < words.endIndex else { throw usageFailure("batch: ifversion needs a key and a version") }
+                operations.append(.ifVersion(key: words[i + 1], version: try parseVersion(text(words[i + 2]), "batch: ifversion")))
+                i += 3
+            case "incr":
+                guard i + 2 < words.endIndex else { throw usageFailure("batch: incr needs a key and a delta") }
+                operations.append(.increment(key: words[i + 1], by: try parseInteger(text(words[i + 2]), "batch: incr")))
+                i += 3
+            default:
+                throw usageFailure("batch: unknown op '\(text(words[i]))' (expected put, del, ifversion or incr)")
+            }
+        }
+        return operations
+    }
+
+    private func changes() async throws -> Int32 {
+        try need(1...2, "changes [--from SEQ | --snapshot] [--] NS [PREFIX]")
+        // Reconnecting gives up after --timeout (never with 0), like a wait for a reply.
+        let stream = client.changes(namespace, prefix: args.count > 1 ? args[1] : [], from: invocation.changeStart,
+                                    reconnect: ReconnectPolicy(giveUpAfter: invocation.timeout))
+        var lines = ChangeLines()
+        for try await event in stream {
+            try output.write(lines.lines(for: event))
+            try output.flush()
+        }
+        return Exit.ok
+    }
+
+    private func compact() async throws -> Int32 {
+        try need(1...1, "compact NS")
+        try await client.compact(namespace)
+        return Exit.ok
+    }
+
+    private func namespaces() async throws -> Int32 {
+        try need(0...0, "namespaces")
+        for name in try await client.namespaces() { try output.line(name) }
+        return Exit.ok
+    }
+
+    private func info() async throws -> Int32 {
+        try need(0...0, "info")
+        try output.write(lfLineEnds(try await client.info()))
+        return Exit.ok
+    }
+
+    private func ping() async throws -> Int32 {
+        try need(0...1, "ping [MESSAGE]")
+        if args.isEmpty {
+            try output.line(try await client.ping())
+        } else {
+            try output.write(try await client.ping(args[0]) + [0x0A])
+        }
+        return Exit.ok
+    }
+}

@@ -1,0 +1,103 @@
+// What one run of `actorkv` is asked to do, read from its arguments.
+import ActorKVClient
+import Foundation
+
+/// The server to ask, the command, its operands and its options, as the program's arguments give
+/// them (see `usage`). Reading them checks every option; the operands' count is checked by the
+/// command (``CommandRunner``).
+struct Invocation {
+    /// The server's socket: `--socket`, else `$ACTORKV_SOCKET`, else `./actorkv.sock`.
+    var socketPath = ProcessInfo.processInfo.environment["ACTORKV_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
+        ?? "./actorkv.sock"
+    /// How long to wait for a reply (`--timeout`; nil: for ever).
+    var timeout: Duration? = ActorKVClient.defaultTimeout
+    /// `scan --json`.
+    var json = false
+    /// The command as given, for messages.
+    var commandWord: [UInt8] = []
+    /// The command, lowercased.
+    var command = ""
+    /// The command's operands, its options taken out.
+    var operands: [[UInt8]] = []
+    /// `put --if-version V`.
+    var ifVersion: UInt64?
+    /// `put --ttl SECS`.
+    var ttl: Duration?
+    /// `lock`'s options.
+    var lockOptions = LockOptions()
+    /// `changes --from SEQ` or `--snapshot`.
+    var changeStart = ChangeStart.now
+
+    /// Reads `arguments`: the options before the command, the command, and its own options. Nil
+    /// when they ask for the usage (`--help`, `-h`, or the command `help`).
+    static func parse(_ arguments: [[UInt8]]) throws(Failure) -> Invocation? {
+        var invocation = Invocation()
+        var rest = arguments[...]
+        guard try invocation.takeGlobalOptions(from: &rest) else { return nil }
+        guard let commandWord = rest.popFirst() else { throw usageFailure("no command given") }
+        invocation.commandWord = commandWord
+        invocation.command = text(commandWord).lowercased()
+        if invocation.command == "help" { return nil }
+        invocation.operands = Array(try invocation.takeCommandOptions(from: rest))
+        return invocation
+    }
+
+    /// Takes the options that come before the command (`--socket`, `--timeout`, `--json`, up
+    /// to a `--`); false for `--help`.
+    private mutating func takeGlobalOptions(from rest: inout ArraySlice<[UInt8]>) throws(Failure) -> Bool {
+        while let first = rest.first, first.first == UInt8(ascii: "-"), first.count > 1 {
+            rest.removeFirst()
+            let option = text(first)
+            switch option {
+            case "--help", "-h":
+                return false
+            case "--socket", "-s":
+                guard let path = rest.popFirst() else { throw usageFailure("\(option) needs a path") }
+                socketPath = text(path)
+            case _ where option.hasPrefix("--socket="):
+                socketPath = String(option.dropFirst("--socket=".count))
+            case "--timeout", "-t":
+                guard let value = rest.popFirst() else { throw usageFailure("\(option) needs a number of seconds") }
+                timeout = try Self.parseTimeout(text(value), option)
+            case _ where option.hasPrefix("--timeout="):
+                timeout = try Self.parseTimeout(String(option.dropFirst("--timeout=".count)), "--timeout")
+            case "--json":
+                json = true
+            case "--":
+                return true
+            default:
+                throw usageFailure("unknown option '\(option)'")
+            }
+        }
+        return true
+    }
+
+    /// `--timeout`'s seconds: nil (wait for ever) for 0.
+    private static func parseTimeout(_ value: String, _ option: String) throws(Failure) -> Duration? {
+        guard let seconds = Double(value), seconds.isFinite, seconds >= 0, seconds <= 1e9 else {
+            throw usageFailure("\(option) needs a number of seconds (0 waits forever), not '\(value)'")
+        }
+        return seconds == 0 ? nil : .nanoseconds(Int64((seconds * 1e9).rounded(.up)))
+    }
+
+    /// Takes the command's own options out of `arguments`; returns its operands.
+    private mutating func takeCommandOptions(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> ArraySlice<[UInt8]> {
+        var rest = arguments
+        if command == "scan" {
+            rest = try actorkv.operands(of: rest) { (word, _) throws(Failure) -> Bool in
+                guard word == "--json" else { return false }
+                json = true
+                return true
+            }
+        } else if json {
+            throw usageFailure("--json applies to scan only")
+        }
+        switch command {
+        case "put", "set": (ifVersion, ttl, rest) = try takePutOptions(from: rest)
+        case "lock": (lockOptions, rest) = try takeLockOptions(from: rest)
+        case "changes": (changeStart, rest) = try takeChangeStart(from: rest)
+        default: break
+        }
+        return rest
+    }
+}

@@ -253,26 +253,38 @@ final class ChangeFollower: Sendable {
         } catch {
             return .broken(error, connected: false, progressed: false)
         }
-        let registered = shared.withLock { s -> Bool in
-            guard !s.stopped else { return false }
-            s.fd = fd
-            return true
-        }
-        guard registered else {
+        guard register(fd) else {
             _ = Glibc.close(fd)
             return .stopped
         }
-        defer {
-            shared.withLock { s in
-                s.fd = -1
-                _ = Glibc.close(fd)
-            }
-        }
+        defer { closeRegistered(fd) }
         state.connectionStarted()
         if let failure = send(state.request, on: fd) { return ended(failure, progressed: false) }
         // Until the server answers CHANGES, a silent server is a failure; after, silence is idle.
         setTimeout(fd, SO_RCVTIMEO, timeout)
+        return readMessages(on: fd, &state)
+    }
 
+    /// Makes `fd` the socket that ``stop()`` shuts down; false if the follow was stopped already.
+    private func register(_ fd: Int32) -> Bool {
+        shared.withLock { s -> Bool in
+            guard !s.stopped else { return false }
+            s.fd = fd
+            return true
+        }
+    }
+
+    /// Closes the registered socket `fd`, under the lock (see the type's comment).
+    private func closeRegistered(_ fd: Int32) {
+        shared.withLock { s in
+            s.fd = -1
+            _ = Glibc.close(fd)
+        }
+    }
+
+    /// Reads the answer to `CHANGES` and the messages after it from `fd` until the connection
+    /// ends, the follow stops, or a message ends it.
+    private func readMessages(on fd: Int32, _ state: inout FollowState) -> Outcome {
         let bufferSize = 64 * 1024
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
         defer { buffer.deallocate() }
@@ -299,30 +311,39 @@ final class ChangeFollower: Sendable {
                 } catch {
                     return .failed(.protocolViolation("invalid reply from the server: \(error.message)"))
                 }
-                if !answered, case .error(let text) = reply,
-                   case .server(let code, let message) = ActorKVError.fromErrorReply(text),
-                   WireErrorCode.refusesConnection(code: code, message: message) {
-                    // Refused on accept: too many clients may pass; a peer not allowed will not.
-                    let error = ActorKVError.refused(path: path, code: code, message: message)
-                    return code == WireErrorCode.maxClients.rawValue
-                        ? .broken(error, connected: false, progressed: false) : .failed(error)
-                }
-                answered = true
-                let wasStreaming = state.isStreaming
-                switch state.handle(reply) {
-                case .deliver(let events):
-                    if !wasStreaming && state.isStreaming { setTimeout(fd, SO_RCVTIMEO, nil) }
-                    for event in events {
-                        guard push(event) else { return .stopped }
-                    }
-                case .resend:
-                    if let failure = send(state.request, on: fd) { return ended(failure, progressed: false) }
-                case .reconnect(let error):
-                    return ended(error, progressed: true)
-                case .fail(let error):
-                    return .failed(error)
-                }
+                if let outcome = handle(reply, answered: &answered, on: fd, &state) { return outcome }
             }
+        }
+    }
+
+    /// Handles one message on `fd`: the answer to `CHANGES` (`answered` false until it came; a
+    /// refusal on accept ends the follow), or one after it, whose events are handed to the
+    /// consumer. The outcome that ends the connection, or nil to read on.
+    private func handle(_ reply: Reply, answered: inout Bool, on fd: Int32, _ state: inout FollowState) -> Outcome? {
+        if !answered, case .error(let text) = reply,
+           case .server(let code, let message) = ActorKVError.fromErrorReply(text),
+           WireErrorCode.refusesConnection(code: code, message: message) {
+            // Refused on accept: too many clients may pass; a peer not allowed will not.
+            let error = ActorKVError.refused(path: path, code: code, message: message)
+            return code == WireErrorCode.maxClients.rawValue
+                ? .broken(error, connected: false, progressed: false) : .failed(error)
+        }
+        answered = true
+        let wasStreaming = state.isStreaming
+        switch state.handle(reply) {
+        case .deliver(let events):
+            if !wasStreaming && state.isStreaming { setTimeout(fd, SO_RCVTIMEO, nil) }
+            for event in events {
+                guard push(event) else { return .stopped }
+            }
+            return nil
+        case .resend:
+            if let failure = send(state.request, on: fd) { return ended(failure, progressed: false) }
+            return nil
+        case .reconnect(let error):
+            return ended(error, progressed: true)
+        case .fail(let error):
+            return .failed(error)
         }
     }
 

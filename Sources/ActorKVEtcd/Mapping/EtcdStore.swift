@@ -91,6 +91,18 @@ public final class EtcdStore: Sendable {
 
     /// Plain reads and writes as one transaction: their outcomes, in order.
     private func runTogether(_ operations: ArraySlice<Operation>, in ns: String) async throws(EtcdError) -> [Outcome] {
+        var (requests, writes) = plainRequests(operations, in: ns)
+        if requests.contains(where: \.isDelete) { requests.append(markerPut(ns)) }
+        let body = EtcdTransaction(success: requests).body
+        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: body, write: writes)
+        var responses = (answer.responses ?? [])[...]
+        guard responses.count == requests.count else { throw EtcdError(.refused, "etcd answered \(responses.count) of \(requests.count) requests") }
+        return Self.plainOutcomes(operations, from: &responses)
+    }
+
+    /// The etcd requests of plain reads and writes, in order (a read of several keys, a delete
+    /// of several or a batch gives one per key), and whether any of them writes.
+    private func plainRequests(_ operations: ArraySlice<Operation>, in ns: String) -> (requests: [EtcdRequest], writes: Bool) {
         var requests: [EtcdRequest] = []
         var writes = false
         for operation in operations {
@@ -118,12 +130,13 @@ public final class EtcdStore: Sendable {
             default: preconditionFailure("EtcdStore: not a plain read or write")
             }
         }
-        if requests.contains(where: \.isDelete) { requests.append(markerPut(ns)) }
-        let body = EtcdTransaction(success: requests).body
-        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: body, write: writes)
-        var responses = (answer.responses ?? [])[...]
-        guard responses.count == requests.count else { throw EtcdError(.refused, "etcd answered \(responses.count) of \(requests.count) requests") }
-        return operations.map { operation in
+        return (requests, writes)
+    }
+
+    /// The outcomes of plain reads and writes from etcd's `responses` to their
+    /// ``plainRequests(_:in:)``, taken from the front in the same order.
+    private static func plainOutcomes(_ operations: ArraySlice<Operation>, from responses: inout ArraySlice<EtcdResponses.ResponseOp>) -> [Outcome] {
+        operations.map { operation in
             switch operation {
             case .get:
                 return .value(responses.popFirst()?.response_range?.kvs?.first?.valueBytes)

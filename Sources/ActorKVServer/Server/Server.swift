@@ -58,14 +58,7 @@ public final class Server: Sendable {
             try await runAgent(wake: wake, access: access, executor: executor, staleSocket: staleSocket)
             return
         }
-        let store: Store
-        var options = config.storeOptions(log: log, executor: executor)
-        options.maxNamespaces = namespaceLimit
-        do { store = try Store(directory: config.dataDirectory, options: options) } catch {
-            let hint = error.code == .unsafeDirectory ? " (--allow-shared-data-dir)" : ""
-            throw StartupError(description: error.message + hint)
-        }
-        openStore.withLock { $0 = store }
+        let store = try makeStore(executor: executor, namespaceLimit: namespaceLimit)
         log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(config.maxClients), open files limit \(limit)")
         if limit < wanted {
             log("warning: the open files limit (\(limit), hard limit reached) is below the \(wanted) that --max-clients \(config.maxClients) and --max-namespaces \(config.maxNamespaces) need: namespaces are limited to \(namespaceLimit), and new connections get -MAXCLIENTS once the descriptors run out")
@@ -77,12 +70,7 @@ public final class Server: Sendable {
         let unavailable = await store.openAll()
         SocketCalls.release(reserve)
         if SignalHandling.received.load(ordering: .relaxed) != 0 {
-            let notDurable = await store.close()
-            guard notDurable.isEmpty else {
-                throw ShutdownError(description: "shut down during startup, but the logs of \(notDurable.joined(separator: ", ")) may not be on disk")
-            }
-            log("shut down cleanly during startup (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
-            return
+            return try await close(store, duringStartup: true)
         }
         let (listener, socketFile) = try bindSocket(replacingStale: staleSocket)
         let processor = CommandProcessor(store: store, settings: config.redisSettings, access: access) { [self] shows in
@@ -91,11 +79,35 @@ public final class Server: Sendable {
         try await serve(listener: listener, socketFile: socketFile, wake: wake, executor: executor, processor: processor) {
             self.log("ready: \(await store.namespaceNames().count) namespaces (\(unavailable.count) unavailable), accepting connections")
         }
-        let notDurable = await store.close()
-        guard notDurable.isEmpty else {
-            throw ShutdownError(description: "shut down, but the logs of \(notDurable.count) namespace(s) may not be on disk (their fsync failed; see above): \(notDurable.joined(separator: ", "))")
+        try await close(store, duringStartup: false)
+    }
+
+    /// The store of `--data-dir`, its namespaces not opened yet; a directory that cannot be used
+    /// is a ``StartupError`` (with the flag that allows a shared one, when that is why).
+    private func makeStore(executor: LoopExecutor?, namespaceLimit: Int) throws -> Store {
+        var options = configuration.storeOptions(log: log, executor: executor)
+        options.maxNamespaces = namespaceLimit
+        let store: Store
+        do { store = try Store(directory: configuration.dataDirectory, options: options) } catch {
+            let hint = error.code == .unsafeDirectory ? " (--allow-shared-data-dir)" : ""
+            throw StartupError(description: error.message + hint)
         }
-        log("shut down cleanly (signal \(SignalHandling.received.load(ordering: .relaxed))); every namespace fsync'd")
+        openStore.withLock { $0 = store }
+        return store
+    }
+
+    /// Closes `store` after a shutdown signal (`duringStartup`: one that came while the
+    /// namespaces opened); a namespace whose log may not be on disk is a ``ShutdownError``.
+    private func close(_ store: Store, duringStartup: Bool) async throws {
+        let notDurable = await store.close()
+        let signal = SignalHandling.received.load(ordering: .relaxed)
+        guard notDurable.isEmpty else {
+            throw ShutdownError(description: duringStartup
+                ? "shut down during startup, but the logs of \(notDurable.joined(separator: ", ")) may not be on disk"
+                : "shut down, but the logs of \(notDurable.count) namespace(s) may not be on disk (their fsync failed; see above): \(notDurable.joined(separator: ", "))")
+        }
+        log(duringStartup ? "shut down cleanly during startup (signal \(signal)); every namespace fsync'd"
+                          : "shut down cleanly (signal \(signal)); every namespace fsync'd")
     }
 
     /// How many namespaces the store may hold: `--max-namespaces`, or, when the open files limit

@@ -169,6 +169,42 @@ func executablePath(_ name: [UInt8]) -> [UInt8]? {
 /// 128 + the number of the signal that killed it. Throws exit 127 (not found) or 126 (cannot
 /// be run) when the command cannot be started.
 func runCommand(_ command: [[UInt8]], token: UInt64, descriptor: Int32, signalMask: sigset_t) async throws(Failure) -> Int32 {
+    let started = spawn(command, environment: environmentWithToken(token), signalMask: signalMask)
+    _ = close(descriptor)
+    switch started {
+    case .failure(let code):
+        throw Failure(code: code.rawValue == ENOENT ? Exit.commandNotFound : Exit.commandNotRunnable,
+                      message: "actorkv: lock: cannot run '\(text(command[0]))': \(errnoText(code.rawValue))")
+    case .success(let pid):
+        let status = await waitForExit(pid)
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+}
+
+/// An errno value, as a spawn's failure.
+struct SpawnFailure: Error {
+    let rawValue: Int32
+}
+
+/// This process's environment as `NAME=VALUE` lines, with ACTORKV_LOCK_TOKEN=`token` instead of
+/// any it had.
+private func environmentWithToken(_ token: UInt64) -> [[UInt8]] {
+    let tokenVariable = Array("ACTORKV_LOCK_TOKEN=".utf8)
+    var environment: [[UInt8]] = []
+    var entry = environ
+    while let pointer = entry.pointee {
+        let bytes = Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer))).map { UInt8(bitPattern: $0) }
+        if !bytes.starts(with: tokenVariable) { environment.append(bytes) }
+        entry += 1
+    }
+    environment.append(tokenVariable + Array(String(token).utf8))
+    return environment
+}
+
+/// Starts `command` with `environment` and `signalMask` (posix_spawnp; a file that is neither a
+/// binary nor a `#!` script again through /bin/sh): its pid, or the errno of the failure.
+private func spawn(_ command: [[UInt8]], environment: [[UInt8]], signalMask: sigset_t) -> Result<pid_t, SpawnFailure> {
     func cString(_ bytes: [UInt8]) -> UnsafeMutablePointer<CChar> {
         let pointer = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
         for (i, byte) in bytes.enumerated() { pointer[i] = CChar(bitPattern: byte) }
@@ -177,17 +213,8 @@ func runCommand(_ command: [[UInt8]], token: UInt64, descriptor: Int32, signalMa
     }
     let argv: [UnsafeMutablePointer<CChar>?] = command.map(cString) + [nil]
     defer { for pointer in argv { pointer?.deallocate() } }
-    let tokenVariable = Array("ACTORKV_LOCK_TOKEN=".utf8)
-    var environment: [UnsafeMutablePointer<CChar>?] = []
-    var entry = environ
-    while let pointer = entry.pointee {
-        let bytes = Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer))).map { UInt8(bitPattern: $0) }
-        if !bytes.starts(with: tokenVariable) { environment.append(cString(bytes)) }
-        entry += 1
-    }
-    environment.append(cString(tokenVariable + Array(String(token).utf8)))
-    environment.append(nil)
-    defer { for pointer in environment { pointer?.deallocate() } }
+    let envp: [UnsafeMutablePointer<CChar>?] = environment.map(cString) + [nil]
+    defer { for pointer in envp { pointer?.deallocate() } }
 
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
@@ -197,7 +224,7 @@ func runCommand(_ command: [[UInt8]], token: UInt64, descriptor: Int32, signalMa
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
 
     var pid: pid_t = 0
-    var rc = posix_spawnp(&pid, argv[0]!, nil, &attributes, argv, environment)
+    var rc = posix_spawnp(&pid, argv[0]!, nil, &attributes, argv, envp)
     if rc == ENOEXEC, let path = executablePath(command[0]) {
         // Neither a binary nor a script with #!: run it with /bin/sh, as execvp(3) does (and so
         // flock(1), env, nohup, a shell), which glibc's posix_spawnp no longer does. As execvp
@@ -205,25 +232,22 @@ func runCommand(_ command: [[UInt8]], token: UInt64, descriptor: Int32, signalMa
         let shell = cString(Array("/bin/sh".utf8)), script = cString(path)
         defer { shell.deallocate(); script.deallocate() }
         let shellArgv: [UnsafeMutablePointer<CChar>?] = [shell, script] + argv.dropFirst()
-        rc = posix_spawn(&pid, shell, nil, &attributes, shellArgv, environment)
+        rc = posix_spawn(&pid, shell, nil, &attributes, shellArgv, envp)
     }
-    _ = close(descriptor)
-    guard rc == 0 else {
-        throw Failure(code: rc == ENOENT ? Exit.commandNotFound : Exit.commandNotRunnable,
-                      message: "actorkv: lock: cannot run '\(text(command[0]))': \(errnoText(rc))")
-    }
-    let child = pid
-    let status = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+    return rc == 0 ? .success(pid) : .failure(SpawnFailure(rawValue: rc))
+}
+
+/// Waits, on a thread of its own, for the child `pid` to end; its raw wait status.
+private func waitForExit(_ pid: pid_t) async -> Int32 {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
         let thread = Thread {
             var raw: Int32 = 0
-            while waitpid(child, &raw, 0) < 0 && errno == EINTR {}
+            while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
             continuation.resume(returning: raw)
         }
         thread.name = "actorkv-lock-wait"
         thread.start()
     }
-    let signal = status & 0x7f
-    return signal == 0 ? (status >> 8) & 0xff : 128 + signal
 }
 
 // MARK: A lock kept by a process that COMMAND started

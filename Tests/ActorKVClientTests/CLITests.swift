@@ -305,6 +305,30 @@ struct CLITests {
         }
     }
 
+    @Test("every command --help lists is one actorkv runs: without operands, its own usage (exit 2) or, needing none, an attempt to connect (exit 4); never 'unknown command'")
+    func helpListsOnlyCommandsThatRun() async throws {
+        let help = try await runCLI(["--help"], socket: nil)
+        #expect(help.status == 0)
+        // The lines of the Commands section that start with a command: "  get NS KEY   print ...".
+        let section = help.text.components(separatedBy: "\nCommands:\n").last?.components(separatedBy: "\n\n").first ?? ""
+        let commands = Set(section.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("  "), let first = line.dropFirst(2).first, first.isLowercase else { return nil }
+            return line.dropFirst(2).split(separator: " ").first.map(String.init)
+        })
+        #expect(commands.count >= 18, "the Commands section as read: \(commands.sorted())")
+        let missing = TemporaryDirectory("nosock")
+        defer { missing.remove() }
+        for command in commands.sorted() {
+            let r = try await runCLI([command], socket: missing.path + "/none.sock")
+            #expect(!r.stderr.contains("unknown command"), "\(command): \(r.stderr)")
+            if r.status == 2 {
+                #expect(r.stderr.hasPrefix("actorkv: usage: actorkv \(command)"), "\(command): \(r.stderr)")
+            } else {
+                #expect(r.status == 4 && r.stderr.contains("cannot connect"), "\(command): \(r.status) \(r.stderr)")
+            }
+        }
+    }
+
     @Test("output that cannot be written (disk full, stdout closed) gives exit 3 and a message")
     func outputWriteFailure() async throws {
         try await withServer { server, kv in

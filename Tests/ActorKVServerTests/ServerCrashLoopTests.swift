@@ -9,7 +9,8 @@ import Glibc
 
 /// kill -9 the server at random moments while clients write; every restart must show every
 /// acknowledged write, no acknowledged delete, and no half-applied batch — guarded batches,
-/// conditional puts and INCRs included.
+/// conditional puts, INCRs, MULTI/EXEC transactions, multi-field HSETs and puts with a deadline
+/// included.
 ///
 /// Cycles: $ACTORKV_CRASH_CYCLES (default 30; the soak mode runs 500).
 @Suite(.serialized, .tags(.slow), .skippedWhenQuick) struct ServerCrashLoopTests {
@@ -59,6 +60,7 @@ import Glibc
         // Pipelines of 1,000 GETs: a client that writes a whole long pipeline before reading any
         // reply meets the server's backpressure (it stops reading a client whose unread replies
         // pass --max-output-bytes) and blocks in its own send, as protocol.md says.
+        var withDeadline: [String] = []  // keys put with PX that are there: their deadline must be too
         for start in stride(from: 0, to: expectations.count, by: 1_000) {
             let part = expectations[start..<min(start + 1_000, expectations.count)]
             var request: [UInt8] = []
@@ -68,6 +70,18 @@ import Glibc
                 let reply = try c.reply()
                 let actual: String? = { if case .bulk(let b) = reply { return String(decoding: b, as: UTF8.self) }; return nil }()
                 #expect(e.allowed.contains(actual), "cycle \(cycle): key \(e.key) is \(actual ?? "absent"), allowed \(e.allowed)")
+                if actual != nil && e.key.hasPrefix("x") { withDeadline.append(e.key) }
+            }
+        }
+        for start in stride(from: 0, to: withDeadline.count, by: 1_000) {
+            let part = withDeadline[start..<min(start + 1_000, withDeadline.count)]
+            var request: [UInt8] = []
+            for key in part { RequestEncoder.encode(["PTTL", "crash", key], into: &request) }
+            try c.send(request)
+            for key in part {
+                let reply = try c.reply()
+                let kept: Bool = { if case .integer(let ms) = reply { return ms > 0 }; return false }()
+                #expect(kept, "cycle \(cycle): key \(key), put with PX, has PTTL \(reply)")
             }
         }
         for batch in model.batches() {
@@ -168,7 +182,7 @@ final class WriterThread: @unchecked Sendable {
         var count = 0  // this writer's counter, INCR'd: only it writes the key
         while true {
             n += 1
-            let choice = Int.random(in: 0..<13)
+            let choice = Int.random(in: 0..<16)
             do {
                 if choice == 10 {
                     let key = "c\(id)"
@@ -202,6 +216,31 @@ final class WriterThread: @unchecked Sendable {
                     guard case .array = try c.command(args) else { return }
                     model.acknowledgeBatch(batch)
                     model.acknowledge(guardKey, batch)
+                } else if choice == 13 {
+                    // A transaction: EXEC applies its queue as one log record (protocol.md
+                    // "Transactions"), so after a kill -9 all of it is there or none.
+                    let batch = "t\(id)-\(n)"
+                    let keys = (0..<4).map { "\(batch)-\($0)" }
+                    model.beginBatch(batch, keys)
+                    guard try c.command(["MULTI"]) == .simple("OK"),
+                          try c.command(["HSET", "crash", keys[0], batch, keys[1], batch]) == .simple("QUEUED"),
+                          try c.command(["HSET", "crash", keys[2], batch]) == .simple("QUEUED"),
+                          try c.command(["PUT", "crash", keys[3], batch]) == .simple("QUEUED"),
+                          case .array = try c.command(["EXEC"]) else { return }
+                    model.acknowledgeBatch(batch)
+                } else if choice == 14 {
+                    // A multi-field HSET is one log record too.
+                    let batch = "h\(id)-\(n)"
+                    let keys = (0..<3).map { "\(batch)-\($0)" }
+                    model.beginBatch(batch, keys)
+                    guard try c.command(["HSET", "crash"] + keys.flatMap { [$0, batch] }) == .integer(3) else { return }
+                    model.acknowledgeBatch(batch)
+                } else if choice == 15 {
+                    // A put with a deadline (a day away: it must not expire during the test).
+                    let key = "x\(id)-\(n)", value = "v\(id)-\(n)"
+                    model.begin(key, value)
+                    guard try c.command(["PUT", "crash", key, value, "PX", "86400000"]) == .simple("OK") else { return }
+                    model.acknowledge(key, value)
                 } else if choice < 6 || written.isEmpty {
                     let key = "w\(id)-\(n)", value = "v\(id)-\(n)"
                     model.begin(key, value)

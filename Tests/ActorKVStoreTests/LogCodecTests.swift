@@ -383,6 +383,32 @@ struct LogCodecTests {
         #expect(Self.scan(log) == .torn(validLength: start))
     }
 
+    @Test("a last record whose share of a sector is zeros even when whole reads, damaged, as a torn append: cut, unless a later record says it was fsync'd")
+    func lastRecordShapedLikeATornAppend() {
+        // Found by the soak's power-loss run (seed 806076): a record that ends with a lifetime
+        // (its flags byte 0) one byte into a new sector. Whole, that sector's share of it is one
+        // zero byte, just what the disk leaves when it never wrote the sector; damaged anywhere
+        // else, it has the exact shape of a torn append, and nothing in the format tells the two
+        // apart. The scanner cuts it (RELIABILITY.md, "What recovery cannot tell apart").
+        let first = LogRecordCodec.encode(LogRecord(sequence: 1, mutations: [.put(key: b("k1"), value: b("one"))]))
+        func second(_ size: Int) -> [UInt8] {
+            LogRecordCodec.encode(LogRecord(sequence: 2, mutations: [
+                .put(key: b("k2"), value: [UInt8](repeating: 0x61, count: size)),
+                .lifetime(key: b("k2"), Lifetime(deadline: 1_800_000_000_000, owner: 0)),
+            ], durableThrough: 1))
+        }
+        let size = (1...512).first { (first.count + second($0).count) % 512 == 1 }!
+        var log = first + second(size)
+        #expect(log.last == 0 && log.count % 512 == 1, "the record's share of its last sector is one zero byte")
+        #expect(Self.scan(log) == .clean)
+        log[first.count + LogRecordCodec.headerLength + 40] ^= 0x08
+        #expect(Self.scan(log) == .torn(validLength: first.count), "indistinguishable from an append the disk did not finish")
+        // A record after it that says it was fsync'd makes the same damage corrupt.
+        let third = LogRecordCodec.encode(LogRecord(sequence: 3, mutations: [.delete(key: b("k1"))], durableThrough: 2))
+        guard case .corrupt(let offset, _) = Self.scan(log + third) else { Issue.record("damage before a durable claim was cut"); return }
+        #expect(offset == first.count)
+    }
+
     @Test("a hole the disk never wrote, followed by records that claim nothing about it, is a torn tail")
     func writebackHoleIsTorn() {
         for lost in [0, 1, 2, 3] {

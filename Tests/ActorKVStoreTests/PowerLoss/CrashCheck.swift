@@ -87,15 +87,24 @@ struct CrashCheck {
     /// A copy of `image` with one bit flipped in the middle of a record that had to survive a crash
     /// at `point` (fsync'd, or acknowledged under `always`) and is still whole in its file there,
     /// and that file's path in the image; nil if there is no such record.
+    ///
+    /// Left out: a record that, whole, already has the shape of an append the disk did not finish
+    /// (``LogScanner/looksUnwritten(_:from:to:base:)``: its share of some sector all zeros, or
+    /// zeros at its end) when no later record in the image says it was durable. Damaged, such a
+    /// record is what a torn append leaves, and recovery cuts it as one (RELIABILITY.md, "What
+    /// recovery cannot tell apart"): the log's format gives nothing to tell the two apart.
     func flippingABit<G: RandomNumberGenerator>(in image: DiskImage, point: Int, root: String,
                                                 using random: inout G) -> (image: DiskImage, path: String)? {
         var candidates: [(path: String, offset: Int, length: Int)] = []
         for name in namespaces {
             let required = history.required[point][name] ?? 0
-            for (sequence, record) in history.written[name] ?? [:] where sequence <= required && record.operation < point {
+            let written = history.written[name] ?? [:]
+            for (sequence, record) in written where sequence <= required && record.operation < point {
                 let path = String(record.path.dropFirst(root.count + 1))
-                guard let file = image.files[path], file.count >= record.offset + record.bytes.count,
-                      Array(file[record.offset..<record.offset + record.bytes.count]) == record.bytes else { continue }
+                guard let file = image.files[path], Self.holds(file, record.bytes, at: record.offset) else { continue }
+                let end = record.offset + record.bytes.count
+                let shapedLikeATornAppend = file.withUnsafeBytes { LogScanner.looksUnwritten($0, from: record.offset, to: end) }
+                if shapedLikeATornAppend && !Self.laterRecordClaimsDurable(sequence, among: written, in: image, root: root) { continue }
                 candidates.append((path, record.offset, record.bytes.count))
             }
         }
@@ -104,6 +113,24 @@ struct CrashCheck {
         let at = target.offset + LogRecordCodec.headerLength + Int.random(in: 0..<(target.length - LogRecordCodec.headerLength), using: &random)
         flipped.files[target.path]![at] ^= UInt8(1) << UInt8.random(in: 0...7, using: &random)
         return (flipped, target.path)
+    }
+
+    /// Whether `file` holds `bytes` at `offset`.
+    private static func holds(_ file: [UInt8], _ bytes: [UInt8], at offset: Int) -> Bool {
+        file.count >= offset + bytes.count && file[offset..<offset + bytes.count].elementsEqual(bytes)
+    }
+
+    /// Whether a record after `sequence`, whole in `image`, says that `sequence` was durable
+    /// when it was written (its ``LogRecord/durableThrough``): then recovery knows damage to
+    /// `sequence` for what it is, whatever its shape.
+    private static func laterRecordClaimsDurable(_ sequence: UInt64, among written: [UInt64: (operation: Int, path: String, offset: Int, bytes: [UInt8])],
+                                                 in image: DiskImage, root: String) -> Bool {
+        written.contains { later, record in
+            guard later > sequence, let file = image.files[String(record.path.dropFirst(root.count + 1))],
+                  holds(file, record.bytes, at: record.offset) else { return false }
+            guard case .record(let decoded, _) = record.bytes.withUnsafeBytes({ LogRecordCodec.decode($0, at: 0) }) else { return false }
+            return decoded.durableThrough >= sequence
+        }
     }
 
     /// Checks a recovery from a second crash, at `point` of the first recovery's trace: the state

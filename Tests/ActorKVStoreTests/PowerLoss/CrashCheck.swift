@@ -93,8 +93,9 @@ struct CrashCheck {
     /// zeros at its end) when no later record in the image says it was durable. Damaged, such a
     /// record is what a torn append leaves, and recovery cuts it as one (RELIABILITY.md, "What
     /// recovery cannot tell apart"): the log's format gives nothing to tell the two apart.
-    func flippingABit<G: RandomNumberGenerator>(in image: DiskImage, point: Int, root: String,
-                                                using random: inout G) -> (image: DiskImage, path: String)? {
+    /// `leftOut` counts the records considered and those left out.
+    func flippingABit<G: RandomNumberGenerator>(in image: DiskImage, point: Int, root: String, using random: inout G,
+                                                leftOut: inout (considered: Int, leftOut: Int)) -> (image: DiskImage, path: String)? {
         var candidates: [(path: String, offset: Int, length: Int)] = []
         for name in namespaces {
             let required = history.required[point][name] ?? 0
@@ -104,7 +105,11 @@ struct CrashCheck {
                 guard let file = image.files[path], Self.holds(file, record.bytes, at: record.offset) else { continue }
                 let end = record.offset + record.bytes.count
                 let shapedLikeATornAppend = file.withUnsafeBytes { LogScanner.looksUnwritten($0, from: record.offset, to: end) }
-                if shapedLikeATornAppend && !Self.laterRecordClaimsDurable(sequence, among: written, in: image, root: root) { continue }
+                leftOut.considered += 1
+                if shapedLikeATornAppend && !Self.laterRecordClaimsDurable(sequence, among: written, in: image, root: root) {
+                    leftOut.leftOut += 1
+                    continue
+                }
                 candidates.append((path, record.offset, record.bytes.count))
             }
         }

@@ -24,12 +24,16 @@ struct PowerLossTests {
         var secondCrashes = 0
         var refusals = 0
         var flippedBits = 0
+        /// Records the flipped-bit check considered, and those it left out as shaped like a torn
+        /// append (``CrashCheck/flippingABit(in:point:root:using:leftOut:)``).
+        var flipCandidates = (considered: 0, leftOut: 0)
         var violations: [String] = []
 
         var description: String {
             "\(points) crash points (\(exhaustivePoints) enumerated exhaustively), \(states) crash states, "
                 + "\(secondCrashes) second crashes during or after recovery, \(refusals) refusals naming file and offset, "
-                + "\(flippedBits) flipped bits in fsync'd records refused, "
+                + "\(flippedBits) flipped bits in fsync'd records refused "
+                + "(of the records they were chosen from, \(flipCandidates.leftOut) of \(flipCandidates.considered) left out as shaped like a torn append), "
                 + "\(violations.count) violations"
         }
 
@@ -41,6 +45,8 @@ struct PowerLossTests {
             secondCrashes += other.secondCrashes
             refusals += other.refusals
             flippedBits += other.flippedBits
+            flipCandidates.considered += other.flipCandidates.considered
+            flipCandidates.leftOut += other.flipCandidates.leftOut
             violations += other.violations
         }
     }
@@ -125,7 +131,7 @@ struct PowerLossTests {
                 tally.secondCrashes += 1
                 try await secondCrash(image, recovery, root: root, random: &random)
             }
-            if !strict, tally.states % 4 == 2, let (flipped, path) = check.flippingABit(in: image, point: point, root: model.root, using: &random) {
+            if !strict, tally.states % 4 == 2, let (flipped, path) = check.flippingABit(in: image, point: point, root: model.root, using: &random, leftOut: &tally.flipCandidates) {
                 tally.flippedBits += 1
                 try await expectRefusal(of: flipped, naming: path, at: root + "-flipped")
             }

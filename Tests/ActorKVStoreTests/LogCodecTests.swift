@@ -85,14 +85,14 @@ struct LogCodecTests {
         #expect(puts > 1)
     }
 
-    @Test("the frame is the documented one: length, CRC-32C over length and body, body")
+    @Test("the frame is the documented one: length, CRC-32C over length and body, body ending with the end mark")
     func frameLayout() {
         let record = LogRecord(sequence: 0x0102, mutations: [.put(key: [7], value: [8, 9])])
         let e = LogRecordCodec.encode(record)
         let length = Int(e[0]) | Int(e[1]) << 8 | Int(e[2]) << 16 | Int(e[3]) << 24
         #expect(length == e.count - 8)
-        // body: u64 sequence, u32 durable lag (0: no claim), u32 count, kind 1, u32 keyLen, key, u32 valueLen, value
-        #expect(Array(e[8...]) == [0x02, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 7, 2, 0, 0, 0, 8, 9])
+        // body: u64 sequence, u32 durable lag (0: no claim), u32 count, kind 1, u32 keyLen, key, u32 valueLen, value, end mark
+        #expect(Array(e[8...]) == [0x02, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 7, 2, 0, 0, 0, 8, 9, 0xA5])
         let crc = UInt32(e[4]) | UInt32(e[5]) << 8 | UInt32(e[6]) << 16 | UInt32(e[7]) << 24
         #expect(crc == CRC32C.checksum(Array(e[8...]), continuing: CRC32C.checksum(Array(e[0..<4]))))
         // A claim is stored as the distance back from the record's own sequence number.
@@ -102,7 +102,7 @@ struct LogCodecTests {
         #expect(Self.decode(c) == .record(claiming, next: c.count))
         // A claim further back than a u32 reaches is dropped (0), never made larger.
         let far = LogRecord(sequence: 1 << 40, mutations: [], durableThrough: 1)
-        #expect(Self.decode(LogRecordCodec.encode(far)) == .record(LogRecord(sequence: 1 << 40, mutations: []), next: 24))
+        #expect(Self.decode(LogRecordCodec.encode(far)) == .record(LogRecord(sequence: 1 << 40, mutations: []), next: 25))
     }
 
     @Test("a record cut at every byte boundary is incomplete, and the scanner calls it torn at its start")
@@ -383,30 +383,81 @@ struct LogCodecTests {
         #expect(Self.scan(log) == .torn(validLength: start))
     }
 
-    @Test("a last record whose share of a sector is zeros even when whole reads, damaged, as a torn append: cut, unless a later record says it was fsync'd")
+    /// `record` as log format 1 wrote it: without the end mark.
+    static func formatOne(_ record: LogRecord) -> [UInt8] {
+        var bytes = LogRecordCodec.encode(record)
+        while bytes.last == LogRecordCodec.endMark { bytes.removeLast() }
+        let length = UInt32(bytes.count - LogRecordCodec.headerLength)
+        withUnsafeBytes(of: length.littleEndian) { bytes.replaceSubrange(0..<4, with: $0) }
+        let crc = CRC32C.checksum(Array(bytes[8...]), continuing: CRC32C.checksum(Array(bytes[0..<4])))
+        withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(4..<8, with: $0) }
+        return bytes
+    }
+
+    @Test("format 1: a last record whose share of a sector is zeros even when whole reads, damaged, as a torn append; format 2's end mark makes the same damage corrupt")
     func lastRecordShapedLikeATornAppend() {
         // Found by the soak's power-loss run (seed 806076): a record that ends with a lifetime
-        // (its flags byte 0) one byte into a new sector. Whole, that sector's share of it is one
-        // zero byte, just what the disk leaves when it never wrote the sector; damaged anywhere
-        // else, it has the exact shape of a torn append, and nothing in the format tells the two
-        // apart. The scanner cuts it (RELIABILITY.md, "What recovery cannot tell apart").
+        // (its flags byte 0) one byte into a new sector. In format 1, that sector's share of the
+        // whole record is one zero byte, just what the disk leaves when it never wrote the
+        // sector; damaged anywhere else, it had the exact shape of a torn append and was cut
+        // (unless a later record said it was fsync'd). RELIABILITY.md, "What recovery cannot
+        // tell apart".
         let first = LogRecordCodec.encode(LogRecord(sequence: 1, mutations: [.put(key: b("k1"), value: b("one"))]))
-        func second(_ size: Int) -> [UInt8] {
-            LogRecordCodec.encode(LogRecord(sequence: 2, mutations: [
+        func second(_ size: Int) -> LogRecord {
+            LogRecord(sequence: 2, mutations: [
                 .put(key: b("k2"), value: [UInt8](repeating: 0x61, count: size)),
                 .lifetime(key: b("k2"), Lifetime(deadline: 1_800_000_000_000, owner: 0)),
-            ], durableThrough: 1))
+            ], durableThrough: 1)
         }
-        let size = (1...512).first { (first.count + second($0).count) % 512 == 1 }!
-        var log = first + second(size)
+        let size = (1...512).first { (first.count + Self.formatOne(second($0)).count) % 512 == 1 }!
+        var log = first + Self.formatOne(second(size))
         #expect(log.last == 0 && log.count % 512 == 1, "the record's share of its last sector is one zero byte")
         #expect(Self.scan(log) == .clean)
         log[first.count + LogRecordCodec.headerLength + 40] ^= 0x08
-        #expect(Self.scan(log) == .torn(validLength: first.count), "indistinguishable from an append the disk did not finish")
+        #expect(Self.scan(log) == .torn(validLength: first.count), "format 1: indistinguishable from an append the disk did not finish")
         // A record after it that says it was fsync'd makes the same damage corrupt.
         let third = LogRecordCodec.encode(LogRecord(sequence: 3, mutations: [.delete(key: b("k1"))], durableThrough: 2))
         guard case .corrupt(let offset, _) = Self.scan(log + third) else { Issue.record("damage before a durable claim was cut"); return }
         #expect(offset == first.count)
+
+        // Format 2: the same record placed the same way now ends with its mark, in that sector.
+        let markedSize = (1...512).first { (first.count + LogRecordCodec.encode(second($0)).count) % 512 == 1 }!
+        var marked = first + LogRecordCodec.encode(second(markedSize))
+        #expect(marked.last == LogRecordCodec.endMark && marked.count % 512 == 1)
+        #expect(Self.scan(marked) == .clean)
+        marked[first.count + LogRecordCodec.headerLength + 40] ^= 0x08
+        guard case .corrupt(let at, let reason) = Self.scan(marked) else { Issue.record("format 2: damage to the last record was cut"); return }
+        #expect(at == first.count && reason.contains("every sector"), "\(reason)")
+        // Never written back, that sector is zeros again: a torn append, cut.
+        marked[first.count + LogRecordCodec.headerLength + 40] ^= 0x08
+        marked[marked.count - 1] = 0
+        #expect(Self.scan(marked) == .torn(validLength: first.count))
+    }
+
+    @Test("the end mark: one byte, or two when one would make the length's first byte zero; no whole record starts or ends with a zero byte")
+    func endMark() {
+        for size in 0..<600 {
+            let record = LogRecord(sequence: 9, mutations: [.put(key: b("k"), value: [UInt8](repeating: 0, count: size))])
+            let e = LogRecordCodec.encode(record)
+            #expect(e.first != 0 && e.last == LogRecordCodec.endMark, "value of \(size) zero bytes")
+            #expect(LogRecordCodec.bodyLength(of: record.mutations) == e.count - LogRecordCodec.headerLength)
+            #expect(Self.decode(e) == .record(record, next: e.count))
+            let marks = e.reversed().prefix { $0 == LogRecordCodec.endMark }.count
+            let unmarked = e.count - LogRecordCodec.headerLength - marks
+            #expect(marks == ((unmarked + 1) % 256 == 0 ? 2 : 1), "value of \(size)")
+        }
+        // Format 1's records (no mark) decode as before; more than two marks, or another byte, do not.
+        let record = LogRecord(sequence: 9, mutations: [.delete(key: b("k"))])
+        let old = Self.formatOne(record)
+        #expect(Self.decode(old) == .record(record, next: old.count))
+        for trailer: [UInt8] in [[0xA5, 0xA5, 0xA5], [0xA4], [0]] {
+            var bytes = old + trailer
+            let length = UInt32(bytes.count - 8)
+            withUnsafeBytes(of: length.littleEndian) { bytes.replaceSubrange(0..<4, with: $0) }
+            let crc = CRC32C.checksum(Array(bytes[8...]), continuing: CRC32C.checksum(Array(bytes[0..<4])))
+            withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(4..<8, with: $0) }
+            guard case .malformed = Self.decode(bytes) else { Issue.record("\(trailer) accepted"); continue }
+        }
     }
 
     @Test("a hole the disk never wrote, followed by records that claim nothing about it, is a torn tail")

@@ -69,8 +69,11 @@ struct LogSegmentScannerTests {
         for cut in 1..<header.count { cases.append(("a header torn after \(cut) bytes", Array(header.prefix(cut)))) }
         cases.append(("a header then a torn record", header + Array(clean.prefix(30))))
         var newer = header
-        newer[LogSegmentHeader.magic.count] = 2
+        newer[LogSegmentHeader.magic.count] = 3
         cases.append(("an unknown version", newer + clean))
+        var older = header
+        older[LogSegmentHeader.magic.count] = 1
+        cases.append(("a format-1 header", older + clean))
         return cases
     }
 
@@ -103,16 +106,17 @@ struct LogSegmentScannerTests {
         #expect(ends.contains { if case .unused = $0 { true } else { false } })
         #expect(ends.contains { if case .torn = $0 { true } else { false } })
         #expect(ends.filter { if case .corrupt = $0 { true } else { false } }.count >= 2)
-        #expect(ends.contains { if case .corrupt(let offset, let reason) = $0 { offset == 6 && reason.contains("version 2") } else { false } })
+        #expect(ends.contains { if case .corrupt(let offset, let reason) = $0 { offset == 6 && reason.contains("version 3") } else { false } })
         #expect(ends.contains(.torn(validLength: 0)))
     }
 
-    @Test("a segment's header: this version, none, torn, or unknown")
+    @Test("a segment's header: this version or format 1, none, torn, or unknown")
     func headerReading() {
         func read(_ bytes: [UInt8]) -> LogSegmentHeader.Reading { bytes.withUnsafeBytes(LogSegmentHeader.read) }
         let header = LogSegmentHeader.encoded
-        #expect(header == Array("AKVLOG".utf8) + [1, 0])
+        #expect(header == Array("AKVLOG".utf8) + [2, 0])
         #expect(read(header) == .records(from: 8))
+        #expect(read(Array("AKVLOG".utf8) + [1, 0] + Self.log(count: 3)) == .records(from: 8), "format 1, before the end mark")
         #expect(read(header + Self.log(count: 3)) == .records(from: 8))
         #expect(read([]) == .records(from: 0), "an empty segment")
         #expect(read(Self.log(count: 3)) == .records(from: 0), "a segment written before the header existed")
@@ -120,7 +124,7 @@ struct LogSegmentScannerTests {
         for cut in 1..<header.count {
             #expect(read(Array(header.prefix(cut))) == .ends(.torn(validLength: 0)), "cut after \(cut) bytes")
         }
-        for version: UInt16 in [0, 2, 0x0100, 0xFFFF] {
+        for version: UInt16 in [0, 3, 0x0100, 0xFFFF] {
             let bytes = Array("AKVLOG".utf8) + [UInt8(version & 0xFF), UInt8(version >> 8)]
             guard case .ends(.corrupt(offset: 6, let reason)) = read(bytes) else {
                 Issue.record("version \(version) was not refused")

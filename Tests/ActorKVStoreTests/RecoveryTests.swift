@@ -343,6 +343,57 @@ struct RecoveryTests {
         #expect(scanned.records.first?.offset == LogSegmentHeader.length)
     }
 
+    @Test("a namespace written in log format 1 (Tests/Fixtures/log-v1) opens whole; records appended to its segment carry the end mark; after a compaction the new segment is format 2")
+    func formatOneLogFixtureOpens() async throws {
+        let dir = TemporaryDirectory("rec-v1")
+        defer { dir.remove() }
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/log-v1/config").path
+        try FileManager.default.createDirectory(atPath: dir.data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.copyItem(atPath: fixture, toPath: dir.data + "/config")
+        let segment = dir.data + "/config/000001.log"
+        let original = try readFile(segment)
+        #expect(original.starts(with: LogSegmentHeader.magic + [1, 0]), "a format-1 header")
+        // Its records end as format 1 wrote them: the lifetime's record in zeros.
+        let written = records(in: original)
+        #expect(written.records.map(\.record.sequence) == Array(1...7))
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("config")
+            #expect(await ns.versioned(b("theme")) == VersionedValue(value: b("light"), version: 5))
+            #expect(await ns.versioned(b("session:1")) == VersionedValue(value: b("tok"), version: 2))
+            #expect(await ns.timeToLive(b("session:1")) > 0, "its deadline, 100 years away, is kept")
+            #expect(await ns.versioned(b("hits")) == VersionedValue(value: b("41"), version: 3))
+            #expect(await ns.versioned(b("b")) == VersionedValue(value: b("2"), version: 4))
+            #expect(await ns.get(b("a")) == nil)
+            #expect(await ns.versioned(b("blob")) == VersionedValue(value: [0, 0xFF, 0], version: 7))
+            #expect(await ns.count() == 5)
+            #expect(try await ns.increment(b("hits")) == 42)
+        }
+        let appended = try readFile(segment)
+        #expect(appended.starts(with: original), "the format-1 records are left as they were")
+        let tail = records(in: Array(appended[original.count...]))
+        #expect(tail.records.map(\.record.sequence) == [8])
+        if let last = tail.records.last {
+            let start = original.count + last.offset
+            let end = start + LogRecordCodec.headerLength + Int(appended[start]) + Int(appended[start + 1]) << 8
+            #expect(appended[end - 1] == LogRecordCodec.endMark, "the appended record ends with the mark")
+        }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("config")
+            #expect(await ns.versioned(b("hits")) == VersionedValue(value: b("42"), version: 8))
+            try await ns.compact()
+            try await ns.put(b("after"), b("compaction"))
+        }
+        let newest = segmentFiles(dir.data + "/config").last!
+        #expect(try readFile(newest).starts(with: LogSegmentHeader.magic + [2, 0]), "a new segment is format 2")
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("config")
+            #expect(await ns.get(b("after")) == b("compaction"))
+            #expect(await ns.versioned(b("theme")) == VersionedValue(value: b("light"), version: 5))
+            #expect(await ns.count() == 6)
+        }
+    }
+
     @Test("a segment of an unknown format version is refused, named by file and offset, and left alone; other namespaces open")
     func unknownVersion() async throws {
         let dir = TemporaryDirectory("rec")
@@ -350,7 +401,7 @@ struct RecoveryTests {
         let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")], 2: [Self.put(2, "a", "2")]], headers: true)
         _ = try Self.layout(dir, "other", segments: [1: [Self.put(1, "z", "9")]], headers: true)
         var newer = try readFile(Self.segmentPath(nsDir, 2))
-        newer[LogSegmentHeader.magic.count] = 2
+        newer[LogSegmentHeader.magic.count] = UInt8(LogSegmentHeader.currentVersion + 1)
         try writeFile(Self.segmentPath(nsDir, 2), newer)
         let before = try segmentFiles(nsDir).map { try readFile($0) }
         try await withStore(dir.data) { store in
@@ -358,7 +409,7 @@ struct RecoveryTests {
             #expect(error.code == .corrupt)
             #expect(error.message.contains(Self.segmentPath(nsDir, 2)), "\(error.message)")
             #expect(error.message.contains("byte offset 6"), "\(error.message)")
-            #expect(error.message.contains("unknown log format version 2"), "\(error.message)")
+            #expect(error.message.contains("unknown log format version \(LogSegmentHeader.currentVersion + 1)"), "\(error.message)")
             let other = try await store.namespace("other")
             #expect(await other.get(b("z")) == b("9"))
         }

@@ -103,10 +103,10 @@ public struct Change: Sendable, Equatable {
                 default: preconditionFailure("Change: mutation kind \(kind) in a record it wrote")
                 }
             }
+            try reader.skipEndMark()
         } catch {
             preconditionFailure("Change: a record it wrote does not read back: \(error.reason)")
         }
-        precondition(reader.remaining == 0, "Change: its record's mutations do not fill it")
     }
 
     /// Equal when they have the same number and the same mutations, however each is held.

@@ -46,11 +46,19 @@ public struct LogRecord: Sendable, Equatable {
 /// A segment is a ``LogSegmentHeader`` followed by records. The frame, all integers little-endian:
 ///
 ///     u32 bodyLength | u32 crc32c(bodyLength bytes + body) | body
-///     body = u64 sequence | u32 durableLag | u32 mutationCount | mutation*
+///     body = u64 sequence | u32 durableLag | u32 mutationCount | mutation* | end mark
 ///     mutation = u8 kind (1 put, 2 delete, 3 lifetime) | u32 keyLength | key
 ///                | [u32 valueLength | value]     (put)
 ///                | [u64 deadline | u8 flags]    (lifetime: deadline in ms since the epoch, 0 none;
 ///                                                flags bit 0: ephemeral, the other bits 0)
+///     end mark = 0xA5, twice when once would make bodyLength a multiple of 256
+///
+/// The end mark (log format 2) makes sure that no whole record has a first or last byte of
+/// zero: the torn-append rule (``LogScanner``) reads a share of a sector that is all zeros as a
+/// part the disk never wrote, and a record that ended in zeros (a lifetime's flags, a binary
+/// value) or began with one (a length that is a multiple of 256) had that shape even when whole,
+/// so damage to it, when last, could not be told from an append cut short. Records of format 1,
+/// without the mark, are read as before.
 public enum LogRecordCodec {
     /// Bytes before the body.
     public static let headerLength = 8
@@ -73,15 +81,24 @@ public enum LogRecordCodec {
         case malformed(String)
     }
 
+    /// The byte that ends every record this build writes (see the layout above).
+    public static let endMark: UInt8 = 0xA5
+
     /// The body length the record of `mutations` encodes to (compare with ``maximumBodyLength``).
     public static func bodyLength<C: Collection<Mutation>>(of mutations: C) -> Int {
-        mutations.reduce(minimumBodyLength) { total, mutation in
+        marked(mutations.reduce(minimumBodyLength) { total, mutation in
             switch mutation {
             case .put(let key, let value): return total + putOverhead + key.count + value.count
             case .delete(let key): return total + 5 + key.count
             case .lifetime(let key, _): return total + lifetimeOverhead + key.count
             }
-        }
+        })
+    }
+
+    /// The length of a body of `unmarked` bytes once its end mark is added: one byte, or two
+    /// when one would make the length's first byte (the record's first) zero.
+    static func marked(_ unmarked: Int) -> Int {
+        (unmarked + 1) % 256 == 0 ? unmarked + 2 : unmarked + 1
     }
 
     /// Appends the encoding of `record` to `buffer`.
@@ -117,7 +134,7 @@ public enum LogRecordCodec {
 
     /// The body length of the record of one put of `key` and `value`.
     public static func putBodyLength(key: ArraySlice<UInt8>, value: ArraySlice<UInt8>) -> Int {
-        minimumBodyLength + putOverhead + key.count + value.count
+        marked(minimumBodyLength + putOverhead + key.count + value.count)
     }
 
     /// Appends the record of one put, exactly as ``encode(sequence:mutations:durableThrough:into:)``
@@ -145,9 +162,12 @@ public enum LogRecordCodec {
         appendBytes(value, to: &buffer)
     }
 
-    /// Fills in the header of the record that starts at `start` and ends at the end of `buffer`:
-    /// the body's length and the checksum.
+    /// Ends the record that starts at `start` and whose mutations end at the end of `buffer`:
+    /// appends its end mark and fills in its header, the body's length and the checksum.
     private static func finishRecord(at start: Int, in buffer: inout [UInt8]) {
+        let unmarked = buffer.count - start - headerLength
+        buffer.append(endMark)
+        if marked(unmarked) - unmarked == 2 { buffer.append(endMark) }
         let bodyLength = UInt32(buffer.count - start - headerLength)
         buffer.withUnsafeMutableBytes { raw in
             raw.storeBytes(of: bodyLength.littleEndian, toByteOffset: start, as: UInt32.self)
@@ -214,7 +234,7 @@ public enum LogRecordCodec {
             case let kind: throw .init(reason: "unknown mutation kind \(kind)")
             }
         }
-        guard reader.remaining == 0 else { throw .init(reason: "\(reader.remaining) stray bytes after the mutations") }
+        try reader.skipEndMark()
         return LogRecord(sequence: sequence, mutations: mutations, durableThrough: lag == 0 ? 0 : sequence - lag)
     }
 
@@ -277,5 +297,15 @@ struct ByteReader {
     mutating func skip(_ count: Int) throws(Failure) {
         guard remaining >= count else { throw Failure(reason: "truncated body") }
         position += count
+    }
+
+    /// Passes over what follows a record's mutations: its end mark, one or two
+    /// ``LogRecordCodec/endMark`` bytes, or nothing in a record of log format 1.
+    mutating func skipEndMark() throws(Failure) {
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[position...])
+        guard rest.count <= 2, rest.allSatisfy({ $0 == LogRecordCodec.endMark }) else {
+            throw Failure(reason: "\(rest.count) stray bytes after the mutations")
+        }
+        position = bytes.count
     }
 }

@@ -11,11 +11,19 @@
 /// Segments started before the header existed (format 0: records from byte 0) stay readable.
 /// They cannot be mistaken for a header: the magic's first four bytes, read as a record's length
 /// field, are 1,280,723,777, more than ``LogRecordCodec/maximumBodyLength``.
+///
+/// Format 2 differs from format 1 only in its records' end mark (``LogRecordCodec``); this build
+/// reads both, and the records it appends to a segment of either carry the mark. (A build that
+/// knows only format 1 refuses a format-2 segment by its version, and one of format 1 to which
+/// marked records were appended as malformed: neither is read wrong.)
 public enum LogSegmentHeader {
     /// The bytes a segment starts with.
     public static let magic: [UInt8] = Array("AKVLOG".utf8)
-    /// The format version this build writes and reads (besides headerless format-0 segments).
-    public static let currentVersion: UInt16 = 1
+    /// The format version this build writes (it reads this one, ``oldestReadVersion`` and those
+    /// between, and headerless format-0 segments).
+    public static let currentVersion: UInt16 = 2
+    /// The oldest format with a header that this build reads.
+    public static let oldestReadVersion: UInt16 = 1
     /// The header's length: where the records of a segment with a header start.
     public static let length = 8
 
@@ -39,8 +47,8 @@ public enum LogSegmentHeader {
         guard shared > 0, bytes.prefix(shared).elementsEqual(magic.prefix(shared)) else { return .records(from: 0) }
         guard bytes.count >= length else { return .ends(.torn(validLength: 0)) }
         let version = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: magic.count, as: UInt16.self))
-        guard version == currentVersion else {
-            return .ends(.corrupt(offset: magic.count, reason: "unknown log format version \(version) (this build reads version \(currentVersion) and segments without a header)"))
+        guard (oldestReadVersion...currentVersion).contains(version) else {
+            return .ends(.corrupt(offset: magic.count, reason: "unknown log format version \(version) (this build reads versions \(oldestReadVersion) to \(currentVersion) and segments without a header)"))
         }
         return .records(from: length)
     }

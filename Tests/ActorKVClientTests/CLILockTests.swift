@@ -363,15 +363,17 @@ struct CLILockTests {
             }
 
             // A shell's rate limiter: the first count starts the window, later counts keep it.
-            // (A window of 3 s: the next actorkv must start within it, on a loaded machine too,
-            // where 0.5 s was not always enough.)
+            // (A window of 60 s, so that no loaded machine reaches its end between the two
+            // counts — 3 s once did, with the whole suite running — then cut short to see it end.)
             r = try await runCLI(["incr", "t", "hits"], socket: s)
             #expect(r.text == "1\n")
-            r = try await runCLI(["expire", "t", "hits", "3"], socket: s)
+            r = try await runCLI(["expire", "t", "hits", "60"], socket: s)
             #expect(r.status == 0 && r.text == "1\n")
             r = try await runCLI(["incr", "t", "hits", "2"], socket: s)
             #expect(r.text == "3\n")
             guard case .remaining = try await kv.pttl("t", "hits") else { throw TestFailure("incr removed the expiry") }
+            r = try await runCLI(["expire", "t", "hits", "0.3"], socket: s)
+            #expect(r.status == 0 && r.text == "1\n")
             try await eventually("the counter's window ends") { try await runCLI(["get", "t", "hits"], socket: s).status == 1 }
 
             for arguments in [["expire", "t", "k"], ["expire", "t", "k", "0"], ["expire", "t", "k", "-1"], ["expire", "t", "k", "x"],

@@ -27,6 +27,11 @@
 /// - otherwise (a flipped bit, a damaged length with whole records after it, an impossible
 ///   length followed by data): corrupt. A checksum-valid body that does not parse: corrupt.
 ///
+/// The zeros these rules read as a sector never written are never the edge of a whole record of
+/// log format 2: its first byte (its length's low byte) and last (its end mark) are never zero
+/// (``LogRecordCodec/endMark``). Only a sector lying wholly inside a record (a value with 512 zero
+/// bytes in a row) can be zeros in a whole record, and format 1's records could end in zeros.
+///
 /// Whether a torn tail is acceptable is the caller's call: only in the last segment.
 public enum LogScanner {
     /// How a segment ends.

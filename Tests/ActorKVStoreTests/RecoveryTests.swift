@@ -347,10 +347,7 @@ struct RecoveryTests {
     func formatOneLogFixtureOpens() async throws {
         let dir = TemporaryDirectory("rec-v1")
         defer { dir.remove() }
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/log-v1/config").path
-        try FileManager.default.createDirectory(atPath: dir.data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try FileManager.default.copyItem(atPath: fixture, toPath: dir.data + "/config")
+        try copyFixture("log-v1", namespace: "config", into: dir.data)
         let segment = dir.data + "/config/000001.log"
         let original = try readFile(segment)
         #expect(original.starts(with: LogSegmentHeader.magic + [1, 0]), "a format-1 header")

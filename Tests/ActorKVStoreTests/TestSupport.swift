@@ -75,6 +75,15 @@ func contents(_ ns: Namespace, pageSize: Int = 1000) async -> [[UInt8]: [UInt8]]
     return all
 }
 
+/// Copies `Tests/Fixtures/<fixture>/<namespace>`, a namespace an earlier build wrote, into the
+/// data directory `data` (created 0700 if need be), as that namespace.
+func copyFixture(_ fixture: String, namespace: String, into data: String, file: StaticString = #filePath) throws {
+    let source = URL(fileURLWithPath: "\(file)").deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/\(fixture)/\(namespace)").path
+    try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    try FileManager.default.copyItem(atPath: source, toPath: data + "/" + namespace)
+}
+
 func readFile(_ path: String) throws -> [UInt8] {
     guard let data = FileManager.default.contents(atPath: path) else {
         throw TestFailure("cannot read \(path)")

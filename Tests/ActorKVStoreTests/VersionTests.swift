@@ -57,10 +57,7 @@ struct VersionTests {
     func formatOneSnapshotFixtureOpens() async throws {
         let dir = TemporaryDirectory("versions-v1")
         defer { dir.remove() }
-        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/snapshot-v1/config").path
-        try FileManager.default.createDirectory(atPath: dir.data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try FileManager.default.copyItem(atPath: fixture, toPath: dir.data + "/config")
+        try copyFixture("snapshot-v1", namespace: "config", into: dir.data)
         let snapshot = try readFile(dir.data + "/config/snapshot.json")
         #expect(String(decoding: snapshot, as: UTF8.self).hasPrefix("{\"format\":\"actorkv-snapshot\",\"version\":1,"))
         try await withStore(dir.data) { store in

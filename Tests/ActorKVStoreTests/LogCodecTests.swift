@@ -251,14 +251,16 @@ struct LogCodecTests {
         }
     }
 
+    /// `body` framed as a record: its length and checksum in front, whatever it holds.
+    static func frame(_ body: [UInt8]) -> [UInt8] {
+        let n = UInt32(body.count)
+        let lengthBytes: [UInt8] = [UInt8(n & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 24)]
+        let crc = CRC32C.checksum(body, continuing: CRC32C.checksum(lengthBytes))
+        return lengthBytes + [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)] + body
+    }
+
     @Test("a checksum-valid body that does not parse is corrupt (malformed)")
     func malformedBody() {
-        func frame(_ body: [UInt8]) -> [UInt8] {
-            let n = UInt32(body.count)
-            let lengthBytes: [UInt8] = [UInt8(n & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 24)]
-            let crc = CRC32C.checksum(body, continuing: CRC32C.checksum(lengthBytes))
-            return lengthBytes + [UInt8(crc & 0xFF), UInt8(crc >> 8 & 0xFF), UInt8(crc >> 16 & 0xFF), UInt8(crc >> 24)] + body
-        }
         let seq: [UInt8] = [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]  // sequence 1, no durable claim
         let bodies: [[UInt8]] = [
             [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0] + [0, 0, 0, 0],                // a durable lag past the sequence
@@ -269,7 +271,7 @@ struct LogCodecTests {
         ]
         let valid = LogRecordCodec.encode(Self.samples[0])
         for body in bodies {
-            let framed = frame(body)
+            let framed = Self.frame(body)
             guard case .malformed = Self.decode(framed) else {
                 Issue.record("expected malformed for body \(body), got \(Self.decode(framed))")
                 continue
@@ -385,13 +387,9 @@ struct LogCodecTests {
 
     /// `record` as log format 1 wrote it: without the end mark.
     static func formatOne(_ record: LogRecord) -> [UInt8] {
-        var bytes = LogRecordCodec.encode(record)
-        while bytes.last == LogRecordCodec.endMark { bytes.removeLast() }
-        let length = UInt32(bytes.count - LogRecordCodec.headerLength)
-        withUnsafeBytes(of: length.littleEndian) { bytes.replaceSubrange(0..<4, with: $0) }
-        let crc = CRC32C.checksum(Array(bytes[8...]), continuing: CRC32C.checksum(Array(bytes[0..<4])))
-        withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(4..<8, with: $0) }
-        return bytes
+        var body = Array(LogRecordCodec.encode(record).dropFirst(LogRecordCodec.headerLength))
+        while body.last == LogRecordCodec.endMark { body.removeLast() }
+        return frame(body)
     }
 
     @Test("format 1: a last record whose share of a sector is zeros even when whole reads, damaged, as a torn append; format 2's end mark makes the same damage corrupt")
@@ -451,11 +449,7 @@ struct LogCodecTests {
         let old = Self.formatOne(record)
         #expect(Self.decode(old) == .record(record, next: old.count))
         for trailer: [UInt8] in [[0xA5, 0xA5, 0xA5], [0xA4], [0]] {
-            var bytes = old + trailer
-            let length = UInt32(bytes.count - 8)
-            withUnsafeBytes(of: length.littleEndian) { bytes.replaceSubrange(0..<4, with: $0) }
-            let crc = CRC32C.checksum(Array(bytes[8...]), continuing: CRC32C.checksum(Array(bytes[0..<4])))
-            withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(4..<8, with: $0) }
+            let bytes = Self.frame(Array(old.dropFirst(LogRecordCodec.headerLength)) + trailer)
             guard case .malformed = Self.decode(bytes) else { Issue.record("\(trailer) accepted"); continue }
         }
     }

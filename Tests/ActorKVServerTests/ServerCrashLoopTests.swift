@@ -60,29 +60,25 @@ import Glibc
         // Pipelines of 1,000 GETs: a client that writes a whole long pipeline before reading any
         // reply meets the server's backpressure (it stops reading a client whose unread replies
         // pass --max-output-bytes) and blocks in its own send, as protocol.md says.
-        var withDeadline: [String] = []  // keys put with PX that are there: their deadline must be too
-        for start in stride(from: 0, to: expectations.count, by: 1_000) {
-            let part = expectations[start..<min(start + 1_000, expectations.count)]
-            var request: [UInt8] = []
-            for e in part { RequestEncoder.encode(["GET", "crash", e.key], into: &request) }
-            try c.send(request)
-            for e in part {
-                let reply = try c.reply()
-                let actual: String? = { if case .bulk(let b) = reply { return String(decoding: b, as: UTF8.self) }; return nil }()
-                #expect(e.allowed.contains(actual), "cycle \(cycle): key \(e.key) is \(actual ?? "absent"), allowed \(e.allowed)")
-                if actual != nil && e.key.hasPrefix("x") { withDeadline.append(e.key) }
+        func pipelined(_ requests: [[String]], _ check: (Int, Reply) -> Void) throws {
+            for start in stride(from: 0, to: requests.count, by: 1_000) {
+                let part = start..<min(start + 1_000, requests.count)
+                var request: [UInt8] = []
+                for i in part { RequestEncoder.encode(requests[i], into: &request) }
+                try c.send(request)
+                for i in part { check(i, try c.reply()) }
             }
         }
-        for start in stride(from: 0, to: withDeadline.count, by: 1_000) {
-            let part = withDeadline[start..<min(start + 1_000, withDeadline.count)]
-            var request: [UInt8] = []
-            for key in part { RequestEncoder.encode(["PTTL", "crash", key], into: &request) }
-            try c.send(request)
-            for key in part {
-                let reply = try c.reply()
-                let kept: Bool = { if case .integer(let ms) = reply { return ms > 0 }; return false }()
-                #expect(kept, "cycle \(cycle): key \(key), put with PX, has PTTL \(reply)")
-            }
+        var withDeadline: [String] = []  // keys put with PX that are there: their deadline must be too
+        try pipelined(expectations.map { ["GET", "crash", $0.key] }) { i, reply in
+            let e = expectations[i]
+            let actual: String? = { if case .bulk(let b) = reply { return String(decoding: b, as: UTF8.self) }; return nil }()
+            #expect(e.allowed.contains(actual), "cycle \(cycle): key \(e.key) is \(actual ?? "absent"), allowed \(e.allowed)")
+            if actual != nil && e.key.hasPrefix("x") { withDeadline.append(e.key) }
+        }
+        try pipelined(withDeadline.map { ["PTTL", "crash", $0] }) { i, reply in
+            let kept: Bool = { if case .integer(let ms) = reply { return ms > 0 }; return false }()
+            #expect(kept, "cycle \(cycle): key \(withDeadline[i]), put with PX, has PTTL \(reply)")
         }
         for batch in model.batches() {
             var present = 0

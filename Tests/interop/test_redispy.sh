@@ -2,7 +2,8 @@
 # redis-py (latest from PyPI, in the virtual environment .build-venv that .ci/run creates)
 # against actorkvd: issue #21's scenario set (clients/redispy_scenarios.py), four ways: the
 # defaults (RESP3 via HELLO 3, hiredis's parser since hiredis is installed), protocol=2, and both
-# again with redis-py's pure-Python parser forced.
+# again with redis-py's pure-Python parser forced; redis.Redis throughout, redis.asyncio in one
+# scenario.
 #   REDISPY_VENV   the virtual environment (default: <repo root>/.build-venv)
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

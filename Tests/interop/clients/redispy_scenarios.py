@@ -2,7 +2,8 @@
 
     python redispy_scenarios.py SOCKET MODE
 
-MODE picks the connection settings; everything else is redis-py's default:
+MODE picks the connection settings, for redis.Redis and (one scenario) redis.asyncio.Redis;
+everything else is redis-py's default:
   resp3-hiredis  redis.Redis(unix_socket_path=SOCKET): RESP3 (HELLO 3), hiredis's parser
   resp2-hiredis  the same with protocol=2 (no HELLO)
   resp3-python   RESP3 with redis-py's pure-Python parser forced (parser_class=_RESP3Parser)
@@ -17,6 +18,7 @@ Namespaces (Redis hash keys) are named py-MODE-SCENARIO-TAG, TAG from $RUN_TAG o
 rerun against the same server starts from empty hashes.
 """
 
+import asyncio
 import multiprocessing
 import os
 import signal
@@ -25,7 +27,8 @@ import time
 import traceback
 
 import redis
-from redis._parsers import _RESP2Parser, _RESP3Parser
+import redis.asyncio
+from redis._parsers import _AsyncRESP2Parser, _AsyncRESP3Parser, _RESP2Parser, _RESP3Parser
 from redis.exceptions import ResponseError, WatchError
 
 SOCK = sys.argv[1]
@@ -42,10 +45,12 @@ UNKNOWN_TEXT = "ActorKV keeps keys in namespaces: see protocol.md \"Differences 
 MISSING = "LPUSH" if ACTORKV else "NOSUCHCOMMAND"
 
 MODES = {
-    "resp3-hiredis": dict(protocol=None, parser=None, parser_name="_HiredisParser", proto=3),
-    "resp2-hiredis": dict(protocol=2, parser=None, parser_name="_HiredisParser", proto=2),
-    "resp3-python": dict(protocol=None, parser=_RESP3Parser, parser_name="_RESP3Parser", proto=3),
-    "resp2-python": dict(protocol=2, parser=_RESP2Parser, parser_name="_RESP2Parser", proto=2),
+    "resp3-hiredis": dict(protocol=None, parser=None, async_parser=None, parser_name="_HiredisParser", proto=3),
+    "resp2-hiredis": dict(protocol=2, parser=None, async_parser=None, parser_name="_HiredisParser", proto=2),
+    "resp3-python": dict(protocol=None, parser=_RESP3Parser, async_parser=_AsyncRESP3Parser,
+                         parser_name="_RESP3Parser", proto=3),
+    "resp2-python": dict(protocol=2, parser=_RESP2Parser, async_parser=_AsyncRESP2Parser,
+                         parser_name="_RESP2Parser", proto=2),
 }
 if MODE not in MODES:
     sys.exit(f"unknown mode {MODE!r}; one of {', '.join(MODES)}")
@@ -112,6 +117,20 @@ def make_client():
     if SETTINGS["protocol"] is not None:
         kwargs["protocol"] = SETTINGS["protocol"]
     return redis.Redis(connection_pool=redis.ConnectionPool(**kwargs))
+
+
+def make_async_client():
+    """The same, with redis.asyncio: what an asyncio program writes (`aclose()` it when done)."""
+    kwargs = dict(unix_socket_path=SOCK)
+    if SETTINGS["protocol"] is not None:
+        kwargs["protocol"] = SETTINGS["protocol"]
+    if SETTINGS["async_parser"] is None:
+        return redis.asyncio.Redis(**kwargs)
+    pool_kwargs = dict(connection_class=redis.asyncio.UnixDomainSocketConnection, path=SOCK,
+                       parser_class=SETTINGS["async_parser"])
+    if SETTINGS["protocol"] is not None:
+        pool_kwargs["protocol"] = SETTINGS["protocol"]
+    return redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(**pool_kwargs))
 
 
 def raw(client, *args):
@@ -524,6 +543,67 @@ def transactions():
     print(f"#   transactions: {retries.value} WATCH retries, {time.monotonic() - start:.1f}s", flush=True)
 
 
+ASYNC_TASKS, ASYNC_INCREMENTS, ASYNC_FIELDS = 8, 40, 2000
+
+
+async def async_scenario():
+    r = make_async_client()
+    key = ns("asyncio")
+    try:
+        expect_eq("redis.asyncio: PING on a new connection", True, await r.ping())
+        conn = await r.connection_pool.get_connection()
+        expect_eq("redis.asyncio: the reply parser is the intended one", "_Async" + SETTINGS["parser_name"].lstrip("_"),
+                  type(conn._parser).__name__)
+        await r.connection_pool.release(conn)
+        expect_eq("redis.asyncio: HSET with a mapping adds 2 fields", 2,
+                  await r.hset(key, mapping={"a": "1", "b": "2"}))
+        expect_eq("redis.asyncio: HGETALL", {b"a": b"1", b"b": b"2"}, await r.hgetall(key))
+        async with r.pipeline() as pipe:  # transaction=True, the default: MULTI ... EXEC
+            pipe.hset(key, "c", "3")
+            pipe.hincrby(key, "n", 5)
+            pipe.hdel(key, "a")
+            expect_eq("redis.asyncio: pipeline() applies HSET, HINCRBY, HDEL", [1, 5, 1], await pipe.execute())
+        expect_eq("... all of it", {b"b": b"2", b"c": b"3", b"n": b"5"}, await r.hgetall(key))
+
+        # Tasks of one event loop share the client's pool: each transaction takes a connection of
+        # its own, WATCHes the hash, and is retried by redis-py when another task's EXEC won.
+        async def increment(pipe):
+            value = int(await pipe.hget(key, "counter") or 0)
+            await asyncio.sleep(0)  # let the other tasks read the same value
+            pipe.multi()
+            pipe.hset(key, "counter", str(value + 1))
+
+        async def worker():
+            for _ in range(ASYNC_INCREMENTS):
+                await r.transaction(increment, key)
+
+        await asyncio.gather(*(worker() for _ in range(ASYNC_TASKS)))
+        expect_eq(f"redis.asyncio: {ASYNC_TASKS} tasks x {ASYNC_INCREMENTS} r.transaction() increments "
+                  "of one field", str(ASYNC_TASKS * ASYNC_INCREMENTS).encode(), await r.hget(key, "counter"))
+
+        fields = ns("asyncio-scan")
+        for start in range(0, ASYNC_FIELDS, 500):
+            await r.hset(fields, mapping={f"f{i}": str(i) for i in range(start, start + 500)})
+        seen = [field async for field, _ in r.hscan_iter(fields, count=97)]
+        expect_eq(f"redis.asyncio: hscan_iter returns each of {ASYNC_FIELDS} fields once",
+                  sorted(f"f{i}".encode() for i in range(ASYNC_FIELDS)), sorted(seen))
+
+        before = await r.hgetall(key)
+        try:
+            await r.execute_command(MISSING, key, "x")
+            not_ok(f"redis.asyncio: {MISSING} raises", "no error")
+        except ResponseError as error:
+            check(f"redis.asyncio: {MISSING} raises", "unknown command" in str(error), str(error))
+        expect_eq("... and the hash is untouched", before, await r.hgetall(key))
+        expect_eq("... and the client is still usable", True, await r.ping())
+    finally:
+        await r.aclose()
+
+
+def asyncio_client():
+    asyncio.run(async_scenario())
+
+
 def unknown_commands():
     r = make_client()
     key = ns("unknown")
@@ -544,7 +624,7 @@ def main():
     print(f"# redis-py {redis.__version__}, mode {MODE}, hiredis "
           f"{'available' if redis.utils.HIREDIS_AVAILABLE else 'missing'}", flush=True)
     for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, large_pipeline, pipeline_batch,
-                     transactions, unknown_commands):
+                     transactions, asyncio_client, unknown_commands):
         run(scenario)
     sys.exit(1 if failures else 0)
 

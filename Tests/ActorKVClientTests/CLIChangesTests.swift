@@ -107,6 +107,21 @@ struct CLIChangesTests {
         }
     }
 
+    @Test("once its reader has gone (`| head -n 1`), it ends by SIGPIPE without waiting for another change to write")
+    func endsWhenReaderLeaves() async throws {
+        try await withServer { server, kv in
+            try await kv.put("config", "theme", "dark")
+            let cli = try FollowingCLI(["changes", "config", "--snapshot"], socket: server.socketPath)
+            defer { cli.kill() }
+            #expect(try await cli.nextLine().hasSuffix("\ttheme\tdark"))
+            // As head does after its line. Nothing is written after this, so no write of the
+            // CLI's can fail: only its noticing the reader's leaving can end it.
+            close(cli.process.stdoutFD)
+            for _ in 0..<3000 where cli.process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(cli.process.termination == .signalled(SIGPIPE), "\(String(describing: cli.process.termination))")
+        }
+    }
+
     @Test("bad arguments exit 2 with a message; COMPACTED exits 6; a FROM after the last sequence 3; no server 4; --help",
           .localOnly("COMPACT compacts the whole etcd cluster's history, under the tests running beside it (protocol.md, Cluster mode)"))
     func exits() async throws {

@@ -225,6 +225,7 @@ struct CommandRunner {
         // Reconnecting gives up after --timeout (never with 0), like a wait for a reply.
         let stream = client.changes(namespace, prefix: args.count > 1 ? args[1] : [], from: invocation.changeStart,
                                     reconnect: ReconnectPolicy(giveUpAfter: invocation.timeout))
+        endWhenOutputReaderLeaves()
         var lines = ChangeLines()
         for try await event in stream {
             try output.write(lines.lines(for: event))

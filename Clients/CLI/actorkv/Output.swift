@@ -63,3 +63,27 @@ func reserveStandardDescriptors() {
 func printError(_ text: String) {
     _ = writeAll(2, Array((text.hasSuffix("\n") ? text : text + "\n").utf8))
 }
+
+/// For a command that prints until it is stopped (`changes`): once whoever reads standard output
+/// has gone away (`actorkv changes ns key | head -n 1` after its line), ends the process by
+/// SIGPIPE, as its next write would have ended it, without waiting for that write (a next
+/// change that may never come), as GNU `tail -f` does. Standard output that is not a pipe or a
+/// socket (a file, a terminal until it hangs up) never ends it.
+func endWhenOutputReaderLeaves() {
+    var thread = pthread_t()
+    let started = pthread_create(&thread, nil, { _ in
+        // Events 0: poll reports only POLLERR (a pipe whose reader closed), POLLHUP (a socket
+        // shut down, a terminal hung up) and POLLNVAL.
+        var entry = pollfd(fd: 1, events: 0, revents: 0)
+        while poll(&entry, 1, -1) < 0 && errno == EINTR {}
+        guard entry.revents & Int16(POLLERR | POLLHUP) != 0 else { return nil }
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        signal(SIGPIPE, SIG_DFL)
+        pthread_sigmask(SIG_UNBLOCK, &pipeSignal, nil)
+        raise(SIGPIPE)
+        return nil
+    }, nil)
+    if started == 0 { pthread_detach(thread) }
+}

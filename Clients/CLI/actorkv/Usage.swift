@@ -62,7 +62,11 @@ Commands:
                               when it cannot reconnect for --timeout seconds (0: it never gives up),
                               exits 6 when the server no longer holds the changes after SEQ
                               (COMPACTED; follow with --snapshot instead), and 8 when it may not
-                              read NS (NOPERM: refused, or cut off by a reload of the server's rules)
+                              read NS (NOPERM: refused, or cut off by a reload of the server's rules).
+                              It ends once whoever reads its output has gone, by SIGPIPE as a write
+                              would end it (as tail -f does): to wait for the next change to the
+                              keys that start with P,
+                              actorkv changes NS P | head -n 1
   lock [--timeout SECS] [--ttl SECS] NS KEY [--] COMMAND [ARG...]
                               wait for the lock named KEY in NS, run COMMAND (looked up in PATH)
                               holding it, release it when COMMAND exits, and exit with COMMAND's

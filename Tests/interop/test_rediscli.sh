@@ -145,6 +145,18 @@ if [ -z "${ACTORKV_ETCD:-}" ]; then
     check "redis-cli --stat counts the keys of every namespace (at least rcli's)" [ "${stat_keys:-0}" -ge 3 ]
 fi
 
+# The keyspace walks (--scan, --bigkeys, --memkeys) send Redis's keyspace commands (SCAN without a
+# namespace, DBSIZE), which ActorKV lacks (protocol.md "Differences from Redis"): each stops at its
+# first request with the server's error, and changes nothing.
+before=$(R HGETALL rcli)
+check "rcli holds keys to compare" [ -n "$before" ]
+scan_out=$(R --scan); scan_status=$?
+check "redis-cli --scan fails (exit $scan_status)" [ "$scan_status" -ne 0 ]
+expect_contains "... with SCAN's usage error" "SCAN ns cursor" "$scan_out"
+expect_contains "redis-cli --bigkeys stops at DBSIZE" "unknown command 'DBSIZE'" "$(R --bigkeys)"
+expect_contains "redis-cli --memkeys stops at DBSIZE" "unknown command 'DBSIZE'" "$(R --memkeys)"
+expect_eq "... and the data is untouched" "$before" "$(R HGETALL rcli)"
+
 # Commands from stdin, one per line, over one connection.
 out=$(printf 'PUT rcli piped 1\nGET rcli piped\nDEL rcli piped\nGET rcli piped\n' | R)
 expect_eq "several commands piped to redis-cli" "$(printf '%s\n' OK 1 1 '')" "$out"

@@ -43,6 +43,46 @@ import Glibc
         }
     }
 
+    /// A MULTI queue holds at most `--max-request-bytes` (each command counted 256 bytes besides
+    /// its keys and values): without a bound, one client queueing 3,000,000 HSETs grew the server
+    /// to 1 GB and then some at EXEC. Past it, queueing refuses (TOOBIG) and EXEC applies nothing,
+    /// whether the transaction arrives command by command or whole in one write.
+    @Test func aTransactionQueueIsBoundedByTheRequestLimit() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess(arguments: ["--max-request-bytes", "4096"])
+            defer { server.stop() }
+            let c = try RawConnection(path: server.socketPath)
+            let value = String(repeating: "v", count: 100)
+            func hset(_ i: Int) -> String { "*4\r\n$4\r\nHSET\r\n$2\r\ntx\r\n$4\r\nf\(100 + i)\r\n$100\r\n\(value)\r\n" }
+            // 362 bytes each (256 + tx, f1NN and the value): 11 fit in 4,096, the 12th does not.
+            for whole in [false, true] {
+                if whole {
+                    try c.send("MULTI\r\n" + (0..<20).map(hset).joined() + "EXEC\r\n")
+                    #expect(try c.reply() == .simple("OK"))
+                } else {
+                    #expect(try c.command(["MULTI"]) == .simple("OK"))
+                }
+                for i in 0..<20 {
+                    if !whole { try c.send(hset(i)) }
+                    let reply = try c.reply()
+                    if i < 11 {
+                        #expect(reply == .simple("QUEUED"), "command \(i)")
+                    } else {
+                        #expect(reply == .error("TOOBIG transaction too large: its queued commands would hold more than 4096 bytes (--max-request-bytes); EXEC will apply nothing"), "command \(i): \(reply)")
+                    }
+                }
+                if !whole { try c.send("EXEC\r\n") }
+                #expect(try c.reply().errorCode == "EXECABORT", whole ? "sent whole" : "sent one by one")
+                #expect(try c.command(["HLEN", "tx"]) == .integer(0), "nothing applied")
+            }
+            // The connection, out of MULTI, starts a new queue that fits.
+            try c.send("MULTI\r\n" + (0..<11).map(hset).joined() + "EXEC\r\n")
+            #expect(try c.reply() == .simple("OK"))
+            for _ in 0..<11 { #expect(try c.reply() == .simple("QUEUED")) }
+            #expect(try c.reply() == .array(Array(repeating: .integer(1), count: 11)))
+        }
+    }
+
     @Test func aHugeBulkHeaderIsRefusedBeforeAllocating() async throws {
         try await onOwnThread {
             let server = try ServerProcess()

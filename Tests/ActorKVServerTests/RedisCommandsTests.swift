@@ -128,6 +128,24 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("a MULTI queue weighs its commands (keys, values, 256 bytes each) against the session's limit: past it TOOBIG, and EXEC applies nothing")
+    func queueLimit() async throws {
+        try await withProcessor { p in
+            let session = ClientSession(id: 1, peer: nil, transactionLimit: 1000)
+            // 256 + 2 + 1 bytes per HSET t fN v: three fit in 1,000, the fourth does not, nor
+            // does a read after it (256 + 2).
+            let replies = await run(p, ["MULTI", "HSET t f1 a", "HSET t f2 b", "HSET t f3 c", "HSET t f4 d", "HGET t f1", "EXEC", "HLEN t"], on: session)
+            #expect(Array(replies[0...3]) == [.simple("OK"), .simple("QUEUED"), .simple("QUEUED"), .simple("QUEUED")])
+            #expect(replies[4] == .error("TOOBIG transaction too large: its queued commands would hold more than 1000 bytes (--max-request-bytes); EXEC will apply nothing"))
+            #expect(replies[5].errorCode == "TOOBIG")
+            #expect(replies[6].errorCode == "EXECABORT" && replies[7] == .integer(0))
+            // A multi-field HSET counts each field; the next queue starts from nothing.
+            let next = await run(p, ["MULTI", "HSET t f1 a f2 b f3 c", "EXEC", "MULTI", "HSET t f1 a f2 b f3 c f4 d", "EXEC", "HLEN t"], on: session)
+            #expect(Array(next[0...2]) == [.simple("OK"), .simple("QUEUED"), .array([.integer(3)])])
+            #expect(next[4].errorCode == "TOOBIG" && next[5].errorCode == "EXECABORT" && next[6] == .integer(3))
+        }
+    }
+
     @Test("WATCH: EXEC applies nothing (*-1) when a watched namespace was written since, by another connection or this one; UNWATCH, EXEC and DISCARD forget")
     func watch() async throws {
         try await withProcessor { p in

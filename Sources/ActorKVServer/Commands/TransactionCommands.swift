@@ -44,16 +44,23 @@ enum TransactionCommands {
     /// error that makes EXEC apply nothing.
     static func queue(_ command: Command, on session: ClientSession) -> Reply {
         if case .refused(let error) = command {
-            session.queue(nil)
+            _ = session.queue(nil)
             return ErrorMapping.reply(for: error)
         }
         guard case .data(let namespace, let operation, let shape) = command,
               let plan = TransactionStep.plan(for: operation, shape: shape) else {
-            session.queue(nil)
+            _ = session.queue(nil)
             return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (protocol.md, \"Transactions\")")
         }
-        session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan))
+        guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {
+            return tooLarge(limit: session.transactionLimit)
+        }
         return .simple("QUEUED")
+    }
+
+    /// The refusal of a command that would make the queue weigh more than `limit`.
+    static func tooLarge(limit: Int) -> Reply {
+        .error(.tooBig, "transaction too large: its queued commands would hold more than \(limit) bytes (--max-request-bytes); EXEC will apply nothing")
     }
 
     /// A connection's turn that is exactly one transaction, run as a data command: MULTI, then
@@ -62,7 +69,7 @@ enum TransactionCommands {
     /// follows nothing.) Its one operation is the batch EXEC would run, merged into the turn's run
     /// of that namespace with the other connections' data commands: no task, no log write of its
     /// own. Nil for anything else, which runs as commands one by one.
-    static func merged(_ commands: borrowing [Command]) -> MergedTransaction? {
+    static func merged(_ commands: borrowing [Command], limit: Int) -> MergedTransaction? {
         guard commands.count >= 3, case .local(let first) = commands[0], first.transactionRole == .multi,
               case .local(let last) = commands[commands.count - 1], last.transactionRole == .exec else { return nil }
         var namespace: String?
@@ -71,9 +78,13 @@ enum TransactionCommands {
         var steps: [BatchStep] = []  // EXEC's batch, built here at once: one array, not one per command
         steps.reserveCapacity(commands.count - 2)
         var writes = false
+        var weight = 0
         for index in 1..<(commands.count - 1) {
             guard case .data(let name, let operation, let shape) = commands[index], namespace == nil || name == namespace,
                   let plan = TransactionStep.plan(for: operation, shape: shape) else { return nil }
+            // Past the limit, the commands run one by one, and queueing refuses the one past it.
+            weight += TransactionStep.weight(of: operation)
+            guard weight <= limit else { return nil }
             namespace = name
             writes = writes || operation.isWrite
             plans.append(plan)
@@ -194,6 +205,8 @@ struct QueuedCommand: Sendable {
     let shape: ReplyShape
     /// Its part in EXEC's batch.
     let plan: TransactionStep
+    /// About what it holds until EXEC (``TransactionStep/weight(of:)``).
+    var weight: Int { TransactionStep.weight(of: operation) }
 }
 
 /// How a queued data command takes part in EXEC's one batch: how many steps it adds (which
@@ -245,6 +258,33 @@ struct TransactionStep: Sendable {
         case .batch(let steps) where shape == .added: return TransactionStep(stepCount: steps.count, kind: .sumOfCounts)
         case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
             return nil
+        }
+    }
+
+    /// What a queued command is counted besides its keys and values: about what the server holds
+    /// for it until EXEC (its operation, plan and namespace, measured at 200-250 bytes).
+    static let commandOverhead = 256
+
+    /// About what queued `operation` holds until EXEC: its keys' and values' bytes, and
+    /// ``commandOverhead`` (also per key past the first of a multi-key one).
+    static func weight(of operation: Operation) -> Int {
+        switch operation {
+        case .get(let key): return commandOverhead + key.count
+        case .put(let key, let value), .set(let key, let value): return commandOverhead + key.count + value.count
+        case .increment(let key, _): return commandOverhead + key.count
+        case .delete(let keys), .exists(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
+        case .batch(let steps): return steps.reduce(0) { $0 + commandOverhead + weight(of: $1) }
+        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
+            return commandOverhead
+        }
+    }
+
+    /// A batch step's keys and values, in bytes.
+    private static func weight(of step: BatchStep) -> Int {
+        switch step {
+        case .put(let key, let value), .set(let key, let value), .setIfAbsent(let key, let value): return key.count + value.count
+        case .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _): return key.count
+        case .unchangedSince: return 0
         }
     }
 

@@ -83,7 +83,7 @@ extension EventLoop {
         }
         let id = nextID
         nextID += 1
-        let connection = Connection(session: ClientSession(id: id, peer: peer), fd: fd, limits: configuration.protocolLimits,
+        let connection = Connection(session: ClientSession(id: id, peer: peer, transactionLimit: configuration.protocolLimits.maxRequestBytes), fd: fd, limits: configuration.protocolLimits,
                                     outputLimit: configuration.maxOutputBytes, rights: rights(for: peer))
         guard actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, Self.connectionEvents, id) == 0 else {
             SocketCalls.close(fd)

@@ -16,6 +16,9 @@ public final class ClientSession: Sendable {
     public let id: UInt64
     /// The peer's credentials as the kernel gave them on accept (nil if they could not be read).
     public let peer: PeerCredentials?
+    /// The most a MULTI queue may hold, by ``QueuedTransaction/weight`` (the server gives
+    /// `--max-request-bytes`: a transaction holds no more than one request may).
+    public let transactionLimit: Int
 
     private struct State {
         var name: String?
@@ -41,10 +44,12 @@ public final class ClientSession: Sendable {
 
     private let state = Mutex(State())
 
-    /// A session for connection `id` from `peer`.
-    public init(id: UInt64, peer: PeerCredentials?) {
+    /// A session for connection `id` from `peer`, whose MULTI queue holds at most
+    /// `transactionLimit` (see ``transactionLimit``).
+    public init(id: UInt64, peer: PeerCredentials?, transactionLimit: Int = ProtocolLimits().maxRequestBytes) {
         self.id = id
         self.peer = peer
+        self.transactionLimit = min(transactionLimit, 1 << 48)  // so that adding to a queue's weight cannot overflow
     }
 
     /// The name the client gave itself (CLIENT SETNAME), if any.
@@ -79,10 +84,16 @@ public final class ClientSession: Sendable {
     }
 
     /// Queues a command inside MULTI, or notes that one was refused (EXEC will then abort).
-    func queue(_ command: QueuedCommand?) {
+    /// False, and noted as refused, if the queue would then weigh more than ``transactionLimit``.
+    func queue(_ command: QueuedCommand?) -> Bool {
         state.withLock { s in
-            guard let command else { s.transaction?.aborted = true; return }
-            s.transaction?.commands.append(command)
+            guard let command, s.transaction != nil, s.transaction!.weight + command.weight <= transactionLimit else {
+                s.transaction?.aborted = true
+                return false
+            }
+            s.transaction!.commands.append(command)
+            s.transaction!.weight += command.weight
+            return true
         }
     }
 
@@ -201,6 +212,8 @@ struct QueuedTransaction: Sendable {
     var commands: [QueuedCommand] = []
     /// Whether a command was refused while queueing: EXEC then applies nothing (EXECABORT).
     var aborted = false
+    /// The sum of the commands' ``QueuedCommand/weight``.
+    var weight = 0
 }
 
 /// What a client library says of itself (Redis's CLIENT SETINFO), shown by CLIENT INFO.

@@ -159,7 +159,7 @@ public struct CommandProcessor: Sendable {
         /// exactly one transaction become its batch (``TransactionCommands/merged(_:)``).
         init(session: ClientSession, commands: consuming [Command], namespace: String?, mergingTransaction: Bool = false) {
             guard let namespace else {
-                let transaction = mergingTransaction ? TransactionCommands.merged(commands) : nil
+                let transaction = mergingTransaction ? TransactionCommands.merged(commands, limit: session.transactionLimit) : nil
                 self.init(session: session, commands: commands, merge: transaction.map { Merge(namespace: $0.namespace, operations: [$0.operation]) },
                           shapes: nil, transaction: transaction)
                 return

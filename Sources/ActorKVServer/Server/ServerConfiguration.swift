@@ -140,7 +140,8 @@ extension ServerConfiguration {
       --max-request-bytes N      largest multibulk request in total (56 bytes more
                                  per argument past 64 arguments); also the most
                                  requests read ahead per client while its
-                                 replies wait to be read                   (default 134217728, 128 MiB)
+                                 replies wait to be read, and the most a
+                                 MULTI queue holds                         (default 134217728, 128 MiB)
       --max-output-bytes N       unread replies buffered per client before its
                                  requests stop being run (backpressure)    (default 1048576, 1 MiB)
       --snapshot-interval SECS   snapshot namespaces changed this long ago; 0 = off (default 60)

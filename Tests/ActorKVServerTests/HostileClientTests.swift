@@ -68,7 +68,7 @@ import Glibc
                     if i < 11 {
                         #expect(reply == .simple("QUEUED"), "command \(i)")
                     } else {
-                        #expect(reply == .error("TOOBIG transaction too large: its queued commands would hold more than 4096 bytes (--max-request-bytes); EXEC will apply nothing"), "command \(i): \(reply)")
+                        #expect(reply == .error("TOOBIG transaction too large: its watched namespaces and queued commands would hold more than 4096 bytes (--max-request-bytes); EXEC will apply nothing"), "command \(i): \(reply)")
                     }
                 }
                 if !whole { try c.send("EXEC\r\n") }

@@ -136,13 +136,32 @@ struct RedisCommandsTests {
             // does a read after it (256 + 2).
             let replies = await run(p, ["MULTI", "HSET t f1 a", "HSET t f2 b", "HSET t f3 c", "HSET t f4 d", "HGET t f1", "EXEC", "HLEN t"], on: session)
             #expect(Array(replies[0...3]) == [.simple("OK"), .simple("QUEUED"), .simple("QUEUED"), .simple("QUEUED")])
-            #expect(replies[4] == .error("TOOBIG transaction too large: its queued commands would hold more than 1000 bytes (--max-request-bytes); EXEC will apply nothing"))
+            #expect(replies[4] == .error("TOOBIG transaction too large: its watched namespaces and queued commands would hold more than 1000 bytes (--max-request-bytes); EXEC will apply nothing"))
             #expect(replies[5].errorCode == "TOOBIG")
             #expect(replies[6].errorCode == "EXECABORT" && replies[7] == .integer(0))
             // A multi-field HSET counts each field; the next queue starts from nothing.
             let next = await run(p, ["MULTI", "HSET t f1 a f2 b f3 c", "EXEC", "MULTI", "HSET t f1 a f2 b f3 c f4 d", "EXEC", "HLEN t"], on: session)
             #expect(Array(next[0...2]) == [.simple("OK"), .simple("QUEUED"), .array([.integer(3)])])
             #expect(next[4].errorCode == "TOOBIG" && next[5].errorCode == "EXECABORT" && next[6] == .integer(3))
+        }
+    }
+
+    @Test("WATCH counts each watched name (its bytes and 128) against the same limit as the queue: past it TOOBIG and nothing watched; EXEC, UNWATCH and RESET free it")
+    func watchLimit() async throws {
+        try await withProcessor { p in
+            let session = ClientSession(id: 1, peer: nil, transactionLimit: 1000)
+            // 129 bytes a name: 7 fit in 1,000, 8 do not, and a refused WATCH watches none of its names.
+            let refused = await run(p, ["WATCH a b c d e f g h", "MULTI", "HSET w f 1", "EXEC"], on: session)
+            #expect(refused[0] == .error("TOOBIG transaction too large: its watched namespaces and queued commands would hold more than 1000 bytes (--max-request-bytes); this WATCH watches nothing"))
+            #expect(session.watchesNothing)
+            #expect(refused[3] == .array([.integer(1)]))
+            // Watched names and the queue share it: 3 names (387) and two HSETs (2 x 258) fit, a third does not.
+            let shared = await run(p, ["WATCH a b c", "WATCH a b", "MULTI", "HSET w f 2", "HSET w g 2", "HSET w h 2", "EXEC", "HGET w f"], on: session)
+            #expect(Array(shared[0...5]) == [.simple("OK"), .simple("OK"), .simple("OK"), .simple("QUEUED"), .simple("QUEUED"), shared[5]])
+            #expect(shared[5].errorCode == "TOOBIG" && shared[6].errorCode == "EXECABORT" && shared[7] == bulk("1"))
+            // EXEC forgot them, UNWATCH and RESET too: each time 7 names fit again.
+            let freed = await run(p, ["WATCH a b c d e f g", "UNWATCH", "WATCH a b c d e f g", "RESET", "WATCH a b c d e f g"], on: session)
+            #expect(freed == [.simple("OK"), .simple("OK"), .simple("OK"), .switching(to: .resp2, .simple("RESET")), .simple("OK")])
         }
     }
 

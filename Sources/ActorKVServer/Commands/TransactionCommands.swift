@@ -24,6 +24,7 @@ enum TransactionCommands {
             let names = try (0..<args.count).map { (i) throws(CommandError) in try args.namespace(i) }
             return .local(LocalCommand { context in
                 guard !context.session.inTransaction else { return .error(.err, "WATCH inside MULTI is not allowed") }
+                guard context.session.mayWatch(names) else { return tooLarge(limit: context.session.transactionLimit, then: "this WATCH watches nothing") }
                 for name in names {
                     let sequence: UInt64
                     do { sequence = try await context.backend.lastSequence(of: name) } catch { return ErrorMapping.reply(for: error) }
@@ -53,14 +54,15 @@ enum TransactionCommands {
             return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (protocol.md, \"Transactions\")")
         }
         guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {
-            return tooLarge(limit: session.transactionLimit)
+            return tooLarge(limit: session.transactionLimit, then: "EXEC will apply nothing")
         }
         return .simple("QUEUED")
     }
 
-    /// The refusal of a command that would make the queue weigh more than `limit`.
-    static func tooLarge(limit: Int) -> Reply {
-        .error(.tooBig, "transaction too large: its queued commands would hold more than \(limit) bytes (--max-request-bytes); EXEC will apply nothing")
+    /// The refusal of a command that would make the watched names and the queue weigh more than
+    /// `limit`, saying what `then` happens.
+    static func tooLarge(limit: Int, then: String) -> Reply {
+        .error(.tooBig, "transaction too large: its watched namespaces and queued commands would hold more than \(limit) bytes (--max-request-bytes); \(then)")
     }
 
     /// A connection's turn that is exactly one transaction, run as a data command: MULTI, then

@@ -28,6 +28,8 @@ public final class ClientSession: Sendable {
         var transaction: QueuedTransaction?
         /// The namespaces WATCHed, with the sequence each had when watched.
         var watched: [String: UInt64] = [:]
+        /// The sum of the watched names' ``ClientSession/watchWeight(of:)``.
+        var watchedWeight = 0
         var closeRequested = false
         /// The namespace and prefix of each CHANGES taken (or being taken) on this connection.
         var follows: Set<FollowKey> = []
@@ -84,10 +86,11 @@ public final class ClientSession: Sendable {
     }
 
     /// Queues a command inside MULTI, or notes that one was refused (EXEC will then abort).
-    /// False, and noted as refused, if the queue would then weigh more than ``transactionLimit``.
+    /// False, and noted as refused, if the queue and the watched names would then weigh more
+    /// than ``transactionLimit``.
     func queue(_ command: QueuedCommand?) -> Bool {
         state.withLock { s in
-            guard let command, s.transaction != nil, s.transaction!.weight + command.weight <= transactionLimit else {
+            guard let command, s.transaction != nil, s.transaction!.weight + s.watchedWeight + command.weight <= transactionLimit else {
                 s.transaction?.aborted = true
                 return false
             }
@@ -101,7 +104,7 @@ public final class ClientSession: Sendable {
     /// are forgotten too; nil transaction if there was no MULTI.
     func endTransaction() -> (transaction: QueuedTransaction?, watched: [String: UInt64]) {
         state.withLock { s in
-            defer { s.transaction = nil; s.watched = [:] }
+            defer { s.transaction = nil; s.watched = [:]; s.watchedWeight = 0 }
             return (s.transaction, s.watched)
         }
     }
@@ -110,15 +113,36 @@ public final class ClientSession: Sendable {
     /// sequence it was first watched at.
     func watch(_ namespace: String, at sequence: UInt64) {
         state.withLock { s in
-            if s.watched[namespace] == nil { s.watched[namespace] = sequence }
+            guard s.watched[namespace] == nil else { return }
+            s.watched[namespace] = sequence
+            s.watchedWeight += Self.watchWeight(of: namespace)
         }
     }
+
+    /// Whether watching `namespaces` too would keep the watched names (and the queue) within
+    /// ``transactionLimit``.
+    func mayWatch(_ namespaces: [String]) -> Bool {
+        state.withLock { s in
+            var added = 0
+            for name in Set(namespaces) where s.watched[name] == nil { added += Self.watchWeight(of: name) }
+            return (s.transaction?.weight ?? 0) + s.watchedWeight + added <= transactionLimit
+        }
+    }
+
+    /// What a watched name is counted against ``transactionLimit``: its bytes, and 128 bytes for
+    /// its entry (measured at about 180 bytes of resident memory for a 64-byte name).
+    static func watchWeight(of namespace: String) -> Int { namespace.utf8.count + 128 }
 
     /// Whether no namespace is watched.
     var watchesNothing: Bool { state.withLock { $0.watched.isEmpty } }
 
     /// Forgets every watched namespace (UNWATCH).
-    func unwatchAll() { state.withLock { $0.watched = [:] } }
+    func unwatchAll() {
+        state.withLock { s in
+            s.watched = [:]
+            s.watchedWeight = 0
+        }
+    }
 
     /// Back to a new connection's state (RESET): RESP2, no name, no transaction, nothing watched,
     /// nothing followed (as Redis's RESET unsubscribes from everything). The follows the event
@@ -132,6 +156,7 @@ public final class ClientSession: Sendable {
             s.version = .resp2
             s.transaction = nil
             s.watched = [:]
+            s.watchedWeight = 0
             if !s.follows.isEmpty { s.followsEnded = true }
             s.follows.removeAll()
             defer { s.newFollows.removeAll() }

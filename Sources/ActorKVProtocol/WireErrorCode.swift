@@ -12,8 +12,9 @@ public enum WireErrorCode: String, CaseIterable, Sendable {
     case badNS = "BADNS"
     /// `BADKEY`: empty key, or longer than 65,536 bytes.
     case badKey = "BADKEY"
-    /// `TOOBIG`: value longer than `--max-value-bytes`; a command that would take a MULTI queue
-    /// past `--max-request-bytes` (EXEC then applies nothing).
+    /// `TOOBIG`: value longer than `--max-value-bytes`; a command that would take a transaction
+    /// (its WATCHed names and MULTI queue) past `--max-request-bytes` (EXEC then applies nothing;
+    /// a WATCH watches nothing).
     case tooBig = "TOOBIG"
     /// `BADCURSOR`: a SCAN cursor the server did not produce.
     case badCursor = "BADCURSOR"

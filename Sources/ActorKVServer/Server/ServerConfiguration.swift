@@ -141,7 +141,7 @@ extension ServerConfiguration {
                                  per argument past 64 arguments); also the most
                                  requests read ahead per client while its
                                  replies wait to be read, and the most a
-                                 MULTI queue holds                         (default 134217728, 128 MiB)
+                                 transaction (WATCH, MULTI queue) holds    (default 134217728, 128 MiB)
       --max-output-bytes N       unread replies buffered per client before its
                                  requests stop being run (backpressure)    (default 1048576, 1 MiB)
       --snapshot-interval SECS   snapshot namespaces changed this long ago; 0 = off (default 60)

@@ -127,6 +127,34 @@ struct ChangesServerTests {
         try VersionServerTests.exchange(c, "GET config k3\r\n", "$2\r\nv3\r\n")
     }
 
+    @Test("one connection follows at most 1,024 namespace-and-prefix pairs: the next CHANGES is refused, the follows go on, RESET frees them")
+    func followsPerConnectionBounded() throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let watcher = try RawConnection(path: server.socketPath)
+        /// The next reply that is not a follow's `synced` message (each follow sends one when caught up).
+        func next() throws -> Reply {
+            while true {
+                let reply = try watcher.reply()
+                if case .array(let items) = reply, items.first == .bulk("synced") { continue }
+                return reply
+            }
+        }
+        try watcher.send((0..<1025).map { String(format: "CHANGES many PREFIX p%04d\r\n", $0) }.joined())
+        for i in 0..<1024 {
+            let reply = try next()
+            guard reply == .array([.bulk("changes"), .bulk("many"), .integer(0)]) else { Issue.record("CHANGES \(i): \(reply)"); return }
+        }
+        #expect(try next() == .error("ERR this connection follows 1024 namespaces and prefixes already, the most one may: "
+                                     + "follow a shorter prefix, or from another connection"))
+        // The follows still run: a write reaches the one whose prefix it has.
+        #expect(try RawConnection(path: server.socketPath).command(["PUT", "many", "p0007-k", "v"]) == .simple("OK"))
+        #expect(try next() == .array([.bulk("change"), .bulk("many"), .integer(1), .array([.bulk("p0007-k"), .bulk("v")])]))
+        try watcher.send("RESET\r\nCHANGES many PREFIX q\r\n")
+        #expect(try next() == .simple("RESET"))
+        #expect(try next() == .array([.bulk("changes"), .bulk("many"), .integer(1)]), "after RESET, a new follow")
+    }
+
     @Test("a watcher sees exactly the acknowledged writes of 8 concurrent writers, in order, each once, batches whole (fsync always)")
     func concurrentWritersAreSeenExactly() async throws {
         try await onOwnThread {

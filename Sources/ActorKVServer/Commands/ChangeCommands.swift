@@ -71,8 +71,13 @@ enum ChangeCommands {
 
     /// Starts following `key` on the session; the reply is the stream's first message.
     private static func follow(_ key: FollowKey, from start: FollowFrom, _ context: CommandContext) async -> Reply {
-        guard context.session.reserveFollow(key) else {
+        switch context.session.reserveFollow(key) {
+        case .claimed: break
+        case .alreadyFollowed:
             return .error(.err, "already following namespace '\(key.namespace)' with prefix '\(Command.printable(key.prefix[...]))' on this connection")
+        case .tooMany:
+            return .error(.err, "this connection follows \(ClientSession.maximumFollows) namespaces and prefixes already, the most one may: "
+                          + "follow a shorter prefix, or from another connection")
         }
         do {
             let started = try await context.backend.follow(key.namespace, from: start)

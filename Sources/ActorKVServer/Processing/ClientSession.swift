@@ -176,9 +176,29 @@ public final class ClientSession: Sendable {
     /// ``CommandFlags/allowedWhileFollowing``.
     public var isFollowing: Bool { state.withLock { !$0.follows.isEmpty } }
 
-    /// Claims `key` for a CHANGES about to start; false if the connection already follows it.
-    func reserveFollow(_ key: FollowKey) -> Bool {
-        state.withLock { $0.follows.insert(key).inserted }
+    /// The most namespace-and-prefix pairs one connection follows at once: each is a follower
+    /// the server serves every change of its namespace to (a few KiB, and work per change).
+    public static let maximumFollows = 1024
+
+    /// What claiming a follow found (``reserveFollow(_:)``).
+    enum FollowClaim: Equatable {
+        /// Claimed: the CHANGES may start.
+        case claimed
+        /// The connection already follows this namespace and prefix.
+        case alreadyFollowed
+        /// The connection follows ``ClientSession/maximumFollows`` already.
+        case tooMany
+    }
+
+    /// Claims `key` for a CHANGES about to start, unless the connection follows it already or
+    /// follows ``maximumFollows`` pairs.
+    func reserveFollow(_ key: FollowKey) -> FollowClaim {
+        state.withLock { s in
+            guard !s.follows.contains(key) else { return .alreadyFollowed }
+            guard s.follows.count < Self.maximumFollows else { return .tooMany }
+            s.follows.insert(key)
+            return .claimed
+        }
     }
 
     /// Gives back a claim whose CHANGES was refused.

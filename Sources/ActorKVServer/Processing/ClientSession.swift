@@ -16,8 +16,9 @@ public final class ClientSession: Sendable {
     public let id: UInt64
     /// The peer's credentials as the kernel gave them on accept (nil if they could not be read).
     public let peer: PeerCredentials?
-    /// The most a MULTI queue may hold, by ``QueuedTransaction/weight`` (the server gives
-    /// `--max-request-bytes`: a transaction holds no more than one request may).
+    /// The most a transaction may hold: its MULTI queue's ``QueuedTransaction/weight`` and its
+    /// watched names' ``watchWeight(of:)`` together (the server gives `--max-request-bytes`: a
+    /// transaction holds no more than one request may).
     public let transactionLimit: Int
 
     private struct State {
@@ -46,7 +47,7 @@ public final class ClientSession: Sendable {
 
     private let state = Mutex(State())
 
-    /// A session for connection `id` from `peer`, whose MULTI queue holds at most
+    /// A session for connection `id` from `peer`, whose transactions hold at most
     /// `transactionLimit` (see ``transactionLimit``).
     public init(id: UInt64, peer: PeerCredentials?, transactionLimit: Int = ProtocolLimits().maxRequestBytes) {
         self.id = id
@@ -89,13 +90,14 @@ public final class ClientSession: Sendable {
     /// False, and noted as refused, if the queue and the watched names would then weigh more
     /// than ``transactionLimit``.
     func queue(_ command: QueuedCommand?) -> Bool {
-        state.withLock { s in
-            guard let command, s.transaction != nil, s.transaction!.weight + s.watchedWeight + command.weight <= transactionLimit else {
+        let weight = command?.weight ?? 0
+        return state.withLock { s in
+            guard let command, s.transaction != nil, s.transaction!.weight + s.watchedWeight + weight <= transactionLimit else {
                 s.transaction?.aborted = true
                 return false
             }
             s.transaction!.commands.append(command)
-            s.transaction!.weight += command.weight
+            s.transaction!.weight += weight
             return true
         }
     }

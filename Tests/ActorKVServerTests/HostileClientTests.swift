@@ -238,6 +238,49 @@ import Glibc
         }
     }
 
+    /// HGETALL, HKEYS and HVALS each reply with a whole namespace: a connection runs one at a
+    /// time, and the next only once its reply has been sent. Before (2026-11-29), each counted as
+    /// one reply entry, so a connection ran thousands of them at once: 30 pipelined HGETALLs of a
+    /// 173,000-key namespace, never read, held 570 MB.
+    @Test func pipelinedWholeNamespaceReadsFromClientsThatNeverReadStayBounded() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            let setup = try RawConnection(path: server.socketPath)
+            let value = String(repeating: "v", count: 100)
+            for batch in 0..<20 {
+                var arguments = ["BATCH", "whole"]
+                for i in 0..<1000 { arguments += ["PUT", "key\(batch * 1000 + i)", value] }
+                guard case .array(let replies) = try setup.command(arguments), replies.count == 1000 else {
+                    Issue.record("BATCH \(batch) did not answer 1000 replies"); return
+                }
+            }
+            let before = server.residentKiB()
+            // Three clients each pipeline 300 whole-namespace reads (about 2.5 MB of reply each,
+            // 750 MB in all) in one write of under 4 KB, and never read.
+            let request = Array(String(repeating: "HGETALL whole\r\nHKEYS whole\r\nHVALS whole\r\n", count: 100).utf8)
+            var hogs: [RawConnection] = []
+            for _ in 0..<3 {
+                let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
+                try hog.send(request)
+                hogs.append(hog)
+            }
+            usleep(2_000_000)
+            let grown = server.residentKiB() - before
+            if ServerProcess.residentMemoryIsMeaningful {
+                #expect(grown < 48 * 1024, "server grew by \(grown) KiB while clients did not read")
+            }
+            #expect(try setup.command(["PING"]) == .simple("PONG"))
+            // A client that reads gets every reply whole, in order.
+            let reader = try RawConnection(path: server.socketPath)
+            try reader.send("HLEN whole\r\nHKEYS whole\r\nHLEN whole\r\n")
+            #expect(try reader.reply() == .integer(20000))
+            guard case .array(let keys) = try reader.reply() else { Issue.record("HKEYS did not reply an array"); return }
+            #expect(keys.count == 20000)
+            #expect(try reader.reply() == .integer(20000))
+        }
+    }
+
     @Test func allowListRejectsOtherUsersWithNoPerm() async throws {
         try await onOwnThread {
             guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),

@@ -88,7 +88,7 @@ enum HashCommands {
     /// A command that replies with all of a namespace's entries (read at once, in key order),
     /// as `reply` makes them.
     private static func wholeHash(_ name: String, reply: @escaping @Sendable ([KeyValue]) -> Reply) -> CommandSpec {
-        CommandSpec(name: name, usage: "\(name) ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+        CommandSpec(name: name, usage: "\(name) ns", arity: .exactly(1), flags: [.namespaced, .readOnly, .wholeNamespace]) { (args) throws(CommandError) in
             let ns = try args.namespace(0)
             return .local(LocalCommand { context in
                 await read([.scan(.start, prefix: [], limit: .max)], in: ns, context) { outcomes in

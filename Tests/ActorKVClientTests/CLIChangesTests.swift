@@ -116,7 +116,7 @@ struct CLIChangesTests {
             #expect(try await cli.nextLine().hasSuffix("\ttheme\tdark"))
             // As head does after its line. Nothing is written after this, so no write of the
             // CLI's can fail: only its noticing the reader's leaving can end it.
-            close(cli.process.stdoutFD)
+            cli.process.closeOutput()
             for _ in 0..<3000 where cli.process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
             #expect(cli.process.termination == .signalled(SIGPIPE), "\(String(describing: cli.process.termination))")
         }

@@ -33,8 +33,10 @@ public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t
     /// The write end of the child's standard input, if it was `.pipe` (-1 once closed).
     public private(set) var stdinFD: Int32 = -1
-    /// The read ends of the child's standard output and error, if they were `.pipe`.
-    public let stdoutFD: Int32, stderrFD: Int32
+    /// The read end of the child's standard output, if it was `.pipe` (-1 once closed).
+    public private(set) var stdoutFD: Int32
+    /// The read end of the child's standard error, if it was `.pipe`.
+    public let stderrFD: Int32
     private let ended = Mutex<Termination?>(nil)
 
     /// Starts `executable` with `arguments`; `environment` nil means this process's environment.
@@ -152,6 +154,14 @@ public final class ChildProcess: @unchecked Sendable {
     public func closeInput() {
         if stdinFD >= 0 { close(stdinFD) }
         stdinFD = -1
+    }
+
+    /// Closes the read end of the child's standard output, as a reader that has gone does (its
+    /// next write fails with EPIPE). Only through here: a descriptor closed behind this object's
+    /// back would be closed again at deinit, by then perhaps another test's.
+    public func closeOutput() {
+        if stdoutFD >= 0 { close(stdoutFD) }
+        stdoutFD = -1
     }
 
     /// Reads the child's piped standard output and error to their ends, both at once so neither

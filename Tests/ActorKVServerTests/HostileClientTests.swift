@@ -206,34 +206,10 @@ import Glibc
     }
 
     @Test func pipelinedLargeScansFromClientsThatNeverReadStayBounded() async throws {
-        try await onOwnThread {
-            let server = try ServerProcess()
-            defer { server.stop() }
-            let setup = try RawConnection(path: server.socketPath)
-            let value = String(repeating: "v", count: 100)
-            for batch in 0..<20 {
-                var arguments = ["BATCH", "sc"]
-                for i in 0..<1000 { arguments += ["PUT", "key\(batch * 1000 + i)", value] }
-                guard case .array(let replies) = try setup.command(arguments), replies.count == 1000 else {
-                    Issue.record("BATCH \(batch) did not answer 1000 replies"); return
-                }
-            }
-            let before = server.residentKiB()
-            // Three clients each pipeline 200 SCANs of 20,000 entries (about 500 MB of replies each)
-            // in one write of under 5 KB, and never read.
-            let request = Array(String(repeating: "SCAN sc 0 COUNT 20000\r\n", count: 200).utf8)
-            var hogs: [RawConnection] = []
-            for _ in 0..<3 {
-                let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
-                try hog.send(request)
-                hogs.append(hog)
-            }
-            usleep(1_000_000)
-            let grown = server.residentKiB() - before
-            if ServerProcess.residentMemoryIsMeaningful {
-                #expect(grown < 32 * 1024, "server grew by \(grown) KiB while clients did not read")
-            }
-            #expect(try setup.command(["PING"]) == .simple("PONG"))
+        // Three clients each pipeline 200 SCANs of 20,000 entries (about 500 MB of replies each)
+        // in one write of under 5 KB, and never read.
+        try await expectBoundedWhileClientsDoNotRead(namespace: "sc", request: String(repeating: "SCAN sc 0 COUNT 20000\r\n", count: 200),
+                                                     waitSeconds: 1, limitMiB: 32) { (_, setup) throws in
             #expect(try setup.command(["COUNT", "sc"]) == .integer(20000))
         }
     }
@@ -243,34 +219,10 @@ import Glibc
     /// one reply entry, so a connection ran thousands of them at once: 30 pipelined HGETALLs of a
     /// 173,000-key namespace, never read, held 570 MB.
     @Test func pipelinedWholeNamespaceReadsFromClientsThatNeverReadStayBounded() async throws {
-        try await onOwnThread {
-            let server = try ServerProcess()
-            defer { server.stop() }
-            let setup = try RawConnection(path: server.socketPath)
-            let value = String(repeating: "v", count: 100)
-            for batch in 0..<20 {
-                var arguments = ["BATCH", "whole"]
-                for i in 0..<1000 { arguments += ["PUT", "key\(batch * 1000 + i)", value] }
-                guard case .array(let replies) = try setup.command(arguments), replies.count == 1000 else {
-                    Issue.record("BATCH \(batch) did not answer 1000 replies"); return
-                }
-            }
-            let before = server.residentKiB()
-            // Three clients each pipeline 300 whole-namespace reads (about 2.5 MB of reply each,
-            // 750 MB in all) in one write of under 4 KB, and never read.
-            let request = Array(String(repeating: "HGETALL whole\r\nHKEYS whole\r\nHVALS whole\r\n", count: 100).utf8)
-            var hogs: [RawConnection] = []
-            for _ in 0..<3 {
-                let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
-                try hog.send(request)
-                hogs.append(hog)
-            }
-            usleep(2_000_000)
-            let grown = server.residentKiB() - before
-            if ServerProcess.residentMemoryIsMeaningful {
-                #expect(grown < 48 * 1024, "server grew by \(grown) KiB while clients did not read")
-            }
-            #expect(try setup.command(["PING"]) == .simple("PONG"))
+        // Three clients each pipeline 300 whole-namespace reads (about 2.5 MB of reply each, 750
+        // MB in all) in one write of under 4 KB, and never read.
+        try await expectBoundedWhileClientsDoNotRead(namespace: "whole", request: String(repeating: "HGETALL whole\r\nHKEYS whole\r\nHVALS whole\r\n", count: 100),
+                                                     waitSeconds: 2, limitMiB: 48) { (server, _) throws in
             // A client that reads gets every reply whole, in order.
             let reader = try RawConnection(path: server.socketPath)
             try reader.send("HLEN whole\r\nHKEYS whole\r\nHLEN whole\r\n")
@@ -278,6 +230,40 @@ import Glibc
             guard case .array(let keys) = try reader.reply() else { Issue.record("HKEYS did not reply an array"); return }
             #expect(keys.count == 20000)
             #expect(try reader.reply() == .integer(20000))
+        }
+    }
+
+    /// Fills `namespace` with 20,000 keys of 100 bytes, has three clients each send `request` and
+    /// never read, and expects the server to grow by less than `limitMiB` within `waitSeconds`
+    /// and still answer; then runs `afterwards` with the server and the connection that filled it.
+    private func expectBoundedWhileClientsDoNotRead(namespace: String, request: String, waitSeconds: Double, limitMiB: Int,
+                                                   afterwards: @escaping @Sendable (ServerProcess, RawConnection) throws -> Void) async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            let setup = try RawConnection(path: server.socketPath)
+            let value = String(repeating: "v", count: 100)
+            for batch in 0..<20 {
+                var arguments = ["BATCH", namespace]
+                for i in 0..<1000 { arguments += ["PUT", "key\(batch * 1000 + i)", value] }
+                guard case .array(let replies) = try setup.command(arguments), replies.count == 1000 else {
+                    Issue.record("BATCH \(batch) did not answer 1000 replies"); return
+                }
+            }
+            let before = server.residentKiB()
+            var hogs: [RawConnection] = []
+            for _ in 0..<3 {
+                let hog = try RawConnection(path: server.socketPath, timeoutSeconds: 2)
+                try hog.send(Array(request.utf8))
+                hogs.append(hog)
+            }
+            usleep(UInt32(waitSeconds * 1_000_000))
+            let grown = server.residentKiB() - before
+            if ServerProcess.residentMemoryIsMeaningful {
+                #expect(grown < limitMiB * 1024, "server grew by \(grown) KiB while clients did not read")
+            }
+            #expect(try setup.command(["PING"]) == .simple("PONG"))
+            try afterwards(server, setup)
         }
     }
 

@@ -45,12 +45,12 @@ enum TransactionCommands {
     /// error that makes EXEC apply nothing.
     static func queue(_ command: Command, on session: ClientSession) -> Reply {
         if case .refused(let error) = command {
-            _ = session.queue(nil)
+            session.refuseQueued()
             return ErrorMapping.reply(for: error)
         }
         guard case .data(let namespace, let operation, let shape) = command,
               let plan = TransactionStep.plan(for: operation, shape: shape) else {
-            _ = session.queue(nil)
+            session.refuseQueued()
             return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (protocol.md, \"Transactions\")")
         }
         guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {

@@ -43,6 +43,12 @@ public final class ClientSession: Sendable {
         /// The namespace last added to ``ownedIn``: a run of ephemeral writes in one namespace
         /// (a lock taken again and again) compares the name rather than hashing it each time.
         var lastOwnedIn: String?
+
+        /// Forgets every watched namespace, and their weight with them.
+        mutating func unwatchAll() {
+            watched = [:]
+            watchedWeight = 0
+        }
     }
 
     private let state = Mutex(State())
@@ -86,13 +92,12 @@ public final class ClientSession: Sendable {
         }
     }
 
-    /// Queues a command inside MULTI, or notes that one was refused (EXEC will then abort).
-    /// False, and noted as refused, if the queue and the watched names would then weigh more
-    /// than ``transactionLimit``.
-    func queue(_ command: QueuedCommand?) -> Bool {
-        let weight = command?.weight ?? 0
+    /// Queues a command inside MULTI. False, and noted as refused (EXEC will then abort), if the
+    /// queue and the watched names would then weigh more than ``transactionLimit``.
+    func queue(_ command: QueuedCommand) -> Bool {
+        let weight = command.weight
         return state.withLock { s in
-            guard let command, s.transaction != nil, s.transaction!.weight + s.watchedWeight + weight <= transactionLimit else {
+            guard s.transaction != nil, s.transaction!.weight + s.watchedWeight + weight <= transactionLimit else {
                 s.transaction?.aborted = true
                 return false
             }
@@ -102,11 +107,16 @@ public final class ClientSession: Sendable {
         }
     }
 
+    /// Notes that a command sent inside MULTI was refused: EXEC will apply nothing.
+    func refuseQueued() {
+        state.withLock { $0.transaction?.aborted = true }
+    }
+
     /// Ends the transaction (EXEC, DISCARD): what was queued and the watched namespaces, which
     /// are forgotten too; nil transaction if there was no MULTI.
     func endTransaction() -> (transaction: QueuedTransaction?, watched: [String: UInt64]) {
         state.withLock { s in
-            defer { s.transaction = nil; s.watched = [:]; s.watchedWeight = 0 }
+            defer { s.transaction = nil; s.unwatchAll() }
             return (s.transaction, s.watched)
         }
     }
@@ -140,10 +150,7 @@ public final class ClientSession: Sendable {
 
     /// Forgets every watched namespace (UNWATCH).
     func unwatchAll() {
-        state.withLock { s in
-            s.watched = [:]
-            s.watchedWeight = 0
-        }
+        state.withLock { $0.unwatchAll() }
     }
 
     /// Back to a new connection's state (RESET): RESP2, no name, no transaction, nothing watched,
@@ -157,8 +164,7 @@ public final class ClientSession: Sendable {
             s.library = nil
             s.version = .resp2
             s.transaction = nil
-            s.watched = [:]
-            s.watchedWeight = 0
+            s.unwatchAll()
             if !s.follows.isEmpty { s.followsEnded = true }
             s.follows.removeAll()
             defer { s.newFollows.removeAll() }

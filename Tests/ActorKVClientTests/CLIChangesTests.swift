@@ -66,7 +66,7 @@ struct CLIChangesTests {
         }
     }
 
-    @Test("a snapshot cut short by a kill -9 is taken again; a key printed from the first that is gone gets a deleted line",
+    @Test("a snapshot cut short by a kill -9 is taken again, printing only what changed: no line twice; a key printed from the first that is gone gets a deleted line",
           .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func snapshotCutShort() async throws {
         // A small output limit, so that the snapshot stays mostly on the server while the CLI,
@@ -84,24 +84,28 @@ struct CLIChangesTests {
             let side = try await ServerProcess.started(arguments: ["--data-dir", server.dataPath, "--fsync", "always"])
             let other = ActorKVClient(socketPath: side.socketPath)
             #expect(try await other.delete("big", "k00000"))                           // 51
+            try await other.put("big", "k00001", "changed")                            // 52
             await other.close()
             try await side.signal(SIGTERM)
             try await server.restart()
-            var first = 1, second = 0
+            var firstKeys: Set<String> = ["k00000"], secondKeys: Set<String> = []
             while true {
-                let line = try await cli.nextLine()
-                if line.hasPrefix("50\t") {
-                    #expect(second == 0, "the first snapshot's lines come before the second's")
-                    first += 1
-                } else if line == "51\tk00000\t\\N" {
+                let fields = try await cli.nextLine().split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+                try #require(fields.count == 3, "\(fields)")
+                if fields[0] == "50" {
+                    #expect(secondKeys.isEmpty, "the first snapshot's lines come before the second's")
+                    #expect(fields[2] == value && firstKeys.insert(fields[1]).inserted, "\(fields)")
+                } else if fields == ["52", "k00000", "\\N"] {
                     break
                 } else {
-                    #expect(line.hasPrefix("51\tk") && line.hasSuffix("\t\(value)"), "\(line)")
-                    second += 1
+                    #expect(fields[0] == "52" && secondKeys.insert(fields[1]).inserted, "\(fields)")
+                    #expect(fields[2] == (fields[1] == "k00001" ? "changed" : value), "\(fields)")
+                    #expect(fields[1] == "k00001" || !firstKeys.contains(fields[1]), "printed again unchanged: \(fields)")
                 }
             }
-            #expect(first < 50_000, "the first snapshot was cut short (\(first) lines)")
-            #expect(second == 49_999, "the second snapshot is whole")
+            #expect(firstKeys.count < 50_000, "the first snapshot was cut short (\(firstKeys.count) lines)")
+            #expect(secondKeys.contains("k00001"), "the key changed meanwhile is printed with its new value")
+            #expect(firstKeys.union(secondKeys).count == 50_000, "every key printed: \(firstKeys.count) + \(secondKeys.count)")
             let (rest, _) = cli.stop()
             #expect(rest.isEmpty)
         }

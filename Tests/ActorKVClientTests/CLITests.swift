@@ -276,7 +276,7 @@ struct CLITests {
         }
     }
 
-    @Test("--timeout: a stopped server gives exit 4 'timed out', not a hang; bad values are usage errors")
+    @Test("--timeout: a stopped server gives exit 4 'timed out', not a hang (a write's message: it may have been applied); bad values are usage errors")
     func timeout() async throws {
         try await withServer { server, kv in
             let s = server.socketPath
@@ -287,10 +287,12 @@ struct CLITests {
                 let r = try await runCLI(arguments, socket: s, killAfter: 8)
                 #expect(r.status == 4, "\(arguments): \(r.status) \(r.stderr)")
                 #expect(r.stderr.contains("timed out: no reply from the server at \(s) within 0.3 s"), "\(r.stderr)")
+                #expect(r.stderr.contains("may or may not have been applied") == (arguments.contains("put")), "\(r.stderr)")
                 #expect(r.stdout.isEmpty)
             }
             try await server.signal(SIGCONT)
             _ = try await kv.ping()  // resumed and drained; a loaded machine may take >0.3 s to get here
+            #expect(try await kv.getString("c", "k") == "v", "the put that timed out was applied once the server went on")
             var r = try await runCLI(["--timeout", "10", "get", "c", "theme"], socket: s)
             #expect(r.status == 0 && r.text == "dark")
             r = try await runCLI(["--timeout", "0", "get", "c", "theme"], socket: s)  // 0: no timeout

@@ -233,6 +233,25 @@ struct LockClientTests {
         }
     }
 
+    @Test("a waiter waits through a server outage longer than its client's timeout, for as long as its lock timeout")
+    func outageLongerThanClientTimeout() async throws {
+        try await withServer(fsync: "always") { server, kv in
+            let held = try await kv.acquireLock("locks", "o", timeout: .zero)
+            let quick = ActorKVClient(socketPath: server.socketPath, timeout: .milliseconds(300))
+            let waiter = Task { try await quick.withLock("locks", "o", timeout: .seconds(60)) { $0 } }
+            try await eventually("the waiter follows") { try await followerCount(kv, "locks") == 1 }
+            try await server.signal(SIGKILL)
+            withExtendedLifetime(held) {}  // held until the server went
+            try await Task.sleep(for: .seconds(2))  // out of reach for more than six client timeouts
+            try await server.restart()
+            let token = try await withDeadline("the waiter acquires after the restart") { try await waiter.value }
+            #expect(token > 0)
+            #expect(ActorKVClient.reconnectWindow(lockTimeout: nil, clientTimeout: .seconds(10)) == .seconds(60))
+            #expect(ActorKVClient.reconnectWindow(lockTimeout: .seconds(1), clientTimeout: .seconds(10)) == .seconds(10))
+            #expect(ActorKVClient.reconnectWindow(lockTimeout: .seconds(90), clientTimeout: nil) == nil)
+        }
+    }
+
     @Test("a waiter whose change stream comes back to compacted history (COMPACTED) follows anew and gets the lock",
           .localOnly("COMPACT compacts the whole etcd cluster's history, under the tests running beside it (protocol.md, Cluster mode)"))
     func waiterAfterCompaction() async throws {

@@ -3,15 +3,19 @@ import ActorKVClient
 
 /// The lines `changes` prints for a change stream's events (see `usage`).
 ///
-/// A snapshot that a broken connection cut short is followed by a new one, whose lines repeat
-/// the keys that still exist; a key printed from the unfinished snapshot that the new one no
-/// longer holds was deleted meanwhile, and gets a deleted line once the new snapshot is complete.
-/// For that, the keys of a snapshot are remembered while it is printed.
+/// A snapshot that a broken connection cut short is followed by a new one, as of a later
+/// sequence. So that no line is printed twice, the new one prints only what the lines already
+/// printed do not say: a key not printed yet, or printed with another value (changed meanwhile);
+/// and once it is complete, a deleted line for each key printed that it no longer holds (deleted
+/// meanwhile). Those lines carry the new snapshot's sequence: they tell the state as of it. For
+/// that, a hash of each key's printed value is remembered while a snapshot is printed.
 struct ChangeLines {
-    /// Keys printed from the snapshot being printed; nil when none is.
-    private var snapshotKeys: Set<[UInt8]>?
-    /// Keys printed from unfinished snapshots before it.
-    private var abandoned: Set<[UInt8]> = []
+    /// The keys printed from the snapshots being printed (the current one and those cut short
+    /// before it), each with its value's hash; nil when no snapshot is being printed.
+    private var printed: [[UInt8]: Int]?
+    /// The keys the current snapshot holds, so far, once one was cut short (nil before: the
+    /// keys printed are then those it holds).
+    private var held: Set<[UInt8]>?
     private var snapshotSequence: UInt64 = 0
 
     /// The lines for `event`, together.
@@ -20,14 +24,11 @@ struct ChangeLines {
         switch event {
         case .snapshot(let page):
             if page.isFirst {
-                if let printed = snapshotKeys { abandoned.formUnion(printed) }
-                snapshotKeys = []
+                held = printed == nil ? nil : []
+                if printed == nil { printed = [:] }
                 snapshotSequence = page.sequence
             }
-            for entry in page.entries {
-                snapshotKeys?.insert(entry.key)
-                Self.append(page.sequence, entry.key, entry.value, to: &out)
-            }
+            for entry in page.entries { printSnapshotEntry(entry, into: &out) }
         case .change(let change):
             endSnapshot(into: &out)
             for changed in change.keys { Self.append(change.sequence, changed.key, changed.value, to: &out) }
@@ -37,12 +38,22 @@ struct ChangeLines {
         return out
     }
 
-    /// After a snapshot's last page: deleted lines for the keys only an unfinished one printed.
+    /// A snapshot's entry, unless a snapshot cut short printed the key with this value already.
+    private mutating func printSnapshotEntry(_ entry: ScanEntry, into out: inout [UInt8]) {
+        held?.insert(entry.key)
+        let hash = entry.value.hashValue
+        guard printed?.updateValue(hash, forKey: entry.key) != hash else { return }
+        Self.append(snapshotSequence, entry.key, entry.value, to: &out)
+    }
+
+    /// After a snapshot's last page: deleted lines for the keys printed from one cut short that
+    /// this one does not hold.
     private mutating func endSnapshot(into out: inout [UInt8]) {
-        guard let printed = snapshotKeys else { return }
-        snapshotKeys = nil
-        let gone = abandoned.subtracting(printed).sorted { $0.lexicographicallyPrecedes($1) }
-        abandoned = []
+        guard let keys = printed else { return }
+        printed = nil
+        guard let held else { return }
+        self.held = nil
+        let gone = keys.keys.filter { !held.contains($0) }.sorted { $0.lexicographicallyPrecedes($1) }
         for key in gone { Self.append(snapshotSequence, key, nil, to: &out) }
     }
 

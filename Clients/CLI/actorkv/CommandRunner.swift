@@ -34,7 +34,7 @@ struct CommandRunner {
         } catch let error as Failure {
             throw error
         } catch let error as ActorKVError {
-            throw Failure(error, socketPath: invocation.socketPath)
+            throw Failure(error, socketPath: invocation.socketPath, pendingWrite: invocation.writes ? invocation.command : nil)
         } catch {
             throw Failure(code: Exit.server, message: "actorkv: \(error)")
         }

@@ -36,8 +36,15 @@ struct Failure: Error {
     }
 
     /// The failure a client error ends a command with (see `usage` for the codes); `socketPath`
-    /// is the server's, for a refused connection's message.
-    init(_ error: ActorKVError, socketPath: String) {
+    /// is the server's, for a refused connection's message. `pendingWrite`: the command, if it
+    /// writes; when its reply did not come (a timeout, a broken connection), the message says
+    /// that the write may have been applied, so that a script reads before repeating it.
+    init(_ error: ActorKVError, socketPath: String, pendingWrite: String? = nil) {
+        if let command = pendingWrite, Self.mayHaveBeenApplied(error) {
+            self.init(code: Exit.connection, message: "actorkv: \(error); the \(command) may or may not have been applied "
+                      + "(read before repeating it)")
+            return
+        }
         switch error {
         case .server(let code, let message) where WireErrorCode.refusesConnection(code: code, message: message):
             // A refusal on accept is "cannot connect" (the client reports it as .refused; this
@@ -61,6 +68,19 @@ struct Failure: Error {
             // Not raised: no task of this program is cancelled while it waits (a signal ends
             // the process).
             self.init(code: Exit.server, message: "actorkv: \(error)")
+        }
+    }
+}
+
+extension Failure {
+    /// True when `error` ended a call whose request may have reached the server: no reply within
+    /// the timeout, or the connection broke while waiting. (A connection not accepted in time
+    /// carried no request.)
+    static func mayHaveBeenApplied(_ error: ActorKVError) -> Bool {
+        switch error {
+        case .connectionLost: return true
+        case .timedOut(let reason): return !reason.hasPrefix("cannot connect")
+        default: return false
         }
     }
 }

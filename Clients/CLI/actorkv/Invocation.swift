@@ -28,6 +28,11 @@ struct Invocation {
     /// `changes --from SEQ` or `--snapshot`.
     var changeStart = ChangeStart.now
 
+    /// True for the commands that change data (whose outcome is unknown when no reply comes).
+    var writes: Bool {
+        ["put", "set", "incr", "del", "delete", "batch", "expire", "persist", "compact"].contains(command)
+    }
+
     /// Reads `arguments`: the options before the command, the command, and its own options. Nil
     /// when they ask for the usage (`--help`, `-h`, or the command `help`).
     static func parse(_ arguments: [[UInt8]]) throws(Failure) -> Invocation? {

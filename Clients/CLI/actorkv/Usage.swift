@@ -58,7 +58,10 @@ Commands:
                               neither     the changes from now on
                               If the connection breaks (the server restarts, is killed, drops a
                               reader that lags), it reconnects and resumes after the last line
-                              printed: no change is missed or printed twice. It gives up (exit 4)
+                              printed: no change is missed or printed twice. (A --snapshot cut
+                              short is taken again as of a later S; it prints only the keys not
+                              printed yet or changed since, and then a deleted line for each key
+                              printed that is gone, all with the new S.) It gives up (exit 4)
                               when it cannot reconnect for --timeout seconds (0: it never gives up),
                               exits 6 when the server no longer holds the changes after SEQ
                               (COMPACTED; follow with --snapshot instead), and 8 when it may not
@@ -90,6 +93,8 @@ Commands:
                               --timeout SECS  give up after SECS seconds (exit 7; COMMAND is not
                                               run); 0: one attempt; default: wait for ever. (The
                                               --timeout before 'lock' bounds each server reply.)
+                                              A server restarted meanwhile is waited for, up to
+                                              SECS (a minute without --timeout; exit 4 after)
                               --ttl SECS      the lock expires SECS seconds after it is taken, even
                                               if COMMAND still runs (a bound on a holder that hangs)
                               Exit 4 when the server cannot be reached, or when the lock was lost
@@ -132,7 +137,9 @@ Exit status:
   4  cannot connect to the server (nothing listens on the socket, or the server refused the
      connection with MAXCLIENTS, or with NOPERM for this user: actorkvd --allow-uid or
      --allow-gid), the server did not answer within --timeout, or the connection broke;
-     lock: also when the lock was lost before COMMAND ended
+     lock: also when the lock was lost before COMMAND ended. After a command that writes (put,
+     incr, del, expire, persist, batch, compact) had sent its request, it is unknown whether
+     the write was applied (the message says so): read before repeating an incr
   5  a condition did not hold (put --if-version, a batch's ifversion): nothing was written
   6  changes --from SEQ: the server no longer holds every change after SEQ (COMPACTED)
   7  lock: the lock was not acquired within lock --timeout SECS (COMMAND did not run)

@@ -85,9 +85,10 @@ extension ActorKVClient {
     /// still runs (as a bound on a holder that hangs); without one it is held until released
     /// or its connection closes.
     ///
-    /// The client's ``timeout`` bounds each request and, while waiting, how long the change
-    /// stream may fail to reconnect: a server that is restarted while this waits is waited for,
-    /// and an attempt whose connection breaks is made again (the server releases a lock whose
+    /// The client's ``timeout`` bounds each request. While waiting, a server that is restarted is
+    /// waited for: the change stream reconnects for up to `timeout` (a minute when `timeout` is
+    /// nil; never less than the client's ``timeout``, and for ever when that is nil), and an
+    /// attempt whose connection breaks is made again (the server releases a lock whose
     /// connection closed); a change stream that comes back to find the changes it missed
     /// compacted away (`COMPACTED`) is followed anew from now, after one more attempt. Throws ``ActorKVError/lockTimedOut(namespace:key:timeout:)``
     /// when the lock is still held at the end of `timeout`; ``ActorKVError/cancelled`` when the
@@ -129,7 +130,8 @@ extension ActorKVClient {
                 throw .lockTimedOut(namespace: namespace, key: key, timeout: max(timeout ?? .zero, .zero))
             }
             if watcher == nil {
-                let stream = changes(namespace, prefix: key, from: .now, reconnect: ReconnectPolicy(giveUpAfter: self.timeout))
+                let window = Self.reconnectWindow(lockTimeout: timeout, clientTimeout: self.timeout)
+                let stream = changes(namespace, prefix: key, from: .now, reconnect: ReconnectPolicy(giveUpAfter: window))
                 watcher = Task.detached { await wakeups.follow(stream, key: key) }
             }
             switch await wakeups.wait(until: deadline) {
@@ -150,6 +152,15 @@ extension ActorKVClient {
                 throw .cancelled
             }
         }
+    }
+
+    /// How long a wait for a lock keeps reconnecting its change stream to a server that is out of
+    /// reach (restarting, say) before it fails: for as long as the wait may last (`lockTimeout`;
+    /// a minute when it waits for ever, as the Python client's lock), and never less than the
+    /// client's timeout (nil: for ever).
+    static func reconnectWindow(lockTimeout: Duration?, clientTimeout: Duration?) -> Duration? {
+        guard let clientTimeout else { return nil }
+        return max(clientTimeout, lockTimeout ?? .seconds(60))
     }
 
     /// ``acquireLock(_:_:timeout:ttl:)-([UInt8])`` of the lock named by the UTF-8 bytes of `key`.

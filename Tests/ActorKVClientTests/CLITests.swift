@@ -99,6 +99,40 @@ struct CLITests {
         }
     }
 
+    @Test("an unknown option of put or scan is a usage error, not data; --help after a command prints the usage; '--' passes both on as operands")
+    func unknownOptionsAndHelp() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            try await kv.put("config", "--jsno-key", "x")
+            for arguments in [["scan", "config", "--jsno"], ["scan", "--josn", "config"], ["put", "config", "k", "--bogus"]] {
+                let r = try await runCLI(arguments, socket: s)
+                #expect(r.status == 2 && r.stderr.contains("unknown option '\(arguments.first { $0.hasPrefix("--") }!)'"),
+                        "\(arguments): \(r.status) \(r.stderr)")
+                #expect(r.stdout.isEmpty)
+            }
+            #expect(try await kv.getString("config", "k") == nil, "nothing stored")
+            for arguments in [["count", "config", "--help"], ["ping", "--help"], ["scan", "--help"], ["put", "a", "b", "--help"],
+                              ["changes", "config", "--help"], ["lock", "--help", "ns", "k", "true"],
+                              ["lock", "--timeout", "1", "--help", "ns", "k", "true"]] {
+                let r = try await runCLI(arguments, socket: s)
+                #expect(r.status == 0 && r.text.contains("Exit status"), "\(arguments): \(r.status) \(r.stderr)")
+            }
+            var r = try await runCLI(["put", "config", "k", "--", "--bogus"], socket: s)
+            let stored = try await kv.getString("config", "k")
+            #expect(r.status == 0 && stored == "--bogus")
+            r = try await runCLI(["scan", "config", "--", "--jsno"], socket: s)
+            #expect(r.status == 0 && r.text == "--jsno-key\tx\n", "\(r.text)")
+            r = try await runCLI(["lock", "ns", "k", "sh", "-c", "echo \"$0\"", "--help"], socket: s)
+            #expect(r.status == 0 && r.text == "--help\n", "lock's COMMAND gets its own --help: \(r.text) \(r.stderr)")
+            for seconds in ["0x10", "1e3", "-1", "inf", "1.2.3", "", "1000000001"] {
+                r = try await runCLI(["put", "--ttl", seconds, "config", "t", "v"], socket: s)
+                #expect(r.status == 2 && r.stderr.contains("--ttl needs a number of seconds"), "\(seconds): \(r.stderr)")
+            }
+            r = try await runCLI(["put", "--ttl", ".5", "config", "t", "v"], socket: s)
+            #expect(r.status == 0, "\(r.stderr)")
+        }
+    }
+
     @Test("getv, incr, put --if-version and batch ifversion/incr; exit 5 when a condition does not hold, nothing written")
     func versionsAndCounters() async throws {
         try await withServer { server, kv in

@@ -17,10 +17,10 @@ func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 /// A command's operands: `arguments` without the options that `option` takes. `option` is given
 /// each argument that starts with `--` (before the first `--` alone) and what follows it, to take
 /// the option's value from; it returns false for a word that is not one of its options, which is
-/// then an operand. Options may come anywhere among the operands. The first `--` ends them and
-/// is dropped: every argument after it is an operand, even one that looks like an option (`put ns
-/// k -- --ttl` stores the value `--ttl`; `scan ns -- --json` scans the prefix `--json`), as
-/// POSIX utilities read `--`.
+/// a usage error (a mistyped `--jsno` is not taken for a prefix). Options may come anywhere among
+/// the operands. The first `--` ends them and is dropped: every argument after it is an operand,
+/// even one that looks like an option (`put ns k -- --ttl` stores the value `--ttl`; `scan ns --
+/// --json` scans the prefix `--json`), as POSIX utilities read `--`.
 func operands(of arguments: ArraySlice<[UInt8]>,
               option: (String, inout ArraySlice<[UInt8]>) throws(Failure) -> Bool) throws(Failure) -> ArraySlice<[UInt8]> {
     let endOfOptions = Array("--".utf8)
@@ -31,7 +31,12 @@ func operands(of arguments: ArraySlice<[UInt8]>,
             rest += remaining
             break
         }
-        if argument.starts(with: endOfOptions), try option(text(argument), &remaining) { continue }
+        if argument.starts(with: endOfOptions) {
+            guard try option(text(argument), &remaining) else {
+                throw usageFailure("unknown option '\(text(argument))' (an operand that starts with '--' goes after '--')")
+            }
+            continue
+        }
         rest.append(argument)
     }
     return rest[...]
@@ -117,6 +122,43 @@ func takeChangeStart(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Ch
         }
     }
     return (start ?? .now, rest[...])
+}
+
+/// True when `arguments` (a command's, after the command word) ask for the usage: `--help`
+/// among the options, which for `lock` come before NS (its COMMAND's own `--help` is COMMAND's),
+/// and for the other commands anywhere before a `--`.
+func asksForHelp(_ command: String, _ arguments: ArraySlice<[UInt8]>) -> Bool {
+    let help = Array("--help".utf8), endOfOptions = Array("--".utf8)
+    guard command == "lock" else { return arguments.prefix { $0 != endOfOptions }.contains(help) }
+    var rest = arguments
+    while let word = rest.popFirst(), word.starts(with: endOfOptions), word != endOfOptions {
+        if word == help { return true }
+        if word == Array("--timeout".utf8) || word == Array("--ttl".utf8) { _ = rest.popFirst() }
+    }
+    return false
+}
+
+/// The most seconds an option takes (about 31 years).
+let maximumSeconds = 1e9
+
+/// `value` as a number of seconds: decimal digits with at most one `.` (`5`, `0.25`, `.5`), up
+/// to ``maximumSeconds``; nil for anything else (a sign, an exponent, hexadecimal, `inf`).
+func decimalSeconds(_ value: String) -> Double? {
+    let digits = value.utf8.filter { $0 != UInt8(ascii: ".") }
+    guard !digits.isEmpty, value.utf8.count - digits.count <= 1,
+          digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+          let seconds = Double(value), seconds <= maximumSeconds else { return nil }
+    return seconds
+}
+
+/// A number of seconds (fractions allowed: ``decimalSeconds(_:)``) given to `option`: at least 0,
+/// or more than 0 when `positive`.
+func parseSeconds(_ value: String, _ option: String, positive: Bool) throws(Failure) -> Duration {
+    guard let seconds = decimalSeconds(value), !positive || seconds > 0 else {
+        throw usageFailure("\(option) needs a number of seconds (\(positive ? "more than 0" : "0 or more"), at most 1000000000), "
+                           + "not '\(value)'")
+    }
+    return .nanoseconds(Int64((seconds * 1e9).rounded(.up)))
 }
 
 /// A signed 64-bit decimal integer.

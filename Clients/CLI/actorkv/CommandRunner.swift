@@ -177,7 +177,7 @@ struct CommandRunner {
     }
 
     private func batch() async throws -> Int32 {
-        try need(3...Self.many, "batch NS put KEY VALUE | del KEY ...")
+        try need(3...Self.many, "batch NS OP...   (OP: put KEY VALUE | del KEY | ifversion KEY V | incr KEY DELTA)")
         guard let results = try await client.batch(namespace, try Self.batchOperations(args[1...])) else {
             throw Failure(code: Exit.conditionFailed, message: "actorkv: nothing applied: an ifversion guard did not hold")
         }

@@ -34,7 +34,8 @@ struct Invocation {
     }
 
     /// Reads `arguments`: the options before the command, the command, and its own options. Nil
-    /// when they ask for the usage (`--help`, `-h`, or the command `help`).
+    /// when they ask for the usage (`--help`, `-h`, the command `help`, or `--help` among the
+    /// command's options: ``asksForHelp(_:_:)``).
     static func parse(_ arguments: [[UInt8]]) throws(Failure) -> Invocation? {
         var invocation = Invocation()
         var rest = arguments[...]
@@ -42,7 +43,7 @@ struct Invocation {
         guard let commandWord = rest.popFirst() else { throw usageFailure("no command given") }
         invocation.commandWord = commandWord
         invocation.command = text(commandWord).lowercased()
-        if invocation.command == "help" { return nil }
+        if invocation.command == "help" || asksForHelp(invocation.command, rest) { return nil }
         invocation.operands = Array(try invocation.takeCommandOptions(from: rest))
         return invocation
     }
@@ -79,8 +80,8 @@ struct Invocation {
 
     /// `--timeout`'s seconds: nil (wait for ever) for 0.
     private static func parseTimeout(_ value: String, _ option: String) throws(Failure) -> Duration? {
-        guard let seconds = Double(value), seconds.isFinite, seconds >= 0, seconds <= 1e9 else {
-            throw usageFailure("\(option) needs a number of seconds (0 waits forever), not '\(value)'")
+        guard let seconds = decimalSeconds(value) else {
+            throw usageFailure("\(option) needs a number of seconds (0 waits forever; at most 1000000000), not '\(value)'")
         }
         return seconds == 0 ? nil : .nanoseconds(Int64((seconds * 1e9).rounded(.up)))
     }

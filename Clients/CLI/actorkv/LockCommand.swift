@@ -11,15 +11,6 @@ struct LockOptions {
     var ttl: Duration?
 }
 
-/// A number of seconds (fractions allowed) given to `option`: at least 0, or more than 0 when
-/// `positive`.
-func parseSeconds(_ value: String, _ option: String, positive: Bool) throws(Failure) -> Duration {
-    guard let seconds = Double(value), seconds.isFinite, positive ? seconds > 0 : seconds >= 0, seconds <= 1e9 else {
-        throw usageFailure("\(option) needs a number of seconds (\(positive ? "more than 0" : "0 or more")), not '\(value)'")
-    }
-    return .nanoseconds(Int64((seconds * 1e9).rounded(.up)))
-}
-
 /// Removes `lock`'s options (`--timeout SECS`, `--ttl SECS`, also as `--option=SECS`), which
 /// come before NS; a `--` ends them.
 func takeLockOptions(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (LockOptions, ArraySlice<[UInt8]>) {

@@ -9,6 +9,7 @@ Commands:
   get NS KEY                  print the value's exact bytes, with NO newline added
                               (so $(actorkv get ns key) and binary values are exact); exit 1 if missing
   put NS KEY VALUE            store VALUE; VALUE '-' reads the value from standard input to EOF
+                              (also after '--'; to store '-' itself: printf - | actorkv put NS KEY -)
   put --if-version V NS KEY VALUE
                               store VALUE only if KEY's version is V (0: only if KEY is absent);
                               print the new version; exit 5, writing nothing, if it is not
@@ -88,7 +89,8 @@ Commands:
                               releasing it, and the server releases it once the last process
                               that has the connection exits or closes it. (actorkv looks for such
                               a process in /proc, among the processes it may inspect: its user's.)
-                              So the lock is never left behind, nor released while COMMAND runs.
+                              So the lock is never left behind, and actorkv does not release it
+                              while COMMAND runs (a server restart or --ttl can: see exit 4).
                               Waiting follows NS's changes (no polling).
                               --timeout SECS  give up after SECS seconds (exit 7; COMMAND is not
                                               run); 0: one attempt; default: wait for ever. (The
@@ -117,8 +119,10 @@ Options:
   --help, -h                  print this text
 
 The options of put, scan and changes may come anywhere among their arguments (lock's: before
-NS). The first '--' ends them: every argument after it is taken as it is, even one that looks
-like an option, so that a key, value or prefix that starts with '--' can be given:
+NS); an unknown one is a usage error. --help after any command (before a '--'; lock: among its
+options) prints this text. The first '--' ends them: every argument after it is taken as it
+is, even one that looks like an option, so that a key, value or prefix that starts with '--'
+can be given:
   actorkv put ns key -- --ttl     stores the value '--ttl'
   actorkv scan ns -- --json       prints the entries whose key starts with '--json'
 (The options before 'COMMAND' are actorkv's own: --socket, --timeout, --help; '--' ends them too.)

@@ -168,8 +168,8 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
             return "lock not acquired: key '\(String(decoding: key, as: UTF8.self))' in namespace '\(namespace)' "
                 + (timeout > .zero ? "was held by another holder for the whole \(secondsText(timeout))" : "is held by another holder")
         case .lockLost(let namespace, let key, let token, let reason):
-            return "lock lost: key '\(String(decoding: key, as: UTF8.self))' in namespace '\(namespace)' no longer held "
-                + "this holder's lock (token \(token)) when it was released: \(reason)"
+            return "lock lost: key '\(String(decoding: key, as: UTF8.self))' in namespace '\(namespace)' was no longer "
+                + "locked by this holder (token \(token)) when it was released: \(reason)"
         }
     }
 

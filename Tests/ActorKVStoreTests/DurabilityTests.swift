@@ -686,20 +686,49 @@ struct DurabilityTests {
         return await condition()
     }
 
-    @Test("EIO on the background fsync under everysec: later writes are refused")
+    @Test("EIO on the background fsync under everysec: logged once and counted as an I/O error; later writes are refused")
     func everysecFsyncFailure() async throws {
         let dir = TemporaryDirectory("everysec")
         defer { dir.remove() }
         let faults = FaultInjector()
         let log = dir.data + "/e/000001.log"
-        try await withStore(dir.data, testOptions(.everysec, faults: faults)) { store in
+        var options = testOptions(.everysec, faults: faults)
+        let logged = LoggedLines()
+        options.log = { line in logged.append(line) }
+        try await withStore(dir.data, options) { store in
             let ns = try await store.namespace("e")
             faults.failSyscall(.fsync, pathContains: log, errno: EIO, count: 1)
             try await ns.put(b("a"), b("1"))  // returns before any fsync
             let failed = try await Self.eventually { await ns.currentStatistics().failure != nil }
             #expect(failed, "the once-a-second fsync ran and failed")
+            #expect(await ns.currentStatistics().ioErrors == 1)
+            let lines = logged.lines.filter { $0.hasPrefix("namespace e: fsync of \(log) failed") }
+            #expect(lines.count == 1, "\(logged.lines)")
             #expect(await storeError { try await ns.put(b("b"), b("2")) }?.code == .durabilityLost)
             #expect(await ns.get(b("a")) == b("1"))
+        }
+    }
+
+    @Test("under always, a segment kept for change history gives back the zeros reserved ahead of its records when compaction seals it")
+    func sealedSegmentTrimmed() async throws {
+        let dir = TemporaryDirectory("trim")
+        defer { dir.remove() }
+        var options = testOptions(.always)
+        options.changesHistory = 1000
+        let first = dir.data + "/h/000001.log"
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("h")
+            try await ns.put(b("k"), b("v1"))
+            #expect(fileSize(first) > logLength(first), "zeros reserved ahead while it is active")
+            try await ns.compact()
+            #expect(fileExists(first), "kept for change history")
+            #expect(fileSize(first) == logLength(first), "sealed: \(fileSize(first)) bytes for \(logLength(first)) of records")
+            try await ns.put(b("k"), b("v2"))
+        }
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("h")
+            #expect(await ns.get(b("k")) == b("v2"))
+            #expect(await ns.currentStatistics().oldestSequence == 1, "the history still begins at the first change")
         }
     }
 

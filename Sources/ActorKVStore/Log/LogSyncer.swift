@@ -27,21 +27,32 @@ final class LogSyncer: Sendable {
         /// log: see ``rearm(ifWrittenThrough:clean:)``).
         var armed = false
         var onWrite: (@Sendable () -> Void)?
+        /// The failure came from an fsync of this syncer's own loop (not from ``syncNow()``,
+        /// whose caller reports it).
+        var failedInLoop = false
     }
 
     private let state: Mutex<State>
     private let queue: DispatchQueue
     /// Told the durable sequence each time an fsync completes (the change feed, under `always`).
     private let onDurable: (@Sendable (UInt64) -> Void)?
+    /// Told, once, the failure of an fsync of the loop's (the `everysec` tick's, or one writers
+    /// waited for), which nobody else reports: the namespace logs it.
+    private let onFailure: (@Sendable (StoreError) -> Void)?
 
-    init(segment: LogSegment, durableThrough sequence: UInt64, label: String, onDurable: (@Sendable (UInt64) -> Void)? = nil) {
+    init(segment: LogSegment, durableThrough sequence: UInt64, label: String, onDurable: (@Sendable (UInt64) -> Void)? = nil,
+         onFailure: (@Sendable (StoreError) -> Void)? = nil) {
         state = Mutex(State(segment: segment, written: sequence, durable: sequence))
         queue = DispatchQueue(label: "actorkv.sync.\(label)")
         self.onDurable = onDurable
+        self.onFailure = onFailure
     }
 
     /// The fsync failure that ended this log's durability, if any.
     var failure: StoreError? { state.withLock { $0.failure } }
+
+    /// Whether an fsync of the loop failed (counted among the namespace's I/O errors).
+    var failedInLoop: Bool { state.withLock { $0.failedInLoop } }
 
     /// The highest sequence number known to be on stable storage.
     var durableSequence: UInt64 { state.withLock { $0.durable } }
@@ -150,7 +161,7 @@ final class LogSyncer: Sendable {
             } catch {
                 fail(with: StoreError(.durabilityLost, "fsync of \(segment.path) failed: \(error); "
                     + "the writes waiting for it may or may not be on disk, and writes to this namespace are refused "
-                    + "until the server restarts and recovers from disk"))
+                    + "until the server restarts and recovers from disk"), inLoop: true)
                 return
             }
             let (ready, more, durable) = state.withLock { s -> ([Waiter], Bool, UInt64) in
@@ -168,13 +179,18 @@ final class LogSyncer: Sendable {
         }
     }
 
-    private func fail(with failure: StoreError) {
-        let waiters = state.withLock { s -> [Waiter] in
-            if s.failure == nil { s.failure = failure }
+    private func fail(with failure: StoreError, inLoop: Bool = false) {
+        let (waiters, first) = state.withLock { s -> ([Waiter], Bool) in
+            let first = s.failure == nil
+            if first {
+                s.failure = failure
+                s.failedInLoop = inLoop
+            }
             s.running = false
             defer { s.waiters.removeAll() }
-            return s.waiters
+            return (s.waiters, first)
         }
+        if first && inLoop { onFailure?(failure) }
         for waiter in waiters { waiter.continuation.resume(throwing: failure) }
     }
 

@@ -57,6 +57,8 @@ public actor Namespace {
     @exclusivity(unchecked) var servedSinceSweep = false
     @exclusivity(unchecked) var statistics: NamespaceStatistics
     @exclusivity(unchecked) var writeFailure: StoreError?
+    /// The last attempt to reserve log space ahead failed (logged once, until one succeeds).
+    var reservationFailed = false
     @exclusivity(unchecked) var closed = false
     /// The planner's arrays, kept from one run to the next (``WritePlanner/Scratch``).
     @exclusivity(unchecked) private var plannerScratch = WritePlanner.Scratch()
@@ -103,7 +105,9 @@ public actor Namespace {
         } else {
             onDurable = nil
         }
-        syncer = LogSyncer(segment: r.active, durableThrough: r.lastSequence, label: name, onDurable: onDurable)
+        let log = options.log
+        syncer = LogSyncer(segment: r.active, durableThrough: r.lastSequence, label: name, onDurable: onDurable,
+                           onFailure: { failure in log("namespace \(name): \(failure.message)") })
         statistics = NamespaceStatistics(
             name: name, keys: r.data.map.count, liveBytes: r.data.bytes, logBytes: r.olderBytes + r.activeLength,
             lastSequence: r.lastSequence, snapshotSequence: r.snapshotSequence, snapshotTime: r.snapshotCreatedAt,
@@ -558,8 +562,14 @@ public actor Namespace {
                 try active.system.pwriteAll(active.fd, raw, at: range.lowerBound, path: active.path)
             }
             activeReserved = range.upperBound
+            reservationFailed = false
         } catch {
             statistics.ioErrors += 1
+            if !reservationFailed {
+                options.log("namespace \(name): reserving log space ahead in \(active.path) failed (\(error)); "
+                            + "writes are appended without it (each fsync then also commits the file's size) until it succeeds")
+            }
+            reservationFailed = true
         }
     }
 
@@ -642,6 +652,7 @@ public actor Namespace {
         s.expiringKeys = data.lifetimes.expiringCount
         s.ephemeralKeys = data.lifetimes.ephemeralCount
         if s.failure == nil { s.failure = syncer.failure?.message }  // a background fsync failed: writes are refused
+        if syncer.failedInLoop { s.ioErrors += 1 }
         return s
     }
 

@@ -83,12 +83,27 @@ extension Namespace {
             throw error
         }
         let next = try files.createSegment(active.number + 1)
+        let (sealed, sealedLength, sealedReserved) = (active, activeLength, activeReserved)
         olderSegments.append(SegmentSpan(number: active.number, firstSequence: activeFirstSequence, bytes: activeLength))
         olderBytes += activeLength
         activeFirstSequence = lastSequence + 1
         active = next
         (activeStart, activeLength, activeReserved) = (LogSegmentHeader.length, LogSegmentHeader.length, LogSegmentHeader.length)
         syncer.rotate(to: next, durableThrough: lastSequence)
+        if sealedReserved > sealedLength { trimReservation(of: sealed, to: sealedLength) }
+    }
+
+    /// Gives back the zeros reserved ahead of a sealed segment's records (see ``LogReservation``):
+    /// kept for change history, it would otherwise hold its reservation (1 MiB under `always`)
+    /// for as long as it is kept. Only space: the records are fsync'd, and a segment that keeps
+    /// its zeros (the cut not yet on disk at a power loss, or failed) reads the same, so a
+    /// failure is logged and nothing else.
+    private func trimReservation(of segment: LogSegment, to length: Int) {
+        do {
+            try segment.system.ftruncate(segment.fd, length, path: segment.path)
+        } catch {
+            options.log("namespace \(name): could not give back the space reserved ahead in \(segment.path): \(error)")
+        }
     }
 }
 

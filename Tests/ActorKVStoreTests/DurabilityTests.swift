@@ -536,7 +536,8 @@ struct DurabilityTests {
             try await ns.delete([b("first0"), b("first1")])
             model[b("first0")] = nil
             model[b("first1")] = nil
-            let logsBefore = try segmentFiles(nsDir).map { try readFile($0) }
+            // Their records (a segment sealed by the compaction gives back the zeros after them).
+            let logsBefore = try segmentFiles(nsDir).map { try readFile($0).prefix(logLength($0)) }
 
             if let name = fault.failpoint {
                 faults.arm(failpoint: name, .fail)
@@ -565,7 +566,7 @@ struct DurabilityTests {
             }
             if fault != .failpointAfterLogDrop {
                 // Every record written since the first snapshot is still in the log.
-                let logsAfter = try segmentFiles(nsDir).map { try readFile($0) }
+                let logsAfter = try segmentFiles(nsDir).map { try readFile($0).prefix(logLength($0)) }
                 #expect(logsAfter.joined().starts(with: logsBefore.joined()))
             }
             if fault == .createNextSegment || fault == .headerOfNextSegment {

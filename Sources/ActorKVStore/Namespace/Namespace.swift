@@ -643,6 +643,7 @@ public actor Namespace {
         s.keys = data.map.count
         s.liveBytes = data.bytes
         s.logBytes = olderBytes + activeLength
+        s.historyBytes = olderSegments.reduce(0) { $0 + $1.bytes } - olderBytes
         s.lastSequence = lastSequence
         s.oldestSequence = oldestSequence
         s.followers = feed.followers

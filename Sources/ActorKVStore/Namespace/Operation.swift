@@ -365,8 +365,12 @@ public struct NamespaceStatistics: Sendable, Equatable {
     public var keys: Int
     /// Bytes of live keys and values.
     public var liveBytes: Int
-    /// Bytes in the log segments.
+    /// Bytes of the log that recovery replays (the segments holding changes after the snapshot):
+    /// what compaction weighs against ``liveBytes``.
     public var logBytes: Int
+    /// Bytes of the older log segments kept only for change history (`CHANGES … FROM`: see
+    /// `changesHistory`), on disk besides ``logBytes``.
+    public var historyBytes = 0
     /// The sequence number of the last write.
     public var lastSequence: UInt64
     /// The sequence number the last snapshot covers (0: none).

@@ -132,6 +132,23 @@ import Glibc
         }
     }
 
+    @Test("a client that never reads its replies holds the shutdown for --shutdown-grace, and the log says so, at the start and when the grace runs out")
+    func shutdownGraceRunsOutOnAClientThatDoesNotRead() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess(arguments: ["--shutdown-grace", "0.5"])
+            let setup = try RawConnection(path: server.socketPath)
+            #expect(try setup.command(["PUT", "g", "k", String(repeating: "v", count: 10_000)]) == .simple("OK"))
+            let c = try RawConnection(path: server.socketPath)
+            try c.send(String(repeating: "GET g k\r\n", count: 2_000))  // 20 MB of replies, never read
+            usleep(300_000)
+            #expect(server.stop(signal: SIGTERM) == 0)
+            #expect(server.log.contains("and sending the replies 1 more have not read yet (for up to 0.5 s: --shutdown-grace)"), "\(server.log)")
+            #expect(server.log.contains("--shutdown-grace (0.5 s) ran out with 1 connection(s) still running requests or not reading their replies"),
+                    "\(server.log)")
+            withExtendedLifetime(c) {}
+        }
+    }
+
     @Test func socketIsPrivateByDefaultAndModeIsConfigurable() async throws {
         try await onOwnThread {
             let server = try ServerProcess()

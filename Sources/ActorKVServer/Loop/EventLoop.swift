@@ -194,7 +194,11 @@ final class EventLoop: @unchecked Sendable {
                 beginDrain()
                 drainDeadline = monotonicSeconds() + configuration.shutdownGraceSeconds
             }
-            if draining && (connections.values.allSatisfy({ !$0.inFlight && !$0.hasUnsentOutput }) || monotonicSeconds() > drainDeadline) {
+            if draining && connections.values.allSatisfy({ !$0.inFlight && !$0.hasUnsentOutput }) { break }
+            if draining && monotonicSeconds() > drainDeadline {
+                let busy = connections.values.filter { $0.inFlight || $0.hasUnsentOutput }.count
+                log("shutting down: --shutdown-grace (\(configuration.shutdownGraceSeconds) s) ran out with \(busy) connection(s) "
+                    + "still running requests or not reading their replies; closing them")
                 break
             }
         }
@@ -233,7 +237,10 @@ final class EventLoop: @unchecked Sendable {
     private func beginDrain() {
         draining = true
         _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_DEL, listener, 0, 0)
-        log("shutting down: no longer accepting; finishing the requests in flight on \(connections.values.filter(\.inFlight).count) connections, answering requests read but not started with -SHUTDOWN")
+        let unread = connections.values.filter { !$0.inFlight && $0.hasUnsentOutput }.count
+        log("shutting down: no longer accepting; finishing the requests in flight on \(connections.values.filter(\.inFlight).count) "
+            + "connections and sending the replies \(unread) more have not read yet (for up to \(configuration.shutdownGraceSeconds) s: "
+            + "--shutdown-grace), answering requests read but not started with -SHUTDOWN")
         for connection in connections.values {
             connection.close(afterFlushFor: .shutdown)
             pump(connection)

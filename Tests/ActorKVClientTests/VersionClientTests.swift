@@ -85,6 +85,25 @@ struct VersionClientTests {
         }
     }
 
+    @Test("RemoteRepository.update whose body changes the item's id throws encodingFailed at once and writes nothing (it would overwrite the other item)")
+    func repositoryUpdateThatChangesTheIDIsRefused() async throws {
+        try await withServer { _, kv in
+            let repo = RemoteRepository<Counter>(client: kv, namespace: "counters")
+            // One batch: both items have the same version, so a write of 2 with 1's version would hold.
+            try await repo.save(contentsOf: [Counter(id: 1, value: 10, note: nil), Counter(id: 2, value: 20, note: nil)])
+            var attempts = 0
+            do {
+                _ = try await repo.update(1) { attempts += 1; $0.id = 2; $0.value = 11 }
+                Issue.record("the update was written")
+            } catch let error as ActorKVError {
+                guard case .encodingFailed(let reason) = error else { throw error }
+                #expect(reason.contains("changed the item's id from '1' to '2'"), "\(reason)")
+            }
+            #expect(attempts == 1, "refused at once, not retried as a conflict")
+            #expect(try await repo.loadAll() == [Counter(id: 1, value: 10, note: nil), Counter(id: 2, value: 20, note: nil)])
+        }
+    }
+
     @Test("RemoteRepository.update gives up with conflict after maxAttempts when every write loses the race, writing nothing")
     func repositoryUpdateGivesUp() async throws {
         try await withServer { server, kv in

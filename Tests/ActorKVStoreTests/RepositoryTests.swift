@@ -124,6 +124,19 @@ struct RepositoryTests {
         }
     }
 
+    @Test("update whose body changes the item's id throws and writes nothing: it would write under another item's key with this one's version")
+    func updateThatChangesTheIDIsRefused() async throws {
+        let dir = TemporaryDirectory("repo")
+        defer { dir.remove() }
+        try await withStore(dir.data) { store in
+            let rows = try await Repository<Row>(store: store, namespace: "rows")
+            try await rows.save(contentsOf: [Row(id: 1, value: 10), Row(id: 2, value: 20)])  // one record: one version
+            let error = await #expect(throws: EncodingError.self) { try await rows.update(1) { $0.id = 2; $0.value = 11 } }
+            #expect("\(String(describing: error))".contains("changed the item's id from '1' to '2'"), "\(String(describing: error))")
+            #expect(try await rows.loadAll() == [Row(id: 1, value: 10), Row(id: 2, value: 20)], "nothing written")
+        }
+    }
+
     @Test("save(contentsOf:) is all-or-nothing: one item that cannot be encoded stores none of them")
     func batchIsAllOrNothing() async throws {
         let dir = TemporaryDirectory("repo")

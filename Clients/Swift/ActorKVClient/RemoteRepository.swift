@@ -113,7 +113,8 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
     /// it in between; if someone did, reads again and retries, up to `maxAttempts` times in all
     /// (then throws ``ActorKVError/conflict(_:)``, having written nothing). Returns the item as
     /// written, or nil if there is no item with `id` (nothing is written). `body` may run more
-    /// than once, so it must only change the item it is given. After each lost race it waits a
+    /// than once, so it must only change the item it is given, and not its id (a changed id throws
+    /// ``ActorKVError/encodingFailed(_:)``, nothing written). After each lost race it waits a
     /// random moment (up to 0.5 ms, doubling to 50 ms), so that contending clients take turns.
     ///
     /// It runs on the caller's actor (`nonisolated(nonsending)`), and so does `body`: a
@@ -137,6 +138,10 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
             guard let found = try await findVersioned(by: id) else { return nil }
             var item = found.item
             try body(&item)
+            guard item.id == id else {
+                // Written under the new id with the old one's version, it could replace another item.
+                throw ActorKVError.encodingFailed(Self.changedIDReason(from: id, to: item.id))
+            }
             if try await save(item, ifVersion: found.version) != nil { return item }
         }
         throw ActorKVError.conflict("the item '\(String(decoding: id.repositoryKey, as: UTF8.self))' in namespace '\(namespace)' was written by others on each of \(max(1, maxAttempts)) attempts")
@@ -158,6 +163,13 @@ public struct RemoteRepository<T: Codable & Identifiable & Sendable>: Sendable w
                         reconnect: ReconnectPolicy = .default) -> RepositoryChangeSequence<T> {
         RepositoryChangeSequence(repository: self,
                                  changes: client.changes(namespace, prefix: Array(prefix.utf8), from: start, reconnect: reconnect))
+    }
+
+    /// Why an update whose body changed the item's id from `old` to `new` writes nothing.
+    static func changedIDReason(from old: T.ID, to new: T.ID) -> String {
+        "update's body changed the item's id from '\(String(decoding: old.repositoryKey, as: UTF8.self))' to "
+            + "'\(String(decoding: new.repositoryKey, as: UTF8.self))': an update writes the item back under the id it "
+            + "read (to move an item, save it under the new id and delete the old one); nothing was written"
     }
 
     static func encode(_ item: T) throws(ActorKVError) -> [UInt8] {

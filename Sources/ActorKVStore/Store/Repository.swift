@@ -110,7 +110,8 @@ public struct Repository<T: Codable & Identifiable & Sendable>: Sendable where T
     /// it in between; if someone did, reads again and retries, up to `maxAttempts` times in all
     /// (then throws ``RepositoryError/conflict(_:)``, having written nothing). Returns the item as
     /// written, or nil if there is no item with `id` (nothing is written). `body` may run more
-    /// than once, so it must only change the item it is given. The same call as
+    /// than once, so it must only change the item it is given, and not its id (a changed id throws
+    /// an `EncodingError`, nothing written). The same call as
     /// `RemoteRepository.update`; between processes sharing a namespace through a server, and
     /// between tasks here, a write can come between the read and the write (an `await`).
     ///
@@ -128,6 +129,14 @@ public struct Repository<T: Codable & Identifiable & Sendable>: Sendable where T
             guard let found = try await findVersioned(by: id) else { return nil }
             var item = found.item
             try body(&item)
+            guard item.id == id else {
+                // Written under the new id with the old one's version, it could replace another item.
+                throw EncodingError.invalidValue(item, EncodingError.Context(
+                    codingPath: [], debugDescription: "update's body changed the item's id from "
+                        + "'\(String(decoding: id.repositoryKey, as: UTF8.self))' to '\(String(decoding: item.id.repositoryKey, as: UTF8.self))': "
+                        + "an update writes the item back under the id it read (to move an item, save it under the new id "
+                        + "and delete the old one); nothing was written"))
+            }
             if try await save(item, ifVersion: found.version) != nil { return item }
             await Task.yield()  // let the writer that won run on before reading again
         }

@@ -320,6 +320,25 @@ struct ChangesClientTests {
         }
     }
 
+    @Test("a stopped server that accepts but never answers CHANGES: a stream and a mirror throw timedOut after the client's timeout, not wait for ever")
+    func firstAnswerTimesOut() async throws {
+        try await withServer { server, kv in
+            try await kv.put("h", "k", "v")
+            try await server.signal(SIGSTOP)
+            let quick = ActorKVClient(socketPath: server.socketPath, timeout: .milliseconds(300))
+            let stream = quick.changes("h").makeAsyncIterator()
+            let error = await expectError(ActorKVError.self) { _ = try await nextEvent(stream) }
+            guard case .timedOut(let reason)? = error else { throw TestFailure("expected timedOut, got \(String(describing: error))") }
+            #expect(reason.contains("no answer to CHANGES"), "\(reason)")
+            let mirrorError = try await withDeadline("the mirror throws") {
+                await expectError(ActorKVError.self) { _ = try await quick.mirror("h") }
+            }
+            #expect(mirrorError?.isConnectionError == true, "\(String(describing: mirrorError))")
+            try await server.signal(SIGCONT)
+            #expect(try await quick.mirror("h").entries == [Array("k".utf8): Array("v".utf8)], "once it answers, the same client follows")
+        }
+    }
+
     @Test("RemoteRepository.changes(): items decoded, deletes as a nil item, a snapshot of items; undecodable bytes throw",
           .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func repositoryChanges() async throws {

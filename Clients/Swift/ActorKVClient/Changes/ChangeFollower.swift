@@ -297,8 +297,11 @@ final class ChangeFollower: Sendable {
                 let code = errno
                 if code == EINTR { continue }
                 if let timeout, code == EAGAIN || code == EWOULDBLOCK {
-                    return ended(.timedOut("no answer to CHANGES from the server at \(path) within \(secondsText(timeout))"),
-                                 progressed: false)
+                    // Before the answer to CHANGES (the only time a timeout is set): a server
+                    // that accepts but does not answer (stopped, hung) is not connected to, so a
+                    // first attempt reports it rather than waiting it out.
+                    let error = ActorKVError.timedOut("no answer to CHANGES from the server at \(path) within \(secondsText(timeout))")
+                    return isStopped ? .stopped : .broken(error, connected: false, progressed: false)
                 }
                 return ended(.connectionLost("read failed: \(errnoText(code))"), progressed: state.isStreaming)
             }

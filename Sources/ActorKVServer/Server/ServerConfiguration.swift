@@ -128,7 +128,8 @@ extension ServerConfiguration {
       --socket PATH              Unix socket to listen on                  (default ./actorkv.sock)
       --data-dir DIR             where namespaces are stored, created 0700 (default ./actorkv-data)
       --fsync POLICY             always | everysec | no                    (default everysec)
-      --socket-mode OCTAL        permission bits of the socket             (default 600)
+      --socket-mode OCTAL        permission bits of the socket, with a write bit
+                                 (connecting takes write permission)       (default 600)
       --max-clients N            most connections at once                  (default 10000)
       --max-namespaces N         most namespaces; a write that would create one
                                  more gets -ERR (each keeps its log open; local data
@@ -153,7 +154,8 @@ extension ServerConfiguration {
                                  follower further behind gets -LAGGING     (default 16777216, 16 MiB)
       --allow-uid LIST           comma-separated uids allowed to connect (checked with SO_PEERCRED)
       --allow-gid LIST           comma-separated gids allowed to connect (primary or supplementary)
-                                 (with either list, only those and the server's own uid may connect)
+                                 (with either list, only those and the server's own uid may connect;
+                                 ids are 0 to 4294967294: 4294967295 means no user or group)
       --acl FILE                 namespace permissions: which uids and groups may read, write
                                  or administer which namespaces (README "Who may do what");
                                  reloaded on SIGHUP and by ACL LOAD; without it, every client
@@ -217,11 +219,7 @@ extension ServerConfiguration {
         case "--socket": c.socketPath = try nonEmpty(flag, value)
         case "--data-dir": c.dataDirectory = try nonEmpty(flag, value)
         case "--fsync": c.durability = try choice(flag, value, "always, everysec or no")
-        case "--socket-mode":
-            guard let mode = UInt32(value, radix: 8), mode <= 0o777 else {
-                throw UsageError(description: "--socket-mode must be octal permission bits like 600 (got '\(value)')")
-            }
-            c.socketMode = mode
+        case "--socket-mode": c.socketMode = try socketMode(value)
         case "--max-clients": c.maxClients = try positive(flag, value)
         case "--max-namespaces": c.maxNamespaces = try positive(flag, value)
         case "--max-value-bytes": c.maxValueBytes = try positive(flag, value)
@@ -239,9 +237,9 @@ extension ServerConfiguration {
             }
             c.changesHistory = n
         case "--changes-lag-bytes": c.changesLagBytes = try positive(flag, value)
-        case "--allow-uid": c.allowUIDs = try idList(flag, value)
+        case "--allow-uid": c.allowUIDs = try idList(flag, value, kind: "user")
         case "--acl": c.accessFile = try nonEmpty(flag, value)
-        case "--allow-gid": c.allowGIDs = try idList(flag, value)
+        case "--allow-gid": c.allowGIDs = try idList(flag, value, kind: "group")
         case "--shutdown-grace": c.shutdownGraceSeconds = try seconds(flag, value)
         case "--execution": c.execution = try choice(flag, value, "loop or pool")
         case "--etcd":
@@ -275,13 +273,35 @@ extension ServerConfiguration {
         return n
     }
 
-    private static func idList(_ flag: String, _ value: String) throws(UsageError) -> Set<UInt32> {
+    /// `--socket-mode`'s permission bits: octal, at most 777, and with a write bit, since
+    /// connecting to a Unix socket takes write permission (a mode without one, such as 0, would
+    /// let no one connect, not even the server's own user).
+    private static func socketMode(_ value: String) throws(UsageError) -> UInt32 {
+        guard let mode = UInt32(value, radix: 8), mode <= 0o777 else {
+            throw UsageError(description: "--socket-mode must be octal permission bits like 600 (got '\(value)')")
+        }
+        guard mode & 0o222 != 0 else {
+            throw UsageError(description: "--socket-mode \(value) lets no one connect, not even the server's own user (connecting to a Unix socket takes write permission); give at least the owner read and write, like 600")
+        }
+        return mode
+    }
+
+    /// The ids of `--allow-uid` or `--allow-gid` (`kind`: "user" or "group"): comma-separated
+    /// decimal numbers, none empty, none 4294967295 ((uid_t)-1 and (gid_t)-1 mean "no user"
+    /// and "no group" to the kernel, and no process has them).
+    private static func idList(_ flag: String, _ value: String, kind: String) throws(UsageError) -> Set<UInt32> {
+        guard !value.isEmpty else { throw UsageError(description: "\(flag) needs at least one id") }
         var ids: Set<UInt32> = []
-        for part in value.split(separator: ",") {
-            guard let id = UInt32(part) else { throw UsageError(description: "\(flag) takes comma-separated numeric ids (got '\(value)')") }
+        for part in value.split(separator: ",", omittingEmptySubsequences: false) {
+            guard !part.isEmpty else { throw UsageError(description: "\(flag) has an empty item in '\(value)' (ids are separated by single commas)") }
+            guard let id = UInt32(part) else {
+                throw UsageError(description: "\(flag) takes comma-separated numeric ids (got '\(value)')")
+            }
+            guard id != UInt32.max else {
+                throw UsageError(description: "\(flag) \(part) is (\(kind == "user" ? "uid" : "gid")_t)-1, which means no \(kind): no process has it; ids are 0 to 4294967294")
+            }
             ids.insert(id)
         }
-        guard !ids.isEmpty else { throw UsageError(description: "\(flag) needs at least one id") }
         return ids
     }
 }

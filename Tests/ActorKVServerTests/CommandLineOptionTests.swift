@@ -1,0 +1,63 @@
+import ActorKVServer
+import ActorKVTestSupport
+import Foundation
+import Testing
+
+/// `actorkvd`'s options that parse as numbers but cannot mean what they say are usage errors
+/// (exit 2, with the message and a pointer to `--help`), as every other bad option is.
+@Suite("actorkvd command line: options that cannot work are refused")
+struct CommandLineOptionTests {
+    /// The usage error `arguments` give, or nil if they parse.
+    static func usageError(_ arguments: [String]) -> String? {
+        do {
+            _ = try ServerConfiguration.parse(arguments)
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test("--socket-mode without a write bit (0: nobody could connect), an empty --allow-uid/--allow-gid item, and id 4294967295 ((uid_t)-1, (gid_t)-1) are refused",
+          arguments: [
+            (["--socket-mode", "0"], "--socket-mode 0 lets no one connect, not even the server's own user"),
+            (["--socket-mode", "444"], "--socket-mode 444 lets no one connect"),
+            (["--allow-uid", "1,,2"], "--allow-uid has an empty item in '1,,2'"),
+            (["--allow-uid", "1,"], "--allow-uid has an empty item in '1,'"),
+            (["--allow-gid", ",4"], "--allow-gid has an empty item in ',4'"),
+            (["--allow-gid", "4294967295"], "--allow-gid 4294967295 is (gid_t)-1, which means no group"),
+            (["--allow-uid", "5,4294967295"], "--allow-uid 4294967295 is (uid_t)-1, which means no user"),
+            (["--allow-uid", ""], "--allow-uid needs at least one id"),
+          ])
+    func refused(arguments: [String], message: String) {
+        let error = Self.usageError(arguments)
+        #expect(error?.hasPrefix(message) == true, "\(arguments): \(error ?? "accepted")")
+    }
+
+    @Test("the modes and ids that can work still parse")
+    func accepted() throws {
+        for arguments in [["--socket-mode", "600"], ["--socket-mode", "200"], ["--socket-mode", "020"],
+                          ["--allow-uid", "0,1000"], ["--allow-gid", "4294967294"]] {
+            #expect(Self.usageError(arguments) == nil, "\(arguments)")
+        }
+        guard case .run(let configuration) = try ServerConfiguration.parse(["--allow-gid", "4294967294,7", "--socket-mode", "660"]) else {
+            throw TestFailure("did not parse to a configuration")
+        }
+        #expect(configuration.allowGIDs == [4_294_967_294, 7])
+        #expect(configuration.socketMode == 0o660)
+    }
+
+    @Test("actorkvd exits 2 on each, with the message and the pointer to --help, as on any bad option")
+    func exitStatus() async throws {
+        let executable = try ServerProcess.executable()
+        for arguments in [["--socket-mode", "0"], ["--allow-uid", "1,,2"], ["--allow-gid", "4294967295"]] {
+            let (status, stderr) = try await onOwnThread {
+                let process = try ChildProcess(executable, arguments, stderr: .pipe)
+                let (_, err) = process.readOutputs()
+                return (process.status, String(decoding: err, as: UTF8.self))
+            }
+            #expect(status == 2, "\(arguments): \(stderr)")
+            #expect(stderr.hasPrefix("actorkvd: \(arguments[0])") && stderr.contains("Run 'actorkvd --help' for usage."),
+                    "\(arguments): \(stderr)")
+        }
+    }
+}

@@ -7,9 +7,17 @@ import Testing
 /// without end used to take every file descriptor (new connections, compactions and, at last, the
 /// process itself failed; a restart could not even create its epoll descriptor).
 @Suite struct NamespaceLimitTests {
-    static func isTooMany(_ reply: Reply, _ name: String, limit: Int) -> Bool {
+    /// Whether `reply` refuses creating namespace `name` past `limit`, naming what sets it
+    /// (`source`: the flag, or the open files limit when that binds).
+    static func isTooMany(_ reply: Reply, _ name: String, limit: Int, source: String = "actorkvd --max-namespaces") -> Bool {
         guard case .error(let text) = reply else { return false }
-        return text.hasPrefix("ERR namespace '\(name)' would be one more than the \(limit) this server holds (actorkvd --max-namespaces)")
+        return text == "ERR namespace '\(name)' would be one more than the \(limit) this server holds (\(source)); nothing was written"
+    }
+
+    /// What the refusal names when the open files limit `openFiles` leaves room for `limit`
+    /// namespaces, fewer than `--max-namespaces` `configured`.
+    static func descriptorSource(openFiles: Int, limit: Int, configured: Int) -> String {
+        "the open files limit, ulimit -n \(openFiles), leaves descriptors for \(limit) namespaces, fewer than --max-namespaces \(configured)"
     }
 
     @Test func aWriteThatWouldCreateOneNamespaceTooManyIsRefusedAndNothingIsCreated() async throws {
@@ -51,7 +59,7 @@ import Testing
             }
             #expect(Self.isTooMany(try c.command(["PUT", "d", "k", "v"]), "d", limit: 2))
         }
-        #expect(second.log.contains("warning: the data directory holds 3 namespaces, more than the limit of 2: all were opened, but no new one can be created"))
+        #expect(second.log.contains("warning: the data directory holds 3 namespaces, more than the limit of 2 (actorkvd --max-namespaces): all were opened, but no new one can be created"))
     }
 
     /// Under an open files limit too low for the default 1,024 namespaces, the server limits them
@@ -68,7 +76,8 @@ import Testing
             for i in 0..<400 {
                 let reply = try c.command(["PUT", "n\(i)", "k", "v"])
                 if reply == .simple("OK") { created += 1; continue }
-                #expect(Self.isTooMany(reply, "n\(i)", limit: expected), "PUT n\(i): \(reply)")
+                let source = Self.descriptorSource(openFiles: 400, limit: expected, configured: 1024)
+                #expect(Self.isTooMany(reply, "n\(i)", limit: expected, source: source), "PUT n\(i): \(reply)")
                 break
             }
             #expect(created == expected)
@@ -85,5 +94,44 @@ import Testing
             #expect(try c.command(["GET", "n\(expected - 1)", "k"]) == .bulk("v"))
         }
         #expect(server.log.contains("ready: \(expected) namespaces (0 unavailable)"), "log: \(server.log)")
+    }
+
+    /// An operator's `ulimit -n 64` with `--max-namespaces 30`: the open files limit, not the
+    /// flag, bounds the namespaces (to 16), and the refusal says so instead of blaming the flag.
+    @Test func aRefusalUnderALowOpenFilesLimitNamesThatLimit() async throws {
+        let server = try await ServerProcess.started(arguments: ["--max-namespaces", "30"], openFiles: 64)
+        defer { server.stop() }
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            for i in 1...16 { #expect(try c.command(["PUT", "ns\(i)", "k", "v"]) == .simple("OK"), "ns\(i)") }
+            let refused = try c.command(["PUT", "ns17", "k", "v"])
+            let source = Self.descriptorSource(openFiles: 64, limit: 16, configured: 30)
+            #expect(Self.isTooMany(refused, "ns17", limit: 16, source: source), "\(refused)")
+        }
+    }
+
+    /// A data directory holding more namespaces than the descriptors of a low open files limit
+    /// can keep open: the startup warning counts those that opened and those unavailable, as the
+    /// ready line does (it used to say that all were opened).
+    @Test func theStartupLinesAgreeOnHowManyNamespacesOpened() async throws {
+        let directory = TemporaryDirectory("nsfds")
+        do {
+            let first = try await ServerProcess.started(directory: directory)
+            try await onOwnThread {
+                let c = try RawConnection(path: first.socketPath)
+                for i in 0..<60 { #expect(try c.command(["PUT", "n\(i)", "k", "v"]) == .simple("OK")) }
+            }
+            #expect(first.stop() == 0)
+        }
+        let second = try await ServerProcess.started(directory: directory, arguments: ["--max-namespaces", "30"], openFiles: 64)
+        defer { second.stop() }
+        let log = second.log
+        let ready = try #require(log.split(separator: "\n").last { $0.contains("ready: ") }, "log: \(log)")
+        let unavailable = try #require(Int(ready.split(separator: "(").last!.prefix { $0.isNumber }), "\(ready)")
+        #expect(ready.contains("ready: 60 namespaces (\(unavailable) unavailable)"), "\(ready)")
+        #expect(unavailable > 0, "64 descriptors cannot hold 60 logs: \(log)")
+        let source = Self.descriptorSource(openFiles: 64, limit: 16, configured: 30)
+        #expect(log.contains("warning: the data directory holds 60 namespaces, more than the limit of 16 (\(source)): \(60 - unavailable) were opened and \(unavailable) are unavailable (see above); no new one can be created"), "log: \(log)")
+        #expect(!log.contains("all were opened"), "log: \(log)")
     }
 }

@@ -58,7 +58,7 @@ public final class Server: Sendable {
             try await runAgent(wake: wake, access: access, executor: executor, staleSocket: staleSocket)
             return
         }
-        let store = try makeStore(executor: executor, namespaceLimit: namespaceLimit)
+        let store = try makeStore(executor: executor, namespaceLimit: namespaceLimit, openFiles: limit)
         log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(config.maxClients), open files limit \(limit)")
         if limit < wanted {
             log("warning: the open files limit (\(limit), hard limit reached) is below the \(wanted) that --max-clients \(config.maxClients) and --max-namespaces \(config.maxNamespaces) need: namespaces are limited to \(namespaceLimit), and new connections get -MAXCLIENTS once the descriptors run out")
@@ -84,9 +84,12 @@ public final class Server: Sendable {
 
     /// The store of `--data-dir`, its namespaces not opened yet; a directory that cannot be used
     /// is a ``StartupError`` (with the flag that allows a shared one, when that is why).
-    private func makeStore(executor: LoopExecutor?, namespaceLimit: Int) throws -> Store {
+    private func makeStore(executor: LoopExecutor?, namespaceLimit: Int, openFiles: Int) throws -> Store {
         var options = configuration.storeOptions(log: log, executor: executor)
         options.maxNamespaces = namespaceLimit
+        if namespaceLimit < configuration.maxNamespaces {
+            options.maxNamespacesSource = Self.descriptorBound(namespaceLimit, openFiles: openFiles, configured: configuration.maxNamespaces)
+        }
         let store: Store
         do { store = try Store(directory: configuration.dataDirectory, options: options) } catch {
             let hint = error.code == .unsafeDirectory ? " (--allow-shared-data-dir)" : ""
@@ -117,6 +120,12 @@ public final class Server: Sendable {
     static func namespaceLimit(configured: Int, openFiles limit: Int, wanted: Int) -> Int {
         guard limit < wanted else { return configured }
         return min(configured, max(16, (limit - 256) / 2))
+    }
+
+    /// What bounds the namespaces when the open files limit, not `--max-namespaces`, does: named
+    /// in the refusal of one more namespace and in the startup warning.
+    static func descriptorBound(_ namespaceLimit: Int, openFiles: Int, configured: Int) -> String {
+        "the open files limit, ulimit -n \(openFiles), leaves descriptors for \(namespaceLimit) namespaces, fewer than --max-namespaces \(configured)"
     }
 
     /// Runs the event loop on a thread of its own until a shutdown signal, then removes the

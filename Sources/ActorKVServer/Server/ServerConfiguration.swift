@@ -132,8 +132,9 @@ extension ServerConfiguration {
                                  (connecting takes write permission)       (default 600)
       --max-clients N            most connections at once                  (default 10000)
       --max-namespaces N         most namespaces; a write that would create one
-                                 more gets -ERR (each keeps its log open; local data
-                                 only: an etcd agent keeps none open)      (default 1024)
+                                 more gets -ERR (each keeps its log open, so a low
+                                 ulimit -n allows fewer: said at start and in the -ERR;
+                                 local data only: an etcd agent keeps none open) (default 1024)
       --max-value-bytes N        largest value a PUT may store             (default 33554432, 32 MiB)
       --max-bulk-bytes N         largest bulk string in a request          (default 67108864, 64 MiB)
       --max-inline-bytes N       longest inline (typed) request line       (default 65536)

@@ -230,10 +230,19 @@ public actor Store {
     /// its files before answering); returns the errors of those that could not be opened.
     public func openAll() async -> [String: StoreError] {
         for name in onDisk.sorted() { _ = try? await open(name, create: false) }
+        let unavailable = failed.merging(openFailures) { corrupt, _ in corrupt }
         if onDisk.count > options.maxNamespaces {
-            options.log("warning: the data directory holds \(onDisk.count) namespaces, more than the limit of \(options.maxNamespaces): all were opened, but no new one can be created")
+            options.log(Self.overLimitWarning(onDisk: onDisk.count, unavailable: unavailable.count, options: options))
         }
-        return failed.merging(openFailures) { corrupt, _ in corrupt }
+        return unavailable
+    }
+
+    /// The warning about a data directory that holds more namespaces than `options` allow, saying
+    /// how many of them opened (an unavailable one was logged as it failed).
+    static func overLimitWarning(onDisk: Int, unavailable: Int, options: StoreOptions) -> String {
+        let opened = unavailable == 0 ? "all were opened, but"
+            : "\(onDisk - unavailable) were opened and \(unavailable) are unavailable (see above);"
+        return "warning: the data directory holds \(onDisk) namespaces, more than the limit of \(options.maxNamespaces) (\(options.maxNamespacesSource)): \(opened) no new one can be created"
     }
 
     private func open(_ name: String, create: Bool) async throws(StoreError) -> Namespace? {
@@ -243,7 +252,7 @@ public actor Store {
         if let error = failed[name] { throw error }
         if !create && !onDisk.contains(name) { return nil }
         if !onDisk.contains(name) && onDisk.count >= options.maxNamespaces {
-            throw StoreError(.tooManyNamespaces, "namespace '\(name)' would be one more than the \(options.maxNamespaces) this server holds (actorkvd --max-namespaces); nothing was written")
+            throw StoreError(.tooManyNamespaces, "namespace '\(name)' would be one more than the \(options.maxNamespaces) this server holds (\(options.maxNamespacesSource)); nothing was written")
         }
         let task = opening[name] ?? startOpening(name)
         do {

@@ -123,6 +123,10 @@ public struct StoreOptions: Sendable {
     /// file descriptor), so the server bounds them as it bounds connections (an idle one costs
     /// no background work). Namespaces already there are opened whatever their number. No limit by default.
     public var maxNamespaces = Int.max
+    /// What sets ``maxNamespaces``, named in parentheses where the limit is told: in the refusal
+    /// of a namespace past it and in the warning about a data directory that holds more. The
+    /// server's flag by default; the server names its open files limit when that is what binds.
+    public var maxNamespacesSource = "actorkvd --max-namespaces"
     /// For tests: the injector whose armed faults this store's syscalls and failpoints obey, and
     /// no other store's. Nil (the default) injects nothing.
     public var faults: FaultInjector?

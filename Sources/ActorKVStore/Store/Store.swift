@@ -273,9 +273,7 @@ public actor Store {
         let task = Task<Namespace, any Error> {
             do {
                 let recovered = try await BlockingIO.run { () throws(StoreError) in
-                    if isNew { try Self.createDirectory(files.directory, parent: parent, system: files.system) }
-                    try Self.checkNamespaceDirectory(files.directory, allowShared: options.allowSharedDirectory)
-                    return try NamespaceRecovery.recover(name: name, files: files, log: options.log)
+                    try Self.recover(name, files: files, parent: parent, isNew: isNew, options: options)
                 }
                 let ns = Namespace(name: name, files: files, options: options, recovered: recovered, keeper: self.keeper,
                                    feed: self.feed(for: name))
@@ -296,12 +294,44 @@ public actor Store {
         return task
     }
 
-    private static func createDirectory(_ path: String, parent: String, system: SystemCalls) throws(StoreError) {
+    /// Recovers namespace `name` from its files, creating its directory first if it `isNew`. A
+    /// creation that fails (no space, no descriptor left, …) removes the directory it made, and
+    /// only that one, so that the next attempt starts clean instead of finding an empty
+    /// namespace directory (a log segment it made is removed where it was made, in
+    /// ``NamespaceFiles/createSegment(_:)``).
+    private static func recover(_ name: String, files: NamespaceFiles, parent: String, isNew: Bool,
+                                options: StoreOptions) throws(StoreError) -> RecoveredNamespace {
+        var created = false
+        do throws(StoreError) {
+            if isNew { try createDirectory(files.directory, parent: parent, system: files.system, created: &created) }
+            try checkNamespaceDirectory(files.directory, allowShared: options.allowSharedDirectory)
+            return try NamespaceRecovery.recover(name: name, files: files, log: options.log)
+        } catch {
+            if created { removeCreatedDirectory(files.directory, parent: parent, system: files.system, log: options.log) }
+            throw error
+        }
+    }
+
+    /// Creates a namespace's directory and makes its entry durable; `created` tells whether the
+    /// directory was made here (false: one was there already).
+    private static func createDirectory(_ path: String, parent: String, system: SystemCalls, created: inout Bool) throws(StoreError) {
         do {
-            try system.mkdir(path)
+            created = try system.mkdir(path)
             try system.fsyncDirectory(parent)
         } catch {
             throw StoreError.io("creating namespace directory", path, error)
+        }
+    }
+
+    /// Removes the directory a failed creation made. Only an empty one goes (`rmdir`): whatever
+    /// someone else put in it meanwhile stays, with the directory, and is logged.
+    private static func removeCreatedDirectory(_ path: String, parent: String, system: SystemCalls,
+                                               log: @Sendable (String) -> Void) {
+        do {
+            try system.removeDirectory(path)
+            try? system.fsyncDirectory(parent)
+        } catch {
+            log("namespace directory \(path): its creation failed, and removing it failed too (\(error)); it stays")
         }
     }
 

@@ -41,7 +41,7 @@ public final class FaultInjector: Sendable {
         case truncate
         /// rename(2)
         case rename
-        /// unlink(2)
+        /// unlink(2) and rmdir(2)
         case unlink
         /// mkdir(2)
         case mkdir

@@ -172,6 +172,16 @@ struct SystemCalls: Sendable {
         return false
     }
 
+    /// Removes an empty directory; one with anything in it stays (ENOTEMPTY). Not recorded by a
+    /// ``FileOperationRecorder``: only a namespace creation that failed removes a directory. The
+    /// corresponding C function is `rmdir`; an injector fails it as an ``FaultInjector/Operation/unlink``.
+    func removeDirectory(_ path: String) throws(Errno) {
+        try faults?.check(.unlink, path: path)
+        while Glibc.rmdir(path) != 0 {
+            if errno != EINTR { throw Errno(errno) }
+        }
+    }
+
     /// The names in a directory, without "." and "..".
     func listDirectory(_ path: String) throws(Errno) -> [String] {
         try faults?.check(.read, path: path)

@@ -103,6 +103,31 @@ struct CleanCloseTests {
         }
     }
 
+    @Test("a marker with garbage in it is ignored as before, and one line says so; a marker that reads says nothing")
+    func garbledMarkerLogged() async throws {
+        let dir = TemporaryDirectory("cleangarbled")
+        defer { dir.remove() }
+        try await Self.puts(dir.data, "ns", 1...2)
+        let marker = Self.markerPath(dir.data, "ns")
+        /// The lines opening `ns` logs about its marker.
+        func markerLines() async throws -> [String] {
+            let logged = LoggedLines()
+            var options = testOptions()
+            options.log = { logged.append($0) }
+            try await withStore(dir.data, options) { store in
+                let ns = try await store.namespace("ns")
+                #expect(await ns.get(b("k2")) == b("v2"))
+            }
+            return logged.lines.filter { $0.contains(CleanCloseMarker.fileName) }
+        }
+        #expect(try await markerLines() == [])
+        let garbage = "actorkv closed this namespace cleanly through sequence 2x\n"
+        try writeFile(marker, Array(garbage.utf8))
+        #expect(try await markerLines() == [
+            "namespace ns: \(marker) is unreadable (\(garbage.debugDescription)), so it was ignored: the namespace opens as after a crash",
+        ])
+    }
+
     /// The fsyncs of `segment` that opening namespace `ns` in `data` makes, and the value of k5 it
     /// then reads.
     static func syncsWhileOpening(_ data: String, _ ns: String, _ segment: String) async throws -> (syncs: Int, k5: [UInt8]?) {

@@ -61,6 +61,17 @@ enum CleanCloseMarker {
         return sequence(in: Array(window.bytes))
     }
 
+    /// The bytes of the namespace's marker when one is there but is not a marker's text (garbage,
+    /// or cut short by a power failure), which ``read(files:present:)`` ignores; nil when there
+    /// is none or it reads. Asked only once a namespace opened without a sequence from its marker.
+    static func unreadableText(files: NamespaceFiles) -> String? {
+        let path = path(in: files)
+        guard case .some(.some) = try? SystemCalls.status(path),
+              let window = try? FileWindow(path: path, capacity: 128, system: files.system) else { return nil }
+        let bytes = Array(window.bytes)
+        return sequence(in: bytes) == nil ? String(decoding: bytes, as: UTF8.self) : nil
+    }
+
     /// Throws `corrupt` if the namespace closed cleanly through a later sequence than its files
     /// now reach (`lastSequence`, from its snapshot and log as read, before anything is cut);
     /// otherwise returns the sequence the marker names (nil: none).

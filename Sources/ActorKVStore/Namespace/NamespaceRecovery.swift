@@ -85,6 +85,9 @@ public struct TornTail: Sendable, Equatable {
 enum NamespaceRecovery {
     static func recover(name: String, files: NamespaceFiles, log: @Sendable (String) -> Void) throws(StoreError) -> RecoveredNamespace {
         let found = try read(name: name, files: files)
+        if found.closedCleanlyThrough == nil, let text = CleanCloseMarker.unreadableText(files: files) {
+            log("namespace \(name): \(CleanCloseMarker.path(in: files)) is unreadable (\(text.debugDescription)), so it was ignored: the namespace opens as after a crash")
+        }
         if found.temporarySnapshotLeft {
             try? files.system.unlink(files.temporarySnapshotPath)
             log("namespace \(name): removed an unfinished snapshot.json.tmp left by an interrupted compaction")

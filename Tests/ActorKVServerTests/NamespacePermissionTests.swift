@@ -60,6 +60,44 @@ struct NamespacePermissionTests {
         #expect(AccessRules.ownershipProblem(uid: 0, mode: 0o100602, serverUID: 0) != nil, "nor may others write it")
     }
 
+    @Test("an ACL file in a directory every user may write to (not sticky) is refused at load and on reload, as the socket's directory is; the rules in force stay")
+    func unsafeDirectoryRefused() throws {
+        let path = directory.path + "/acl.conf"
+        let access = try access("uid:2001 ns read\n")
+        try write("uid:2001 * read write admin\n")
+        let refusal = AccessRulesError(file: path, line: nil, message: "its directory \(directory.path) is writable by every user and not sticky: another user could replace the file, and so grant every right; use a private directory")
+        chmod(directory.path, 0o777)
+        defer { chmod(directory.path, 0o700) }
+        #expect(throws: refusal) { try access.reload(for: .command(uid: 0)) }
+        #expect(access.rights(of: Self.peer, on: "other") == [], "the rules in force stay")
+        #expect(throws: refusal) { try AccessControl(path: path, ownUID: 0, names: Self.names) }
+        // Sticky, as /tmp is: others cannot replace what they do not own.
+        chmod(directory.path, 0o1777)
+        #expect(try access.reload(for: .signal) == 1)
+        #expect(access.rights(of: Self.peer, on: "other") == [.read, .write, .admin])
+        chmod(directory.path, 0o755)
+        #expect(try AccessControl(path: path, ownUID: 0, names: Self.names).ruleCount == 1)
+    }
+
+    @Test("actorkvd does not start with an --acl file in a directory every user may write to")
+    func unsafeDirectoryStopsTheStart() async throws {
+        let acl = TemporaryDirectory("acl-open")
+        defer { acl.remove() }
+        try "* ns read\n".write(toFile: acl.path + "/acl.conf", atomically: true, encoding: .utf8)
+        chmod(acl.path + "/acl.conf", 0o644)
+        chmod(acl.path, 0o777)
+        let (status, stderr) = try await onOwnThread {
+            let process = try ChildProcess(try ServerProcess.executable(),
+                                           ["--socket", directory.path + "/s.sock", "--data-dir", directory.path + "/data",
+                                            "--acl", acl.path + "/acl.conf"], stderr: .pipe)
+            let (_, err) = process.readOutputs()
+            return (process.status, String(decoding: err, as: UTF8.self))
+        }
+        #expect(status == 1, "\(stderr)")
+        #expect(stderr.contains("cannot start: --acl: \(acl.path)/acl.conf: its directory \(acl.path) is writable by every user and not sticky"), "\(stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/s.sock"))
+    }
+
     @Test("every command of the table, on a namespace where the peer has no right, is refused with the right it declares, or runs if it needs none")
     func everyCommandJudged() throws {
         let rights = ConnectionRights(access: try access("uid:2001 other read write admin\n"), peer: Self.peer)

@@ -106,7 +106,8 @@ extension AccessRules {
     /// The size of the open file `fd`; throws unless it is a regular file that only the server's
     /// user (or root) may change: whoever may write the rules holds every right, so a file that
     /// others may write to or that another user owns is refused, as sshd's StrictModes does and
-    /// as the data directory is.
+    /// as the data directory is, and so is one in a directory where another user could replace
+    /// it (``PrivateDirectory``, as the socket's directory).
     private static func regularFileSize(_ fd: Int32, _ path: String) throws(AccessRulesError) -> Int {
         var status = stat()
         guard fstat(fd, &status) == 0 else { throw cannotRead(path, errno) }
@@ -115,7 +116,8 @@ extension AccessRules {
         case S_IFDIR: throw cannotRead(path, EISDIR)
         default: throw AccessRulesError(file: path, line: nil, message: "cannot read: not a regular file")
         }
-        if let problem = ownershipProblem(uid: status.st_uid, mode: status.st_mode, serverUID: geteuid()) {
+        if let problem = ownershipProblem(uid: status.st_uid, mode: status.st_mode, serverUID: geteuid())
+            ?? PrivateDirectory.problem(PrivateDirectory.containing(path), role: "its directory", holding: "the file, and so grant every right") {
             throw AccessRulesError(file: path, line: nil, message: problem)
         }
         return Int(status.st_size)

@@ -190,18 +190,11 @@ public final class Server: Sendable {
         public let description: String
     }
 
+    /// Refuses a socket directory whose entries another user could replace (``PrivateDirectory``).
     private func checkSocketDirectory() throws {
-        let path = configuration.socketPath
-        let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
-        var st = stat()
-        guard fstatat(AT_FDCWD, directory.isEmpty ? "/" : directory, &st, 0) == 0 else {
-            throw StartupError(description: "socket directory \(directory) does not exist or cannot be read")
-        }
-        if st.st_mode & 0o002 != 0 && st.st_mode & UInt32(S_ISVTX) == 0 {
-            throw StartupError(description: "socket directory \(directory) is writable by every user and not sticky: another user could replace the socket; use a private directory")
-        }
-        if st.st_uid != geteuid() && st.st_uid != 0 {
-            throw StartupError(description: "socket directory \(directory) is owned by uid \(st.st_uid): its owner could replace the socket; use a directory owned by this user (uid \(geteuid())) or by root")
+        let directory = PrivateDirectory.containing(configuration.socketPath)
+        if let problem = PrivateDirectory.problem(directory, role: "socket directory", holding: "the socket") {
+            throw StartupError(description: problem)
         }
     }
 

@@ -160,7 +160,9 @@ extension ServerConfiguration {
       --acl FILE                 namespace permissions: which uids and groups may read, write
                                  or administer which namespaces (README "Who may do what");
                                  reloaded on SIGHUP and by ACL LOAD; without it, every client
-                                 that may connect has every right
+                                 that may connect has every right. The file and its directory
+                                 must be the server user's or root's, not writable by others
+                                 (a world-writable directory only if sticky, as /tmp)
       --allow-shared-data-dir    run even if other users may write to or own the data directory
       --shutdown-grace SECS      how long SIGTERM waits for requests in flight (default 5)
       --execution MODE           where namespace actors run requests: loop (the event-loop

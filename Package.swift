@@ -31,7 +31,7 @@ let package = Package(
         // The server: epoll event loop, connections, command dispatch, configuration.
         .target(name: "ActorKVServer", dependencies: ["ActorKVStore", "ActorKVProtocol", "ActorKVEtcd", "CActorKVSys"],
                 swiftSettings: strict),
-        .executableTarget(name: "actorkvd", dependencies: ["ActorKVServer"], swiftSettings: strict),
+        .executableTarget(name: "actorkvd", dependencies: ["ActorKVServer", "ActorKVProtocol"], swiftSettings: strict),
         // Test helper: drives the engine in a child process for kill -9 and failpoint crash tests.
         .executableTarget(name: "actorkv-stress", dependencies: ["ActorKVStore"], swiftSettings: strict),
         // Benchmarks: embedded put latency vs store size, the seed pattern's rewrite-per-save baseline,

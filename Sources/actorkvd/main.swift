@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ActorKVProtocol
 import ActorKVServer
 
 // actorkvd: parse flags, serve, exit 0 after a clean shutdown, 1 if it cannot start, 2 on bad usage;

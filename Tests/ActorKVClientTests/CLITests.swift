@@ -133,6 +133,20 @@ struct CLITests {
         }
     }
 
+    @Test("actorkv --version prints the version actorkvd --version prints (it used to be an unknown option)")
+    func version() async throws {
+        let server = try await onOwnThread {
+            let process = try ChildProcess(try builtBinary("actorkvd", environment: "ACTORKVD"), ["--version"], stdout: .pipe)
+            let (out, _) = process.readOutputs()
+            #expect(process.status == 0)
+            return String(decoding: out, as: UTF8.self)
+        }
+        let version = try #require(server.split(separator: " ").last, "actorkvd --version: \(server)")
+        #expect(server == "actorkvd \(version)")
+        let r = try await runCLI(["--version"], socket: nil)
+        #expect(r.status == 0 && r.text == "actorkv \(version)" && r.stderr.isEmpty, "\(r.status) \(r.text) \(r.stderr)")
+    }
+
     @Test("getv, incr, put --if-version and batch ifversion/incr; exit 5 when a condition does not hold, nothing written")
     func versionsAndCounters() async throws {
         try await withServer { server, kv in

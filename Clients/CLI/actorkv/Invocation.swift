@@ -33,30 +33,42 @@ struct Invocation {
         ["put", "set", "incr", "del", "delete", "batch", "expire", "persist", "compact"].contains(command)
     }
 
-    /// Reads `arguments`: the options before the command, the command, and its own options. Nil
-    /// when they ask for the usage (`--help`, `-h`, the command `help`, or `--help` among the
-    /// command's options: ``asksForHelp(_:_:)``).
-    static func parse(_ arguments: [[UInt8]]) throws(Failure) -> Invocation? {
+    /// What the arguments ask for.
+    enum Request {
+        /// Print the usage (`--help`, `-h`, the command `help`, or `--help` among the command's
+        /// options: ``asksForHelp(_:_:)``).
+        case usage
+        /// Print the version (`--version` before the command).
+        case version
+        /// Run this command.
+        case run(Invocation)
+    }
+
+    /// Reads `arguments`: the options before the command, the command, and its own options.
+    static func parse(_ arguments: [[UInt8]]) throws(Failure) -> Request {
         var invocation = Invocation()
         var rest = arguments[...]
-        guard try invocation.takeGlobalOptions(from: &rest) else { return nil }
+        if let asked = try invocation.takeGlobalOptions(from: &rest) { return asked }
         guard let commandWord = rest.popFirst() else { throw usageFailure("no command given") }
         invocation.commandWord = commandWord
         invocation.command = text(commandWord).lowercased()
-        if invocation.command == "help" || asksForHelp(invocation.command, rest) { return nil }
+        if invocation.command == "help" || asksForHelp(invocation.command, rest) { return .usage }
         invocation.operands = Array(try invocation.takeCommandOptions(from: rest))
-        return invocation
+        return .run(invocation)
     }
 
     /// Takes the options that come before the command (`--socket`, `--timeout`, `--json`, up
-    /// to a `--`); false for `--help`.
-    private mutating func takeGlobalOptions(from rest: inout ArraySlice<[UInt8]>) throws(Failure) -> Bool {
+    /// to a `--`); returns what `--help` or `--version` asks for instead of a command, nil
+    /// when a command follows.
+    private mutating func takeGlobalOptions(from rest: inout ArraySlice<[UInt8]>) throws(Failure) -> Request? {
         while let first = rest.first, first.first == UInt8(ascii: "-"), first.count > 1 {
             rest.removeFirst()
             let option = text(first)
             switch option {
             case "--help", "-h":
-                return false
+                return .usage
+            case "--version":
+                return .version
             case "--socket", "-s":
                 guard let path = rest.popFirst() else { throw usageFailure("\(option) needs a path") }
                 socketPath = text(path)
@@ -70,12 +82,12 @@ struct Invocation {
             case "--json":
                 json = true
             case "--":
-                return true
+                return nil
             default:
                 throw usageFailure("unknown option '\(option)'")
             }
         }
-        return true
+        return nil
     }
 
     /// `--timeout`'s seconds: nil (wait for ever) for 0.

@@ -117,6 +117,7 @@ Options:
                               sends nothing of a reply, for SECS seconds (default 10; fractions
                               allowed; 0 waits forever)
   --help, -h                  print this text
+  --version                   print actorkv's version (the same as actorkvd --version's)
 
 The options of put, scan and changes may come anywhere among their arguments (lock's: before
 NS); an unknown one is a usage error. --help after any command (before a '--'; lock: among its
@@ -125,7 +126,8 @@ is, even one that looks like an option, so that a key, value or prefix that star
 can be given:
   actorkv put ns key -- --ttl     stores the value '--ttl'
   actorkv scan ns -- --json       prints the entries whose key starts with '--json'
-(The options before 'COMMAND' are actorkv's own: --socket, --timeout, --help; '--' ends them too.)
+(The options before 'COMMAND' are actorkv's own: --socket, --timeout, --help, --version; '--' ends
+them too.)
 
 Commands that change data (put, compact) print nothing on success; put --if-version prints the
 new version.

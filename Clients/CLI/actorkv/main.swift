@@ -6,16 +6,22 @@
 // Arguments are taken as raw bytes (not re-encoded), and `get` writes the value's exact bytes,
 // so binary keys and values survive. See `usage` (Usage.swift) for every command and exit code;
 // Invocation.swift reads the arguments, CommandRunner.swift runs the command.
+import ActorKVProtocol
 import Glibc
 
-/// Runs the program given its `arguments`: prints the usage, or runs the command; returns the
-/// exit status, or throws the failure to exit with.
+/// Runs the program given its `arguments`: prints the usage or the version, or runs the command;
+/// returns the exit status, or throws the failure to exit with.
 func run(_ arguments: [[UInt8]], output: Output, signalMask: sigset_t) async throws(Failure) -> Int32 {
-    guard let invocation = try Invocation.parse(arguments) else {
+    switch try Invocation.parse(arguments) {
+    case .usage:
         try output.write(usage)
         return Exit.ok
+    case .version:
+        try output.line("actorkv \(ActorKVVersion.string)")
+        return Exit.ok
+    case .run(let invocation):
+        return try await CommandRunner(invocation, output: output, signalMask: signalMask).run()
     }
-    return try await CommandRunner(invocation, output: output, signalMask: signalMask).run()
 }
 
 reserveStandardDescriptors()

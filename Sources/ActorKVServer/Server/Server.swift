@@ -322,9 +322,3 @@ public final class Server: Sendable {
         return Array((lines.joined(separator: "\r\n") + "\r\n").utf8)
     }
 }
-
-/// The version of this build.
-public enum ActorKVVersion {
-    /// "major.minor.patch".
-    public static let string = "0.1.0"
-}

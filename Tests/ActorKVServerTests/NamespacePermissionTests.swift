@@ -181,6 +181,28 @@ struct NamespacePermissionTests {
         await store.close()
     }
 
+    @Test("write without read learns what protocol.md says it does through its writes' replies: INCR k 0 and HINCRBY k 0 answer the value; HSETNX, DEL and PUT … IFVERSION 0 whether the key exists")
+    func writeAloneLearnsThroughReplies() async throws {
+        let access = try access("uid:2001 ns write\n")
+        let store = try Store(directory: directory.path + "/data")
+        let processor = CommandProcessor(store: store, access: access) { _ in [] }
+        let owner = ClientSession(id: 2, peer: PeerCredentials(uid: 0, gid: 0, pid: 1))
+        #expect(await processor.process([Command(parsing: request(["PUT", "ns", "n", "41"]))], session: owner) == [.simple("OK")])
+        let session = ClientSession(id: 1, peer: PeerCredentials(uid: 2001, gid: 2001, pid: 1, groups: [3001]))
+        let rights = ConnectionRights(access: access, peer: Self.peer)
+        let replies = await processor.process([
+            ["GET", "ns", "n"], ["INCR", "ns", "n", "0"], ["HINCRBY", "ns", "n", "0"], ["HSETNX", "ns", "n", "x"],
+            ["HSETNX", "ns", "m", "x"], ["PUT", "ns", "n", "y", "IFVERSION", "0"], ["DEL", "ns", "n", "absent"],
+        ].map { Command(parsing: request($0), rights: rights) }, session: session)
+        #expect(replies.first == .error("NOPERM no read permission on namespace 'ns' for uid 2001"))
+        #expect(Array(replies.dropFirst()) == [.integer(41), .integer(41), .integer(0), .integer(1), .null, .integer(1)])
+        await store.close()
+        let spec = try ConfigurationDocsTests.document("protocol.md").split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(spec.contains("`write` without `read` does not hide what is stored: a write's reply tells its result"))
+        #expect(spec.contains("`INCR ns k 0` and `HINCRBY ns k 0` answer the key's current integer"))
+        #expect(spec.contains("`PUT … IFVERSION 0` (refused when the key exists)"))
+    }
+
     @Test("NAMESPACES and INFO show only what the client may read; the server's own uid sees all and is never judged")
     func listingsFiltered() async throws {
         let access = try access("uid:2001 public read\nuid:2001 jobs-* write\n")

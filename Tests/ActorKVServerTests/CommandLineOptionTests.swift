@@ -49,9 +49,14 @@ struct CommandLineOptionTests {
     @Test("actorkvd exits 2 on each, with the message and the pointer to --help, as on any bad option")
     func exitStatus() async throws {
         let executable = try ServerProcess.executable()
+        let directory = TemporaryDirectory("options")
+        defer { directory.remove() }
         for arguments in [["--socket-mode", "0"], ["--allow-uid", "1,,2"], ["--allow-gid", "4294967295"]] {
             let (status, stderr) = try await onOwnThread {
-                let process = try ChildProcess(executable, arguments, stderr: .pipe)
+                // A server that accepts the option serves here, and is killed rather than waited for.
+                let process = try ChildProcess(executable, arguments + ["--socket", directory.path + "/s.sock", "--data-dir", directory.data],
+                                               stderr: .pipe)
+                DispatchQueue.global().asyncAfter(deadline: .now() + 30) { process.signal(SIGKILL) }
                 let (_, err) = process.readOutputs()
                 return (process.status, String(decoding: err, as: UTF8.self))
             }

@@ -90,6 +90,8 @@ struct NamespacePermissionTests {
             let process = try ChildProcess(try ServerProcess.executable(),
                                            ["--socket", directory.path + "/s.sock", "--data-dir", directory.path + "/data",
                                             "--acl", acl.path + "/acl.conf"], stderr: .pipe)
+            // A server that accepts the file serves, and is killed rather than waited for.
+            DispatchQueue.global().asyncAfter(deadline: .now() + 30) { process.signal(SIGKILL) }
             let (_, err) = process.readOutputs()
             return (process.status, String(decoding: err, as: UTF8.self))
         }

@@ -202,8 +202,10 @@ func compactCrash(_ o: [String: String]) async {
     var id = UInt64(o["first-id"] ?? "1") ?? 1
     let faults = FaultInjector()
     var options = StoreOptions(durability: .always, compaction: CompactionPolicy(interval: 0), faults: faults)
-    // Every step of a compaction, the log drop included: no segment is kept as change history.
-    options.changesHistory = 0
+    // Every step of a compaction, the log drop included: by default no segment is kept as change
+    // history, so each compaction seals the active segment; `--history N` keeps N changes, and a
+    // compaction leaves the active segment in place while history needs all it holds.
+    options.changesHistory = Int(o["history"] ?? "0") ?? 0
     let store = await openStore(dir, options)
     let ns: Namespace
     do { ns = try await store.namespace("crash") } catch { fail("opening namespace: \(error)") }

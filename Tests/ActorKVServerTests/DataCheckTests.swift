@@ -58,7 +58,9 @@ struct DataCheckTests {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let data = dir.path + "/data"
-        let store = try Store(directory: data)
+        var options = StoreOptions()
+        options.segmentSealBytes = 0   // a segment per compaction
+        let store = try Store(directory: data, options: options)
         let orders = try await store.namespace("orders")
         for i in 1...6 {
             try await orders.put(Array("k".utf8), Array("\(i)".utf8))

@@ -124,12 +124,69 @@ struct ChangeFeedTests {
         #expect(HistoryRetention.droppable(empty, next: 5, covered: 4, history: 100) == 1, "a segment with no records holds no history")
     }
 
+    @Test("compaction seals the active segment only when it holds a change older than the history kept, or enough bytes")
+    func sealingRule() {
+        // The active segment holds changes 11-30, 400 bytes of records.
+        #expect(!HistoryRetention.seals(activeFirst: 11, recordBytes: 400, covered: 30, history: 100, sealBytes: 1 << 20),
+                "all of 11-30 is among the last 100: history keeps it, a new file would only add one")
+        #expect(!HistoryRetention.seals(activeFirst: 11, recordBytes: 400, covered: 30, history: 20, sealBytes: 1 << 20), "11-30 is the last 20")
+        #expect(HistoryRetention.seals(activeFirst: 11, recordBytes: 400, covered: 30, history: 19, sealBytes: 1 << 20), "11 is older than the last 19")
+        #expect(HistoryRetention.seals(activeFirst: 11, recordBytes: 400, covered: 30, history: 0, sealBytes: 1 << 20))
+        #expect(HistoryRetention.seals(activeFirst: 11, recordBytes: 400, covered: 30, history: 100, sealBytes: 400), "bytes enough")
+        #expect(!HistoryRetention.seals(activeFirst: 11, recordBytes: 400, covered: 30, history: 100, sealBytes: 401))
+        #expect(!HistoryRetention.seals(activeFirst: 31, recordBytes: 0, covered: 30, history: 0, sealBytes: 0), "no records: nothing to seal")
+    }
+
+    @Test("a namespace compacted after each of a few writes keeps one segment, its records before the snapshot history, not log, also after a restart")
+    func quietNamespaceKeepsOneSegment() async throws {
+        let dir = TemporaryDirectory("changes-quiet")
+        defer { dir.remove() }
+        var options = testOptions(.everysec)
+        options.changesHistory = 100_000   // the defaults
+        options.segmentSealBytes = 1 << 20
+        let nsDir = dir.data + "/q"
+        let segment = nsDir + "/000001.log"
+        var history = 0
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("q")
+            for i in 1...50 {
+                try await ns.put(b("k\(i % 3)"), b("v\(i)"))
+                try await ns.compact()   // what the periodic compaction does to a namespace written once a minute
+            }
+            #expect(segmentFiles(nsDir) == [segment], "one file, not one per compaction")
+            let before = await ns.currentStatistics()
+            history = before.historyBytes
+            #expect(before.compactions == 50 && before.snapshotSequence == 50 && before.oldestSequence == 1)
+            #expect(before.logBytes == LogSegmentHeader.length, "nothing after the snapshot: \(before)")
+            #expect(before.historyBytes == logLength(segment) - LogSegmentHeader.length, "\(before)")
+            let start = try await store.follow("q", from: .sequence(0))
+            start.feed.removeFollower()
+            let chunk = try await ns.readHistory(after: 0, through: 50, maxBytes: 1 << 20, from: nil)
+            #expect(chunk.changes.map(\.sequence) == Array(1...50), "the whole history, from the one segment")
+            try await ns.put(b("k9"), b("after"))
+            let grown = await ns.currentStatistics().logBytes
+            #expect(grown == LogSegmentHeader.length + logLength(segment) - (before.historyBytes + LogSegmentHeader.length), "the log is the new record alone")
+        }
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("q")
+            let after = await ns.currentStatistics()
+            #expect(after.recordsReplayed == 1, "the snapshot covers 1-50")
+            #expect(after.historyBytes == history, "recovery finds where the records after the snapshot begin: \(after)")
+            #expect(after.logBytes == logLength(segment) - history, "\(after)")
+            #expect(await ns.get(b("k9")) == b("after") && after.oldestSequence == 1)
+            try await ns.compact()
+            #expect(segmentFiles(nsDir) == [segment])
+            #expect(await ns.currentStatistics().logBytes == LogSegmentHeader.length)
+        }
+    }
+
     @Test("FROM is served from the log across compactions and restarts; older than the history kept: compacted")
     func historyAcrossCompactionAndRestart() async throws {
         let dir = TemporaryDirectory("changes-history")
         defer { dir.remove() }
         var options = testOptions(.everysec)
         options.changesHistory = 15
+        options.segmentSealBytes = 0   // a segment per compaction
         try await withStore(dir.data, options) { store in
             let ns = try await store.namespace("h")
             for round in 0..<4 {
@@ -173,6 +230,7 @@ struct ChangeFeedTests {
         defer { dir.remove() }
         var options = testOptions(.everysec)
         options.changesHistory = 100
+        options.segmentSealBytes = 0   // a segment per compaction
         try await withStore(dir.data, options) { store in
             let ns = try await store.namespace("h")
             for round in 0..<4 {
@@ -200,6 +258,7 @@ struct ChangeFeedTests {
         let recorder = FileOperationRecorder()
         var options = testOptions(.everysec, faults: FaultInjector(recording: recorder))
         options.changesHistory = 4
+        options.segmentSealBytes = 0   // a segment per compaction
         let nsDir = dir.data + "/d"
         var start = 0
         try await withStore(dir.data, options) { store in

@@ -716,6 +716,7 @@ struct DurabilityTests {
         defer { dir.remove() }
         var options = testOptions(.always)
         options.changesHistory = 1000
+        options.segmentSealBytes = 0   // sealed by the compaction, though history needs all it holds
         let first = dir.data + "/h/000001.log"
         try await withStore(dir.data, options) { store in
             let ns = try await store.namespace("h")

@@ -34,6 +34,18 @@ enum HistoryRetention {
         return count
     }
 
+    /// Whether a compaction through `covered` seals the active segment (whose first change is
+    /// `activeFirst`, its records `recordBytes` long) and starts a new one: when it holds a
+    /// change older than the last `history`, which the new segment lets a later compaction
+    /// drop, or `sealBytes` of records (``StoreOptions/segmentSealBytes``). Otherwise
+    /// everything it holds is history to keep anyway, and sealing it would only add a file: a
+    /// namespace compacted every minute for a write or two would gain a segment a minute, up to
+    /// `history` of them, all read at start.
+    static func seals(activeFirst: UInt64, recordBytes: Int, covered: UInt64, history: Int, sealBytes: Int) -> Bool {
+        guard recordBytes > 0, activeFirst <= covered else { return false }
+        return recordBytes >= sealBytes || covered - activeFirst >= UInt64(history)
+    }
+
     /// The last change segment `index` of `segments` holds (one before the next segment's first;
     /// `next` is the first sequence after the last of them). Below its first if it holds none.
     static func lastSequence(of index: Int, in segments: [SegmentSpan], next: UInt64) -> UInt64 {

@@ -31,6 +31,10 @@ public actor Namespace {
     /// Where the active segment's records start: after its header (0 in a format-0 segment).
     var activeStart: Int
     var activeLength: Int
+    /// The bytes of the active segment's records that the snapshot holds: a compaction that
+    /// leaves the active segment in place (see ``HistoryRetention/seals(activeFirst:recordBytes:covered:history:sealBytes:)``)
+    /// keeps them there as history. 0 once the segment is sealed.
+    var activeCoveredBytes: Int
     /// How much of the active segment is allocated (written, or zeros reserved ahead).
     var activeReserved: Int
     /// The segments before the active one, oldest first: those holding changes after the
@@ -92,6 +96,7 @@ public actor Namespace {
         active = r.active
         activeStart = r.activeStart
         activeLength = r.activeLength
+        activeCoveredBytes = r.activeCoveredBytes
         activeReserved = r.activeFileSize
         olderSegments = r.olderSegments
         olderBytes = r.olderBytes
@@ -109,7 +114,7 @@ public actor Namespace {
         syncer = LogSyncer(segment: r.active, durableThrough: r.lastSequence, label: name, onDurable: onDurable,
                            onFailure: { failure in log("namespace \(name): \(failure.message)") })
         statistics = NamespaceStatistics(
-            name: name, keys: r.data.map.count, liveBytes: r.data.bytes, logBytes: r.olderBytes + r.activeLength,
+            name: name, keys: r.data.map.count, liveBytes: r.data.bytes, logBytes: r.olderBytes + r.activeLength - r.activeCoveredBytes,
             lastSequence: r.lastSequence, snapshotSequence: r.snapshotSequence, snapshotTime: r.snapshotCreatedAt,
             recordsReplayed: r.recordsReplayed, tornBytesCut: r.tornBytesCut, compactions: 0, ioErrors: 0, failure: nil)
     }
@@ -575,7 +580,7 @@ public actor Namespace {
 
     private func afterWrite() {
         if compactionTask == nil,
-           options.compaction.isDue(logBytes: olderBytes + activeLength, liveBytes: data.bytes) {
+           options.compaction.isDue(logBytes: logBytes, liveBytes: data.bytes) {
             startCompaction()
         }
     }
@@ -632,6 +637,10 @@ public actor Namespace {
         }
     }
 
+    /// The bytes of the log that recovery replays: the segments and records after the snapshot
+    /// (what `--compact-ratio` weighs; the history kept besides is not counted).
+    var logBytes: Int { olderBytes + activeLength - activeCoveredBytes }
+
     /// The oldest change still held for followers.
     var oldestSequence: UInt64 { olderSegments.first?.firstSequence ?? activeFirstSequence }
 
@@ -642,8 +651,8 @@ public actor Namespace {
         var s = statistics
         s.keys = data.map.count
         s.liveBytes = data.bytes
-        s.logBytes = olderBytes + activeLength
-        s.historyBytes = olderSegments.reduce(0) { $0 + $1.bytes } - olderBytes
+        s.logBytes = logBytes
+        s.historyBytes = olderSegments.reduce(0) { $0 + $1.bytes } - olderBytes + activeCoveredBytes
         s.lastSequence = lastSequence
         s.oldestSequence = oldestSequence
         s.followers = feed.followers

@@ -42,6 +42,7 @@ extension Namespace {
             let syncer = self.syncer
             try await BlockingIO.run { () throws(StoreError) in try syncer.syncNow() }
             let covered = lastSequence
+            let coveredBytes = activeLength - activeStart
             // The copy-on-write copy is handed over in a box and released on the I/O thread: the
             // nodes that writes copied meanwhile are freed there, not on this actor (at 1M keys
             // that was a pause of tens of milliseconds for the writers).
@@ -49,7 +50,10 @@ extension Namespace {
             let lifetimes = data.lifetimes.frozen()
             // Keys already expired are gone for reads: the snapshot leaves them out.
             let expiredAt = data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0
-            try rotate()
+            let sealing = HistoryRetention.seals(activeFirst: activeFirstSequence, recordBytes: activeLength - activeStart,
+                                                 covered: covered, history: options.changesHistory,
+                                                 sealBytes: options.segmentSealBytes)
+            if sealing { try rotate() }
             let dropping = Array(olderSegments.prefix(HistoryRetention.droppable(
                 olderSegments, next: activeFirstSequence, covered: covered, history: options.changesHistory)))
             try self.files.system.failpoint("compaction.afterRotate")
@@ -61,6 +65,7 @@ extension Namespace {
                 return written
             }
             olderSegments.removeAll { span in dropping.contains(span) }
+            if !sealing { activeCoveredBytes = coveredBytes }
             olderBytes = NamespaceRecovery.bytesAfterSnapshot(olderSegments, next: activeFirstSequence, snapshot: covered)
             statistics.snapshotSequence = covered
             statistics.snapshotTime = header.createdAt
@@ -74,7 +79,8 @@ extension Namespace {
     }
 
     /// Starts a new segment unless the active one holds no records: every segment before the
-    /// new one is then redundant for a snapshot of the current state.
+    /// new one is then redundant for a snapshot of the current state (dropped once history
+    /// allows).
     private func rotate() throws(StoreError) {
         guard activeLength > activeStart else { return }
         do { try syncer.syncNow() } catch {
@@ -87,6 +93,7 @@ extension Namespace {
         olderSegments.append(SegmentSpan(number: active.number, firstSequence: activeFirstSequence, bytes: activeLength))
         olderBytes += activeLength
         activeFirstSequence = lastSequence + 1
+        activeCoveredBytes = 0
         active = next
         (activeStart, activeLength, activeReserved) = (LogSegmentHeader.length, LogSegmentHeader.length, LogSegmentHeader.length)
         syncer.rotate(to: next, durableThrough: lastSequence)

@@ -20,6 +20,8 @@ struct RecoveredNamespace {
     /// Where the active segment's records start (after its header; 0 in a format-0 segment).
     var activeStart: Int
     var activeLength: Int
+    /// The bytes of the active segment's records that the snapshot holds (kept as history).
+    var activeCoveredBytes: Int
     /// The active segment's size on disk: beyond `activeLength` it holds zeros reserved ahead.
     var activeFileSize: Int
     var recordsReplayed: Int
@@ -41,6 +43,9 @@ struct NamespaceReading {
     /// The last segment's size on disk and where its records start.
     var lastFileSize: Int
     var lastRecordsStart: Int
+    /// The bytes of the last segment's records that the snapshot holds: those before its first
+    /// record after the snapshot (all of them if it has none).
+    var lastCoveredBytes = 0
     var recordsReplayed: Int
     /// A torn tail at the end of the last segment, which opening cuts.
     var tornTail: TornTail?
@@ -95,6 +100,7 @@ enum NamespaceRecovery {
         var lengths = found.lengths
         var fileSize = found.lastFileSize
         var recordsStart = found.lastRecordsStart
+        var coveredBytes = found.lastCoveredBytes
         if let torn = found.tornTail {
             try cut(torn.path, to: torn.offset, system: files.system)
             fileSize = torn.offset
@@ -106,6 +112,7 @@ enum NamespaceRecovery {
         if found.segments.isEmpty {
             active = try files.createSegment(activeNumber)
             (recordsStart, activeLength, fileSize) = (LogSegmentHeader.length, LogSegmentHeader.length, LogSegmentHeader.length)
+            coveredBytes = 0
         } else {
             do {
                 let fd = try files.system.open(files.segmentPath(activeNumber), O_RDWR)
@@ -116,6 +123,7 @@ enum NamespaceRecovery {
                     // after a header, like those of any segment this build starts.
                     try NamespaceFiles.writeHeader(to: active)
                     (recordsStart, activeLength, fileSize) = (LogSegmentHeader.length, LogSegmentHeader.length, max(fileSize, LogSegmentHeader.length))
+                    coveredBytes = 0
                     durable = false
                 }
                 // New records will claim everything recovered was durable: after a kill -9 it may
@@ -133,7 +141,8 @@ enum NamespaceRecovery {
             snapshotSequence: found.snapshotSequence, snapshotCreatedAt: found.snapshotCreatedAt,
             olderSegments: older, olderBytes: Self.bytesAfterSnapshot(older, next: activeFirst, snapshot: found.snapshotSequence),
             activeFirstSequence: activeFirst,
-            active: active, activeStart: recordsStart, activeLength: activeLength, activeFileSize: fileSize,
+            active: active, activeStart: recordsStart, activeLength: activeLength, activeCoveredBytes: coveredBytes,
+            activeFileSize: fileSize,
             recordsReplayed: found.recordsReplayed, tornBytesCut: found.tornTail?.bytes ?? 0)
     }
 
@@ -166,6 +175,7 @@ enum NamespaceRecovery {
         for (index, number) in segments.enumerated() {
             let path = files.segmentPath(number)
             var first: UInt64?
+            var firstAfterSnapshot: Int?
             // Segments are numbered one after another and compaction drops only the oldest, so
             // a number skipped between two kept segments is a segment gone, and a change skipped
             // between them is history gone, even where the snapshot covers it (CHANGES … FROM
@@ -176,6 +186,7 @@ enum NamespaceRecovery {
                 if first == nil, let boundary { try boundary.check(firstChange: record.sequence) }
                 try replay.apply(record, path: path, offset: offset)
                 if first == nil { first = record.sequence }
+                if firstAfterSnapshot == nil, record.sequence > state.lastSequence { firstAfterSnapshot = offset }
             }
             if first == nil, let boundary { try boundary.check(firstChange: nil) }
             found.firstSequences.append(first ?? (replay.previous ?? state.lastSequence) + 1)
@@ -196,6 +207,7 @@ enum NamespaceRecovery {
             case .corrupt(let offset, let reason):
                 throw StoreError.corrupt(path, offset: offset, reason)
             }
+            found.lastCoveredBytes = max(0, (firstAfterSnapshot ?? found.lengths[index]) - scanned.recordsStart)
         }
         found.data = replay.data
         found.lastSequence = max(replay.lastSequence, state.lastSequence)

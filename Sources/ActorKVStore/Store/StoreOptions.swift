@@ -115,6 +115,13 @@ public struct StoreOptions: Sendable {
     /// How many of each namespace's most recent changes its log keeps for change feeds that
     /// resume (`CHANGES … FROM`), past what recovery needs (100,000 by default).
     public var changesHistory = 100_000
+    /// How many bytes of records the active log segment may hold before a compaction seals it
+    /// even though history still needs all it holds (1 MiB by default). A compaction seals the
+    /// active segment, and starts a new one, when it holds a change older than the last
+    /// ``changesHistory`` or this many bytes of records; otherwise the segment goes on taking
+    /// writes, its records before the snapshot kept as history, so that a namespace compacted
+    /// for a write or two does not gain a file at each compaction. 0 seals at every compaction.
+    public var segmentSealBytes = 1 << 20
     /// How many bytes of recent changes a followed namespace holds in memory: a follower that
     /// falls further behind is dropped (16 MiB by default).
     public var changesLagBytes = 16 << 20

@@ -95,7 +95,8 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-#: The default socket path, the same as ``actorkvd``'s default.
+#: The default socket path, the same as ``actorkvd``'s default: where a :class:`Client` created
+#: without a path connects when ``$ACTORKV_SOCKET`` is unset or empty.
 DEFAULT_SOCKET = "./actorkv.sock"
 
 #: The first bytes of the five RESP2 reply types: + - : $ *
@@ -1032,7 +1033,9 @@ class Client(_Commands):
     """One connection to an ActorKV server.
 
     Args:
-        path: the server's Unix socket (default ``./actorkv.sock``).
+        path: the server's Unix socket. None (the default) means ``$ACTORKV_SOCKET`` when
+            that is set and not empty, else :data:`DEFAULT_SOCKET` (``./actorkv.sock``), read
+            when the client is created; a path given here is used whatever the environment says.
         timeout: seconds to wait to connect, and then how long a command (or a whole
             pipeline) may go without any progress -- no byte sent and none received --
             before :class:`ActorKVTimeoutError`; a large pipeline that keeps moving may take
@@ -1056,7 +1059,9 @@ class Client(_Commands):
     #: Small requests are joined into blocks of about this many bytes per send.
     send_size = 256 * 1024
 
-    def __init__(self, path=DEFAULT_SOCKET, timeout=10.0, connect=True):
+    def __init__(self, path=None, timeout=10.0, connect=True):
+        if path is None:
+            path = os.environ.get("ACTORKV_SOCKET") or DEFAULT_SOCKET
         try:
             self.path = os.fspath(path)
         except TypeError:

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -568,6 +569,33 @@ class RoundTripTests(ServerTestCase):
         self.assertEqual(self.kv.ping(), "PONG")
         self.assertEqual(self.kv.ping("hello there"), b"hello there")
         self.assertEqual(self.kv.ping(b"\x00\xff"), b"\x00\xff")
+
+    def test_socket_from_environment(self):
+        """Client() without a path connects to $ACTORKV_SOCKET, read when it is created; a
+        path given wins; an empty $ACTORKV_SOCKET means ./actorkv.sock, as unset does."""
+        self.kv.put(self.ns, "where", "here")
+        missing = os.path.join(self.server.dir, "no-server.sock")
+        with mock.patch.dict(os.environ, {"ACTORKV_SOCKET": self.server.socket}):
+            with Client(timeout=30) as kv:
+                self.assertEqual(kv.path, self.server.socket)
+                self.assertEqual(kv.get(self.ns, "where"), b"here")
+            with Client(None, timeout=30, connect=False) as kv:
+                self.assertEqual(kv.path, self.server.socket)
+        with mock.patch.dict(os.environ, {"ACTORKV_SOCKET": missing}):
+            with Client(self.server.socket, timeout=30) as kv:
+                self.assertEqual(kv.path, self.server.socket)
+                self.assertEqual(kv.get(self.ns, "where"), b"here")
+            with self.assertRaises(ActorKVConnectionError) as caught:
+                Client(timeout=30)
+            self.assertIn(missing, str(caught.exception))
+        for value in ("", None):
+            environment = {k: v for k, v in os.environ.items() if k != "ACTORKV_SOCKET"}
+            if value is not None:
+                environment["ACTORKV_SOCKET"] = value
+            with mock.patch.dict(os.environ, environment, clear=True):
+                client = Client(connect=False)
+                self.assertEqual(client.path, "./actorkv.sock", repr(value))
+                self.assertEqual(client.path, actorkv.DEFAULT_SOCKET)
 
     def test_put_get_str_and_bytes(self):
         self.assertIs(self.kv.put(self.ns, "theme", "dark"), True)

@@ -212,6 +212,28 @@ struct ClientTests {
         #expect(await expectActorKVError { try await tooLong.ping() }?.isConnectionError == true)
     }
 
+    /// Checked through `defaultSocketPath(environment:)` with dictionaries: tests run in
+    /// parallel, so none of them sets this process's environment.
+    @Test("without a socketPath: $ACTORKV_SOCKET when set and not empty, else ./actorkv.sock; a socketPath given wins")
+    func defaultSocketPath() async throws {
+        #expect(ActorKVClient.defaultSocketPath(environment: ["ACTORKV_SOCKET": "/run/app/kv.sock"]) == "/run/app/kv.sock")
+        #expect(ActorKVClient.defaultSocketPath(environment: ["ACTORKV_SOCKET": ""]) == "./actorkv.sock")
+        #expect(ActorKVClient.defaultSocketPath(environment: [:]) == "./actorkv.sock")
+        #expect(ActorKVClient.defaultSocketPath(environment: ["SOCK": "/elsewhere"]) == "./actorkv.sock")
+        // The initializer's default is this process's environment, read when the client is made.
+        let environment = ProcessInfo.processInfo.environment
+        #expect(ActorKVClient.defaultSocketPath == ActorKVClient.defaultSocketPath(environment: environment))
+        #expect(ActorKVClient().socketPath == ActorKVClient.defaultSocketPath(environment: environment))
+        #expect(ActorKVClient(socketPath: "/tmp/given.sock").socketPath == "/tmp/given.sock")
+        // The path it names is the one connected to.
+        try await withServer { server, _ in
+            let kv = ActorKVClient(socketPath: ActorKVClient.defaultSocketPath(environment: ["ACTORKV_SOCKET": server.socketPath]))
+            let pong = try await kv.ping()
+            #expect(pong == "PONG")
+            await kv.close()
+        }
+    }
+
     @Test("a killed server fails pending and next calls with a connection error; a restart reconnects")
     func killAndReconnect() async throws {
         try await withServer(fsync: "always") { server, kv in

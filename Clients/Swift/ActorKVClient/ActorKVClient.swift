@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import Foundation
 
 /// A client of an `actorkvd` server on a Unix-domain socket.
 ///
@@ -44,13 +45,29 @@ public final class ActorKVClient: Sendable {
     /// The default ``timeout``: 10 seconds, as in the Python client.
     public static let defaultTimeout: Duration = .seconds(10)
 
+    /// The socket of a client created without a `socketPath`: `$ACTORKV_SOCKET` when it is set
+    /// and not empty, else `./actorkv.sock` (`actorkvd`'s default), as the `actorkv` tool and
+    /// the Python client choose theirs. Read from the environment each time it is asked for.
+    public static var defaultSocketPath: String {
+        defaultSocketPath(environment: ProcessInfo.processInfo.environment)
+    }
+
+    /// ``defaultSocketPath`` as `environment` (a process's environment variables) gives it.
+    static func defaultSocketPath(environment: [String: String]) -> String {
+        if let path = environment["ACTORKV_SOCKET"], !path.isEmpty { return path }
+        return "./actorkv.sock"
+    }
+
     /// Opens the connection and hands it to the calls (see ``Connector``).
     let connector: Connector
 
     /// A client of the server listening at `socketPath`. Nothing is connected until the first call.
+    /// Without a `socketPath`, the client's is ``defaultSocketPath`` at the time it is created:
+    /// `$ACTORKV_SOCKET` when set and not empty, else `./actorkv.sock`; a `socketPath` given
+    /// is used whatever the environment says.
     /// `timeout` bounds connecting and each wait for a reply (see ``timeout``); nil, zero or a
     /// negative duration waits forever.
-    public init(socketPath: String = "./actorkv.sock", timeout: Duration? = ActorKVClient.defaultTimeout) {
+    public init(socketPath: String = ActorKVClient.defaultSocketPath, timeout: Duration? = ActorKVClient.defaultTimeout) {
         self.socketPath = socketPath
         self.timeout = timeout.flatMap { $0 > .zero ? $0 : nil }
         connector = Connector(path: socketPath, timeout: self.timeout)

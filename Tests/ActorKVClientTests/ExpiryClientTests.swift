@@ -153,6 +153,27 @@ struct ExpiryClientTests {
         }
     }
 
+    /// The client sends a ttl past the range as Int64.max milliseconds (below) and leaves the
+    /// deadline's check, which needs the server's clock, to the server.
+    @Test("a ttl whose deadline passes Int64.max ms: put and pexpire are refused with ERR, the key unchanged")
+    func ttlPastRange() async throws {
+        try await withServer { _, kv in
+            try await kv.put("exp", "k", "1")
+            for ttl: Duration in [.seconds(Int64.max), .milliseconds(Int64.max)] {
+                let pexpire = await expectActorKVError { try await kv.pexpire("exp", "k", ttl: ttl) }
+                #expect(pexpire == .server(code: "ERR", message: "invalid expire time in 'PEXPIRE' command"))
+                let put = await expectActorKVError { try await kv.put("exp", "k", "2", ttl: ttl) }
+                #expect(put == .server(code: "ERR", message: "invalid expire time in 'PUT' command"))
+                let versioned = await expectActorKVError { _ = try await kv.put("exp", "k", "2", ifVersion: 0, ttl: ttl) }
+                #expect(versioned == .server(code: "ERR", message: "invalid expire time in 'PUT' command"))
+            }
+            #expect(try await kv.getString("exp", "k") == "1")
+            #expect(try await kv.pttl("exp", "k") == .persistent, "pexpire left the key as it was")
+            #expect(try await kv.pexpire("exp", "k", ttl: .seconds(-Int64.max)), "a negative ttl past the range deletes, as any")
+            #expect(try await kv.get("exp", "k") == nil)
+        }
+    }
+
     @Test("ttl in milliseconds: rounded up, so a positive duration never becomes 0")
     func millisecondsRounding() {
         func ms(_ d: Duration) -> String { String(decoding: ActorKVClient.milliseconds(d), as: UTF8.self) }

@@ -59,6 +59,28 @@ struct VersionClientTests {
         }
     }
 
+    /// The client does not check the range itself: the server's refusal is typed and names it.
+    @Test("a version past Int64.max: the server refuses it with ERR naming the range, nothing written")
+    func versionPastRange() async throws {
+        try await withServer { _, kv in
+            try await kv.put("v", "k", "1")
+            let refused = "IFVERSION needs a version: an integer from 0 to 9223372036854775807, not '18446744073709551615'"
+            for version in [UInt64.max, UInt64(Int64.max) + 1] {
+                let error = await expectActorKVError { _ = try await kv.put("v", "k", "2", ifVersion: version) }
+                #expect(error?.wireCode == .err, "\(String(describing: error))")
+                #expect(error?.description.contains("an integer from 0 to 9223372036854775807, not '\(version)'") == true)
+            }
+            #expect(await expectActorKVError { _ = try await kv.put("v", "k", "2", ifVersion: .max) }
+                    == .server(code: "ERR", message: refused))
+            let batch = await expectActorKVError { _ = try await kv.batch("v", [.ifVersion("k", .max), .put("k", "3")]) }
+            #expect(batch?.wireCode == .err && batch?.description.contains(refused) == true, "\(String(describing: batch))")
+            let delete = await expectActorKVError { _ = try await kv.delete("v", "k", ifVersion: .max) }
+            #expect(delete?.wireCode == .err, "\(String(describing: delete))")
+            #expect(try await kv.getString("v", "k") == "1", "nothing written")
+            #expect(try await kv.put("v", "k", "4", ifVersion: UInt64(Int64.max)) == nil, "Int64.max is a version: not this key's")
+        }
+    }
+
     @Test("RemoteRepository.update: 8 clients × 20 updates of one item add up to 160; findVersioned, save(ifVersion:), delete(ifVersion:)")
     func repositoryUpdatesRetryOnConflict() async throws {
         try await withServer { server, kv in

@@ -160,7 +160,8 @@ public final class ActorKVClient: Sendable {
     /// Returns once the server has applied it, durable per the server's `--fsync` policy.
     ///
     /// - `ttl`: the key expires that long from now (`PX`, in whole milliseconds rounded up; the
-    ///   server refuses zero or less with `ERR`). An expired key is gone for every read at once.
+    ///   server refuses zero or less, and a deadline past `Int64.max` milliseconds since the
+    ///   epoch, with `ERR`, nothing written). An expired key is gone for every read at once.
     ///   Without a `ttl`, any expiry the key had is removed. See ``pttl(_:_:)-([UInt8])``.
     /// - `ephemeral`: the key belongs to this client's connection (`EPHEMERAL`): the server
     ///   deletes it when that connection closes, for whatever reason (``close()``, a broken or

@@ -5,7 +5,8 @@ public enum BatchOperation: Sendable, Equatable, Hashable {
     /// Remove `key` (whether or not it exists).
     case delete(key: [UInt8])
     /// A guard: the batch applies only if `key`'s version is `version` (0: the key is absent)
-    /// at that point of the batch. Writes nothing.
+    /// at that point of the batch. Writes nothing. A `version` past `Int64.max` makes the server
+    /// refuse the whole batch with `ERR`, nothing applied.
     case ifVersion(key: [UInt8], version: UInt64)
     /// Add `delta` to the integer under `key` (absent: 0), as ``ActorKVClient/increment(_:_:by:)``.
     case increment(key: [UInt8], by: Int64)

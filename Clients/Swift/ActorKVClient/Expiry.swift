@@ -10,7 +10,11 @@ import ActorKVProtocol
 extension ActorKVClient {
     /// Makes `key` in `namespace` expire `ttl` from now (`PEXPIRE`, in whole milliseconds rounded
     /// up), keeping its value, version and owner. A `ttl` of zero or less deletes the key now, as
-    /// Redis does. Returns whether the key exists (false: nothing was done).
+    /// Redis does. Returns whether the key exists (false: nothing was done). A `ttl` whose
+    /// deadline would pass `Int64.max` milliseconds since the epoch (a `ttl` of more milliseconds
+    /// than an `Int64` holds is sent as `Int64.max`) is refused by the server with
+    /// ``ActorKVError/server(code:message:)``, code `ERR` (`invalid expire time in 'PEXPIRE'
+    /// command`), the key unchanged.
     @discardableResult
     public func pexpire(_ namespace: String, _ key: [UInt8], ttl: Duration) async throws(ActorKVError) -> Bool {
         let reply = try await send([Array("PEXPIRE".utf8), Array(namespace.utf8), key, Self.milliseconds(ttl)])

@@ -30,6 +30,10 @@ extension ActorKVClient {
     /// absent) (`PUT … IFVERSION`). Returns the key's new version, or nil when the condition did
     /// not hold (nothing was written). `ttl` and `ephemeral` apply to the write as in
     /// ``put(_:_:_:ttl:ephemeral:)-(_,[UInt8],[UInt8],_,_)``.
+    ///
+    /// A version is 0 to `Int64.max` (the versions a server gives); the server refuses a larger
+    /// `ifVersion` with ``ActorKVError/server(code:message:)``, code `ERR` (`IFVERSION needs a
+    /// version: an integer from 0 to 9223372036854775807, not '…'`), and writes nothing.
     public func put(_ namespace: String, _ key: [UInt8], _ value: [UInt8], ifVersion: UInt64, ttl: Duration? = nil,
                     ephemeral: Bool = false) async throws(ActorKVError) -> UInt64? {
         let reply = try await send(Self.putArguments(namespace, key, value, ttl: ttl, ephemeral: ephemeral, ifVersion: ifVersion))

@@ -6,9 +6,9 @@ import Foundation
 /// them (see `usage`). Reading them checks every option; the operands' count is checked by the
 /// command (``CommandRunner``).
 struct Invocation {
-    /// The server's socket: `--socket`, else `$ACTORKV_SOCKET`, else `./actorkv.sock`.
-    var socketPath = ProcessInfo.processInfo.environment["ACTORKV_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
-        ?? "./actorkv.sock"
+    /// The server's socket: `--socket`, else the clients' default (`$ACTORKV_SOCKET`, else
+    /// `./actorkv.sock`: ``ActorKVClient/defaultSocketPath``).
+    var socketPath = ActorKVClient.defaultSocketPath
     /// How long to wait for a reply (`--timeout`; nil: for ever).
     var timeout: Duration? = ActorKVClient.defaultTimeout
     /// `scan --json`.

@@ -473,6 +473,37 @@ struct RecoveryTests {
         }
     }
 
+    @Test("an empty last segment on a full disk: the namespace opens for reads, a write fails cleanly, and once there is space the header goes before the first record")
+    func emptyLastSegmentOnAFullDisk() async throws {
+        let dir = TemporaryDirectory("rec")
+        defer { dir.remove() }
+        let nsDir = try Self.layout(dir, segments: [1: [Self.put(1, "a", "1")]], headers: true)
+        try writeFile(Self.segmentPath(nsDir, 2), [])
+        let faults = FaultInjector()
+        var options = testOptions(faults: faults)
+        let logged = LoggedLines()
+        options.log = { line in logged.append(line) }
+        // The header's write at opening and the one before the first write find no space.
+        faults.failSyscall(.write, pathContains: Self.segmentPath(nsDir, 2), errno: ENOSPC, count: 2)
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("n")
+            #expect(await ns.get(b("a")) == b("1"), "the data is all in the files read")
+            #expect(logged.lines.contains { $0.hasPrefix("namespace n: could not write the header of the empty log segment \(Self.segmentPath(nsDir, 2))") }, "\(logged.lines)")
+            let refused = await storeError { try await ns.put(b("b"), b("2")) }
+            #expect(refused?.code == .io, "\(String(describing: refused))")
+            #expect(await ns.get(b("b")) == nil)
+            try await ns.put(b("b"), b("2"))   // space again
+            #expect(await ns.get(b("b")) == b("2"))
+        }
+        let second = try readFile(Self.segmentPath(nsDir, 2))
+        #expect(second.starts(with: LogSegmentHeader.encoded))
+        #expect(records(in: second).records.map(\.record.sequence) == [2])
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("n")
+            expectSameContents(await contents(ns), [b("a"): b("1"), b("b"): b("2")])
+        }
+    }
+
     @Test("a headerless segment (format 0, from an earlier build) is appended to as it is and reads back")
     func headerlessSegmentKeepsItsFormat() async throws {
         let dir = TemporaryDirectory("rec")

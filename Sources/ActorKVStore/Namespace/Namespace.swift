@@ -535,6 +535,7 @@ public actor Namespace {
     /// Writes encoded records at the end of the active segment; on failure cuts back what was
     /// partly written so the log stays a sequence of whole records.
     private func appendToLog(_ bytes: [UInt8]) throws(StoreError) {
+        if activeLength < activeStart { try writeMissingHeader() }
         reserve(bytes.count)
         do {
             try bytes.withBytes { (raw) throws(Errno) in
@@ -552,6 +553,19 @@ public actor Namespace {
                 statistics.failure = failure.message
                 options.log("namespace \(name): \(failure.message)")
             }
+            throw StoreError.io("appending to", active.path, error)
+        }
+    }
+
+    /// Writes the header of an active segment opened empty without one (its writing failed at
+    /// opening, on a full disk), so that records follow a header as in every segment.
+    private func writeMissingHeader() throws(StoreError) {
+        do {
+            try NamespaceFiles.writeHeader(to: active)
+            activeLength = activeStart
+        } catch {
+            statistics.ioErrors += 1
+            // A part of the header written is a torn header, which recovery cuts: nothing to undo.
             throw StoreError.io("appending to", active.path, error)
         }
     }

@@ -42,7 +42,7 @@ extension Namespace {
             let syncer = self.syncer
             try await BlockingIO.run { () throws(StoreError) in try syncer.syncNow() }
             let covered = lastSequence
-            let coveredBytes = activeLength - activeStart
+            let coveredBytes = max(0, activeLength - activeStart)
             // The copy-on-write copy is handed over in a box and released on the I/O thread: the
             // nodes that writes copied meanwhile are freed there, not on this actor (at 1M keys
             // that was a pause of tens of milliseconds for the writers).

@@ -121,10 +121,15 @@ enum NamespaceRecovery {
                 if activeLength == 0 {
                     // Empty (a crash before its header was written, or zeros): new records go
                     // after a header, like those of any segment this build starts.
-                    try NamespaceFiles.writeHeader(to: active)
-                    (recordsStart, activeLength, fileSize) = (LogSegmentHeader.length, LogSegmentHeader.length, max(fileSize, LogSegmentHeader.length))
-                    coveredBytes = 0
-                    durable = false
+                    (recordsStart, coveredBytes, durable) = (LogSegmentHeader.length, 0, false)
+                    do {
+                        try NamespaceFiles.writeHeader(to: active)
+                        (activeLength, fileSize) = (LogSegmentHeader.length, max(fileSize, LogSegmentHeader.length))
+                    } catch {
+                        // A full disk: the data is all in the files read, so open it for reads
+                        // and write the header before the first record (``Namespace/appendToLog``).
+                        log("namespace \(name): could not write the header of the empty log segment \(active.path) (\(error)); it is written before the first record")
+                    }
                 }
                 // New records will claim everything recovered was durable: after a kill -9 it may
                 // still be only in the page cache, so make the claim true first (unless a clean

@@ -48,8 +48,8 @@ def work(args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--socket", default=os.environ.get("SOCK", "./actorkv.sock"),
-                        help="the server's Unix socket (default $SOCK or ./actorkv.sock)")
+    parser.add_argument("--socket", default=os.environ.get("ACTORKV_SOCKET") or "./actorkv.sock",
+                        help="the server's Unix socket (default $ACTORKV_SOCKET, else ./actorkv.sock, as the clients)")
     parser.add_argument("--namespace", default="demo", help="namespace to write (default demo)")
     parser.add_argument("--processes", type=int, default=8, help="worker processes (default 8)")
     parser.add_argument("--count", type=int, default=50,

@@ -3,6 +3,7 @@
 # publishes, with nothing but nc (netcat-openbsd), or redis-cli.
 #
 #   ./reader.sh [--socket PATH] [--namespace NS] [--tool nc|redis-cli] [--until-done SECONDS]
+#   (the socket: --socket, else $ACTORKV_SOCKET, else ./actorkv.sock, as the clients)
 #
 # Prints one line "counter=N status=TEXT" (empty when a key is not there). With --until-done
 # it keeps reading, printing each change, until the status starts with "done" or the seconds
@@ -10,7 +11,7 @@
 # a single reading then exits 1, --until-done tries again.
 set -u
 
-sock=${SOCK:-./actorkv.sock}
+sock=${ACTORKV_SOCKET:-./actorkv.sock}
 ns=demo
 tool=nc
 until_done=

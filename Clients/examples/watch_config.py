@@ -39,7 +39,8 @@ def show(key, value):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--socket", default="./actorkv.sock", help="the server's socket")
+    parser.add_argument("--socket", default=os.environ.get("ACTORKV_SOCKET") or "./actorkv.sock",
+                        help="the server's Unix socket (default $ACTORKV_SOCKET, else ./actorkv.sock, as the clients)")
     parser.add_argument("--namespace", default="config", help="the namespace to watch")
     parser.add_argument("--prefix", default=None, help="only keys that start with this")
     parser.add_argument("--from", dest="from_seq", type=int, default=None, metavar="SEQ",

@@ -227,7 +227,12 @@ expect_eq "... and changes no file" "$before" "$(md5sum "$W"/k-data/*/* | md5sum
 start chk-gap --socket "$W/g.sock" --data-dir "$W/gap-data"
 G=$PID
 if wait_ping "$W/g.sock" "$G"; then
-    printf 'PUT jobs a 1\r\nCOMPACT jobs\r\nPUT jobs a 2\r\nCOMPACT jobs\r\nPUT jobs a 3\r\nCOMPACT jobs\r\n' | timeout "$T" nc -U -N "$W/g.sock" >/dev/null
+    # Values of 1 MiB, so that each compaction seals its segment (one of small records goes on
+    # taking writes across compactions while history needs all it holds).
+    mib=$(head -c 1048576 /dev/zero | tr '\0' x)
+    for i in 1 2 3; do
+        printf '*4\r\n$3\r\nPUT\r\n$4\r\njobs\r\n$1\r\na\r\n$1048576\r\n%s\r\nCOMPACT jobs\r\n' "$mib"
+    done | timeout "$T" nc -U -N "$W/g.sock" >/dev/null
     stop_ok "the server whose history is cut" "$G" "$W/g.sock"
 else
     not_ok "the server whose history is cut starts"; sed 's/^/#   /' "$W/chk-gap.log"

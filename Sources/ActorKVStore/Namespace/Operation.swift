@@ -365,11 +365,12 @@ public struct NamespaceStatistics: Sendable, Equatable {
     public var keys: Int
     /// Bytes of live keys and values.
     public var liveBytes: Int
-    /// Bytes of the log that recovery replays (the segments holding changes after the snapshot):
-    /// what compaction weighs against ``liveBytes``.
+    /// Bytes of the log that recovery replays (the records after the snapshot, and the segment
+    /// headers before them): what compaction weighs against ``liveBytes``.
     public var logBytes: Int
-    /// Bytes of the older log segments kept only for change history (`CHANGES … FROM`: see
-    /// `changesHistory`), on disk besides ``logBytes``.
+    /// Bytes of the log kept only for change history (`CHANGES … FROM`: see `changesHistory`),
+    /// on disk besides ``logBytes``: older segments the snapshot covers, and the records before
+    /// the snapshot in the segment still written to.
     public var historyBytes = 0
     /// The sequence number of the last write.
     public var lastSequence: UInt64

@@ -34,7 +34,7 @@ struct CommandRunner {
         } catch let error as Failure {
             throw error
         } catch let error as ActorKVError {
-            throw Failure(error, socketPath: invocation.socketPath, pendingWrite: invocation.writes ? invocation.command : nil)
+            throw Failure(error, socketPath: invocation.socketPath, pendingWrite: invocation.kind?.writes == true ? invocation.command : nil)
         } catch {
             throw Failure(code: Exit.server, message: "actorkv: \(error)")
         }
@@ -48,26 +48,28 @@ struct CommandRunner {
     }
 
     private func perform() async throws -> Int32 {
-        switch invocation.command {
-        case "get": return try await get()
-        case "put", "set": return try await put()
-        case "getv": return try await getVersioned()
-        case "pttl": return try await timeToLive()
-        case "expire": return try await expire()
-        case "persist": return try await persist()
-        case "lock": return try await lock()
-        case "incr": return try await increment()
-        case "del", "delete": return try await delete()
-        case "exists": return try await exists()
-        case "count": return try await count()
-        case "scan": return try await scan()
-        case "batch": return try await batch()
-        case "changes": return try await changes()
-        case "compact": return try await compact()
-        case "namespaces": return try await namespaces()
-        case "info": return try await info()
-        case "ping": return try await ping()
-        default: throw usageFailure("unknown command '\(text(invocation.commandWord))'")
+        guard let command = invocation.kind else {
+            throw usageFailure("unknown command '\(text(invocation.commandWord))'")
+        }
+        switch command {
+        case .get: return try await get()
+        case .put: return try await put()
+        case .getv: return try await getVersioned()
+        case .pttl: return try await timeToLive()
+        case .expire: return try await expire()
+        case .persist: return try await persist()
+        case .lock: return try await lock()
+        case .incr: return try await increment()
+        case .del: return try await delete()
+        case .exists: return try await exists()
+        case .count: return try await count()
+        case .scan: return try await scan()
+        case .batch: return try await batch()
+        case .changes: return try await changes()
+        case .compact: return try await compact()
+        case .namespaces: return try await namespaces()
+        case .info: return try await info()
+        case .ping: return try await ping()
         }
     }
 

@@ -28,10 +28,8 @@ struct Invocation {
     /// `changes --from SEQ` or `--snapshot`.
     var changeStart = ChangeStart.now
 
-    /// True for the commands that change data (whose outcome is unknown when no reply comes).
-    var writes: Bool {
-        ["put", "set", "incr", "del", "delete", "batch", "expire", "persist", "compact"].contains(command)
-    }
+    /// The command ``command`` names; nil for an unknown one.
+    var kind: CLICommand? { CLICommand(word: command) }
 
     /// What the arguments ask for.
     enum Request {

@@ -83,6 +83,33 @@ struct DurabilityTests {
         }
     }
 
+    @Test("writes that outgrow --compact-ratio while a compaction runs start another when it ends, with no write after them")
+    func compactionAfterCompactionWhenDue() async throws {
+        let dir = TemporaryDirectory("compact-again")
+        defer { dir.remove() }
+        let faults = FaultInjector()
+        var options = testOptions(faults: faults)
+        options.compaction = CompactionPolicy(logToLiveRatio: 2, minimumLogBytes: 1024, interval: 0)
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("r")
+            try await ns.put(b("k"), b("v0"))
+            let gate = FailpointGate()
+            faults.arm(failpoint: "compaction.afterRename", .hold(gate))
+            let first = Task { try await ns.compact() }
+            #expect(try await Self.eventually { gate.reached }, "the compaction reached its snapshot's rename")
+            // One key rewritten: the log outgrows twice the live data (and 1 KiB) many times over.
+            for i in 1...40 { try await ns.put(b("k"), b("v\(i)-" + String(repeating: "x", count: 60))) }
+            let grown = await ns.currentStatistics()
+            #expect(grown.compactions == 0 && grown.logBytes > 1024 && grown.logBytes > 2 * grown.liveBytes, "\(grown)")
+            gate.open()
+            try await first.value
+            let again = try await Self.eventually { await ns.currentStatistics().compactions >= 2 }
+            let after = await ns.currentStatistics()
+            #expect(again, "a second compaction, with no write to start it: \(after)")
+            #expect(after.snapshotSequence == 41 && after.logBytes < 1024, "\(after)")
+        }
+    }
+
     @Test("compactions running while writers write lose nothing")
     func compactionDuringWrites() async throws {
         let dir = TemporaryDirectory("compactw")

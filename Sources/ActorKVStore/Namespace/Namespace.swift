@@ -332,7 +332,7 @@ public actor Namespace {
             var versions = RecordNumbers(written: planner.written, after: planner.startSequence)
             performPending(operations, planner.resolved, &versions, &outcomes)
         }
-        if planner.hasRecords { afterWrite() }
+        if planner.hasRecords { compactIfDue() }
         if sweeper == nil && data.lifetimes.hasDeadlines { startSweeper() }
         let wait = !planner.hasRecords || options.durability != .always
             ? Durability.immediate : Durability(syncer: syncer, sequence: planner.sequence)
@@ -592,7 +592,10 @@ public actor Namespace {
         }
     }
 
-    private func afterWrite() {
+    /// Starts a compaction if none is running and the log has outgrown `--compact-ratio`: after
+    /// each write, and after each compaction (writes made while it ran may have grown the log
+    /// past the ratio again, with no write after them to look).
+    func compactIfDue() {
         if compactionTask == nil,
            options.compaction.isDue(logBytes: logBytes, liveBytes: data.bytes) {
             startCompaction()

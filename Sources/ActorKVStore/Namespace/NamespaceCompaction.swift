@@ -29,7 +29,10 @@ extension Namespace {
 
     @discardableResult
     func startCompaction() -> Task<Void, any Error> {
-        let task = Task { try await self.performCompaction() }
+        let task = Task {
+            try await self.performCompaction()
+            self.compactIfDue()
+        }
         compactionTask = task
         return task
     }

@@ -16,7 +16,8 @@ import Synchronization
 /// - a syscall fault: the next `count` calls of one ``Operation`` on a path containing a given
 ///   text fail with an errno (ENOSPC on a log append, EIO on fsync, …);
 /// - a failpoint: a named step of the engine (`compaction.afterRename`, …). When hit it either
-///   throws (in-process tests) or ends the process at once with `_exit` (crash tests).
+///   throws (in-process tests), ends the process at once with `_exit` (crash tests), or holds
+///   the thread until the test lets it go (``FailpointGate``: what happens meanwhile).
 ///
 /// One failpoint is process-wide instead: the environment variable `ACTORKV_FAILPOINT=name`
 /// ends the process with `_exit(86)` when any store reaches that step, with or without an
@@ -53,6 +54,8 @@ public final class FaultInjector: Sendable {
         case fail
         /// End the process immediately with this exit status, as a crash would.
         case exit(Int32)
+        /// Hold the first thread that reaches it until the gate is opened (later ones pass).
+        case hold(FailpointGate)
     }
 
     struct SyscallFault {
@@ -146,6 +149,36 @@ public final class FaultInjector: Sendable {
         case nil: return
         case .fail: throw StoreError(.io, "injected failure at failpoint \(name)")
         case .exit(let status): _exit(status)
+        case .hold(let gate): gate.pass()
         }
     }
+}
+
+/// Holds the first thread that reaches a failpoint armed with ``FaultInjector/FailpointAction/hold(_:)``
+/// until ``open()``, so that a test can act while a step is under way (write while a compaction
+/// writes its snapshot). Later threads pass. The held thread sleeps in 1 ms steps: test use only.
+public final class FailpointGate: Sendable, Equatable {
+    private let state = Mutex((reached: false, opened: false))
+
+    /// A closed gate.
+    public init() {}
+
+    /// Whether a thread has reached the failpoint.
+    public var reached: Bool { state.withLock { $0.reached } }
+
+    /// Lets the held thread go on, and every later one through.
+    public func open() { state.withLock { $0.opened = true } }
+
+    /// Called at the failpoint: the first caller waits until the gate is open.
+    func pass() {
+        let first = state.withLock { s in
+            defer { s.reached = true }
+            return !s.reached
+        }
+        guard first else { return }
+        while !state.withLock({ $0.opened }) { usleep(1000) }
+    }
+
+    /// Gates are equal when they are the same gate.
+    public static func == (lhs: FailpointGate, rhs: FailpointGate) -> Bool { lhs === rhs }
 }

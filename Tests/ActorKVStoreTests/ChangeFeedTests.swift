@@ -180,6 +180,59 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("a write made while a compaction that leaves the active segment in place fsyncs it is fsync'd before the snapshot that covers it: a power loss after the compaction leaves no snapshot ahead of the log, and the next write after recovery follows its last record")
+    func snapshotNotAheadOfTheActiveSegment() async throws {
+        let dir = TemporaryDirectory("changes-ahead")
+        defer { dir.remove() }
+        let recorder = FileOperationRecorder()
+        var options = testOptions(.no, faults: FaultInjector(recording: recorder))
+        options.changesHistory = 100_000   // the defaults: history needs all the active segment holds
+        options.segmentSealBytes = 64 << 20  // and its few MiB are no reason to seal it
+        var point = 0
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("s")
+            let value = [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20)
+            // Unsynced under `no`: the compaction's first fsync writes them back, which takes a while.
+            for i in 1...4 { try await ns.put(b("big\(i)"), value) }
+            let compaction = await ns.startCompaction()
+            // On the actor, queued behind the compaction: once its fsync is done, and before the
+            // compaction goes on, a write (a client's, arriving then).
+            let late = try #require(await ns.executeOnceDurable(through: 4, [ActorKVStore.Operation.put(key: b("late"), value: b("x"))]))
+            try await late.durability.wait()
+            try await compaction.value
+            let statistics = await ns.currentStatistics()
+            try #require(statistics.lastSequence == 5 && statistics.snapshotSequence == 5,
+                         "the write landed after the compaction's fsync and the snapshot covers it: \(statistics)")
+            #expect(segmentFiles(dir.data + "/s") == [dir.data + "/s/000001.log"], "the compaction left the active segment in place")
+            point = recorder.count
+        }
+        // A power loss right after the compaction: only what was fsync'd is on disk.
+        var model = CrashModel(root: dir.path)
+        for operation in recorder.operations.prefix(point) { try model.apply(operation) }
+        var garbage = SeededGenerator(seed: 1)
+        let image = model.image(Array(repeating: 0, count: model.dimensions.count), garbage: &garbage)
+        let root = dir.path + "/after-power-loss"
+        try image.write(to: root)
+        let plain = testOptions(.no)
+        try await withStore(root + "/data", plain) { store in
+            let ns = try await store.namespace("s")
+            #expect(await ns.get(b("late")) == b("x"), "the snapshot holds it")
+            try await ns.put(b("next"), b("y"))   // sequence 6
+            do {
+                let history = try await ns.readHistory(after: 0, through: 6, maxBytes: 64 << 20, from: nil)
+                #expect(history.changes.map(\.sequence) == Array(1...6), "the history runs without a gap")
+            } catch {
+                Issue.record("the history runs without a gap: \(error)")
+            }
+        }
+        #expect(try Store.check(directory: root + "/data").first?.failure == nil)
+        try await withStore(root + "/data", plain) { store in
+            let ns = try await store.namespace("s")
+            #expect(await ns.get(b("late")) == b("x"))
+            #expect(await ns.get(b("next")) == b("y"))
+        }
+    }
+
     @Test("FROM is served from the log across compactions and restarts; older than the history kept: compacted")
     func historyAcrossCompactionAndRestart() async throws {
         let dir = TemporaryDirectory("changes-history")
@@ -326,5 +379,16 @@ struct ChangeFeedTests {
             #expect(await ns.currentStatistics().lastSequence == 2, "the record was written")
             #expect(start.feed.read(after: 1, limit: 10) == .caughtUp, "but never delivered")
         }
+    }
+}
+
+private extension Namespace {
+    /// Waits, holding the actor, until the log is fsync'd through `sequence` (by a compaction that
+    /// started before and is now waiting for its fsync, which cannot go on while this runs), then
+    /// executes `operations`; nil if that fsync did not come within 10 seconds.
+    func executeOnceDurable(through sequence: UInt64, _ operations: [ActorKVStore.Operation]) -> Execution? {
+        for _ in 0..<100_000 where syncer.durableSequence < sequence { usleep(100) }
+        guard syncer.durableSequence >= sequence else { return nil }
+        return execute(operations)
     }
 }

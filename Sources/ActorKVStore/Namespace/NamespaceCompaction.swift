@@ -63,6 +63,10 @@ extension Namespace {
             let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)))
             let files = self.files
             let (size, keyCount) = try await BlockingIO.run { () throws(StoreError) in
+                // Writes that came while the fsync above ran are covered too: left in the active
+                // segment (not sealed, which fsyncs them), they must be durable before the snapshot
+                // is, or a power loss leaves a snapshot ahead of the log and the next write a gap.
+                if !sealing { try syncer.syncNow() }
                 let written = try SnapshotWriter.write(frozen.take(), lifetimes: lifetimes, expiredAt: expiredAt, header: header, files: files)
                 try files.removeSegments(dropping.map(\.number))
                 return written

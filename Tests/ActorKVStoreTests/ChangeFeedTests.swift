@@ -233,6 +233,40 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("a segment sealed by a compaction that then failed holds records before the snapshot (left there by an earlier compaction) and after it: only those after count as log, the others as history, also after a restart")
+    func sealedSegmentWithCoveredRecords() async throws {
+        let dir = TemporaryDirectory("changes-mixed")
+        defer { dir.remove() }
+        let faults = FaultInjector()
+        var options = testOptions(.everysec, faults: faults)
+        options.changesHistory = 100_000
+        options.segmentSealBytes = 4096
+        let segment = dir.data + "/m/000001.log"
+        var covered = 0
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("m")
+            for i in 1...3 { try await ns.put(b("k\(i)"), b("small")) }
+            try await ns.compact()                    // leaves the segment in place: 1-3 are history
+            covered = await ns.currentStatistics().historyBytes
+            #expect(covered == logLength(segment) - LogSegmentHeader.length)
+            try await ns.put(b("big"), [UInt8](repeating: UInt8(ascii: "b"), count: 8192))
+            faults.arm(failpoint: "compaction.afterRotate", .fail)
+            #expect(await storeError { try await ns.compact() }?.code == .io)   // sealed (4096 bytes), no snapshot
+            faults.reset()
+            #expect(segmentFiles(dir.data + "/m").count == 2)
+            let statistics = await ns.currentStatistics()
+            #expect(statistics.snapshotSequence == 3)
+            #expect(statistics.historyBytes == covered, "1-3, which the snapshot holds: \(statistics)")
+            #expect(statistics.logBytes == logLength(segment) - covered + LogSegmentHeader.length, "4, and the two headers: \(statistics)")
+        }
+        try await withStore(dir.data, options) { store in
+            let statistics = await (try store.namespace("m")).currentStatistics()
+            #expect(statistics.recordsReplayed == 1)
+            #expect(statistics.historyBytes == covered, "\(statistics)")
+            #expect(statistics.logBytes == logLength(segment) - covered + LogSegmentHeader.length, "\(statistics)")
+        }
+    }
+
     @Test("FROM is served from the log across compactions and restarts; older than the history kept: compacted")
     func historyAcrossCompactionAndRestart() async throws {
         let dir = TemporaryDirectory("changes-history")

@@ -98,7 +98,7 @@ extension Namespace {
         let next = try files.createSegment(active.number + 1)
         let (sealed, sealedLength, sealedReserved) = (active, activeLength, activeReserved)
         olderSegments.append(SegmentSpan(number: active.number, firstSequence: activeFirstSequence, bytes: activeLength))
-        olderBytes += activeLength
+        olderBytes += activeLength - activeCoveredBytes  // records the snapshot holds are history
         activeFirstSequence = lastSequence + 1
         activeCoveredBytes = 0
         active = next

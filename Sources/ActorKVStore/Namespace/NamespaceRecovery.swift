@@ -46,6 +46,10 @@ struct NamespaceReading {
     /// The bytes of the last segment's records that the snapshot holds: those before its first
     /// record after the snapshot (all of them if it has none).
     var lastCoveredBytes = 0
+    /// The bytes of records the snapshot holds in the segments before the last that also hold
+    /// records after it (one at most: sealed by a compaction that failed, or crashed, before its
+    /// snapshot, after an earlier one left its records in place).
+    var olderCoveredBytes = 0
     var recordsReplayed: Int
     /// A torn tail at the end of the last segment, which opening cuts.
     var tornTail: TornTail?
@@ -144,7 +148,7 @@ enum NamespaceRecovery {
         return RecoveredNamespace(
             data: found.data, lastSequence: found.lastSequence,
             snapshotSequence: found.snapshotSequence, snapshotCreatedAt: found.snapshotCreatedAt,
-            olderSegments: older, olderBytes: Self.bytesAfterSnapshot(older, next: activeFirst, snapshot: found.snapshotSequence),
+            olderSegments: older, olderBytes: Self.bytesAfterSnapshot(older, next: activeFirst, snapshot: found.snapshotSequence) - found.olderCoveredBytes,
             activeFirstSequence: activeFirst,
             active: active, activeStart: recordsStart, activeLength: activeLength, activeCoveredBytes: coveredBytes,
             activeFileSize: fileSize,
@@ -213,6 +217,7 @@ enum NamespaceRecovery {
                 throw StoreError.corrupt(path, offset: offset, reason)
             }
             found.lastCoveredBytes = max(0, (firstAfterSnapshot ?? found.lengths[index]) - scanned.recordsStart)
+            if firstAfterSnapshot != nil, index < segments.count - 1 { found.olderCoveredBytes += found.lastCoveredBytes }
         }
         found.data = replay.data
         found.lastSequence = max(replay.lastSequence, state.lastSequence)

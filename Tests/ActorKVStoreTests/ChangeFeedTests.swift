@@ -135,6 +135,8 @@ struct ChangeFeedTests {
         #expect(HistoryRetention.seals(activeFirst: 11, recordBytes: 400, covered: 30, history: 100, sealBytes: 400), "bytes enough")
         #expect(!HistoryRetention.seals(activeFirst: 11, recordBytes: 400, covered: 30, history: 100, sealBytes: 401))
         #expect(!HistoryRetention.seals(activeFirst: 31, recordBytes: 0, covered: 30, history: 0, sealBytes: 0), "no records: nothing to seal")
+        #expect(HistoryRetention.seals(activeFirst: 11, recordBytes: 400, covered: 30, history: -1, sealBytes: 1 << 20), "an embedder's -1: 0")
+        #expect(HistoryRetention.droppable([SegmentSpan(number: 1, firstSequence: 1, bytes: 100)], next: 11, covered: 10, history: -1) == 1)
     }
 
     @Test("a namespace compacted after each of a few writes keeps one segment, its records before the snapshot history, not log, also after a restart")

@@ -113,7 +113,8 @@ public struct StoreOptions: Sendable {
     /// Receives one line per notable event (recovery facts, torn tails cut, compactions, errors).
     public var log: @Sendable (String) -> Void
     /// How many of each namespace's most recent changes its log keeps for change feeds that
-    /// resume (`CHANGES … FROM`), past what recovery needs (100,000 by default).
+    /// resume (`CHANGES … FROM`), past what recovery needs (100,000 by default; less than 0
+    /// counts as 0).
     public var changesHistory = 100_000
     /// How many bytes of records the active log segment may hold before a compaction seals it
     /// even though history still needs all it holds (1 MiB by default). A compaction seals the

@@ -66,7 +66,7 @@ expect_nc "an unknown command is ERR and the connection stays usable" \
     "-ERR unknown command 'FOO'; ActorKV keeps keys in namespaces: see protocol.md \"Differences from Redis\"\r\n+PONG\r\n"
 reply=$(nc_send 'GET nc\r\nPING\r\n' | tr -d '\r')
 expect_eq "wrong arity is ERR and the connection stays usable" \
-    $'-ERR wrong number of arguments for \'GET\' (usage: GET ns key)\n+PONG' "$reply"
+    $'-ERR wrong number of arguments for \'GET\' (usage: GET ns key); keys live in namespaces (Redis\'s hashes): GET ns key, or HGET ns field\n+PONG' "$reply"
 reply=$(nc_send 'GET a/b k\r\nPING\r\n' | tr -d '\r')
 case "$reply" in
     $'-BADNS '*$'\n+PONG') ok "a namespace with a slash is BADNS" ;;

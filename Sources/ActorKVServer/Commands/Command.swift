@@ -31,7 +31,7 @@ public enum Command: Sendable {
             throw CommandError(.unknownCommand, "unknown command '\(printable(first))'; ActorKV keeps keys in namespaces: see protocol.md \"Differences from Redis\"")
         }
         guard spec.accepts(argumentCount: request.count - 1) else {
-            throw CommandError(.arity, "wrong number of arguments for '\(spec.name)' (usage: \(spec.usage))")
+            throw CommandError(.arity, spec.arityMessage)
         }
         var command = try spec.parse(CommandArguments(request, names: names))
         var flags = spec.flags

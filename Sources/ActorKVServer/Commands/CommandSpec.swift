@@ -19,18 +19,28 @@ final class CommandSpec: Sendable {
     let arity: Arity
     /// What it does and where it may run.
     let flags: CommandFlags
+    /// Said after the usage in arity errors: where a Redis call of the same name, whose
+    /// arguments do not fit (`DEL key`, `SCAN 0`), finds what it wanted here.
+    let redisHint: String?
     /// Parses the arguments after the name into what runs. Pure: touches no state.
     let parse: @Sendable (CommandArguments) throws(CommandError) -> Command
 
-    /// A command called `name` (upper case ASCII) with `usage` shown in arity errors, taking
-    /// `arity` arguments after its name, `flags` saying what it does, parsed by `parse`.
-    init(name: String, usage: String, arity: Arity, flags: CommandFlags,
+    /// A command called `name` (upper case ASCII) with `usage` shown in arity errors (and
+    /// `redisHint` after it), taking `arity` arguments after its name, `flags` saying what it
+    /// does, parsed by `parse`.
+    init(name: String, usage: String, arity: Arity, flags: CommandFlags, redisHint: String? = nil,
          parse: @escaping @Sendable (CommandArguments) throws(CommandError) -> Command) {
         self.name = name
         self.usage = usage
         self.arity = arity
         self.flags = flags
+        self.redisHint = redisHint
         self.parse = parse
+    }
+
+    /// The arity error's text: the usage, and the hint for a Redis call.
+    var arityMessage: String {
+        "wrong number of arguments for '\(name)' (usage: \(usage))" + (redisHint.map { "; \($0)" } ?? "")
     }
 
     /// Whether `count` arguments (after the name) fit ``arity``.

@@ -54,7 +54,8 @@ enum HashCommands {
         wholeHash("HKEYS") { entries in .array(entries.map { .bulk($0.key) }) },
         wholeHash("HVALS") { entries in .array(entries.map { .bulk($0.value) }) },
         CommandSpec(name: "HSCAN", usage: "HSCAN ns cursor [MATCH pattern] [COUNT count]", arity: .between(2, 6, step: 2),
-                    flags: [.namespaced, .readOnly], parse: parseHashScan),
+                    flags: [.namespaced, .readOnly], redisHint: "NOVALUES is not supported: HKEYS lists the fields",
+                    parse: parseHashScan),
     ]
 
     private static let matchOption = Array("MATCH".utf8)

@@ -6,7 +6,8 @@ import ActorKVStore
 enum KeyValueCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [
-        CommandSpec(name: "GET", usage: "GET ns key", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+        CommandSpec(name: "GET", usage: "GET ns key", arity: .exactly(2), flags: [.namespaced, .readOnly],
+                    redisHint: "keys live in namespaces (Redis's hashes): GET ns key, or HGET ns field") { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .get(args[1]))
         },
         CommandSpec(name: "GETV", usage: "GETV ns key", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
@@ -30,17 +31,21 @@ enum KeyValueCommands {
             let delta = args.count == 3 ? try parseDelta(args[2]) : 1
             return .data(namespace: ns, .increment(key: args.array(1), by: delta))
         },
-        CommandSpec(name: "DEL", usage: "DEL ns key [key ...]", arity: .atLeast(2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+        CommandSpec(name: "DEL", usage: "DEL ns key [key ...]", arity: .atLeast(2), flags: [.namespaced, .write],
+                    redisHint: "a namespace (Redis's hash) is emptied with HDEL, and no command removes one") { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .delete(args.rest(from: 1)))
         },
-        CommandSpec(name: "EXISTS", usage: "EXISTS ns key [key ...]", arity: .atLeast(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+        CommandSpec(name: "EXISTS", usage: "EXISTS ns key [key ...]", arity: .atLeast(2), flags: [.namespaced, .readOnly],
+                    redisHint: "a namespace (Redis's hash) is tested with HLEN") { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .exists(args.rest(from: 1)))
         },
         CommandSpec(name: "COUNT", usage: "COUNT ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .count)
         },
         CommandSpec(name: "SCAN", usage: "SCAN ns cursor [PREFIX prefix] [COUNT count]", arity: .between(2, 6, step: 2),
-                    flags: [.namespaced, .readOnly], parse: parseScan),
+                    flags: [.namespaced, .readOnly],
+                    redisHint: "Redis's SCAN of the keyspace is NAMESPACES here, which lists the namespaces (Redis's hashes)",
+                    parse: parseScan),
         CommandSpec(name: "BATCH", usage: "BATCH ns PUT key value | DEL key | IFVERSION key version | INCR key delta [...]", arity: .atLeast(3),
                     flags: [.namespaced, .write], parse: parseBatch),
     ]

@@ -613,6 +613,13 @@ def unknown_commands():
         expect_error("r.set() raises", lambda: r.set(key, "x"), "unknown command 'SET'", UNKNOWN_TEXT)
         expect_error("r.lpush() raises", lambda: r.lpush(key, "x"), "unknown command 'LPUSH'", UNKNOWN_TEXT)
         expect_error("r.incr() of a hash key raises", lambda: r.incr(key))
+        # Redis calls whose arguments do not fit ActorKV's command of that name say where to go.
+        expect_error("r.delete(hash) raises, pointing to HDEL", lambda: r.delete(key), "wrong number of arguments", "HDEL")
+        expect_error("r.exists(hash) raises, pointing to HLEN", lambda: r.exists(key), "HLEN")
+        expect_error("r.get(key) raises, pointing to HGET", lambda: r.get(key), "HGET ns field")
+        expect_error("r.scan(0, count=100) raises, pointing to NAMESPACES", lambda: r.scan(0, count=100), "NAMESPACES")
+        expect_error("hscan(no_values=True) raises, saying NOVALUES is missing",
+                     lambda: r.hscan(key, 0, no_values=True), "NOVALUES is not supported")
     expect_error(f"{MISSING} raises", lambda: r.execute_command(MISSING, key, "x"), "unknown command")
     expect_error("HSET with no field raises", lambda: r.execute_command("HSET", key),
                  "wrong number of arguments")

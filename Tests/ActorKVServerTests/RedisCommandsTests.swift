@@ -128,6 +128,26 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("the refusal of a command that cannot be queued lists the commands that can, and each of them queues")
+    func queueableCommandsListed() async throws {
+        let samples = ["GET": "GET q k", "PUT": "PUT q k v", "DEL": "DEL q k", "EXISTS": "EXISTS q k", "INCR": "INCR q n",
+                       "HGET": "HGET q k", "HSET": "HSET q k v", "HSETNX": "HSETNX q k v", "HDEL": "HDEL q k",
+                       "HEXISTS": "HEXISTS q k", "HSTRLEN": "HSTRLEN q k", "HINCRBY": "HINCRBY q n 1"]
+        try await withProcessor { p in
+            let refused = await run(p, ["MULTI", "HGETALL q", "DISCARD"])[1]
+            guard case .error(let text) = refused,
+                  let listed = text.split(separator: "(").dropFirst().first?.split(separator: ";").first else {
+                Issue.record("\(refused)")
+                return
+            }
+            let names = listed.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            #expect(Set(names) == Set(samples.keys), "\(text)")
+            let queued = await run(p, ["MULTI"] + names.compactMap { samples[$0] } + ["EXEC"])
+            #expect(Array(queued.dropFirst().dropLast()) == Array(repeating: .simple("QUEUED"), count: names.count), "\(queued)")
+            #expect(queued.last.map { if case .array = $0 { true } else { false } } == true, "\(queued)")
+        }
+    }
+
     @Test("a MULTI queue weighs its commands (keys, values, 256 bytes each) against the session's limit: past it TOOBIG, and EXEC applies nothing")
     func queueLimit() async throws {
         try await withProcessor { p in

@@ -51,7 +51,7 @@ enum TransactionCommands {
         guard case .data(let namespace, let operation, let shape) = command,
               let plan = TransactionStep.plan(for: operation, shape: shape) else {
             session.refuseQueued()
-            return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (protocol.md, \"Transactions\")")
+            return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (GET, PUT, DEL, EXISTS, INCR, HGET, HSET, HSETNX, HDEL, HEXISTS, HSTRLEN, HINCRBY; protocol.md, \"Transactions\"); read with HGET inside, or read the hash before MULTI under a WATCH")
         }
         guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {
             return tooLarge(limit: session.transactionLimit, then: "EXEC will apply nothing")

@@ -594,9 +594,9 @@ public actor Namespace {
 
     /// Starts a compaction if none is running and the log has outgrown `--compact-ratio`: after
     /// each write, and after each compaction (writes made while it ran may have grown the log
-    /// past the ratio again, with no write after them to look).
+    /// past the ratio again, with no write after them to look). Not once closing began.
     func compactIfDue() {
-        if compactionTask == nil,
+        if compactionTask == nil, !closed,
            options.compaction.isDue(logBytes: logBytes, liveBytes: data.bytes) {
             startCompaction()
         }

@@ -339,6 +339,30 @@ struct ChangesClientTests {
         }
     }
 
+    @Test("a policy that retries the first connection waits out a server that is not there yet, or does not answer, within giveUpAfter")
+    func firstConnectionRetried() async throws {
+        try await withServer { server, kv in
+            try await kv.put("h", "k", "v")
+            let quick = ActorKVClient(socketPath: server.socketPath, timeout: .milliseconds(300))
+            let patient = ReconnectPolicy(giveUpAfter: .seconds(30), retriesFirstConnection: true)
+            try await server.signal(SIGSTOP)   // accepts, never answers: the first CHANGES times out
+            let stalled = quick.changes("h", from: .now, reconnect: patient).makeAsyncIterator()
+            let first = Task { try await nextEvent(stalled) }
+            try await Task.sleep(for: .seconds(1))   // more than three client timeouts
+            try await server.signal(SIGCONT)
+            let event = try await withDeadline("the stream connects once the server answers") { try await first.value }
+            guard case .synced = event else { throw TestFailure("expected synced, got \(event)") }
+            try await server.signal(SIGKILL)   // not there at all: the first connection is refused
+            let waiting = quick.changes("h", from: .now, reconnect: patient).makeAsyncIterator()
+            let second = Task { try await nextEvent(waiting) }
+            try await Task.sleep(for: .seconds(1))
+            try await server.restart()
+            let again = try await withDeadline("the stream connects once the server is back") { try await second.value }
+            guard case .synced = again else { throw TestFailure("expected synced, got \(again)") }
+            #expect(ReconnectPolicy(giveUpAfter: .seconds(1)).retriesFirstConnection == false, "by default a first failure ends the stream")
+        }
+    }
+
     @Test("RemoteRepository.changes(): items decoded, deletes as a nil item, a snapshot of items; undecodable bytes throw",
           .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func repositoryChanges() async throws {

@@ -110,6 +110,38 @@ struct DurabilityTests {
         }
     }
 
+    @Test("closing while a compaction runs that ends past --compact-ratio starts no other: no failed compaction is logged")
+    func noCompactionAfterCloseBegan() async throws {
+        let dir = TemporaryDirectory("compact-close")
+        defer { dir.remove() }
+        let faults = FaultInjector()
+        var options = testOptions(faults: faults)
+        options.compaction = CompactionPolicy(logToLiveRatio: 2, minimumLogBytes: 1024, interval: 0)
+        let logged = LoggedLines()
+        options.log = { line in logged.append(line) }
+        let store = try await openStore(dir.data, options)
+        let ns = try await store.namespace("c")
+        try await ns.put(b("k"), b("v0"))
+        let gate = FailpointGate()
+        faults.arm(failpoint: "compaction.afterRename", .hold(gate))
+        let compaction = Task { try await ns.compact() }
+        #expect(try await Self.eventually { gate.reached })
+        for i in 1...40 { try await ns.put(b("k"), b("v\(i)-" + String(repeating: "x", count: 60))) }
+        let closing = Task { await ns.close() }
+        let closingBegan = try await Self.eventually {
+            do { try await ns.put(b("late"), b("x")) } catch let error as StoreError { return error.code == .closed } catch { return false }
+            return false
+        }
+        #expect(closingBegan, "writes are refused: closing began")
+        gate.open()
+        try await compaction.value
+        #expect(await closing.value == nil)
+        await store.close()
+        #expect(!logged.lines.contains { $0.contains("compaction failed") }, "\(logged.lines)")
+        let statistics = await ns.currentStatistics()
+        #expect(statistics.compactions == 1 && statistics.ioErrors == 0, "\(statistics)")
+    }
+
     @Test("compactions running while writers write lose nothing")
     func compactionDuringWrites() async throws {
         let dir = TemporaryDirectory("compactw")

@@ -131,7 +131,10 @@ extension ActorKVClient {
             }
             if watcher == nil {
                 let window = Self.reconnectWindow(lockTimeout: timeout, clientTimeout: self.timeout)
-                let stream = changes(namespace, prefix: key, from: .now, reconnect: ReconnectPolicy(giveUpAfter: window))
+                // The server answered the attempt just made: a first CHANGES that finds it busy
+                // past the client's timeout (or gone) is waited out too, within the window.
+                let policy = ReconnectPolicy(giveUpAfter: window, retriesFirstConnection: true)
+                let stream = changes(namespace, prefix: key, from: .now, reconnect: policy)
                 watcher = Task.detached { await wakeups.follow(stream, key: key) }
             }
             switch await wakeups.wait(until: deadline) {

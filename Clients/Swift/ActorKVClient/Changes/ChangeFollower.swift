@@ -213,8 +213,9 @@ final class ChangeFollower: Sendable {
                 finish(error)
                 return
             case .broken(let error, let connected, let progressed):
-                // A first connection that cannot be made is an error to report, not to wait out.
-                if !connected && !everConnected {
+                // A first connection that cannot be made is an error to report, not to wait out
+                // (unless the policy says that it is).
+                if !connected && !everConnected && !policy.retriesFirstConnection {
                     finish(error)
                     return
                 }

@@ -139,5 +139,7 @@ bench "redis-benchmark -3 (RESP3) -t hset -n 2000" -3 -t hset -n 2000
 expect_eq "CONFIG GET save -> save and a value" save "$(R CONFIG GET save | head -1)"
 expect_eq "CONFIG GET appendonly -> appendonly and yes or no" yes \
     "$(R CONFIG GET appendonly | tr '\n' ' ' | grep -Eq '^appendonly (yes|no) $' && echo yes)"
+expect_eq "CONFIG GET maxmemory-policy -> noeviction (job queues refuse or warn otherwise)" \
+    "maxmemory-policy noeviction " "$(R CONFIG GET maxmemory-policy | tr '\n' ' ')"
 
 finish

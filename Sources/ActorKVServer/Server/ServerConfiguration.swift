@@ -311,7 +311,8 @@ extension ServerConfiguration {
 
 extension ServerConfiguration {
     /// What `CONFIG GET` answers, under Redis's parameter names: the settings Redis tools ask
-    /// for on connecting (redis-benchmark: `save`, `appendonly`), with this server's real values.
+    /// for on connecting (redis-benchmark: `save`, `appendonly`; job-queue libraries:
+    /// `maxmemory-policy`), with this server's real values.
     var redisSettings: [(name: String, value: String)] {
         [
             ("save", ""),  // no RDB: the log is the store
@@ -326,6 +327,8 @@ extension ServerConfiguration {
             ("dir", dataDirectory),
             ("port", "0"),
             ("timeout", "0"),
+            ("maxmemory", "0"),  // no limit: the live data is held in full
+            ("maxmemory-policy", "noeviction"),  // nothing is ever evicted (job queues check this)
         ]
     }
 }

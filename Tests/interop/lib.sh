@@ -179,6 +179,15 @@ use_server() {
     export SOCK
 }
 
+# also_on_exit COMMAND: runs COMMAND (text, evaluated then) when the script exits, before the
+# exit trap already set, which it keeps (use_server's stops the private server it started).
+also_on_exit() {
+    local command=$1
+    ALSO_ON_EXIT_PREVIOUS=""
+    if [ -n "$(trap -p EXIT)" ]; then eval "set -- $(trap -p EXIT)"; ALSO_ON_EXIT_PREVIOUS=$3; fi
+    trap "$command; eval \"\$ALSO_ON_EXIT_PREVIOUS\"" EXIT
+}
+
 # relay NAME LIMIT COMMAND...: runs a client program that prints its own `ok`/`not ok` lines
 # (the clients/ scenario programs), at most LIMIT seconds; prints its output, adds its checks to
 # this script's tally, and fails NAME if it exited non-zero (or timed out) without a `not ok`.

@@ -18,10 +18,7 @@ cleanup() {
     for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null; done
     rm -rf "$W"
 }
-# Keep use_server's exit trap (it stops a private server), running it after ours.
-previous_exit=""
-if [ -n "$(trap -p EXIT)" ]; then eval "set -- $(trap -p EXIT)"; previous_exit=$3; fi
-trap 'cleanup; eval "$previous_exit"' EXIT
+also_on_exit cleanup
 kv() { timeout "$T" "$CLI" --socket "$SOCK" "$@"; }
 rcli() { timeout "$T" redis-cli -s "$SOCK" "$@"; }
 

@@ -13,7 +13,7 @@ use_server
 EXPECT_SERVER=${EXPECT_SERVER:-actorkv}
 TAG=${RUN_TAG:-$$}
 W=$(mktemp -d "${TMPDIR:-/tmp}/akvtools.XXXXXX")
-trap 'rm -rf "$W"' EXIT
+also_on_exit 'rm -rf "$W"'
 R() { timeout "$T" redis-cli -s "$SOCK" "$@" 2>&1; }
 RT() { timeout "$T" redis-cli --no-raw -s "$SOCK" "$@" 2>&1; }
 

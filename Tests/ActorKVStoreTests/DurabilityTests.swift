@@ -83,22 +83,34 @@ struct DurabilityTests {
         }
     }
 
+    /// Options whose `--compact-ratio` (2, at least 1 KiB) a few writes outgrow, with `faults`.
+    static func ratioOptions(_ faults: FaultInjector) -> StoreOptions {
+        var options = testOptions(faults: faults)
+        options.compaction = CompactionPolicy(logToLiveRatio: 2, minimumLogBytes: 1024, interval: 0)
+        return options
+    }
+
+    /// Starts a compaction of `ns` and holds it at its snapshot's rename (the gate returned)
+    /// while one key is rewritten 40 times, so that the log outgrows twice the live data (and
+    /// 1 KiB) many times over; returns the gate, still closed, and the compaction.
+    static func outgrowRatioDuringCompaction(_ ns: Namespace, _ faults: FaultInjector) async throws -> (FailpointGate, Task<Void, any Error>) {
+        try await ns.put(b("k"), b("v0"))
+        let gate = FailpointGate()
+        faults.arm(failpoint: "compaction.afterRename", .hold(gate))
+        let compaction = Task { try await ns.compact() }
+        #expect(try await eventually { gate.reached }, "the compaction reached its snapshot's rename")
+        for i in 1...40 { try await ns.put(b("k"), b("v\(i)-" + String(repeating: "x", count: 60))) }
+        return (gate, compaction)
+    }
+
     @Test("writes that outgrow --compact-ratio while a compaction runs start another when it ends, with no write after them")
     func compactionAfterCompactionWhenDue() async throws {
         let dir = TemporaryDirectory("compact-again")
         defer { dir.remove() }
         let faults = FaultInjector()
-        var options = testOptions(faults: faults)
-        options.compaction = CompactionPolicy(logToLiveRatio: 2, minimumLogBytes: 1024, interval: 0)
-        try await withStore(dir.data, options) { store in
+        try await withStore(dir.data, Self.ratioOptions(faults)) { store in
             let ns = try await store.namespace("r")
-            try await ns.put(b("k"), b("v0"))
-            let gate = FailpointGate()
-            faults.arm(failpoint: "compaction.afterRename", .hold(gate))
-            let first = Task { try await ns.compact() }
-            #expect(try await Self.eventually { gate.reached }, "the compaction reached its snapshot's rename")
-            // One key rewritten: the log outgrows twice the live data (and 1 KiB) many times over.
-            for i in 1...40 { try await ns.put(b("k"), b("v\(i)-" + String(repeating: "x", count: 60))) }
+            let (gate, first) = try await Self.outgrowRatioDuringCompaction(ns, faults)
             let grown = await ns.currentStatistics()
             #expect(grown.compactions == 0 && grown.logBytes > 1024 && grown.logBytes > 2 * grown.liveBytes, "\(grown)")
             gate.open()
@@ -115,18 +127,12 @@ struct DurabilityTests {
         let dir = TemporaryDirectory("compact-close")
         defer { dir.remove() }
         let faults = FaultInjector()
-        var options = testOptions(faults: faults)
-        options.compaction = CompactionPolicy(logToLiveRatio: 2, minimumLogBytes: 1024, interval: 0)
+        var options = Self.ratioOptions(faults)
         let logged = LoggedLines()
         options.log = { line in logged.append(line) }
         let store = try await openStore(dir.data, options)
         let ns = try await store.namespace("c")
-        try await ns.put(b("k"), b("v0"))
-        let gate = FailpointGate()
-        faults.arm(failpoint: "compaction.afterRename", .hold(gate))
-        let compaction = Task { try await ns.compact() }
-        #expect(try await Self.eventually { gate.reached })
-        for i in 1...40 { try await ns.put(b("k"), b("v\(i)-" + String(repeating: "x", count: 60))) }
+        let (gate, compaction) = try await Self.outgrowRatioDuringCompaction(ns, faults)
         let closing = Task { await ns.close() }
         let closingBegan = try await Self.eventually {
             do { try await ns.put(b("late"), b("x")) } catch let error as StoreError { return error.code == .closed } catch { return false }

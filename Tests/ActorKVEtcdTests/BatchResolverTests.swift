@@ -50,7 +50,8 @@ import Testing
         let hour: UInt64 = 3_600_000
         for round in 0..<300 {
             // A random state: each key absent, an integer, or another value; some with a deadline.
-            var setup: [Operation] = [.delete(keys)]
+            // "z" is never a step's key: only reads of the whole namespace see it.
+            var setup: [Operation] = [.delete(keys), .put(key: k("z"), value: k("\(round)"))]
             for key in keys {
                 let value: [UInt8]
                 switch Int.random(in: 0..<4, using: &random) {
@@ -69,8 +70,10 @@ import Testing
             }
             let steps: [BatchStep] = (0..<Int.random(in: 1...5, using: &random)).map { _ in
                 let key = keys.randomElement(using: &random)!
-                switch Int.random(in: 0..<7, using: &random) {
+                switch Int.random(in: 0..<9, using: &random) {
                 case 0: return .put(key: key, value: k("p"))
+                case 7: return .read(.count)
+                case 8: return .read(.entries)
                 case 1: return .delete(key: key)
                 case 2: return .set(key: key, value: k("\(Int.random(in: 0...9, using: &random))"))
                 case 3: return .setIfAbsent(key: key, value: k("n"))
@@ -78,7 +81,10 @@ import Testing
                 default: return .increment(key: key, by: Int64.random(in: -2...2, using: &random))
                 }
             }
-            let resolution = BatchResolver.resolve(steps, current: current, limits: StoreLimits())
+            // The namespace's entries as the agent reads them with the keys, "z" among them.
+            var entries: [[UInt8]: VersionedValue] = [:]
+            for key in keys + [k("z")] { entries[key] = await ns.versioned(key) }
+            let resolution = BatchResolver.resolve(steps, current: current, namespace: entries, limits: StoreLimits())
             let outcome = await ns.execute([.batch(steps)]).outcomes[0]
             switch resolution {
             case .conditionFailed: #expect(outcome == .conditionFailed, "round \(round)")

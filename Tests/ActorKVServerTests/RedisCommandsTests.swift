@@ -109,6 +109,51 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("HLEN, HGETALL, HKEYS and HVALS inside MULTI read the namespace where they stand, the queue's earlier writes applied, later ones not; a failure after them applies nothing")
+    func wholeNamespaceReadsInsideMulti() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, ["HSET h a 1 b 2", "MULTI", "HLEN h", "HSET h c 3", "HGETALL h", "HDEL h a", "HKEYS h", "HINCRBY h b 5",
+                                        "HVALS h", "HLEN h", "EXEC", "HGETALL h"])
+            #expect(Array(replies[1...9]) == [.simple("OK")] + Array(repeating: .simple("QUEUED"), count: 8))
+            #expect(replies[10] == .array([.integer(2), .integer(1), .map(["a", "1", "b", "2", "c", "3"].map(bulk)), .integer(1),
+                                           .array(["b", "c"].map(bulk)), .integer(7), .array(["7", "3"].map(bulk)), .integer(2)]))
+            #expect(replies[11] == .map(["b", "7", "c", "3"].map(bulk)))
+            // The writes are still one record, the reads between them included.
+            let versions = await run(p, ["GETV h b", "GETV h c"])
+            let numbers = versions.compactMap { reply -> Int64? in
+                if case .array(let pair) = reply, case .integer(let n) = pair[1] { return n }
+                return nil
+            }
+            #expect(numbers.count == 2 && numbers[0] == numbers[1], "one record: \(versions)")
+            // A step after the reads that fails at EXEC: the error, nothing applied.
+            let failing = await run(p, ["MULTI", "HSET h d 4", "HGETALL h", "HINCRBY h c 1", "HSET h c x", "HINCRBY h c 1", "EXEC", "HGETALL h"])
+            #expect(failing[6].errorCode == "ERR" && failing[7] == .map(["b", "7", "c", "3"].map(bulk)), "\(failing)")
+            // Reads alone, and in a namespace that does not exist (which they do not create).
+            let reads = await run(p, ["MULTI", "HLEN h", "HKEYS h", "EXEC", "MULTI", "HGETALL nowhere", "HLEN nowhere", "EXEC", "NAMESPACES"])
+            #expect(reads[3] == .array([.integer(2), .array(["b", "c"].map(bulk))]))
+            #expect(reads[7] == .array([.map([]), .integer(0)]))
+            #expect(reads[8] == .array([bulk("h")]))
+            // A delete-only transaction in a namespace that does not exist reads it empty.
+            let missing = await run(p, ["MULTI", "HDEL gone a", "HGETALL gone", "HLEN gone", "EXEC"])
+            #expect(missing[4] == .array([.integer(0), .map([]), .integer(0)]))
+        }
+    }
+
+    @Test("under WATCH, a read of the whole namespace inside MULTI is guarded as the writes are: *-1 when another connection wrote in between")
+    func watchedWholeNamespaceRead() async throws {
+        try await withProcessor { p in
+            let other = ClientSession(id: 2, peer: nil)
+            _ = await run(p, ["HSET w a 1"])
+            let session = ClientSession(id: 1, peer: nil)
+            _ = await run(p, ["WATCH w", "MULTI", "HGETALL w", "HLEN w"], on: session)
+            _ = await run(p, ["HSET w b 2"], on: other)
+            let exec = await run(p, ["EXEC"], on: session)
+            #expect(exec == [.nullArray])
+            let again = await run(p, ["WATCH w", "MULTI", "HGETALL w", "HSET w c 3", "HLEN w", "EXEC"], on: session)
+            #expect(again.last == .array([.map(["a", "1", "b", "2"].map(bulk)), .integer(1), .integer(3)]))
+        }
+    }
+
     @Test("a transaction is all or nothing: a command that fails at EXEC, one refused while queueing, or two namespaces apply nothing")
     func allOrNothing() async throws {
         try await withProcessor { p in
@@ -116,7 +161,7 @@ struct RedisCommandsTests {
             let failing = await run(p, ["MULTI", "HINCRBY t n 1", "HINCRBY t word 1", "EXEC", "HGET t n"])
             #expect(failing[3].errorCode == "ERR")
             #expect(failing[4] == bulk("1"), "the first HINCRBY was not applied either")
-            let aborted = await run(p, ["MULTI", "HINCRBY t n 1", "FROB t", "HSET t a", "HGETALL t", "SCAN t 0", "EXEC", "HGET t n", "PING"])
+            let aborted = await run(p, ["MULTI", "HINCRBY t n 1", "FROB t", "HSET t a", "GETV t n", "SCAN t 0", "EXEC", "HGET t n", "PING"])
             #expect(aborted[2].errorCode == "ERR" && aborted[3].errorCode == "ERR" && aborted[4].errorCode == "ERR" && aborted[5].errorCode == "ERR")
             #expect(aborted[6] == .error("EXECABORT Transaction discarded because of previous errors."))
             #expect(aborted[7] == bulk("1") && aborted[8] == .simple("PONG"), "nothing applied, and the connection is out of MULTI")
@@ -132,9 +177,10 @@ struct RedisCommandsTests {
     func queueableCommandsListed() async throws {
         let samples = ["GET": "GET q k", "PUT": "PUT q k v", "DEL": "DEL q k", "EXISTS": "EXISTS q k", "INCR": "INCR q n",
                        "HGET": "HGET q k", "HSET": "HSET q k v", "HSETNX": "HSETNX q k v", "HDEL": "HDEL q k",
-                       "HEXISTS": "HEXISTS q k", "HSTRLEN": "HSTRLEN q k", "HINCRBY": "HINCRBY q n 1"]
+                       "HEXISTS": "HEXISTS q k", "HSTRLEN": "HSTRLEN q k", "HINCRBY": "HINCRBY q n 1",
+                       "HLEN": "HLEN q", "HGETALL": "HGETALL q", "HKEYS": "HKEYS q", "HVALS": "HVALS q"]
         try await withProcessor { p in
-            let refused = await run(p, ["MULTI", "HGETALL q", "DISCARD"])[1]
+            let refused = await run(p, ["MULTI", "SCAN q 0", "DISCARD"])[1]
             guard case .error(let text) = refused,
                   let listed = text.split(separator: "(").dropFirst().first?.split(separator: ";").first else {
                 Issue.record("\(refused)")

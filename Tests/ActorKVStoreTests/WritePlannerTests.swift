@@ -146,8 +146,10 @@ struct WritePlannerTests {
         }
         func randomStep() -> BatchStep {
             let key = keys.randomElement(using: &random)!
-            switch Int.random(in: 0..<8, using: &random) {
+            switch Int.random(in: 0..<10, using: &random) {
             case 0: return .put(key: key, value: value())
+            case 8: return .read(.count)
+            case 9: return .read(.entries)
             case 1: return .delete(key: key)
             case 2: return .increment(key: key, by: Int64.random(in: -5...5, using: &random))
             case 3: return .ifVersion(key: key, guardVersion(key))
@@ -289,6 +291,11 @@ struct WritePlannerTests {
                 case .unchangedSince(let expected):
                     guard sequence == expected else { return .conditionFailed }
                     results.append(.stored)
+                case .read(.count):
+                    results.append(.integer(next.count))
+                case .read(.entries):
+                    let sorted = next.keys.sorted { $0.lexicographicallyPrecedes($1) }
+                    results.append(.page(ScanPage(entries: sorted.map { KeyValue(key: $0, value: next[$0]!.value) }, next: .start)))
                 case .set(let key, let value):
                     results.append(.integer(next[key] == nil ? 1 : 0))
                     next[key] = VersionedValue(value: value, version: version)

@@ -46,10 +46,19 @@ public enum BatchResolver {
         return out
     }
 
-    /// Resolves `steps` against `current` (every key of ``keys(of:)``), checking computed values
-    /// against `limits`.
-    public static func resolve(_ steps: [BatchStep], current: [[UInt8]: State], limits: StoreLimits) -> Resolution {
+    /// Whether a step reads the whole namespace (``BatchStep/read(_:)``): then ``resolve(_:current:namespace:limits:)``
+    /// needs all its entries, read at the same revision as the keys.
+    public static func readsNamespace(_ steps: [BatchStep]) -> Bool {
+        steps.contains { if case .read = $0 { return true } else { return false } }
+    }
+
+    /// Resolves `steps` against `current` (every key of ``keys(of:)``) and, for steps that read
+    /// the whole namespace, `namespace` (all its entries, read with them), checking computed
+    /// values against `limits`.
+    public static func resolve(_ steps: [BatchStep], current: [[UInt8]: State], namespace: [[UInt8]: VersionedValue] = [:],
+                               limits: StoreLimits) -> Resolution {
         var state = current
+        for (key, value) in namespace where state.index(forKey: key) == nil { state[key] = .some(value) }
         // A key written by an earlier step has a version no client can know yet.
         var written = Set<[UInt8]>()
         // Keys whose lease a write replaced: all but those only INCRs of the value read wrote.
@@ -106,6 +115,12 @@ public enum BatchResolver {
             case .unchangedSince:
                 // WATCH's guard: compared by the transaction itself (EtcdStore), not from the keys read.
                 outcomes.append(.stored)
+            case .read(.count):
+                outcomes.append(.integer(state.values.reduce(0) { $0 + ($1 == nil ? 0 : 1) }))
+            case .read(.entries):
+                let entries = state.compactMap { key, value in value.map { KeyValue(key: key, value: $0.value) } }
+                    .sorted { $0.key.lexicographicallyPrecedes($1.key) }
+                outcomes.append(.page(ScanPage(entries: entries, next: .start)))
             }
         }
         return .apply(writes: order.map { ($0, state[$0]??.value, !replaced.contains($0)) }, outcomes: outcomes)

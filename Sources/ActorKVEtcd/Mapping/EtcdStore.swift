@@ -231,6 +231,25 @@ public final class EtcdStore: Sendable {
         return keys.indices.map { $0 < responses.count ? responses[$0].response_range?.kvs?.first : nil }
     }
 
+    /// Reads `keys` and every entry of namespace `ns` at one revision (one transaction of
+    /// ranges): each key's state, the entries by key (without the namespace's prefix), and
+    /// that revision.
+    private func readAll(_ keys: [[UInt8]], andEntriesOf ns: String) async throws(EtcdError)
+        -> (keys: [EtcdResponses.KeyValue?], entries: [[UInt8]: VersionedValue], revision: UInt64) {
+        let base = etcdKey(ns, [])
+        let txn = EtcdTransaction(success: keys.map { .range(key: $0) } + [.range(key: base, rangeEnd: EtcdKeys.rangeEnd(ofPrefix: base))])
+        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: false)
+        let responses = answer.responses ?? []
+        let states = keys.indices.map { $0 < responses.count ? responses[$0].response_range?.kvs?.first : nil }
+        var entries: [[UInt8]: VersionedValue] = [:]
+        if keys.count < responses.count {
+            for kv in responses[keys.count].response_range?.kvs ?? [] {
+                entries[Array(kv.keyBytes.dropFirst(base.count))] = VersionedValue(value: kv.valueBytes, version: UInt64(kv.modRevision))
+            }
+        }
+        return (states, entries, UInt64(answer.header?.revisionValue ?? 0))
+    }
+
     private func exists(_ keys: [[UInt8]]) async throws(EtcdError) -> Int {
         let unique = TransactionGrouping.unique(keys)
         let found = try await readAll(unique)
@@ -276,13 +295,25 @@ public final class EtcdStore: Sendable {
             guard case .unchangedSince(let sequence) = step else { return nil }
             return unchangedSince(sequence, in: ns)
         }
+        let readsNamespace = BatchResolver.readsNamespace(steps)
         for _ in 0..<Self.maxAttempts {
-            let read = try await readAll(etcdKeys)
+            var read: [EtcdResponses.KeyValue?]
+            var namespace: [[UInt8]: VersionedValue] = [:]
+            // A read of the whole namespace holds only if none of its keys changes before the
+            // write: the same guard as WATCH's, from the revision it was read at.
+            var readGuard: [EtcdCompare] = []
+            if readsNamespace {
+                let whole = try await readAll(etcdKeys, andEntriesOf: ns)
+                (read, namespace) = (whole.keys, whole.entries)
+                readGuard = [unchangedSince(whole.revision, in: ns)]
+            } else {
+                read = try await readAll(etcdKeys)
+            }
             var current: [[UInt8]: BatchResolver.State] = [:]
             for (key, kv) in zip(keys, read) {
                 current[key] = kv.map { VersionedValue(value: $0.valueBytes, version: UInt64($0.modRevision)) }
             }
-            switch BatchResolver.resolve(steps, current: current, limits: limits) {
+            switch BatchResolver.resolve(steps, current: current, namespace: namespace, limits: limits) {
             case .conditionFailed: return .conditionFailed
             case .refused(let error): return .failure(error)
             case .apply(let writes, let outcomes):
@@ -297,7 +328,7 @@ public final class EtcdStore: Sendable {
                     return write.value.map { .put(key: key, value: $0, lease: lease) } ?? .deleteRange(key: key)
                 }
                 if success.contains(where: \.isDelete) { success.append(markerPut(ns)) }
-                let txn = EtcdTransaction(compare: unchanged + compare, success: success)
+                let txn = EtcdTransaction(compare: unchanged + readGuard + compare, success: success)
                 let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: !writes.isEmpty)
                 if answer.succeeded == true { return .batch(outcomes) }
                 // WATCH's guard failed (not one of the keys read): nothing to retry.

@@ -111,14 +111,14 @@ public enum Command: Sendable {
     }
 
     /// About how many reply entries (keys and values) this can produce: a SCAN's COUNT,
-    /// ``wholeNamespaceWeight`` for a command that replies with a whole namespace, 1 for anything
-    /// else, whose reply is no larger than what the request itself carries or one stored value
-    /// (held by reference until it is sent). The event loop bounds by this what one connection
-    /// has in flight, since a short SCAN or HGETALL request can ask for a great many entries.
+    /// ``wholeNamespaceWeight`` for a command that replies with a whole namespace (HGETALL, HKEYS,
+    /// HVALS: a scan without a limit; queued in MULTI too, as EXEC replies with it), 1 for
+    /// anything else, whose reply is no larger than what the request itself carries or one stored
+    /// value (held by reference until it is sent). The event loop bounds by this what one
+    /// connection has in flight, since a short SCAN or HGETALL request can ask for a great many entries.
     var replyWeight: Int {
         switch self {
-        case .data(_, .scan(_, _, let limit), _): return limit
-        case .local(let local) where local.flags.contains(.wholeNamespace): return Self.wholeNamespaceWeight
+        case .data(_, .scan(_, _, let limit), _): return min(limit, Self.wholeNamespaceWeight)
         default: return 1
         }
     }
@@ -154,6 +154,12 @@ public enum ReplyShape: UInt8, Sendable {
     case added
     /// The length of the value, 0 when absent (HSTRLEN).
     case length
+    /// A whole namespace's entries as a map of keys to values (HGETALL).
+    case hashEntries
+    /// A whole namespace's keys (HKEYS).
+    case hashKeys
+    /// A whole namespace's values, in key order (HVALS).
+    case hashValues
 }
 
 /// A command that runs on its own rather than in a namespace's run: what it does, given the

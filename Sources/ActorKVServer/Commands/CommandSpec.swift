@@ -106,10 +106,6 @@ struct CommandFlags: OptionSet, Sendable {
     static let serverOwner = CommandFlags(rawValue: 1 << 9)
     /// Every argument is a namespace name (WATCH), each needing the command's right.
     static let namespacedArguments = CommandFlags(rawValue: 1 << 10)
-    /// Replies with every entry of a namespace (HGETALL, HKEYS, HVALS): it weighs more than a
-    /// connection's whole budget of reply entries in flight (``Command/replyWeight``), so it
-    /// runs alone, and the connection's next requests wait until its reply has been sent.
-    static let wholeNamespace = CommandFlags(rawValue: 1 << 11)
 
     /// The flags that declare a command's right: a command has exactly one of them.
     static let rightDeclarations: [CommandFlags] = [.readOnly, .write, .admin, .serverOwner, .unrestricted]

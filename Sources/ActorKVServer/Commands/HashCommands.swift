@@ -45,14 +45,9 @@ enum HashCommands {
                 await read(gets, in: ns, context) { outcomes in .array(outcomes.map { KeyValueCommands.reply(for: $0) }) }
             })
         },
-        wholeHash("HGETALL") { entries in
-            var flat: [Reply] = []
-            flat.reserveCapacity(entries.count * 2)
-            for entry in entries { flat.append(.bulk(entry.key)); flat.append(.bulk(entry.value)) }
-            return .map(flat)
-        },
-        wholeHash("HKEYS") { entries in .array(entries.map { .bulk($0.key) }) },
-        wholeHash("HVALS") { entries in .array(entries.map { .bulk($0.value) }) },
+        wholeHash("HGETALL", shape: .hashEntries),
+        wholeHash("HKEYS", shape: .hashKeys),
+        wholeHash("HVALS", shape: .hashValues),
         CommandSpec(name: "HSCAN", usage: "HSCAN ns cursor [MATCH pattern] [COUNT count]", arity: .between(2, 6, step: 2),
                     flags: [.namespaced, .readOnly], redisHint: "NOVALUES is not supported: HKEYS lists the fields",
                     parse: parseHashScan),
@@ -87,16 +82,12 @@ enum HashCommands {
     }
 
     /// A command that replies with all of a namespace's entries (read at once, in key order),
-    /// as `reply` makes them.
-    private static func wholeHash(_ name: String, reply: @escaping @Sendable ([KeyValue]) -> Reply) -> CommandSpec {
-        CommandSpec(name: name, usage: "\(name) ns", arity: .exactly(1), flags: [.namespaced, .readOnly, .wholeNamespace]) { (args) throws(CommandError) in
-            let ns = try args.namespace(0)
-            return .local(LocalCommand { context in
-                await read([.scan(.start, prefix: [], limit: .max)], in: ns, context) { outcomes in
-                    guard case .page(let page) = outcomes[0] else { return KeyValueCommands.reply(for: outcomes[0]) }
-                    return reply(page.entries)
-                }
-            })
+    /// in `shape`: a scan without a limit, which weighs more than a connection's whole budget of
+    /// reply entries in flight (``Command/replyWeight``), so it runs alone, and the connection's
+    /// next requests wait until its reply has been sent.
+    private static func wholeHash(_ name: String, shape: ReplyShape) -> CommandSpec {
+        CommandSpec(name: name, usage: "\(name) ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            .data(namespace: try args.namespace(0), .scan(.start, prefix: [], limit: .max), shape: shape)
         }
     }
 

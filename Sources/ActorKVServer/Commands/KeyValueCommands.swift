@@ -237,7 +237,15 @@ enum KeyValueCommands {
         case (.added, .batch(let counts)):
             return .integer(sumOfCounts(counts))
         case (.length, .value(let value)): return .integer(Int64(value?.count ?? 0))
-        case (.added, _), (.length, _): return reply(for: outcome, ofBatch: isBatch)
+        case (.hashEntries, .page(let page)):
+            var flat: [Reply] = []
+            flat.reserveCapacity(page.entries.count * 2)
+            for entry in page.entries { flat.append(.bulk(entry.key)); flat.append(.bulk(entry.value)) }
+            return .map(flat)
+        case (.hashKeys, .page(let page)): return .array(page.entries.map { .bulk($0.key) })
+        case (.hashValues, .page(let page)): return .array(page.entries.map { .bulk($0.value) })
+        case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _):
+            return reply(for: outcome, ofBatch: isBatch)
         }
     }
 

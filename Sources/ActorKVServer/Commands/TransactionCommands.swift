@@ -51,7 +51,7 @@ enum TransactionCommands {
         guard case .data(let namespace, let operation, let shape) = command,
               let plan = TransactionStep.plan(for: operation, shape: shape) else {
             session.refuseQueued()
-            return .error(.err, "this command cannot be queued in a transaction: only single-key reads and writes can (GET, PUT, DEL, EXISTS, INCR, HGET, HSET, HSETNX, HDEL, HEXISTS, HSTRLEN, HINCRBY; protocol.md, \"Transactions\"); read with HGET inside, or read the hash before MULTI under a WATCH")
+            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, HGET, HSET, HSETNX, HDEL, HEXISTS, HSTRLEN, HINCRBY, HLEN, HGETALL, HKEYS, HVALS; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
         }
         guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {
             return tooLarge(limit: session.transactionLimit, then: "EXEC will apply nothing")
@@ -248,18 +248,28 @@ struct TransactionStep: Sendable {
     }
 
     /// The plan of `operation` (with reply `shape`), or nil if it cannot be part of a
-    /// transaction (scans, counts, lifetimes, conditional puts, guarded BATCHes).
+    /// transaction (SCAN's pages, lifetimes, conditional puts, guarded BATCHes).
     static func plan(for operation: Operation, shape: ReplyShape) -> TransactionStep? {
         switch operation {
-        case .get: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
+        case .get, .count: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
+        case .scan where isWholeNamespace(shape): return TransactionStep(stepCount: 1, kind: .value(operation, shape))
         case .put: return TransactionStep(stepCount: 1, kind: .stored)
         case .set: return TransactionStep(stepCount: 1, kind: .sumOfCounts)
         case .increment: return TransactionStep(stepCount: 1, kind: .outcome)
         case .delete(let keys): return TransactionStep(stepCount: keys.count, kind: .sumOfCounts)
         case .exists(let keys): return TransactionStep(stepCount: keys.count, kind: .found)
         case .batch(let steps) where shape == .added: return TransactionStep(stepCount: steps.count, kind: .sumOfCounts)
-        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
+        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .scan:
             return nil
+        }
+    }
+
+    /// Whether `shape` is that of a command reading a whole namespace (HGETALL, HKEYS, HVALS),
+    /// whose scan is a read step of EXEC's batch; SCAN's pages are not.
+    private static func isWholeNamespace(_ shape: ReplyShape) -> Bool {
+        switch shape {
+        case .hashEntries, .hashKeys, .hashValues: return true
+        case .plain, .added, .length: return false
         }
     }
 
@@ -286,7 +296,7 @@ struct TransactionStep: Sendable {
         switch step {
         case .put(let key, let value), .set(let key, let value), .setIfAbsent(let key, let value): return key.count + value.count
         case .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _): return key.count
-        case .unchangedSince: return 0
+        case .unchangedSince, .read: return 0
         }
     }
 
@@ -300,7 +310,9 @@ struct TransactionStep: Sendable {
         case .delete(let keys): for key in keys { steps.append(.delete(key: key)) }
         case .exists(let keys): for key in keys { steps.append(.update(key: key, keep)) }
         case .batch(let batch): steps += batch
-        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
+        case .count: steps.append(.read(.count))
+        case .scan: steps.append(.read(.entries))
+        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive:
             preconditionFailure("TransactionStep: \(operation) has no steps in a transaction")
         }
     }

@@ -389,6 +389,10 @@ public actor Namespace {
         for index in operations.indices where outcomes[index] == nil {
             if !resolved.isEmpty, let write = resolved[index] {
                 lookUp(&gets, operations, &outcomes)
+                guard write.reads.isEmpty else {
+                    outcomes[index] = apply(write, reading: write.reads, version: versions.number(of: index))
+                    continue
+                }
                 if !write.mutations.isEmpty {
                     let version = versions.number(of: index)
                     for mutation in write.mutations { data.apply(mutation, version: version, now: runNow) }
@@ -408,6 +412,26 @@ public actor Namespace {
             outcomes[index] = perform(operations[index], version: operations[index].isWrite ? versions.number(of: index) : 0)
         }
         lookUp(&gets, operations, &outcomes)
+    }
+
+    /// Applies a resolved batch's mutations (numbered `version`), making its `reads` of the whole
+    /// namespace between them, each after the mutations of the steps before it; its outcome with
+    /// theirs in place.
+    private func apply(_ write: WritePlanner.Resolved, reading reads: [WritePlanner.DeferredRead], version: UInt64) -> Outcome {
+        guard case .batch(var results) = write.outcome else { return write.outcome }
+        var applied = 0
+        for read in reads {
+            while applied < read.after {
+                data.apply(write.mutations[applied], version: version, now: runNow)
+                applied += 1
+            }
+            results[read.result] = perform(read.read.operation)
+        }
+        while applied < write.mutations.count {
+            data.apply(write.mutations[applied], version: version, now: runNow)
+            applied += 1
+        }
+        return .batch(results)
     }
 
     /// Hints the keys of up to ``putPrefetchGroup`` PUTs from `start` on that are still to be

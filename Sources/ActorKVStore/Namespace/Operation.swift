@@ -209,6 +209,11 @@ public enum BatchStep: Sendable {
     /// (what Redis's WATCH checks at EXEC, a namespace being a watched key). Its outcome is
     /// ``Outcome/stored``; it has no key (``key`` is empty).
     case unchangedSince(UInt64)
+    /// A read of the whole namespace at that point of the run, the batch's earlier steps
+    /// applied: how many keys it has (``Outcome/integer(_:)``) or all its entries in key order
+    /// (``Outcome/page(_:)``, its next cursor ``ScanCursor/start``). Writes nothing; it has no
+    /// key (``key`` is empty). What Redis's HLEN and HGETALL read inside MULTI.
+    case read(NamespaceRead)
 
     /// The step that applies `mutation`.
     public init(_ mutation: Mutation) {
@@ -224,7 +229,7 @@ public enum BatchStep: Sendable {
         switch self {
         case .put(let key, _), .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _),
              .set(let key, _), .setIfAbsent(let key, _): return key
-        case .unchangedSince: return []
+        case .unchangedSince, .read: return []
         }
     }
 
@@ -234,14 +239,14 @@ public enum BatchStep: Sendable {
         case .put(let key, let value): return .put(key: key, value: value)
         case .delete(let key): return .delete(key: key)
         case .set(let key, let value): return .put(key: key, value: value)
-        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince: return nil
+        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read: return nil
         }
     }
 
     /// Whether the step depends on the key's current state.
     var readsBeforeWriting: Bool {
         switch self {
-        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince: return true
+        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read: return true
         case .put, .delete, .set: return false
         }
     }
@@ -250,7 +255,23 @@ public enum BatchStep: Sendable {
     var mayWriteValue: Bool {
         switch self {
         case .put, .update, .increment, .set, .setIfAbsent: return true
-        case .delete, .ifVersion, .unchangedSince: return false
+        case .delete, .ifVersion, .unchangedSince, .read: return false
+        }
+    }
+}
+
+/// What a ``BatchStep/read(_:)`` reads of the whole namespace.
+public enum NamespaceRead: Sendable, Equatable {
+    /// How many keys it has (Redis's HLEN).
+    case count
+    /// Every entry, in key order (Redis's HGETALL, HKEYS, HVALS).
+    case entries
+
+    /// The operation that reads the same outside a batch.
+    public var operation: Operation {
+        switch self {
+        case .count: return .count
+        case .entries: return .scan(.start, prefix: [], limit: .max)
         }
     }
 }

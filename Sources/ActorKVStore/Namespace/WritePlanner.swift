@@ -18,6 +18,18 @@ struct WritePlanner {
         var mutations: Mutations
         /// The operation's outcome once applied.
         var outcome: Outcome
+        /// A batch's reads of the whole namespace (``BatchStep/read(_:)``), made when it is
+        /// applied, between its mutations; their places in ``outcome`` hold ``Outcome/stored``
+        /// until then.
+        var reads: [DeferredRead] = []
+    }
+
+    /// A batch's read of the whole namespace, made while its mutations are applied: once the
+    /// first `after` of them are, its outcome goes to place `result` of the batch's outcomes.
+    struct DeferredRead {
+        var read: NamespaceRead
+        var after: Int
+        var result: Int
     }
 
     /// A resolved write's mutations: none, one or two held inline (an INCR, a conditional put,
@@ -313,6 +325,7 @@ struct WritePlanner {
         }
         var mutations: [Mutation] = []
         var results: [Outcome] = []
+        var reads: [DeferredRead] = []
         results.reserveCapacity(steps.count)
         for (position, step) in steps.enumerated() {
             if case .unchangedSince(let expected) = step {
@@ -321,6 +334,12 @@ struct WritePlanner {
                     outcomes[index] = .conditionFailed
                     return
                 }
+                results.append(.stored)
+                continue
+            }
+            if case .read(let read) = step {
+                // Made when the batch is applied, after the mutations of the steps before it.
+                reads.append(DeferredRead(read: read, after: mutations.count, result: results.count))
                 results.append(.stored)
                 continue
             }
@@ -349,7 +368,7 @@ struct WritePlanner {
             guard record(mutations, of: index) else { return }
             overlay!.note(mutations, version: version)
         }
-        keep(Resolved(mutations: .many(mutations), outcome: .batch(results)), at: index)
+        keep(Resolved(mutations: .many(mutations), outcome: .batch(results), reads: reads), at: index)
     }
 
     /// A step resolved against the key's current state: what it writes (nil: nothing) and yields.
@@ -371,8 +390,8 @@ struct WritePlanner {
         case .setIfAbsent(let key, let value):
             guard current == nil else { return .success(ResolvedStep(mutation: nil, outcome: .integer(0))) }
             return .success(ResolvedStep(mutation: .put(key: key, value: value), outcome: .integer(1)))
-        case .unchangedSince:
-            preconditionFailure("WritePlanner: a namespace guard is checked by the batch, not per key")
+        case .unchangedSince, .read:
+            preconditionFailure("WritePlanner: a namespace guard or read is handled by the batch, not per key")
         case .ifVersion(_, let expected):
             guard (current?.version ?? 0) == expected else { return .failure(Refusal(.conditionFailed)) }
             return .success(ResolvedStep(mutation: nil, outcome: .stored))

@@ -73,7 +73,7 @@ extension StoreLimits {
                     if let p = keyProblem(key) ?? valueProblem(value) { return p }
                 case .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _):
                     if let p = keyProblem(key) { return p }
-                case .unchangedSince: continue
+                case .unchangedSince, .read: continue
                 }
             }
             return nil

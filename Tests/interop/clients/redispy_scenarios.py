@@ -408,6 +408,26 @@ def pipeline_batch():
     expect_eq("pipeline() batch applied", {b"x": b"1", b"y": b"2", b"z": b"3", b"n": b"5"},
               r.hgetall(key))
 
+    # Reads of the whole hash between the writes see the writes before them, not those after.
+    pipe = r.pipeline()
+    pipe.hlen(key)
+    pipe.hset(key, "a", "0")
+    pipe.hgetall(key)
+    pipe.hdel(key, "x", "y", "z")
+    pipe.hkeys(key)
+    pipe.hincrby(key, "n", 1)
+    pipe.hvals(key)
+    pipe.hlen(key)
+    replies = pipe.execute()
+    # Redis lists a small hash's fields in the order they were added, ActorKV in key order.
+    replies[4], replies[6] = sorted(replies[4]), sorted(replies[6])
+    expect_eq("pipeline() with HLEN/HGETALL/HKEYS/HVALS between writes: replies",
+              [4, 1, {b"a": b"0", b"n": b"5", b"x": b"1", b"y": b"2", b"z": b"3"}, 3,
+               [b"a", b"n"], 6, [b"0", b"6"], 2], replies)
+    expect_eq("... applied", {b"a": b"0", b"n": b"6"}, r.hgetall(key))
+    r.hdel(key, "a")
+    r.hset(key, mapping={"x": "1", "y": "2", "z": "3", "n": "5"})
+
     before = r.hgetall(key)
     pipe = r.pipeline()
     pipe.hset(key, "p", "1")

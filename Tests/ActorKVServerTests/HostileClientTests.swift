@@ -220,8 +220,10 @@ import Glibc
     /// 173,000-key namespace, never read, held 570 MB.
     @Test func pipelinedWholeNamespaceReadsFromClientsThatNeverReadStayBounded() async throws {
         // Three clients each pipeline 300 whole-namespace reads (about 2.5 MB of reply each, 750
-        // MB in all) in one write of under 4 KB, and never read.
-        try await expectBoundedWhileClientsDoNotRead(namespace: "whole", request: String(repeating: "HGETALL whole\r\nHKEYS whole\r\nHVALS whole\r\n", count: 100),
+        // MB in all) in one write of under 5 KB, and never read; a third of them queued in MULTI,
+        // which EXEC replies with (each weighs as much when queued).
+        let request = String(repeating: "HGETALL whole\r\nHKEYS whole\r\nMULTI\r\nHVALS whole\r\nEXEC\r\n", count: 100)
+        try await expectBoundedWhileClientsDoNotRead(namespace: "whole", request: request,
                                                      waitSeconds: 2, limitMiB: 48) { (server, _) throws in
             // A client that reads gets every reply whole, in order.
             let reader = try RawConnection(path: server.socketPath)

@@ -237,11 +237,7 @@ enum KeyValueCommands {
         case (.added, .batch(let counts)):
             return .integer(sumOfCounts(counts))
         case (.length, .value(let value)): return .integer(Int64(value?.count ?? 0))
-        case (.hashEntries, .page(let page)):
-            var flat: [Reply] = []
-            flat.reserveCapacity(page.entries.count * 2)
-            for entry in page.entries { flat.append(.bulk(entry.key)); flat.append(.bulk(entry.value)) }
-            return .map(flat)
+        case (.hashEntries, .page(let page)): return .map(flattened(page.entries))
         case (.hashKeys, .page(let page)): return .array(page.entries.map { .bulk($0.key) })
         case (.hashValues, .page(let page)): return .array(page.entries.map { .bulk($0.value) })
         case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _):
@@ -265,6 +261,14 @@ enum KeyValueCommands {
         return reply(for: outcome)
     }
 
+    /// Entries as key, value, key, value, …: a SCAN page's array, HGETALL's map.
+    static func flattened(_ entries: [KeyValue]) -> [Reply] {
+        var flat: [Reply] = []
+        flat.reserveCapacity(entries.count * 2)
+        for entry in entries { flat.append(.bulk(entry.key)); flat.append(.bulk(entry.value)) }
+        return flat
+    }
+
     /// The reply to an operation's outcome (a failed condition as a null bulk).
     static func reply(for outcome: Outcome) -> Reply {
         switch outcome {
@@ -277,11 +281,7 @@ enum KeyValueCommands {
         case .version(let version): return .integer(Int64(clamping: version))
         case .conditionFailed: return .null
         case .batch(let results): return .array(results.map(reply(for:)))
-        case .page(let page):
-            var flat: [Reply] = []
-            flat.reserveCapacity(page.entries.count * 2)
-            for entry in page.entries { flat.append(.bulk(entry.key)); flat.append(.bulk(entry.value)) }
-            return .array([.bulk(page.next.text), .array(flat)])
+        case .page(let page): return .array([.bulk(page.next.text), .array(flattened(page.entries))])
         case .failure(let error): return ErrorMapping.reply(for: error)
         }
     }

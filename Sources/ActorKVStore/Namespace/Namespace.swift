@@ -421,16 +421,11 @@ public actor Namespace {
         guard case .batch(var results) = write.outcome else { return write.outcome }
         var applied = 0
         for read in reads {
-            while applied < read.after {
-                data.apply(write.mutations[applied], version: version, now: runNow)
-                applied += 1
-            }
+            for mutation in write.mutations[applied..<read.after] { data.apply(mutation, version: version, now: runNow) }
+            applied = read.after
             results[read.result] = perform(read.read.operation)
         }
-        while applied < write.mutations.count {
-            data.apply(write.mutations[applied], version: version, now: runNow)
-            applied += 1
-        }
+        for mutation in write.mutations[applied...] { data.apply(mutation, version: version, now: runNow) }
         return .batch(results)
     }
 

@@ -109,7 +109,7 @@ struct RedisCommandsTests {
         }
     }
 
-    @Test("HLEN, HGETALL, HKEYS and HVALS inside MULTI read the namespace where they stand, the queue's earlier writes applied, later ones not; a failure after them applies nothing")
+    @Test("HMGET, HLEN, HGETALL, HKEYS and HVALS inside MULTI read the namespace where they stand, the queue's earlier writes applied, later ones not; a failure after them applies nothing")
     func wholeNamespaceReadsInsideMulti() async throws {
         try await withProcessor { p in
             let replies = await run(p, ["HSET h a 1 b 2", "MULTI", "HLEN h", "HSET h c 3", "HGETALL h", "HDEL h a", "HKEYS h", "HINCRBY h b 5",
@@ -128,6 +128,9 @@ struct RedisCommandsTests {
             // A step after the reads that fails at EXEC: the error, nothing applied.
             let failing = await run(p, ["MULTI", "HSET h d 4", "HGETALL h", "HINCRBY h c 1", "HSET h c x", "HINCRBY h c 1", "EXEC", "HGETALL h"])
             #expect(failing[6].errorCode == "ERR" && failing[7] == .map(["b", "7", "c", "3"].map(bulk)), "\(failing)")
+            // HMGET too: each field as the commands before it leave it.
+            let fields = await run(p, ["MULTI", "HMGET h b nope c", "HSET h nope 1", "HMGET h nope b", "HDEL h nope", "EXEC"])
+            #expect(fields[5] == .array([.array([bulk("7"), .null, bulk("3")]), .integer(1), .array([bulk("1"), bulk("7")]), .integer(1)]), "\(fields)")
             // Reads alone, and in a namespace that does not exist (which they do not create).
             let reads = await run(p, ["MULTI", "HLEN h", "HKEYS h", "EXEC", "MULTI", "HGETALL nowhere", "HLEN nowhere", "EXEC", "NAMESPACES"])
             #expect(reads[3] == .array([.integer(2), .array(["b", "c"].map(bulk))]))
@@ -178,7 +181,7 @@ struct RedisCommandsTests {
         let samples = ["GET": "GET q k", "PUT": "PUT q k v", "DEL": "DEL q k", "EXISTS": "EXISTS q k", "INCR": "INCR q n",
                        "HGET": "HGET q k", "HSET": "HSET q k v", "HSETNX": "HSETNX q k v", "HDEL": "HDEL q k",
                        "HEXISTS": "HEXISTS q k", "HSTRLEN": "HSTRLEN q k", "HINCRBY": "HINCRBY q n 1",
-                       "HLEN": "HLEN q", "HGETALL": "HGETALL q", "HKEYS": "HKEYS q", "HVALS": "HVALS q"]
+                       "HLEN": "HLEN q", "HGETALL": "HGETALL q", "HKEYS": "HKEYS q", "HVALS": "HVALS q", "HMGET": "HMGET q k j"]
         try await withProcessor { p in
             let refused = await run(p, ["MULTI", "SCAN q 0", "DISCARD"])[1]
             guard case .error(let text) = refused,

@@ -166,8 +166,9 @@ struct WritePlannerTests {
                 var operations: [Operation] = []
                 for _ in 0..<Int.random(in: 1...12, using: &random) {
                     let key = keys.randomElement(using: &random)!
-                    switch Int.random(in: 0..<9, using: &random) {
+                    switch Int.random(in: 0..<10, using: &random) {
                     case 0: operations.append(.put(key: key, value: value()))
+                    case 9: operations.append(.getMany([key, keys.randomElement(using: &random)!]))
                     case 8: operations.append(.set(key: key[...], value: value()[...]))
                     case 1: operations.append(.delete([key, keys.randomElement(using: &random)!]))
                     case 2: operations.append(.update(key: key, Self.append("u")))
@@ -219,6 +220,7 @@ struct WritePlannerTests {
             switch operation {
             case .get(let key): return .value(entries[Array(key)]?.value)
             case .getVersioned(let key): return .versioned(entries[Array(key)])
+            case .getMany(let keys): return .batch(keys.map { .value(entries[$0]?.value) })
             case .put(let key, let value): return apply(steps: [.put(key: Array(key), value: Array(value))], single: true)
             case .set(let key, let value): return apply(steps: [.set(key: Array(key), value: Array(value))], single: true)
             case .delete(let keys):

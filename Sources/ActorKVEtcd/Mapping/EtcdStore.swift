@@ -109,6 +109,7 @@ public final class EtcdStore: Sendable {
             switch operation {
             case .get(let key), .getVersioned(let key): requests.append(.range(key: etcdKey(ns, key)))
             case .exists(let keys): requests += keys.map { .range(key: etcdKey(ns, $0), countOnly: true) }
+            case .getMany(let keys): requests += keys.map { .range(key: etcdKey(ns, $0)) }
             case .put(let key, let value):
                 requests.append(.put(key: etcdKey(ns, key), value: Array(value)))
                 writes = true
@@ -145,6 +146,8 @@ public final class EtcdStore: Sendable {
                 return .versioned(kv.map { VersionedValue(value: $0.valueBytes, version: UInt64($0.modRevision)) })
             case .exists(let keys):
                 return .integer(keys.indices.reduce(0) { total, _ in total + (responses.popFirst()?.response_range?.countValue ?? 0) })
+            case .getMany(let keys):
+                return .batch(keys.map { _ in .value(responses.popFirst()?.response_range?.kvs?.first?.valueBytes) })
             case .put:
                 _ = responses.popFirst()
                 return .stored
@@ -176,6 +179,8 @@ public final class EtcdStore: Sendable {
             return .versioned(try await read(etcdKey(ns, key)).map { VersionedValue(value: $0.valueBytes, version: UInt64($0.modRevision)) })
         case .exists(let keys):
             return .integer(try await exists(keys.map { etcdKey(ns, $0) }))
+        case .getMany(let keys):
+            return .batch(try await readAll(keys.map { etcdKey(ns, $0) }).map { .value($0?.valueBytes) })
         case .put(let key, let value):
             let request = EtcdRequest.put(key: etcdKey(ns, key), value: Array(value))
             _ = try await client.call(request.path, body: request.body, write: true)

@@ -2,7 +2,7 @@ import ActorKVStore
 
 /// Which consecutive operations of a run can go to etcd as one transaction. Pure.
 ///
-/// Plain reads and writes (GET, GETV, EXISTS, PUT, DEL, HSET of one field, and a BATCH of only puts, sets and
+/// Plain reads and writes (GET, GETV, EXISTS, HMGET, PUT, DEL, HSET of one field, and a BATCH of only puts, sets and
 /// deletes: HSET, HDEL) can, applied in order, if no key is written twice (etcd refuses a
 /// transaction that puts or deletes a key twice) nor read after it was written (a read sees
 /// the revision before the transaction). What their outcomes need to know of the keys before
@@ -21,7 +21,7 @@ public enum TransactionGrouping {
             let (reads, writes): ([ArraySlice<UInt8>], [ArraySlice<UInt8>])
             switch operation {
             case .get(let key), .getVersioned(let key): (reads, writes) = ([key], [])
-            case .exists(let keys): (reads, writes) = (keys.map { $0[...] }, [])
+            case .exists(let keys), .getMany(let keys): (reads, writes) = (keys.map { $0[...] }, [])
             case .put(let key, _), .set(let key, _): (reads, writes) = ([], [key])
             case .delete(let keys): (reads, writes) = ([], unique(keys).map { $0[...] })
             case .batch(let steps):

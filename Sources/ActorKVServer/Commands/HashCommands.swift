@@ -2,9 +2,9 @@ import ActorKVProtocol
 import ActorKVStore
 
 /// Redis's hash commands, a namespace being the hash and its keys the fields (protocol.md,
-/// "Namespaces as Redis hashes"). Those on one or a few fields are data commands, run in the
-/// namespace's run like GET and PUT, with Redis's replies (``ReplyShape``); those that read a
-/// whole namespace or many fields at once run on their own, each as one consistent read.
+/// "Namespaces as Redis hashes"). All but HSCAN are data commands, run in the namespace's run
+/// like GET and PUT, with Redis's replies (``ReplyShape``), and can be queued in MULTI; HSCAN,
+/// which resolves a cursor first, runs on its own.
 enum HashCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [
@@ -39,11 +39,7 @@ enum HashCommands {
             return .data(namespace: ns, .increment(key: args.array(1), by: try KeyValueCommands.parseDelta(args[2])))
         },
         CommandSpec(name: "HMGET", usage: "HMGET ns field [field ...]", arity: .atLeast(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            let ns = try args.namespace(0)
-            let gets = args.rest(from: 1).map { Operation.get($0) }
-            return .local(LocalCommand { context in
-                await read(gets, in: ns, context) { outcomes in .array(outcomes.map { KeyValueCommands.reply(for: $0) }) }
-            })
+            .data(namespace: try args.namespace(0), .getMany(args.rest(from: 1)))
         },
         wholeHash("HGETALL", shape: .hashEntries),
         wholeHash("HKEYS", shape: .hashKeys),

@@ -51,7 +51,7 @@ enum TransactionCommands {
         guard case .data(let namespace, let operation, let shape) = command,
               let plan = TransactionStep.plan(for: operation, shape: shape) else {
             session.refuseQueued()
-            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, HGET, HSET, HSETNX, HDEL, HEXISTS, HSTRLEN, HINCRBY, HLEN, HGETALL, HKEYS, HVALS; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
+            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, HGET, HSET, HSETNX, HDEL, HEXISTS, HSTRLEN, HINCRBY, HMGET, HLEN, HGETALL, HKEYS, HVALS; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
         }
         guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {
             return tooLarge(limit: session.transactionLimit, then: "EXEC will apply nothing")
@@ -232,6 +232,8 @@ struct TransactionStep: Sendable {
         case outcome
         /// How many of the steps found a value (EXISTS).
         case found
+        /// Each step's value, in order (HMGET).
+        case values
     }
 
     private static let keep = Update { _ in .keep }
@@ -244,6 +246,7 @@ struct TransactionStep: Sendable {
         case .sumOfCounts: return .integer(KeyValueCommands.sumOfCounts(outcomes))
         case .outcome: return KeyValueCommands.reply(for: outcomes[outcomes.startIndex])
         case .found: return .integer(Int64(outcomes.filter { $0 != .value(nil) }.count))
+        case .values: return .array(outcomes.map(KeyValueCommands.reply(for:)))
         }
     }
 
@@ -258,6 +261,7 @@ struct TransactionStep: Sendable {
         case .increment: return TransactionStep(stepCount: 1, kind: .outcome)
         case .delete(let keys): return TransactionStep(stepCount: keys.count, kind: .sumOfCounts)
         case .exists(let keys): return TransactionStep(stepCount: keys.count, kind: .found)
+        case .getMany(let keys): return TransactionStep(stepCount: keys.count, kind: .values)
         case .batch(let steps) where shape == .added: return TransactionStep(stepCount: steps.count, kind: .sumOfCounts)
         case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .scan:
             return nil
@@ -284,7 +288,7 @@ struct TransactionStep: Sendable {
         case .get(let key): return commandOverhead + key.count
         case .put(let key, let value), .set(let key, let value): return commandOverhead + key.count + value.count
         case .increment(let key, _): return commandOverhead + key.count
-        case .delete(let keys), .exists(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
+        case .delete(let keys), .exists(let keys), .getMany(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
         case .batch(let steps): return steps.reduce(0) { $0 + commandOverhead + weight(of: $1) }
         case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
             return commandOverhead
@@ -308,7 +312,7 @@ struct TransactionStep: Sendable {
         case .set(let key, let value): steps.append(.set(key: Array(key), value: Array(value)))
         case .increment(let key, let delta): steps.append(.increment(key: key, by: delta))
         case .delete(let keys): for key in keys { steps.append(.delete(key: key)) }
-        case .exists(let keys): for key in keys { steps.append(.update(key: key, keep)) }
+        case .exists(let keys), .getMany(let keys): for key in keys { steps.append(.update(key: key, keep)) }
         case .batch(let batch): steps += batch
         case .count: steps.append(.read(.count))
         case .scan: steps.append(.read(.entries))

@@ -490,6 +490,11 @@ public actor Namespace {
         case .get(let key): return .value(liveValue(key))
         case .getVersioned(let key):
             return .versioned(hasExpired(key) ? nil : data.map.versionedValue(key))
+        case .getMany(let keys):
+            var values: [Outcome] = []
+            values.reserveCapacity(keys.count)
+            for key in keys { values.append(.value(liveValue(key[...]))) }
+            return .batch(values)
         case .exists(let keys):
             var present = 0
             for key in keys where data.map.contains(key) && !hasExpired(key) { present += 1 }

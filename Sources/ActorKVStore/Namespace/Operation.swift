@@ -5,6 +5,9 @@ public enum Operation: Sendable {
     case get(ArraySlice<UInt8>)
     /// How many of the keys exist.
     case exists([[UInt8]])
+    /// The values of several keys, read together: a ``Outcome/batch(_:)`` of one
+    /// ``Outcome/value(_:)`` per key, in order, nil where it is absent (Redis's HMGET).
+    case getMany([[UInt8]])
     /// The value of a key and its version (a ``Outcome/versioned(_:)``).
     case getVersioned(ArraySlice<UInt8>)
     /// Set a key. (A slice key as for ``get(_:)-swift.enum.case``.)
@@ -111,7 +114,7 @@ public enum Operation: Sendable {
     public var isWrite: Bool {
         switch self {
         case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive: return true
-        case .get, .getVersioned, .exists, .count, .scan, .timeToLive: return false
+        case .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive: return false
         }
     }
 
@@ -121,7 +124,7 @@ public enum Operation: Sendable {
         switch self {
         case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
-        case .get, .getVersioned, .exists, .put, .set, .delete, .count, .scan, .timeToLive: return false
+        case .get, .getVersioned, .exists, .getMany, .put, .set, .delete, .count, .scan, .timeToLive: return false
         }
     }
 
@@ -134,7 +137,7 @@ public enum Operation: Sendable {
         case .conditionalPut(_, _, let version): return version == 0
         case .lifetimePut(let put): return (put.ifVersion ?? 0) == 0
         case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps) && steps.contains { $0.mayWriteValue }
-        case .get, .getVersioned, .exists, .delete, .count, .scan, .setTimeToLive, .timeToLive: return false
+        case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .setTimeToLive, .timeToLive: return false
         }
     }
 

@@ -198,7 +198,7 @@ struct WritePlanner {
             resolve(put, at: index)
         case .setTimeToLive(let key, let milliseconds):
             resolveTimeToLive(key: key, milliseconds: milliseconds, at: index)
-        case .get, .getVersioned, .exists, .count, .scan, .timeToLive:
+        case .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive:
             return
         }
     }
@@ -454,7 +454,7 @@ struct WritePlanner {
             case .put(let key, let value), .set(let key, let value): overlay.note(.put(key: Array(key), value: Array(value)), version: version)
             case .delete(let keys): overlay.note(keys.lazy.map { .delete(key: $0) }, version: version)
             case .batch(let steps): overlay.note(steps.lazy.map { $0.plainMutation! }, version: version)
-            case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .get, .getVersioned, .exists, .count, .scan, .timeToLive:
+            case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive:
                 preconditionFailure("WritePlanner: no plain record for this operation")
             }
         }

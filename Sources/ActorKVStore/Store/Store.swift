@@ -170,6 +170,7 @@ public actor Store {
         switch operation {
         case .get: return .value(nil)
         case .getVersioned: return .versioned(nil)
+        case .getMany(let keys): return .batch(keys.map { _ in .value(nil) })
         case .exists, .count, .delete, .setTimeToLive: return .integer(0)
         case .timeToLive: return .integer(-2)
         case .lifetimePut: return .conditionFailed  // a version other than 0: no key has it

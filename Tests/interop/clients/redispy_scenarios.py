@@ -418,12 +418,13 @@ def pipeline_batch():
     pipe.hincrby(key, "n", 1)
     pipe.hvals(key)
     pipe.hlen(key)
+    pipe.hmget(key, "n", "x", "a")
     replies = pipe.execute()
     # Redis lists a small hash's fields in the order they were added, ActorKV in key order.
     replies[4], replies[6] = sorted(replies[4]), sorted(replies[6])
-    expect_eq("pipeline() with HLEN/HGETALL/HKEYS/HVALS between writes: replies",
+    expect_eq("pipeline() with HLEN/HGETALL/HKEYS/HVALS/HMGET between writes: replies",
               [4, 1, {b"a": b"0", b"n": b"5", b"x": b"1", b"y": b"2", b"z": b"3"}, 3,
-               [b"a", b"n"], 6, [b"0", b"6"], 2], replies)
+               [b"a", b"n"], 6, [b"0", b"6"], 2, [b"6", None, b"0"]], replies)
     expect_eq("... applied", {b"a": b"0", b"n": b"6"}, r.hgetall(key))
     r.hdel(key, "a")
     r.hset(key, mapping={"x": "1", "y": "2", "z": "3", "n": "5"})

@@ -24,7 +24,7 @@ struct CommandTableTests {
         "HGETALL": ["HGETALL", "ns"], "HKEYS": ["HKEYS", "ns"], "HVALS": ["HVALS", "ns"],
         "HSCAN": ["HSCAN", "ns", "0", "MATCH", "a*", "COUNT", "5"],
         "MULTI": ["MULTI"], "EXEC": ["EXEC"], "DISCARD": ["DISCARD"], "WATCH": ["WATCH", "ns", "other"], "UNWATCH": ["UNWATCH"],
-        "ACL": ["ACL", "WHOAMI"],
+        "ACL": ["ACL", "WHOAMI"], "KEYS": ["KEYS", "*"], "DBSIZE": ["DBSIZE"], "TYPE": ["TYPE", "ns"],
     ]
 
     /// The command names in protocol.md's "## Commands" table: the first word of each
@@ -137,9 +137,15 @@ struct CommandTableTests {
                 #expect(names.isEmpty, "\(spec.name): a command that needs no namespace right names no namespace")
             } else if names.isEmpty {
                 // Only the listings that filter what they show by the read right.
-                #expect(["NAMESPACES", "INFO"].contains(spec.name), "\(spec.name) needs a right but names no namespace to need it on")
+                #expect(["NAMESPACES", "INFO", "KEYS", "DBSIZE"].contains(spec.name), "\(spec.name) needs a right but names no namespace to need it on")
             }
         }
+        // SCAN's keyspace form (a cursor first) is such a listing too, its first word no namespace.
+        guard case .local(let keyspaceScan) = Command(parsing: Request([Array("SCAN".utf8), Array("0".utf8)])) else {
+            Issue.record("SCAN 0 does not parse as a listing")
+            return
+        }
+        #expect(keyspaceScan.flags == [.readOnly])
         // A subcommand may declare its own: ACL LOAD is the server's uid's only.
         guard case .local(let load) = Command(parsing: Request([Array("ACL".utf8), Array("load".utf8)])) else {
             Issue.record("ACL LOAD does not parse")

@@ -205,7 +205,7 @@ struct NamespacePermissionTests {
         #expect(spec.contains("`PUT … IFVERSION 0` (refused when the key exists)"))
     }
 
-    @Test("NAMESPACES and INFO show only what the client may read; the server's own uid sees all and is never judged")
+    @Test("NAMESPACES, INFO and the keyspace commands (KEYS, SCAN 0, DBSIZE) show only what the client may read; the server's own uid sees all and is never judged")
     func listingsFiltered() async throws {
         let access = try access("uid:2001 public read\nuid:2001 jobs-* write\n")
         let store = try Store(directory: directory.path + "/data")
@@ -223,6 +223,16 @@ struct NamespacePermissionTests {
             .array(["jobs-a", "public", "secret"].map { .bulk(Array($0.utf8)) }), .bulk(Array("public,jobs-a,secret".utf8)),
         ])
         #expect(access.rights(of: PeerIdentity(uid: 0, gid: 0, groups: []), on: "secret") == .all)
+        // Redis's keyspace commands list the same: judged as reads of no namespace in particular
+        // (not of a namespace named after SCAN's cursor), the listing filtered.
+        let rights = ConnectionRights(access: access, peer: Self.peer)
+        let keyspace = [["KEYS", "*"], ["SCAN", "0"], ["SCAN", "0", "MATCH", "*"], ["DBSIZE"]].map { Command(parsing: request($0), rights: rights) }
+        let publicOnly = Reply.array([.bulk(Array("public".utf8))])
+        #expect(await processor.process(keyspace, session: peer) == [publicOnly, .array([.bulk(Array("0".utf8)), publicOnly]), .array([.bulk(Array("0".utf8)), publicOnly]), .integer(1)])
+        #expect(await processor.process([Command(parsing: request(["DBSIZE"]))], session: owner) == [.integer(3)])
+        #expect(refusal(["TYPE", "secret"], rights) == "no read permission on namespace 'secret' for uid 2001")
+        #expect(refusal(["EXISTS", "secret"], rights) == "no read permission on namespace 'secret' for uid 2001")
+        #expect(refusal(["TYPE", "public"], rights) == nil && refusal(["SCAN", "0"], rights) == nil)
         await store.close()
     }
 }

@@ -160,6 +160,10 @@ public enum ReplyShape: UInt8, Sendable {
     case hashKeys
     /// A whole namespace's values, in key order (HVALS).
     case hashValues
+    /// Of a count: `+hash` if the namespace holds a key, `+none` if not (TYPE).
+    case keyType
+    /// Of a count: `:1` if the namespace holds a key, `:0` if not (EXISTS of one name).
+    case nonEmpty
 }
 
 /// A command that runs on its own rather than in a namespace's run: what it does, given the

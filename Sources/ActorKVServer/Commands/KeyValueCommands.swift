@@ -35,17 +35,18 @@ enum KeyValueCommands {
                     redisHint: "a namespace (Redis's hash) is emptied with HDEL, and no command removes one") { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .delete(args.rest(from: 1)))
         },
-        CommandSpec(name: "EXISTS", usage: "EXISTS ns key [key ...]", arity: .atLeast(2), flags: [.namespaced, .readOnly],
-                    redisHint: "a namespace (Redis's hash) is tested with HLEN") { (args) throws(CommandError) in
-            .data(namespace: try args.namespace(0), .exists(args.rest(from: 1)))
+        // With one name, Redis's EXISTS of one key: whether that namespace (a hash) holds a key.
+        CommandSpec(name: "EXISTS", usage: "EXISTS ns key [key ...] | EXISTS ns", arity: .atLeast(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            let ns = try args.namespace(0)
+            guard args.count > 1 else { return .data(namespace: ns, .count, shape: .nonEmpty) }
+            return .data(namespace: ns, .exists(args.rest(from: 1)))
         },
         CommandSpec(name: "COUNT", usage: "COUNT ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .count)
         },
-        CommandSpec(name: "SCAN", usage: "SCAN ns cursor [PREFIX prefix] [COUNT count]", arity: .between(2, 6, step: 2),
-                    flags: [.namespaced, .readOnly],
-                    redisHint: "Redis's SCAN of the keyspace is NAMESPACES here, which lists the namespaces (Redis's hashes)",
-                    parse: parseScan),
+        // An odd number of arguments (a cursor, then option pairs) is Redis's SCAN of the
+        // keyspace (``KeyspaceCommands``); an even one, a page of one namespace.
+        CommandSpec(name: "SCAN", usage: scanUsage, arity: .between(1, 7), flags: [.namespaced, .readOnly], parse: parseScan),
         CommandSpec(name: "BATCH", usage: "BATCH ns PUT key value | DEL key | IFVERSION key version | INCR key delta [...]", arity: .atLeast(3),
                     flags: [.namespaced, .write], parse: parseBatch),
     ]
@@ -161,7 +162,16 @@ enum KeyValueCommands {
         return n
     }
 
+    /// SCAN's usage line: a namespace's page, or Redis's SCAN of the keyspace.
+    static let scanUsage = "SCAN ns cursor [PREFIX prefix] [COUNT count] | SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"
+
     private static func parseScan(_ args: CommandArguments) throws(CommandError) -> Command {
+        if args.count % 2 == 1 {
+            guard ASCIIDecimal.parse(args[0]) != nil else {
+                throw CommandError(.arity, "wrong number of arguments for 'SCAN' (usage: \(scanUsage))")
+            }
+            return try KeyspaceCommands.parseScan(args)
+        }
         let ns = try args.namespace(0)
         let cursor: ScanCursor
         do { cursor = try ScanCursor(text: args.array(1)) } catch { throw CommandError(store: error) }
@@ -240,7 +250,9 @@ enum KeyValueCommands {
         case (.hashEntries, .page(let page)): return .map(flattened(page.entries))
         case (.hashKeys, .page(let page)): return .array(page.entries.map { .bulk($0.key) })
         case (.hashValues, .page(let page)): return .array(page.entries.map { .bulk($0.value) })
-        case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _):
+        case (.keyType, .integer(let n)): return .simple(n > 0 ? "hash" : "none")
+        case (.nonEmpty, .integer(let n)): return .integer(n > 0 ? 1 : 0)
+        case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _), (.keyType, _), (.nonEmpty, _):
             return reply(for: outcome, ofBatch: isBatch)
         }
     }

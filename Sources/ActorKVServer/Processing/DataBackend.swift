@@ -15,6 +15,9 @@ public protocol DataBackend: Sendable {
     func executeNow(_ operations: [Operation], inNamespace name: String) -> Execution?
     /// The namespaces, in name order.
     func listNamespaces() async throws(StoreError) -> [String]
+    /// The namespaces that hold at least one key, in name order: Redis's keys (KEYS, SCAN of
+    /// the keyspace, DBSIZE).
+    func listNamespacesHoldingKeys() async throws(StoreError) -> [String]
     /// The sequence of the last write to namespace `name` (0: none), which WATCH remembers.
     func lastSequence(of name: String) async throws(StoreError) -> UInt64
     /// COMPACT: writes a snapshot of `name` and drops the log it covers.
@@ -58,6 +61,21 @@ extension DataBackend {
 
 extension Store: DataBackend {
     public func listNamespaces() async throws(StoreError) -> [String] { namespaceNames() }
+
+    /// Those of ``listNamespaces()`` that hold a key now; a namespace that is unavailable (its
+    /// files unreadable) is among them, its keys being in its files.
+    public func listNamespacesHoldingKeys() async throws(StoreError) -> [String] {
+        var names: [String] = []
+        for name in namespaceNames() {
+            let namespace: Namespace?
+            do { namespace = try await existingNamespace(name) } catch {
+                names.append(name)
+                continue
+            }
+            if let namespace, await namespace.count() > 0 { names.append(name) }
+        }
+        return names
+    }
 
     public func lastSequence(of name: String) async throws(StoreError) -> UInt64 {
         try await existingNamespace(name)?.sequence ?? 0
@@ -103,6 +121,11 @@ public final class ClusterBackend: DataBackend {
 
     public func listNamespaces() async throws(StoreError) -> [String] {
         do { return try await store.namespaceNames() } catch { throw error.storeError }
+    }
+
+    /// ``listNamespaces()``: in etcd, a namespace is there only while it holds a key.
+    public func listNamespacesHoldingKeys() async throws(StoreError) -> [String] {
+        try await listNamespaces()
     }
 
     /// The revision of the namespace's last change (``ActorKVEtcd/EtcdStore/lastChange(of:)``).

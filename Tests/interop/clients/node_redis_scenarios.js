@@ -320,6 +320,32 @@ async function transactions() {
   await r.quit();
 }
 
+// The keyspace walks: a hash with fields is a key, one whose fields were all deleted is not.
+async function keyspace() {
+  const r = await connect();
+  const [a, b, gone] = [ns('ksa'), ns('ksb'), ns('ksgone')];
+  await r.hSet(a, 'f', '1');
+  await r.hSet(b, { f: '1', g: '2' });
+  await r.hSet(gone, 'f', '1');
+  await r.hDel(gone, 'f');
+  const pattern = `node-ks*-${TAG}`;
+  const expected = [a, b].sort();
+  const walked = [];
+  for await (const key of r.scanIterator({ MATCH: pattern, COUNT: 1 })) walked.push(key);
+  expectEq('scanIterator({ MATCH }) lists the hashes with fields, not the emptied one', expected, walked.sort());
+  const hashes = [];
+  for await (const key of r.scanIterator({ MATCH: pattern, TYPE: 'hash' })) hashes.push(key);
+  expectEq('scanIterator({ TYPE: "hash" })', expected, hashes.sort());
+  expectEq('keys(pattern)', expected, (await r.keys(pattern)).sort());
+  if (ACTORKV) {
+    const page = await r.scan(0);
+    expectEq('scan(0) answers in one page, which dbSize() counts', [0, page.keys.length], [page.cursor, await r.dbSize()]);
+  }
+  expectEq('type(): hash / none', ['hash', 'none'], [await r.type(a), await r.type(gone)]);
+  expectEq('exists() of one hash: with fields / emptied', [1, 0], [await r.exists(b), await r.exists(gone)]);
+  await r.quit();
+}
+
 async function unknownCommands() {
   const r = await connect();
   const key = ns('unknown');
@@ -358,7 +384,7 @@ async function main() {
   if (role === 'churn') { await churnWriter(process.argv[4]); process.exit(0); }
   if (role === 'incr') { await incrWorker(process.argv[4]); process.exit(0); }
   console.log(`# node-redis ${require('redis/package.json').version} (@redis/client ${require('@redis/client/package.json').version}), node ${process.version}`);
-  for (const scenario of [connectWithDefaults, hashCommands, hscanUnderWrites, multiBatch, transactions, unknownCommands]) {
+  for (const scenario of [connectWithDefaults, hashCommands, hscanUnderWrites, multiBatch, transactions, keyspace, unknownCommands]) {
     await run(scenario);
   }
   for (const proc of children) proc.kill();

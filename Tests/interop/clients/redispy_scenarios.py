@@ -625,6 +625,34 @@ def asyncio_client():
     asyncio.run(async_scenario())
 
 
+def keyspace():
+    """The keyspace walks: a hash with fields is a key, one whose fields were all deleted is not."""
+    r = make_client()
+    a, b, gone = ns("ksa"), ns("ksb"), ns("ksgone")
+    r.hset(a, "f", "1")
+    r.hset(b, mapping={"f": "1", "g": "2"})
+    r.hset(gone, "f", "1")
+    r.hdel(gone, "f")
+    pattern = f"py-{MODE}-ks*-{TAG}"
+    expected = sorted(k.encode() for k in (a, b))
+    expect_eq("scan_iter(match=) lists the hashes with fields, not the emptied one", expected,
+              sorted(r.scan_iter(match=pattern)))
+    expect_eq("scan_iter(match=, count=1, _type='hash')", expected,
+              sorted(r.scan_iter(match=pattern, count=1, _type="hash")))
+    expect_eq("scan_iter(_type='string') lists none of them", [], list(r.scan_iter(match=pattern, _type="string")))
+    expect_eq("keys(pattern)", expected, sorted(r.keys(pattern)))
+    everything = list(r.scan_iter())
+    check("scan_iter() lists each key once", len(everything) == len(set(everything)), f"{len(everything)} keys")
+    check("... among them these two", set(expected) <= set(everything))
+    expect_eq("dbsize() counts what scan_iter() lists", len(everything), r.dbsize())
+    expect_eq("type(): hash / none", (b"hash", b"none", b"none"), (r.type(a), r.type(gone), r.type(ns("ksnever"))))
+    expect_eq("exists() of one hash: with fields / emptied", (1, 0), (r.exists(b), r.exists(gone)))
+    with r.pipeline() as pipe:
+        pipe.type(b).exists(b).hdel(b, "f", "g").type(b).exists(b)
+        expect_eq("type() and exists() inside a transaction see the writes queued before them",
+                  [b"hash", 1, 2, b"none", 0], pipe.execute())
+
+
 def unknown_commands():
     r = make_client()
     key = ns("unknown")
@@ -636,9 +664,7 @@ def unknown_commands():
         expect_error("r.incr() of a hash key raises", lambda: r.incr(key))
         # Redis calls whose arguments do not fit ActorKV's command of that name say where to go.
         expect_error("r.delete(hash) raises, pointing to HDEL", lambda: r.delete(key), "wrong number of arguments", "HDEL")
-        expect_error("r.exists(hash) raises, pointing to HLEN", lambda: r.exists(key), "HLEN")
         expect_error("r.get(key) raises, pointing to HGET", lambda: r.get(key), "HGET ns field")
-        expect_error("r.scan(0, count=100) raises, pointing to NAMESPACES", lambda: r.scan(0, count=100), "NAMESPACES")
         expect_error("hscan(no_values=True) raises, saying NOVALUES is missing",
                      lambda: r.hscan(key, 0, no_values=True), "NOVALUES is not supported")
     expect_error(f"{MISSING} raises", lambda: r.execute_command(MISSING, key, "x"), "unknown command")
@@ -652,7 +678,7 @@ def main():
     print(f"# redis-py {redis.__version__}, mode {MODE}, hiredis "
           f"{'available' if redis.utils.HIREDIS_AVAILABLE else 'missing'}", flush=True)
     for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, large_pipeline, pipeline_batch,
-                     transactions, asyncio_client, unknown_commands):
+                     transactions, asyncio_client, keyspace, unknown_commands):
         run(scenario)
     sys.exit(1 if failures else 0)
 

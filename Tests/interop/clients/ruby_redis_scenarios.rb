@@ -329,6 +329,26 @@ def transactions
   r.close
 end
 
+# The keyspace walks: a hash with fields is a key, one whose fields were all deleted is not.
+def keyspace
+  r = connect
+  a, b, gone = ns("ksa"), ns("ksb"), ns("ksgone")
+  r.hset(a, "f", "1")
+  r.hset(b, { "f" => "1", "g" => "2" })
+  r.hset(gone, "f", "1")
+  r.hdel(gone, "f")
+  pattern = "ruby-ks*-#{TAG}"
+  expected = [a, b].sort
+  expect_eq("scan_each(match:) lists the hashes with fields, not the emptied one", expected, r.scan_each(match: pattern, count: 1).to_a.sort)
+  expect_eq("scan_each(type: 'hash')", expected, r.scan_each(match: pattern, type: "hash").to_a.sort)
+  expect_eq("keys(pattern)", expected, r.keys(pattern).sort)
+  cursor, everything = r.scan(0)
+  expect_eq("scan(0) answers in one page, which dbsize counts", ["0", everything.size], [cursor, r.dbsize]) if ACTORKV
+  expect_eq("type: hash / none", %w[hash none], [r.type(a), r.type(gone)])
+  expect_eq("exists? of one hash: with fields / emptied", [true, false], [r.exists?(b), r.exists?(gone)])
+  r.close
+end
+
 def unknown_commands
   r = connect
   key = ns("unknown")
@@ -346,5 +366,5 @@ def unknown_commands
 end
 
 puts "# ruby-redis #{Redis::VERSION}, ruby #{RUBY_VERSION}"
-%i[connect_with_defaults hash_commands hscan_under_writes large_pipeline multi_batch transactions unknown_commands].each { |s| run(s) }
+%i[connect_with_defaults hash_commands hscan_under_writes large_pipeline multi_batch transactions keyspace unknown_commands].each { |s| run(s) }
 exit($failures.zero? ? 0 : 1)

@@ -1,0 +1,78 @@
+import ActorKVProtocol
+import ActorKVStore
+
+/// Redis's keyspace commands, a namespace that holds at least one key being one of Redis's keys,
+/// a hash (protocol.md, "Namespaces as Redis hashes"): `KEYS`, `DBSIZE`, `TYPE` and SCAN's keyspace form
+/// (`SCAN cursor …`, parsed here for ``KeyValueCommands``' SCAN). Those that list namespaces
+/// list only those the client may read; `TYPE` is a data command, a count of one namespace.
+/// (`EXISTS` of one name, the same question as TYPE's, is ``KeyValueCommands``'.)
+enum KeyspaceCommands {
+    /// Their specs.
+    static let specs: [CommandSpec] = [
+        CommandSpec(name: "KEYS", usage: "KEYS pattern", arity: .exactly(1), flags: [.readOnly]) { (args) throws(CommandError) in
+            let glob = RedisGlob(args.array(0))
+            return .local(LocalCommand { context in
+                await listing(context) { names in .array(names.filter { glob.matches($0.utf8) }.map { .bulk(Array($0.utf8)) }) }
+            })
+        },
+        CommandSpec(name: "DBSIZE", usage: "DBSIZE", arity: .exactly(0), flags: [.readOnly]) { (_) throws(CommandError) in
+            .local(LocalCommand { context in await listing(context) { .integer(Int64($0.count)) } })
+        },
+        CommandSpec(name: "TYPE", usage: "TYPE ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            .data(namespace: try args.namespace(0), .count, shape: .keyType)
+        },
+    ]
+
+    private static let matchOption = Array("MATCH".utf8)
+    private static let countOption = Array("COUNT".utf8)
+    private static let typeOption = Array("TYPE".utf8)
+    private static let hashWord = Array("hash".utf8)
+
+    /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]` (an odd number of arguments, the
+    /// first a decimal integer): every namespace holding keys in one page, so its next cursor is
+    /// always `0` and any other than `0` given is refused. COUNT is a hint, as in Redis, checked
+    /// and then unused; a TYPE other than `hash` (any case) lists nothing, as Redis's of a type
+    /// it holds no key of.
+    static func parseScan(_ args: CommandArguments) throws(CommandError) -> Command {
+        guard let cursor = ASCIIDecimal.parse(args[0]), cursor == 0 else {
+            throw CommandError(.store(.invalidCursor), "invalid cursor '\(Command.printable(args[0]))': SCAN of the keyspace answers in one page, whose next cursor is 0; start from 0")
+        }
+        var glob: RedisGlob?
+        var hashesOnly = true
+        for i in stride(from: 1, to: args.count, by: 2) {
+            if CommandTable.matches(args[i], matchOption) {
+                glob = RedisGlob(args.array(i + 1))
+            } else if CommandTable.matches(args[i], countOption) {
+                guard let n = ASCIIDecimal.parse(args[i + 1]), n >= 1 else {
+                    throw CommandError(.syntax, "COUNT must be a positive integer")
+                }
+            } else if CommandTable.matches(args[i], typeOption) {
+                hashesOnly = ServerCommands.lowercasedASCII(args[i + 1]) == hashWord
+            } else {
+                throw CommandError(.syntax, "unknown SCAN option '\(Command.printable(args[i]))' (expected MATCH, COUNT or TYPE; SCAN ns cursor pages a namespace)")
+            }
+        }
+        let pattern = glob
+        let listsAny = hashesOnly
+        // Judged as a read that names no namespace (as NAMESPACES), not by its first argument.
+        var command = LocalCommand { context in
+            await listing(context) { names in
+                let shown = listsAny ? names.filter { pattern?.matches($0.utf8) ?? true } : []
+                return .array([.bulk(Array("0".utf8)), .array(shown.map { .bulk(Array($0.utf8)) })])
+            }
+        }
+        command.flags = [.readOnly]
+        return .local(command)
+    }
+
+    /// The reply `reply` makes of the namespaces that hold keys and that the client may read, in
+    /// name order (the back end's error instead, if listing them failed).
+    private static func listing(_ context: CommandContext, _ reply: ([String]) -> Reply) async -> Reply {
+        let shows = context.readableNamespaces
+        do {
+            return reply(try await context.backend.listNamespacesHoldingKeys().filter(shows))
+        } catch {
+            return ErrorMapping.reply(for: error)
+        }
+    }
+}

@@ -657,7 +657,8 @@ def parse_info(text):
 
     ``key:value`` lines become entries; values that are decimal integers become ``int``;
     values made of ``name=value`` pairs separated by commas (the ``ns_<name>`` lines) become
-    dicts (with integer values converted too). The ``error`` field of an unavailable
+    dicts (with integer values converted too), under ``ns_`` and the namespace's name as given
+    (INFO writes a ``:`` in a name as ``%3A``, which is read back). The ``error`` field of an unavailable
     namespace (``status=unavailable,error=<message>``) is the rest of the line, as a str,
     commas included. Section headers (``# Server``) and blank lines are skipped.
     """
@@ -669,6 +670,8 @@ def parse_info(text):
         if not line or line.startswith("#") or ":" not in line:
             continue
         key, _, value = line.partition(":")
+        if key.startswith("ns_"):
+            key = key.replace("%3A", ":")
         fields = _info_fields(value) if key.startswith("ns_") else None
         info[key] = fields if fields is not None else _info_convert(value)
     return info

@@ -393,6 +393,7 @@ class EncodingTests(unittest.TestCase):
         self.assertEqual(info["uptime_in_seconds"], 3)
         self.assertEqual(info["ns_config"], {"keys": 3, "live_bytes": 18, "status": "ok"})
         self.assertEqual(parse_info(text.encode()), info)
+        self.assertEqual(parse_info("ns_user%3A1:keys=2")["ns_user:1"], {"keys": 2})
 
     def test_parse_info_error_with_commas(self):
         """An unavailable namespace's error= text runs to the end of the line (protocol.md:
@@ -859,6 +860,10 @@ class RoundTripTests(ServerTestCase):
         names = self.kv.namespaces()
         self.assertIn(self.ns, names)
         self.assertTrue(all(isinstance(n, str) for n in names))
+        # A name with Redis's ':' (written %3A in INFO's field) comes back as given.
+        self.kv.put(self.ns + ":1", "k", "v")
+        self.assertEqual(self.kv.info_dict()["ns_" + self.ns + ":1"]["keys"], 1)
+        self.assertIn(self.ns + ":1", self.kv.namespaces())
 
     def test_compact(self):
         for i in range(100):

@@ -97,6 +97,11 @@ struct AccessRulesTests {
         #expect(rules.rights(of: Self.peer(9, 60), on: "ns") == [.read, .write])
         #expect(rules.rights(of: Self.peer(6, 0), on: "other") == .admin)
         #expect(rules.rights(of: Self.peer(9, 8), on: "other") == [])
+        // Redis's key names, `user:1000`, are namespace names, and `user:*` a prefix of them.
+        let colons = try Self.parse("uid:5 user:* read\nuid:5 user:1 write\n")
+        #expect(colons.rights(of: Self.peer(5, 7), on: "user:1") == [.read, .write])
+        #expect(colons.rights(of: Self.peer(5, 7), on: "user:2") == .read)
+        #expect(colons.rights(of: Self.peer(5, 7), on: "users") == [])
     }
 
     @Test("rights are spelled read write admin in that order, and none when there are none")
@@ -182,19 +187,19 @@ struct AccessRulesTests {
             (t("group:wheel x read"), "acl.conf:1: unknown group 'wheel' (no such group on this system)"),
             (t("user: x read"), "acl.conf:1: 'user:' has no name (expected user:NAME)"),
             (t("group: x read"), "acl.conf:1: 'group:' has no name (expected group:NAME)"),
-            (t("* jobs:* read"),
-             "acl.conf:1: namespace pattern 'jobs:*' can never match: namespace name may contain only A-Z a-z 0-9 . _ - (found byte 0x3a)"),
+            (t("* jobs@* read"),
+             "acl.conf:1: namespace pattern 'jobs@*' can never match: namespace name may contain only A-Z a-z 0-9 . _ - : (found byte 0x40)"),
             (t("* jo*bs read"), "acl.conf:1: namespace pattern 'jo*bs' can never match: '*' may only come last"),
             (t("* ** read"), "acl.conf:1: namespace pattern '**' can never match: '*' may only come last"),
             (t("* *x read"), "acl.conf:1: namespace pattern '*x' can never match: '*' may only come last"),
             (t("* .hidden read"), "acl.conf:1: namespace pattern '.hidden' can never match: namespace name must not start with '.'"),
             (t("* .* read"), "acl.conf:1: namespace pattern '.*' can never match: namespace name must not start with '.'"),
             (t("* a/b read"),
-             "acl.conf:1: namespace pattern 'a/b' can never match: namespace name may contain only A-Z a-z 0-9 . _ - (found byte 0x2f)"),
+             "acl.conf:1: namespace pattern 'a/b' can never match: namespace name may contain only A-Z a-z 0-9 . _ - : (found byte 0x2f)"),
             (t("* it's read"),
-             "acl.conf:1: namespace pattern 'it\\x27s' can never match: namespace name may contain only A-Z a-z 0-9 . _ - (found byte 0x27)"),
+             "acl.conf:1: namespace pattern 'it\\x27s' can never match: namespace name may contain only A-Z a-z 0-9 . _ - : (found byte 0x27)"),
             (t("* café read"),
-             "acl.conf:1: namespace pattern 'caf\\xc3\\xa9' can never match: namespace name may contain only A-Z a-z 0-9 . _ - (found byte 0xc3)"),
+             "acl.conf:1: namespace pattern 'caf\\xc3\\xa9' can never match: namespace name may contain only A-Z a-z 0-9 . _ - : (found byte 0xc3)"),
             (t("* \(a65) read"),
              "acl.conf:1: namespace pattern '\(a64)...' can never match: namespace name is longer than 64 characters"),
             (t("* \(a65)* read"),

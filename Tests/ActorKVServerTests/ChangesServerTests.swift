@@ -119,7 +119,7 @@ struct ChangesServerTests {
             ("CHANGES config PREFIX\r\n", "-ERR CHANGES option PREFIX needs a value\r\n"),
             ("CHANGES config WATCH\r\n", "-ERR unknown CHANGES option 'WATCH' (expected PREFIX, FROM or SNAPSHOT)\r\n"),
             ("CHANGES\r\n", "-ERR wrong number of arguments for 'CHANGES' (usage: CHANGES ns [PREFIX prefix] [FROM seq | SNAPSHOT])\r\n"),
-            ("CHANGES bad/ns\r\n", "-BADNS namespace name may contain only A-Z a-z 0-9 . _ - (found byte 0x2f)\r\n"),
+            ("CHANGES bad/ns\r\n", "-BADNS namespace name may contain only A-Z a-z 0-9 . _ - : (found byte 0x2f)\r\n"),
             ("CHANGES config FROM 7\r\n", "-ERR FROM sequence 7 is after the last sequence of namespace 'config' (6)\r\n"),
             ("CHANGES nothing FROM 1\r\n", "-ERR FROM sequence 1 is after the last sequence of namespace 'nothing' (0)\r\n"),
         ]

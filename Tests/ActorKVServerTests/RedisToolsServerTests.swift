@@ -70,6 +70,11 @@ struct RedisToolsServerTests {
 
             let every = try #require(try c.command(["INFO"]).bulkText)
             #expect(Self.headers(every) == ["Server", "Clients", "Memory", "Namespaces", "Keyspace"])
+            // A name with Redis's `:` has it written %3A in its field, which ends at the first `:`.
+            #expect(try c.command(["HSET", "user:1", "f", "v"]) == .integer(1))
+            #expect(try c.command(["KEYS", "user:*"]) == .array([.bulk("user:1")]))
+            let lines = try #require(try c.command(["INFO", "namespaces"]).bulkText).components(separatedBy: "\r\n")
+            #expect(lines.contains { $0.hasPrefix("ns_user%3A1:keys=1,") }, "\(lines)")
             for name in ["all", "everything", "default", "ALL"] {
                 #expect(Self.headers(try #require(try c.command(["INFO", name]).bulkText)) == Self.headers(every), "INFO \(name)")
             }

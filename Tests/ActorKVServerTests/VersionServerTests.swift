@@ -70,7 +70,7 @@ struct VersionServerTests {
             ("BATCH jobs PUT a 1 INCR next one\r\n", "-ERR BATCH op 2: the increment must be an integer from -9223372036854775808 to 9223372036854775807, not 'one'; nothing was applied\r\n"),
             ("BATCH jobs PUT a 1 INCR lock 1\r\n", "-ERR value is not an integer\r\n"),
             ("BATCH jobs PUT a 1 IFVERSION next x\r\n", "-ERR BATCH op 2: IFVERSION needs a version: an integer from 0 to 9223372036854775807, not 'x'; nothing was applied\r\n"),
-            ("GETV bad/ns k\r\n", "-BADNS namespace name may contain only A-Z a-z 0-9 . _ - (found byte 0x2f)\r\n"),
+            ("GETV bad/ns k\r\n", "-BADNS namespace name may contain only A-Z a-z 0-9 . _ - : (found byte 0x2f)\r\n"),
         ]
         for (request, reply) in refusals { try Self.exchange(c, request, reply) }
         try Self.exchange(c, "GET jobs a\r\n", "$-1\r\n")            // no refused batch applied its PUT

@@ -29,7 +29,7 @@ struct CursorAndNameTests {
         #expect(error?.code == .invalidCursor)
     }
 
-    @Test("acceptable namespace names", arguments: ["a", "config", "A-b_c.d", "a..", "0", String(repeating: "x", count: 64)])
+    @Test("acceptable namespace names", arguments: ["a", "config", "A-b_c.d", "a..", "0", "user:1000", ":", "a:b:c", String(repeating: "x", count: 64)])
     func acceptedNames(name: String) throws {
         #expect(NamespaceName.problem(with: b(name)) == nil)
         #expect(try NamespaceName.validate(name) == name)
@@ -42,9 +42,9 @@ struct CursorAndNameTests {
         #expect(storeErrorSync { _ = try NamespaceName.validate(name) }?.code == .invalidNamespace)
     }
 
-    @Test("a name's every byte is allowed exactly when it is one of A-Z a-z 0-9 . _ -, each of the 256 values tried")
+    @Test("a name's every byte is allowed exactly when it is one of A-Z a-z 0-9 . _ - :, each of the 256 values tried")
     func everyByteOfAName() {
-        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-".utf8)
+        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-:".utf8)
         for byte in UInt8.min...UInt8.max {
             // After an allowed first byte, so that a dot is judged as any other byte.
             let name: [UInt8] = [UInt8(ascii: "a"), byte, UInt8(ascii: "z")]

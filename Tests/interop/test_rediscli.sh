@@ -164,6 +164,8 @@ bigkeys=$(R --bigkeys)
 expect_contains "redis-cli --bigkeys finds every one a hash" "$hashes hashs with" "$bigkeys"
 expect_contains "redis-cli --memkeys lists them, MEMORY USAGE failing (protocol.md)" "MEMORY USAGE on" "$(R --memkeys)"
 expect_eq "... and the data is untouched" "$before" "$(R HGETALL rcli)"
+expect_eq "a hash named as Redis names keys, with ':'" "1" "$(R HSET rcli:user:1 name ada)"
+expect_eq "redis-cli --scan --pattern finds it" "rcli:user:1" "$(R --scan --pattern 'rcli:user:*')"
 
 # Commands from stdin, one per line, over one connection.
 out=$(printf 'PUT rcli piped 1\nGET rcli piped\nDEL rcli piped\nGET rcli piped\n' | R)

@@ -299,6 +299,12 @@ public final class Server: Sendable {
         return Array((lines.joined(separator: "\r\n") + "\r\n").utf8)
     }
 
+    /// A namespace's name as part of an INFO field name: a `:` in it written `%3A`, since an
+    /// INFO line's field ends at its first `:` (a name holds no `%`, so this reads back exactly).
+    static func infoField(_ name: String) -> String {
+        name.contains(":") ? name.replacingOccurrences(of: ":", with: "%3A") : name
+    }
+
     private func infoText(_ store: Store, access: AccessControl?, shows: @Sendable (String) -> Bool) async -> [UInt8] {
         let namespaces = await store.statistics().filter { shows($0.name) }
         var lines = commonInfoLines(storage: ["data_dir:\(configuration.dataDirectory)", "fsync:\(configuration.durability.rawValue)"],
@@ -309,11 +315,11 @@ public final class Server: Sendable {
             "namespaces:\(namespaces.count)",
         ]
         for ns in namespaces {
-            lines.append("ns_\(ns.name):keys=\(ns.keys),live_bytes=\(ns.liveBytes),log_bytes=\(ns.logBytes),history_bytes=\(ns.historyBytes),last_sequence=\(ns.lastSequence),snapshot_sequence=\(ns.snapshotSequence),snapshot_time=\(ns.snapshotTime),records_replayed=\(ns.recordsReplayed),torn_bytes_cut=\(ns.tornBytesCut),compactions=\(ns.compactions),io_errors=\(ns.ioErrors),oldest_sequence=\(ns.oldestSequence),followers=\(ns.followers),changes_sent=\(ns.changesSent),followers_dropped=\(ns.followersDropped),changes_held=\(ns.changesHeld),expiring_keys=\(ns.expiringKeys),ephemeral_keys=\(ns.ephemeralKeys),status=\(ns.failure == nil ? "ok" : "durability_lost")")
+            lines.append("ns_\(Self.infoField(ns.name)):keys=\(ns.keys),live_bytes=\(ns.liveBytes),log_bytes=\(ns.logBytes),history_bytes=\(ns.historyBytes),last_sequence=\(ns.lastSequence),snapshot_sequence=\(ns.snapshotSequence),snapshot_time=\(ns.snapshotTime),records_replayed=\(ns.recordsReplayed),torn_bytes_cut=\(ns.tornBytesCut),compactions=\(ns.compactions),io_errors=\(ns.ioErrors),oldest_sequence=\(ns.oldestSequence),followers=\(ns.followers),changes_sent=\(ns.changesSent),followers_dropped=\(ns.followersDropped),changes_held=\(ns.changesHeld),expiring_keys=\(ns.expiringKeys),ephemeral_keys=\(ns.ephemeralKeys),status=\(ns.failure == nil ? "ok" : "durability_lost")")
         }
         for name in await store.namespaceNames() where shows(name) && !namespaces.contains(where: { $0.name == name }) {
             if let error = await store.unavailability(of: name) {
-                lines.append("ns_\(name):status=unavailable,error=\(error.message.replacingNewlines)")
+                lines.append("ns_\(Self.infoField(name)):status=unavailable,error=\(error.message.replacingNewlines)")
             }
         }
         // Redis's keyspace line (redis-cli --stat counts db0:keys): the keys of the namespaces shown.

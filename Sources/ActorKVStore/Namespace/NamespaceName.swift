@@ -1,7 +1,8 @@
 /// Rules for namespace names, which become directory names inside the data directory.
 ///
-/// A name is 1 to 64 characters from `A–Z a–z 0–9 . _ -` and does not start with a dot, so no
-/// name can be `.` or `..`, hold a slash, or reach outside the data directory.
+/// A name is 1 to 64 characters from `A–Z a–z 0–9 . _ - :` and does not start with a dot, so no
+/// name can be `.` or `..`, hold a slash, or reach outside the data directory. (`:` is there for
+/// Redis's naming of keys, `user:1000`, which Redis clients give as the names of hashes.)
 public enum NamespaceName {
     /// The longest name accepted.
     public static let maxLength = 64
@@ -17,7 +18,7 @@ public enum NamespaceName {
         if name.count > maxLength { return "namespace name is longer than \(maxLength) characters" }
         if name.first == UInt8(ascii: ".") { return "namespace name must not start with '.'" }
         for byte in name where !isAllowed(byte) {
-            return "namespace name may contain only A-Z a-z 0-9 . _ - (found byte 0x\(String(byte, radix: 16)))"
+            return "namespace name may contain only A-Z a-z 0-9 . _ - : (found byte 0x\(String(byte, radix: 16)))"
         }
         return nil
     }
@@ -41,7 +42,7 @@ public enum NamespaceName {
     private static func isAllowed(_ b: UInt8) -> Bool {
         switch b {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: ":"):
             return true
         default:
             return false

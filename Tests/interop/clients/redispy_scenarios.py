@@ -626,14 +626,15 @@ def asyncio_client():
 
 
 def keyspace():
-    """The keyspace walks: a hash with fields is a key, one whose fields were all deleted is not."""
+    """The keyspace walks: a hash with fields is a key, one whose fields were all deleted is not.
+    Named as Redis programs name keys, with ':'."""
     r = make_client()
-    a, b, gone = ns("ksa"), ns("ksb"), ns("ksgone")
+    a, b, gone = (f"py-{MODE}-ks-{TAG}:{name}" for name in ("a", "b", "gone"))
     r.hset(a, "f", "1")
     r.hset(b, mapping={"f": "1", "g": "2"})
     r.hset(gone, "f", "1")
     r.hdel(gone, "f")
-    pattern = f"py-{MODE}-ks*-{TAG}"
+    pattern = f"py-{MODE}-ks-{TAG}:*"
     expected = sorted(k.encode() for k in (a, b))
     expect_eq("scan_iter(match=) lists the hashes with fields, not the emptied one", expected,
               sorted(r.scan_iter(match=pattern)))
@@ -645,7 +646,7 @@ def keyspace():
     check("scan_iter() lists each key once", len(everything) == len(set(everything)), f"{len(everything)} keys")
     check("... among them these two", set(expected) <= set(everything))
     expect_eq("dbsize() counts what scan_iter() lists", len(everything), r.dbsize())
-    expect_eq("type(): hash / none", (b"hash", b"none", b"none"), (r.type(a), r.type(gone), r.type(ns("ksnever"))))
+    expect_eq("type(): hash / none", (b"hash", b"none", b"none"), (r.type(a), r.type(gone), r.type(a + ":never")))
     expect_eq("exists() of one hash: with fields / emptied", (1, 0), (r.exists(b), r.exists(gone)))
     with r.pipeline() as pipe:
         pipe.type(b).exists(b).hdel(b, "f", "g").type(b).exists(b)

@@ -25,6 +25,7 @@ struct CommandTableTests {
         "HSCAN": ["HSCAN", "ns", "0", "MATCH", "a*", "COUNT", "5"],
         "MULTI": ["MULTI"], "EXEC": ["EXEC"], "DISCARD": ["DISCARD"], "WATCH": ["WATCH", "ns", "other"], "UNWATCH": ["UNWATCH"],
         "ACL": ["ACL", "WHOAMI"], "KEYS": ["KEYS", "*"], "DBSIZE": ["DBSIZE"], "TYPE": ["TYPE", "ns"],
+        "RANDOMKEY": ["RANDOMKEY"], "HMSET": ["HMSET", "ns", "f", "v", "g", "w"],
     ]
 
     /// The command names in protocol.md's "## Commands" table: the first word of each
@@ -137,7 +138,7 @@ struct CommandTableTests {
                 #expect(names.isEmpty, "\(spec.name): a command that needs no namespace right names no namespace")
             } else if names.isEmpty {
                 // Only the listings that filter what they show by the read right.
-                #expect(["NAMESPACES", "INFO", "KEYS", "DBSIZE"].contains(spec.name), "\(spec.name) needs a right but names no namespace to need it on")
+                #expect(["NAMESPACES", "INFO", "KEYS", "DBSIZE", "RANDOMKEY"].contains(spec.name), "\(spec.name) needs a right but names no namespace to need it on")
             }
         }
         // SCAN's keyspace form (a cursor first) is such a listing too, its first word no namespace.

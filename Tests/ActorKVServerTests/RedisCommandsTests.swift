@@ -179,6 +179,7 @@ struct RedisCommandsTests {
     @Test("Redis's keyspace commands see the namespaces that hold keys as hashes: SCAN 0 (one page), KEYS, DBSIZE, TYPE, EXISTS of one name; SCAN ns cursor still pages a namespace")
     func keyspaceCommands() async throws {
         try await withProcessor { p in
+            #expect(await run(p, ["RANDOMKEY", "DBSIZE", "SCAN 0"]) == [.null, .integer(0), .array([bulk("0"), .array([])])])
             let setup = await run(p, ["HSET user.1 n a", "HSET user.2 n b", "HSET config theme dark", "HSET gone a 1", "HDEL gone a"])
             #expect(setup == [.integer(1), .integer(1), .integer(1), .integer(1), .integer(1)])
             let all = Reply.array(["config", "user.1", "user.2"].map(bulk))
@@ -187,15 +188,25 @@ struct RedisCommandsTests {
                 "SCAN 0", "scan 0 match user.* count 1", "SCAN 0 TYPE HASH", "SCAN 0 TYPE string", "SCAN 0 MATCH [c]* TYPE hash COUNT 100",
                 "KEYS *", "KEYS user.?", "KEYS nothing*", "DBSIZE",
                 "TYPE config", "TYPE gone", "TYPE never", "EXISTS config", "EXISTS gone", "EXISTS never",
-                "SCAN config 0", "EXISTS config theme nope theme",
+                "SCAN config 0", "EXISTS config theme nope theme", "HMSET config a 1 b 2", "HMSET config a 3", "HGETALL config",
             ])
             #expect(replies == [
                 .array([bulk("0"), all]), .array([bulk("0"), users]), .array([bulk("0"), all]), .array([bulk("0"), .array([])]),
                 .array([bulk("0"), .array([bulk("config")])]),
                 all, users, .array([]), .integer(3),
                 .simple("hash"), .simple("none"), .simple("none"), .integer(1), .integer(0), .integer(0),
-                .array([bulk("0"), .array([bulk("theme"), bulk("dark")])]), .integer(2),
+                .array([bulk("0"), .array([bulk("theme"), bulk("dark")])]), .integer(2), .simple("OK"), .simple("OK"),
+                .map(["a", "3", "b", "2", "theme", "dark"].map(bulk)),
             ])
+            // RANDOMKEY: one of them, each in time; none on a server without keys.
+            var drawn: Set<String> = []
+            for _ in 0..<200 where drawn.count < 3 {
+                for reply in await run(p, ["RANDOMKEY"]) {
+                    if case .bulk(let name) = reply { drawn.insert(String(decoding: name, as: UTF8.self)) } else { drawn.insert("\(reply)") }
+                }
+            }
+            #expect(drawn == ["config", "user.1", "user.2"])
+            #expect(await run(p, ["HMSET config a", "HMSET config", "RANDOMKEY x"]).map(\.errorCode) == ["ERR", "ERR", "ERR"])
             let errors = await run(p, ["SCAN 7", "SCAN x", "SCAN 0 COUNT 0", "SCAN 0 COUNT x", "SCAN 0 NOVALUES x", "SCAN 0 MATCH",
                                        "SCAN", "SCAN 0 MATCH a COUNT 1 TYPE hash x", "KEYS", "DBSIZE x", "TYPE a b", "TYPE bad/name"])
             // SCAN 0 MATCH, an even count, is SCAN ns cursor: a namespace "0" and no cursor.
@@ -204,7 +215,7 @@ struct RedisCommandsTests {
                     "an odd count whose first word is no cursor is SCAN ns cursor with an option missing")
             #expect(errors[4] == .error("ERR unknown SCAN option 'NOVALUES' (expected MATCH, COUNT or TYPE; SCAN ns cursor pages a namespace)"))
             // Neither the reads nor the refusals created a namespace; the data is as it was.
-            #expect(await run(p, ["KEYS *", "HGETALL config"]) == [all, .map([bulk("theme"), bulk("dark")])])
+            #expect(await run(p, ["KEYS *", "HGETALL config"]) == [all, .map(["a", "3", "b", "2", "theme", "dark"].map(bulk))])
             // TYPE and EXISTS of one name, queued: each sees the writes queued before it.
             let queued = await run(p, ["MULTI", "TYPE fresh", "EXISTS fresh", "HSET fresh a 1", "TYPE fresh", "EXISTS fresh", "EXEC", "DBSIZE"])
             #expect(queued.last == .integer(4))
@@ -218,7 +229,7 @@ struct RedisCommandsTests {
                        "HGET": "HGET q k", "HSET": "HSET q k v", "HSETNX": "HSETNX q k v", "HDEL": "HDEL q k",
                        "HEXISTS": "HEXISTS q k", "HSTRLEN": "HSTRLEN q k", "HINCRBY": "HINCRBY q n 1",
                        "HLEN": "HLEN q", "HGETALL": "HGETALL q", "HKEYS": "HKEYS q", "HVALS": "HVALS q", "HMGET": "HMGET q k j",
-                       "TYPE": "TYPE q"]
+                       "TYPE": "TYPE q", "HMSET": "HMSET q k v j w"]
         try await withProcessor { p in
             let refused = await run(p, ["MULTI", "SCAN q 0", "DISCARD"])[1]
             guard case .error(let text) = refused,

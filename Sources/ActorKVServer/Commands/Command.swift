@@ -164,6 +164,8 @@ public enum ReplyShape: UInt8, Sendable {
     case keyType
     /// Of a count: `:1` if the namespace holds a key, `:0` if not (EXISTS of one name).
     case nonEmpty
+    /// `+OK` once a batch is applied (HMSET).
+    case stored
 }
 
 /// A command that runs on its own rather than in a namespace's run: what it does, given the

@@ -18,6 +18,11 @@ enum HashCommands {
             let steps = stride(from: 1, to: args.count, by: 2).map { BatchStep.set(key: args.array($0), value: args.array($0 + 1)) }
             return .data(namespace: ns, .batch(steps), shape: .added)
         },
+        // Redis's older multi-field HSET, which replies +OK: one log record, as HSET's.
+        CommandSpec(name: "HMSET", usage: "HMSET ns field value [field value ...]", arity: .atLeast(3).pairs, flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            let steps = stride(from: 1, to: args.count, by: 2).map { BatchStep.set(key: args.array($0), value: args.array($0 + 1)) }
+            return .data(namespace: try args.namespace(0), .batch(steps), shape: .stored)
+        },
         CommandSpec(name: "HSETNX", usage: "HSETNX ns field value", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
             let ns = try args.namespace(0)
             return .data(namespace: ns, .batch([.setIfAbsent(key: args.array(1), value: args.array(2))]), shape: .added)

@@ -252,7 +252,8 @@ enum KeyValueCommands {
         case (.hashValues, .page(let page)): return .array(page.entries.map { .bulk($0.value) })
         case (.keyType, .integer(let n)): return .simple(n > 0 ? "hash" : "none")
         case (.nonEmpty, .integer(let n)): return .integer(n > 0 ? 1 : 0)
-        case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _), (.keyType, _), (.nonEmpty, _):
+        case (.stored, .batch): return .simple("OK")
+        case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _), (.keyType, _), (.nonEmpty, _), (.stored, _):
             return reply(for: outcome, ofBatch: isBatch)
         }
     }

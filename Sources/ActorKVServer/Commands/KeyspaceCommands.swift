@@ -2,7 +2,7 @@ import ActorKVProtocol
 import ActorKVStore
 
 /// Redis's keyspace commands, a namespace that holds at least one key being one of Redis's keys,
-/// a hash (protocol.md, "Namespaces as Redis hashes"): `KEYS`, `DBSIZE`, `TYPE` and SCAN's keyspace form
+/// a hash (protocol.md, "Namespaces as Redis hashes"): `KEYS`, `DBSIZE`, `RANDOMKEY`, `TYPE` and SCAN's keyspace form
 /// (`SCAN cursor …`, parsed here for ``KeyValueCommands``' SCAN). Those that list namespaces
 /// list only those the client may read; `TYPE` is a data command, a count of one namespace.
 /// (`EXISTS` of one name, the same question as TYPE's, is ``KeyValueCommands``'.)
@@ -17,6 +17,9 @@ enum KeyspaceCommands {
         },
         CommandSpec(name: "DBSIZE", usage: "DBSIZE", arity: .exactly(0), flags: [.readOnly]) { (_) throws(CommandError) in
             .local(LocalCommand { context in await listing(context) { .integer(Int64($0.count)) } })
+        },
+        CommandSpec(name: "RANDOMKEY", usage: "RANDOMKEY", arity: .exactly(0), flags: [.readOnly]) { (_) throws(CommandError) in
+            .local(LocalCommand { context in await listing(context) { $0.randomElement().map { .bulk(Array($0.utf8)) } ?? .null } })
         },
         CommandSpec(name: "TYPE", usage: "TYPE ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .count, shape: .keyType)

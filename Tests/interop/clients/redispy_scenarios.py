@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 
 import redis
 import redis.asyncio
@@ -646,6 +647,11 @@ def keyspace():
     check("scan_iter() lists each key once", len(everything) == len(set(everything)), f"{len(everything)} keys")
     check("... among them these two", set(expected) <= set(everything))
     expect_eq("dbsize() counts what scan_iter() lists", len(everything), r.dbsize())
+    check("randomkey() is one of them", r.randomkey() in set(everything) | {None}, "")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        expect_eq("hmset() (deprecated, still used) replies True", True, r.hmset(a, {"g": "2", "h": "3"}))
+    expect_eq("... and set the fields", {b"f": b"1", b"g": b"2", b"h": b"3"}, r.hgetall(a))
     expect_eq("type(): hash / none", (b"hash", b"none", b"none"), (r.type(a), r.type(gone), r.type(a + ":never")))
     expect_eq("exists() of one hash: with fields / emptied", (1, 0), (r.exists(b), r.exists(gone)))
     with r.pipeline() as pipe:

@@ -345,6 +345,8 @@ def keyspace
   cursor, everything = r.scan(0)
   expect_eq("scan(0) answers in one page, which dbsize counts", ["0", everything.size], [cursor, r.dbsize]) if ACTORKV
   expect_eq("type: hash / none", %w[hash none], [r.type(a), r.type(gone)])
+  expect_eq("mapped_hmset replies OK and sets the fields", ["OK", { "f" => "1", "g" => "2" }], [r.mapped_hmset(a, { "g" => "2" }), r.hgetall(a)])
+  check("randomkey is a hash", r.type(r.randomkey) == "hash")
   expect_eq("exists? of one hash: with fields / emptied", [true, false], [r.exists?(b), r.exists?(gone)])
   r.close
 end

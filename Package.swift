@@ -25,11 +25,13 @@ let package = Package(
         .target(name: "ActorKVProtocol", swiftSettings: strict),
         // Linux headers Glibc's Swift module lacks (epoll, eventfd, SO_PEERCRED), as a tiny C shim.
         .target(name: "CActorKVSys"),
+        // HINCRBYFLOAT's arithmetic in C's long double, as Redis's.
+        .target(name: "CActorKVLongDouble"),
         // Cluster mode's back end: the engine's operations over an etcd cluster's v3 JSON gateway
         // (a small HTTP/1.1 client of its own), leases for ephemeral and expiring keys.
         .target(name: "ActorKVEtcd", dependencies: ["ActorKVStore"], swiftSettings: strict),
         // The server: epoll event loop, connections, command dispatch, configuration.
-        .target(name: "ActorKVServer", dependencies: ["ActorKVStore", "ActorKVProtocol", "ActorKVEtcd", "CActorKVSys"],
+        .target(name: "ActorKVServer", dependencies: ["ActorKVStore", "ActorKVProtocol", "ActorKVEtcd", "CActorKVSys", "CActorKVLongDouble"],
                 swiftSettings: strict),
         .executableTarget(name: "actorkvd", dependencies: ["ActorKVServer", "ActorKVProtocol"], swiftSettings: strict),
         // Test helper: drives the engine in a child process for kill -9 and failpoint crash tests.

@@ -70,8 +70,13 @@ import Testing
             }
             let steps: [BatchStep] = (0..<Int.random(in: 1...5, using: &random)).map { _ in
                 let key = keys.randomElement(using: &random)!
-                switch Int.random(in: 0..<9, using: &random) {
+                switch Int.random(in: 0..<11, using: &random) {
                 case 0: return .put(key: key, value: k("p"))
+                // Updates (HINCRBYFLOAT's keeps the lease; others do not) that set, delete or keep.
+                case 9, 10: return .update(key: key, Update(keepsLifetime: Bool.random(using: &random)) { old in
+                    guard let old else { return .keep }
+                    return old == k("p") ? .delete : .set(old + k("u"))
+                })
                 case 7: return .read(.count)
                 case 8: return .read(.entries)
                 case 1: return .delete(key: key)

@@ -25,7 +25,7 @@ struct CommandTableTests {
         "HSCAN": ["HSCAN", "ns", "0", "MATCH", "a*", "COUNT", "5"],
         "MULTI": ["MULTI"], "EXEC": ["EXEC"], "DISCARD": ["DISCARD"], "WATCH": ["WATCH", "ns", "other"], "UNWATCH": ["UNWATCH"],
         "ACL": ["ACL", "WHOAMI"], "KEYS": ["KEYS", "*"], "DBSIZE": ["DBSIZE"], "TYPE": ["TYPE", "ns"],
-        "RANDOMKEY": ["RANDOMKEY"], "HMSET": ["HMSET", "ns", "f", "v", "g", "w"],
+        "RANDOMKEY": ["RANDOMKEY"], "HMSET": ["HMSET", "ns", "f", "v", "g", "w"], "HINCRBYFLOAT": ["HINCRBYFLOAT", "ns", "f", "0.5"],
     ]
 
     /// The command names in protocol.md's "## Commands" table: the first word of each

@@ -223,13 +223,52 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("HINCRBYFLOAT adds in long double and writes the sum as Redis does (digits checked against redis-server 7.0); refuses what Redis refuses, writing nothing; keeps a deadline; queues in MULTI")
+    func floatIncrements() async throws {
+        try await withProcessor { p in
+            // Each reply as redis-server 7.0.15 gave it for the same commands on x86-64.
+            let steps: [(String, Reply)] = [
+                ("0.1", bulk("0.1")), ("0.1", bulk("0.2")), ("0.1", bulk("0.3")), ("1e3", bulk("1000.29999999999999999")),
+                ("-2000.5", bulk("-1000.20000000000000001")), ("3.0e-5", bulk("-1000.19997000000000004")), ("5", bulk("-995.19997000000000004")),
+                (" 1", .error("ERR value is not a valid float")), ("1 ", .error("ERR value is not a valid float")),
+                ("abc", .error("ERR value is not a valid float")), ("nan", .error("ERR value is not a valid float")),
+                ("inf", .error("ERR value is NaN or Infinity")), ("-inf", .error("ERR value is NaN or Infinity")),
+                ("+995.5", bulk("0.30002999999999996")), ("0x10", bulk("16.30002999999999996")), (".5", bulk("16.80002999999999996")),
+            ]
+            var replies: [Reply] = []
+            for (increment, _) in steps {
+                replies += await p.process([Command(parsing: Request([Array("HINCRBYFLOAT".utf8), Array("f".utf8), Array("x".utf8), Array(increment.utf8)]))],
+                                           session: ClientSession(id: 1, peer: nil))
+            }
+            #expect(replies == steps.map(\.1), "\(replies)")
+            let edges = await run(p, ["HSET f s abc", "HINCRBYFLOAT f s 1", "HSET f z -0", "HINCRBYFLOAT f z 0", "HINCRBYFLOAT f new 10",
+                                      "HINCRBYFLOAT f n2 -0.0", "HSET f i 123", "HINCRBYFLOAT f i 1.5", "HINCRBYFLOAT f y 100000000000000000000",
+                                      "HINCRBYFLOAT f big 1e4932", "HINCRBYFLOAT f big 1e4932", "HGET f big", "HINCRBYFLOAT f s", "HGET f s"])
+            #expect(edges == [.integer(1), .error("ERR hash value is not a float"), .integer(1), bulk("0"), bulk("10"),
+                              bulk("0"), .integer(1), bulk("124.5"), bulk("100000000000000000000"),
+                              edges[9], .error("ERR increment would produce NaN or Infinity"), edges[9], edges[12], bulk("abc")], "\(edges)")
+            #expect(edges[12].errorCode == "ERR", "arity")
+            // A deadline is kept, as HINCRBY keeps one.
+            let ttl = await run(p, ["PUT f t 1.5 PX 600000", "HINCRBYFLOAT f t 1", "HGET f t", "PTTL f t"])
+            #expect(ttl[1] == bulk("2.5") && ttl[2] == bulk("2.5"))
+            if case .integer(let left) = ttl[3] { #expect(left > 0 && left <= 600_000) } else { Issue.record("\(ttl)") }
+            // In MULTI: a bad increment is refused when queued; a value that is not a float
+            // fails EXEC, applying nothing; otherwise the sum is EXEC's entry.
+            let queued = await run(p, ["MULTI", "HINCRBYFLOAT f q nan", "EXEC", "MULTI", "HSET f q 1", "HINCRBYFLOAT f s 1", "EXEC", "HGET f q",
+                                       "MULTI", "HSET f q 1", "HINCRBYFLOAT f q 0.25", "EXEC"])
+            #expect(queued[1].errorCode == "ERR" && queued[2].errorCode == "EXECABORT")
+            #expect(queued[6] == .error("ERR hash value is not a float") && queued[7] == .null, "\(queued)")
+            #expect(queued[11] == .array([.integer(1), bulk("1.25")]), "\(queued)")
+        }
+    }
+
     @Test("the refusal of a command that cannot be queued lists the commands that can, and each of them queues")
     func queueableCommandsListed() async throws {
         let samples = ["GET": "GET q k", "PUT": "PUT q k v", "DEL": "DEL q k", "EXISTS": "EXISTS q k", "INCR": "INCR q n",
                        "HGET": "HGET q k", "HSET": "HSET q k v", "HSETNX": "HSETNX q k v", "HDEL": "HDEL q k",
                        "HEXISTS": "HEXISTS q k", "HSTRLEN": "HSTRLEN q k", "HINCRBY": "HINCRBY q n 1",
                        "HLEN": "HLEN q", "HGETALL": "HGETALL q", "HKEYS": "HKEYS q", "HVALS": "HVALS q", "HMGET": "HMGET q k j",
-                       "TYPE": "TYPE q", "HMSET": "HMSET q k v j w"]
+                       "TYPE": "TYPE q", "HMSET": "HMSET q k v j w", "HINCRBYFLOAT": "HINCRBYFLOAT q f 1.5"]
         try await withProcessor { p in
             let refused = await run(p, ["MULTI", "SCAN q 0", "DISCARD"])[1]
             guard case .error(let text) = refused,

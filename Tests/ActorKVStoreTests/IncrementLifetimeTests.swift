@@ -17,6 +17,34 @@ struct IncrementLifetimeTests {
         return out
     }
 
+    @Test("an update that keepsLifetime (HINCRBYFLOAT's) keeps them when it sets a value, alone and in a BATCH; one that does not, or that deletes, does not")
+    func updatesThatKeepLifetimes() async throws {
+        let dir = TemporaryDirectory("update-lifetime")
+        defer { dir.remove() }
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("u")
+            for key in ["kept", "batch", "replaced", "deleted"] {
+                _ = await ns.execute([.lifetimePut(LifetimePut(key: b(key), value: b("1"), milliseconds: Self.hour, owner: 7))])
+            }
+            let before = await lifetimes(ns)
+            let append = Update(keepsLifetime: true) { old in .set((old ?? []) + b("+")) }
+            let replace = Update { old in .set((old ?? []) + b("+")) }
+            let delete = Update(keepsLifetime: true) { _ in .delete }
+            let run = await ns.execute([.update(key: b("kept"), append), .update(key: b("replaced"), replace), .update(key: b("deleted"), delete),
+                                        .update(key: b("fresh"), append),
+                                        .batch([.update(key: b("batch"), append), .update(key: b("batch"), append)])])
+            #expect(run.outcomes == [.value(b("1+")), .value(b("1+")), .value(nil), .value(b("+")), .batch([.value(b("1+")), .value(b("1++"))])])
+            let after = await lifetimes(ns)
+            #expect(after["kept"] == before["kept"] && after["batch"] == before["batch"])
+            #expect(after["replaced"] == Lifetime.none && after["fresh"] == Lifetime.none)
+            #expect(after["deleted"] == nil, "a deleted key has no lifetime left: \(after)")
+            try await ns.put(b("deleted"), b("again"))
+            #expect(await lifetimes(ns)["deleted"] == Lifetime.none)
+            #expect(await ns.lifetimeMarksMatch())
+            #expect(await ns.releaseOwner(7) == 2, "the kept owner still takes its keys: kept and batch")
+        }
+    }
+
     @Test("alone, in a run after other writes, and in a BATCH; reopened from the log and from a snapshot")
     func incrementKeepsLifetimes() async throws {
         let dir = TemporaryDirectory("incr-lifetime")

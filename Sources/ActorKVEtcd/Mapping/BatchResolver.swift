@@ -102,7 +102,7 @@ public enum BatchResolver {
                 switch update.compute(now?.value) {
                 case .set(let value):
                     if let problem = limits.problem(with: .put(key: key, value: value)) { return .refused(problem) }
-                    write(key, value)
+                    write(key, value, keepingLease: update.keepsLifetime && now != nil)
                     outcomes.append(.value(value))
                 case .delete:
                     if now != nil { write(key, nil) }

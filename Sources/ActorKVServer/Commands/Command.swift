@@ -166,6 +166,8 @@ public enum ReplyShape: UInt8, Sendable {
     case nonEmpty
     /// `+OK` once a batch is applied (HMSET).
     case stored
+    /// The value a one-step batch's update left, as a bulk string (HINCRBYFLOAT).
+    case updatedValue
 }
 
 /// A command that runs on its own rather than in a namespace's run: what it does, given the

@@ -43,6 +43,12 @@ enum HashCommands {
             let ns = try args.namespace(0)
             return .data(namespace: ns, .increment(key: args.array(1), by: try KeyValueCommands.parseDelta(args[2])))
         },
+        CommandSpec(name: "HINCRBYFLOAT", usage: "HINCRBYFLOAT ns field increment", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            let ns = try args.namespace(0)
+            let increment = args.array(2)
+            try FloatIncrement.check(increment)
+            return .data(namespace: ns, .batch([.update(key: args.array(1), FloatIncrement.update(adding: increment))]), shape: .updatedValue)
+        },
         CommandSpec(name: "HMGET", usage: "HMGET ns field [field ...]", arity: .atLeast(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .getMany(args.rest(from: 1)))
         },

@@ -253,7 +253,9 @@ enum KeyValueCommands {
         case (.keyType, .integer(let n)): return .simple(n > 0 ? "hash" : "none")
         case (.nonEmpty, .integer(let n)): return .integer(n > 0 ? 1 : 0)
         case (.stored, .batch): return .simple("OK")
-        case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _), (.keyType, _), (.nonEmpty, _), (.stored, _):
+        case (.updatedValue, .batch(let outcomes)) where outcomes.count == 1: return reply(for: outcomes[0])
+        case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _), (.keyType, _), (.nonEmpty, _), (.stored, _),
+             (.updatedValue, _):
             return reply(for: outcome, ofBatch: isBatch)
         }
     }

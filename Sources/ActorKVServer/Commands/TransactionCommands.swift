@@ -51,7 +51,7 @@ enum TransactionCommands {
         guard case .data(let namespace, let operation, let shape) = command,
               let plan = TransactionStep.plan(for: operation, shape: shape) else {
             session.refuseQueued()
-            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, HGET, HSET, HSETNX, HDEL, HEXISTS, HSTRLEN, HINCRBY, HMGET, HMSET, HLEN, HGETALL, HKEYS, HVALS, TYPE; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
+            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, HGET, HSET, HSETNX, HDEL, HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HMGET, HMSET, HLEN, HGETALL, HKEYS, HVALS, TYPE; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
         }
         guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {
             return tooLarge(limit: session.transactionLimit, then: "EXEC will apply nothing")
@@ -264,6 +264,7 @@ struct TransactionStep: Sendable {
         case .getMany(let keys): return TransactionStep(stepCount: keys.count, kind: .values)
         case .batch(let steps) where shape == .added: return TransactionStep(stepCount: steps.count, kind: .sumOfCounts)
         case .batch(let steps) where shape == .stored: return TransactionStep(stepCount: steps.count, kind: .stored)
+        case .batch(let steps) where shape == .updatedValue && steps.count == 1: return TransactionStep(stepCount: 1, kind: .outcome)
         case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .scan:
             return nil
         }
@@ -274,7 +275,7 @@ struct TransactionStep: Sendable {
     private static func isWholeNamespace(_ shape: ReplyShape) -> Bool {
         switch shape {
         case .hashEntries, .hashKeys, .hashValues: return true
-        case .plain, .added, .length, .keyType, .nonEmpty, .stored: return false
+        case .plain, .added, .length, .keyType, .nonEmpty, .stored, .updatedValue: return false
         }
     }
 

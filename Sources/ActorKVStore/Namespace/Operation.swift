@@ -236,6 +236,16 @@ public enum BatchStep: Sendable {
         }
     }
 
+    /// Whether a value the step sets keeps the key's deadline and owner (an INCR; an update
+    /// that says so).
+    var keepsLifetime: Bool {
+        switch self {
+        case .increment: return true
+        case .update(_, let update): return update.keepsLifetime
+        case .put, .delete, .set, .setIfAbsent, .ifVersion, .unchangedSince, .read: return false
+        }
+    }
+
     /// The mutation of a step that needs no resolving (a put or a delete); nil for the others.
     var plainMutation: Mutation? {
         switch self {
@@ -306,10 +316,16 @@ extension OrderedMap {
 public struct Update: Sendable {
     /// The computation, given the current value.
     public let compute: @Sendable (_ current: [UInt8]?) -> UpdateResult
+    /// Whether a value it sets keeps the key's deadline and owner, as an INCR does (a counter
+    /// changed, not replaced: Redis's HINCRBYFLOAT); otherwise the key is written anew, without
+    /// them, as a PUT writes it.
+    public let keepsLifetime: Bool
 
-    /// An update that runs `compute`.
-    public init(_ compute: @escaping @Sendable (_ current: [UInt8]?) -> UpdateResult) {
+    /// An update that runs `compute`; with `keepsLifetime`, a value it sets keeps the key's
+    /// deadline and owner.
+    public init(keepsLifetime: Bool = false, _ compute: @escaping @Sendable (_ current: [UInt8]?) -> UpdateResult) {
         self.compute = compute
+        self.keepsLifetime = keepsLifetime
     }
 }
 

@@ -216,7 +216,7 @@ struct WritePlanner {
                 keep(Resolved(mutations: .none, outcome: resolvedStep.outcome), at: index)
                 return
             }
-            let kept = keptLifetime(step, current: current, mayHaveLifetime: mayHaveLifetime)
+            let kept = keptLifetime(step, writing: mutation, current: current, mayHaveLifetime: mayHaveLifetime)
             guard !kept.isNone else { return record(mutation, outcome: resolvedStep.outcome, at: index) }
             let mutations = Mutations.two(mutation, .lifetime(key: step.key, kept))
             guard record(mutations, of: index) else { return }
@@ -225,15 +225,17 @@ struct WritePlanner {
         }
     }
 
-    /// The lifetime that `step`'s write must give its key again, the key being `current` before
-    /// it: an INCR changes a counter's value but not how long the key lives, so an INCR of a key
-    /// that exists keeps its deadline and owner (as Redis's INCR keeps a TTL), written as a
-    /// lifetime mutation after the put, which alone would clear them. Every other write (and an
+    /// The lifetime that `step`'s write (`mutation`) must give its key again, the key being
+    /// `current` before it: an INCR changes a counter's value but not how long the key lives, so
+    /// an INCR of a key that exists keeps its deadline and owner (as Redis's INCR keeps a TTL),
+    /// written as a lifetime mutation after the put, which alone would clear them; so does an
+    /// update that says so (``Update/keepsLifetime``) and sets a value. Every other write (and an
     /// INCR of an absent key) gives ``Lifetime/none``: nothing to add. Unless `mayHaveLifetime`
     /// (see ``RunOverlay/entryAndMark(of:in:)``), no table is looked in: the usual counter pays
     /// nothing. `batch`: the writes of the steps before this one in its BATCH, read before the run's.
-    private func keptLifetime(_ step: BatchStep, current: VersionedValue?, mayHaveLifetime: Bool, batch: RunOverlay? = nil) -> Lifetime {
-        guard case .increment = step, current != nil, mayHaveLifetime else { return .none }
+    private func keptLifetime(_ step: BatchStep, writing mutation: Mutation, current: VersionedValue?, mayHaveLifetime: Bool,
+                              batch: RunOverlay? = nil) -> Lifetime {
+        guard step.keepsLifetime, current != nil, mayHaveLifetime, case .put = mutation else { return .none }
         return batch?.notedLifetime(step.key) ?? overlay!.lifetime(of: step.key, in: base)
     }
 
@@ -354,7 +356,7 @@ struct WritePlanner {
                 results.append(resolved.outcome)
             }
             if let mutation {
-                let kept = keptLifetime(step, current: before, mayHaveLifetime: mayHaveLifetime, batch: scratch)
+                let kept = keptLifetime(step, writing: mutation, current: before, mayHaveLifetime: mayHaveLifetime, batch: scratch)
                 // No step after the last one reads what it writes.
                 if position + 1 < steps.count {
                     scratch.note(mutation, version: version)

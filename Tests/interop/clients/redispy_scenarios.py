@@ -234,6 +234,12 @@ def hash_commands():
     expect_eq("HMGET", [b"10", None, b"3"], r.hmget(key, ["a", "nope", "c"]))
     expect_eq("HLEN", 2, r.hlen(key))
     expect_eq("HEXISTS present / missing", (True, False), (r.hexists(key, "a"), r.hexists(key, "b")))
+    sums = [r.hincrbyfloat(key, "fl", 0.1) for _ in range(3)] + [r.hincrbyfloat(key, "fl", 1e3)]
+    expect_eq("hincrbyfloat: 0.1 three times, then 1e3, as Redis adds them", ([0.1, 0.2, 0.3, 1000.3], b"1000.29999999999999999"),
+              (sums, r.hget(key, "fl")))
+    r.hset(key, "nf", "x")
+    expect_error("hincrbyfloat of a value that is not a float raises", lambda: r.hincrbyfloat(key, "nf", 1), "hash value is not a float")
+    r.hdel(key, "fl", "nf")
     expect_eq("HSETNX new / existing", (True, False), (r.hsetnx(key, "d", "4"), r.hsetnx(key, "d", "5")))
     expect_eq("HINCRBY", 15, r.hincrby(key, "a", 5))
     expect_eq("HSTRLEN", 2, r.hstrlen(key, "a"))

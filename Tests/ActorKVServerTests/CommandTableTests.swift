@@ -26,6 +26,7 @@ struct CommandTableTests {
         "MULTI": ["MULTI"], "EXEC": ["EXEC"], "DISCARD": ["DISCARD"], "WATCH": ["WATCH", "ns", "other"], "UNWATCH": ["UNWATCH"],
         "ACL": ["ACL", "WHOAMI"], "KEYS": ["KEYS", "*"], "DBSIZE": ["DBSIZE"], "TYPE": ["TYPE", "ns"],
         "RANDOMKEY": ["RANDOMKEY"], "HMSET": ["HMSET", "ns", "f", "v", "g", "w"], "HINCRBYFLOAT": ["HINCRBYFLOAT", "ns", "f", "0.5"],
+        "HRANDFIELD": ["HRANDFIELD", "ns", "-3", "WITHVALUES"],
     ]
 
     /// The command names in protocol.md's "## Commands" table: the first word of each

@@ -262,6 +262,41 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("HRANDFIELD: one field, count distinct ones, -count with repeats, WITHVALUES flat in RESP2 and in pairs in RESP3; Redis's errors")
+    func randomFields() async throws {
+        try await withProcessor { p in
+            let session = ClientSession(id: 1, peer: nil)
+            let fields: Set<String> = ["a", "b", "c"]
+            _ = await run(p, ["HSET r a 1 b 2 c 3"], on: session)
+            let replies = await run(p, ["HRANDFIELD nowhere", "HRANDFIELD nowhere 3", "HRANDFIELD r 0", "HRANDFIELD r", "HRANDFIELD r 5",
+                                        "HRANDFIELD r 2", "HRANDFIELD r -7", "HRANDFIELD r 2 WITHVALUES", "HRANDFIELD r -4 withvalues"], on: session)
+            #expect(Array(replies[0...2]) == [.null, .array([]), .array([])])
+            #expect(replies[3].bulkText.map { ["a", "b", "c"].contains($0) } == true, "\(replies[3])")
+            guard case .array(let all) = replies[4], case .array(let two) = replies[5], case .array(let seven) = replies[6],
+                  case .array(let flat) = replies[7], case .array(let repeated) = replies[8] else { Issue.record("\(replies)"); return }
+            let names = { (replies: [Reply]) in replies.map { $0.bulkText ?? "\($0)" } }
+            #expect(all.count == 3 && Set(names(all)) == fields, "a count past the size: every field once")
+            #expect(two.count == 2 && Set(names(two)).count == 2 && Set(names(two)).isSubset(of: fields), "distinct")
+            #expect(seven.count == 7 && Set(names(seven)).isSubset(of: fields), "a negative count: that many, repeats allowed")
+            #expect(flat.count == 4 && repeated.count == 8)
+            for pairs in [flat, repeated] {
+                for i in stride(from: 0, to: pairs.count, by: 2) {
+                    let value: [String: String] = ["a": "1", "b": "2", "c": "3"]
+                    #expect(pairs[i].bulkText.flatMap { value[$0] } == pairs[i + 1].bulkText, "\(pairs)")
+                }
+            }
+            // RESP3: each field and value an array of two.
+            _ = await run(p, ["HELLO 3"], on: session)
+            guard case .array(let nested) = await run(p, ["HRANDFIELD r -3 WITHVALUES"], on: session)[0] else { Issue.record("RESP3"); return }
+            #expect(nested.count == 3 && nested.allSatisfy { if case .array(let pair) = $0 { pair.count == 2 } else { false } }, "\(nested)")
+            let errors = await run(p, ["HRANDFIELD r x", "HRANDFIELD r 1 VALUES", "HRANDFIELD r -100001", "HRANDFIELD r -9223372036854775808",
+                                       "HRANDFIELD r 1 WITHVALUES x", "MULTI", "HRANDFIELD r", "EXEC"], on: session)
+            #expect(errors[0] == .error("ERR value is not an integer or out of range") && errors[1] == .error("ERR syntax error"))
+            #expect(errors[2].errorCode == "ERR" && errors[3].errorCode == "ERR" && errors[4].errorCode == "ERR")
+            #expect(errors[6].errorCode == "ERR" && errors[7].errorCode == "EXECABORT", "not queueable: \(errors)")
+        }
+    }
+
     @Test("the refusal of a command that cannot be queued lists the commands that can, and each of them queues")
     func queueableCommandsListed() async throws {
         let samples = ["GET": "GET q k", "PUT": "PUT q k v", "DEL": "DEL q k", "EXISTS": "EXISTS q k", "INCR": "INCR q n",
@@ -429,7 +464,21 @@ struct RedisCommandsTests {
             let matchedEverywhere = try await hscanAll(p, "h", options: "MATCH *9 COUNT 50")
             #expect(matchedEverywhere.allSatisfy { $0.hasSuffix("9") })
             #expect(Set(stable.filter { $0.hasSuffix("9") }).isSubset(of: Set(matchedEverywhere)))
-            let errors = await run(p, ["HSCAN h 12345", "HSCAN h k6162", "HSCAN h -1", "HSCAN h 0 COUNT 0", "HSCAN h 0 FILTER x", "HSCAN nowhere 0"])
+            // NOVALUES (Redis 7.4), anywhere among the options: the fields alone.
+            for options in ["MATCH f1? NOVALUES", "NOVALUES MATCH f1? COUNT 3", "novalues match f1?"] {
+                var cursor = "0"
+                var fields: [Reply] = []
+                repeat {
+                    guard case .array(let parts) = await run(p, ["HSCAN h \(cursor) \(options)"])[0], case .bulk(let next) = parts[0],
+                          case .array(let page) = parts[1] else { Issue.record("HSCAN \(options)"); break }
+                    fields += page
+                    cursor = String(decoding: next, as: UTF8.self)
+                } while cursor != "0"
+                #expect(fields == (10...19).map { bulk("f\($0)") }, "\(options)")
+            }
+            let errors = await run(p, ["HSCAN h 12345", "HSCAN h k6162", "HSCAN h -1", "HSCAN h 0 COUNT 0", "HSCAN h 0 FILTER x", "HSCAN nowhere 0",
+                                       "HSCAN h 0 MATCH", "HSCAN h 0 NOVALUES COUNT"])
+            #expect(errors[6].errorCode == "ERR" && errors[7].errorCode == "ERR")
             #expect(errors[0] == .error("BADCURSOR unknown or expired HSCAN cursor; start again from 0"))
             #expect(errors[1].errorCode == "BADCURSOR" && errors[2].errorCode == "BADCURSOR" && errors[3].errorCode == "ERR" && errors[4].errorCode == "ERR")
             #expect(errors[5] == .array([bulk("0"), .array([])]))

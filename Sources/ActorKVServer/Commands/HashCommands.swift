@@ -55,13 +55,15 @@ enum HashCommands {
         wholeHash("HGETALL", shape: .hashEntries),
         wholeHash("HKEYS", shape: .hashKeys),
         wholeHash("HVALS", shape: .hashValues),
-        CommandSpec(name: "HSCAN", usage: "HSCAN ns cursor [MATCH pattern] [COUNT count]", arity: .between(2, 6, step: 2),
-                    flags: [.namespaced, .readOnly], redisHint: "NOVALUES is not supported: HKEYS lists the fields",
-                    parse: parseHashScan),
+        CommandSpec(name: "HRANDFIELD", usage: "HRANDFIELD ns [count [WITHVALUES]]", arity: .between(1, 3), flags: [.namespaced, .readOnly],
+                    parse: parseRandomFields),
+        CommandSpec(name: "HSCAN", usage: "HSCAN ns cursor [MATCH pattern] [COUNT count] [NOVALUES]", arity: .between(2, 7),
+                    flags: [.namespaced, .readOnly], parse: parseHashScan),
     ]
 
     private static let matchOption = Array("MATCH".utf8)
     private static let countOption = Array("COUNT".utf8)
+    private static let noValuesOption = Array("NOVALUES".utf8)
 
     /// HSCAN: a page of `COUNT` keys after where the cursor says, those matching `MATCH` kept;
     /// the next cursor is a decimal integer from ``HashScanCursors`` (protocol.md, "HSCAN").
@@ -72,7 +74,17 @@ enum HashCommands {
         }
         var pattern: [UInt8]?
         var count = 10
-        for i in stride(from: 2, to: args.count, by: 2) {
+        var withValues = true
+        var i = 2
+        while i < args.count {
+            if CommandTable.matches(args[i], noValuesOption) {
+                withValues = false
+                i += 1
+                continue
+            }
+            guard i + 1 < args.count else {
+                throw CommandError(.syntax, "HSCAN option '\(Command.printable(args[i]))' needs a value, or is unknown (expected MATCH pattern, COUNT count or NOVALUES)")
+            }
             if CommandTable.matches(args[i], matchOption) {
                 pattern = args.array(i + 1)
             } else if CommandTable.matches(args[i], countOption) {
@@ -81,11 +93,35 @@ enum HashCommands {
                 }
                 count = Int(n)
             } else {
-                throw CommandError(.syntax, "unknown HSCAN option '\(Command.printable(args[i]))' (expected MATCH or COUNT)")
+                throw CommandError(.syntax, "unknown HSCAN option '\(Command.printable(args[i]))' (expected MATCH, COUNT or NOVALUES)")
             }
+            i += 2
         }
-        let scan = HashScan(namespace: ns, cursor: UInt64(cursor), pattern: pattern, count: count)
+        let scan = HashScan(namespace: ns, cursor: UInt64(cursor), pattern: pattern, count: count, withValues: withValues)
         return .local(LocalCommand { context in await scan.run(context) })
+    }
+
+    private static let withValuesOption = Array("WITHVALUES".utf8)
+
+    /// HRANDFIELD: one field at random, or `count` of them (distinct; with a negative count,
+    /// that many drawn with repeats), with their values after WITHVALUES.
+    private static func parseRandomFields(_ args: CommandArguments) throws(CommandError) -> Command {
+        let ns = try args.namespace(0)
+        var draw: RandomFields.Draw = .one
+        if args.count > 1 {
+            guard let count = ASCIIDecimal.parse(args[1]), count > Int64.min else {
+                throw CommandError(.syntax, "value is not an integer or out of range")
+            }
+            guard count >= -Int64(RandomFields.mostRepeated) else {
+                throw CommandError(.syntax, "a negative HRANDFIELD count repeats fields, and may be at least -\(RandomFields.mostRepeated)")
+            }
+            draw = count >= 0 ? .distinct(Int(count)) : .repeating(Int(-count))
+        }
+        if args.count > 2 {
+            guard CommandTable.matches(args[2], withValuesOption) else { throw CommandError(.syntax, "syntax error") }
+        }
+        let fields = RandomFields(namespace: ns, draw: draw, withValues: args.count > 2)
+        return .local(LocalCommand { context in await fields.run(context) })
     }
 
     /// A command that replies with all of a namespace's entries (read at once, in key order),
@@ -121,8 +157,11 @@ struct HashScan: Sendable {
     let cursor: UInt64
     let pattern: [UInt8]?
     let count: Int
+    /// False with NOVALUES: the page lists the keys alone.
+    var withValues = true
 
-    /// Runs the page and makes its reply: the next cursor, then the matching keys and values.
+    /// Runs the page and makes its reply: the next cursor, then the matching keys and their
+    /// values (without NOVALUES).
     func run(_ context: CommandContext) async -> Reply {
         let cursors = context.hashScanCursors
         let start: ScanCursor
@@ -139,7 +178,7 @@ struct HashScan: Sendable {
             var flat: [Reply] = []
             for entry in page.entries where glob.map({ $0.isMatchAll || $0.matches(entry.key) }) ?? true {
                 flat.append(.bulk(entry.key))
-                flat.append(.bulk(entry.value))
+                if withValues { flat.append(.bulk(entry.value)) }
             }
             var next: UInt64 = 0
             if case .after(let key) = page.next { next = cursors.issue(namespace: namespace, after: key, now: Self.now(), following: cursor) }
@@ -156,4 +195,44 @@ struct HashScan: Sendable {
 
     /// Milliseconds on the monotonic clock (cursor lifetimes are not moved by clock changes).
     static func now() -> UInt64 { UInt64(monotonicSeconds() * 1000) }
+}
+
+/// One HRANDFIELD (``HashCommands``): reads the namespace's entries (at once, as HGETALL) and
+/// draws from them.
+struct RandomFields: Sendable {
+    /// How many fields, and whether one may come more than once.
+    enum Draw: Sendable {
+        /// One field, as a bulk string (`$-1` for an empty namespace).
+        case one
+        /// Up to this many different fields, as an array.
+        case distinct(Int)
+        /// Exactly this many, each drawn anew (so repeats), as an array.
+        case repeating(Int)
+    }
+
+    /// The most fields a negative count may ask for (its reply holds that many, whatever the
+    /// namespace's size).
+    static let mostRepeated = KeyValueCommands.maxScanCount
+
+    let namespace: String
+    let draw: Draw
+    let withValues: Bool
+
+    /// Draws from the namespace's entries and makes the reply.
+    func run(_ context: CommandContext) async -> Reply {
+        // Redis nests each field and value in an array of two in RESP3, and sends them flat in
+        // RESP2: the shape differs, not only the encoding, so it is chosen here.
+        let nested = context.session.version == .resp3
+        return await HashCommands.read([.scan(.start, prefix: [], limit: .max)], in: namespace, context) { outcomes in
+            guard case .page(let page) = outcomes[0] else { return KeyValueCommands.reply(for: outcomes[0]) }
+            let drawn: [KeyValue]
+            switch draw {
+            case .one: return page.entries.randomElement().map { .bulk($0.key) } ?? .null
+            case .distinct(let count): drawn = Array(page.entries.shuffled().prefix(count))
+            case .repeating(let count): drawn = page.entries.isEmpty ? [] : (0..<count).map { _ in page.entries.randomElement()! }
+            }
+            guard withValues else { return .array(drawn.map { .bulk($0.key) }) }
+            return .array(nested ? drawn.map { .array([.bulk($0.key), .bulk($0.value)]) } : KeyValueCommands.flattened(drawn))
+        }
+    }
 }

@@ -15,13 +15,11 @@ enum HashCommands {
             let ns = try args.namespace(0)
             // One field: a put that says whether it added the key, from the request's bytes.
             guard args.count > 3 else { return .data(namespace: ns, .set(key: args[1], value: args[2]), shape: .added) }
-            let steps = stride(from: 1, to: args.count, by: 2).map { BatchStep.set(key: args.array($0), value: args.array($0 + 1)) }
-            return .data(namespace: ns, .batch(steps), shape: .added)
+            return .data(namespace: ns, .batch(fieldSets(args)), shape: .added)
         },
         // Redis's older multi-field HSET, which replies +OK: one log record, as HSET's.
         CommandSpec(name: "HMSET", usage: "HMSET ns field value [field value ...]", arity: .atLeast(3).pairs, flags: [.namespaced, .write]) { (args) throws(CommandError) in
-            let steps = stride(from: 1, to: args.count, by: 2).map { BatchStep.set(key: args.array($0), value: args.array($0 + 1)) }
-            return .data(namespace: try args.namespace(0), .batch(steps), shape: .stored)
+            .data(namespace: try args.namespace(0), .batch(fieldSets(args)), shape: .stored)
         },
         CommandSpec(name: "HSETNX", usage: "HSETNX ns field value", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
             let ns = try args.namespace(0)
@@ -61,8 +59,9 @@ enum HashCommands {
                     flags: [.namespaced, .readOnly], parse: parseHashScan),
     ]
 
-    private static let matchOption = Array("MATCH".utf8)
-    private static let countOption = Array("COUNT".utf8)
+    /// The option words of HSCAN, which the keyspace's SCAN shares.
+    static let matchOption = Array("MATCH".utf8)
+    static let countOption = Array("COUNT".utf8)
     private static let noValuesOption = Array("NOVALUES".utf8)
 
     /// HSCAN: a page of `COUNT` keys after where the cursor says, those matching `MATCH` kept;
@@ -102,6 +101,11 @@ enum HashCommands {
     }
 
     private static let withValuesOption = Array("WITHVALUES".utf8)
+
+    /// HSET's and HMSET's `field value …` pairs (after the namespace) as set steps.
+    private static func fieldSets(_ args: CommandArguments) -> [BatchStep] {
+        stride(from: 1, to: args.count, by: 2).map { BatchStep.set(key: args.array($0), value: args.array($0 + 1)) }
+    }
 
     /// HRANDFIELD: one field at random, or `count` of them (distinct; with a negative count,
     /// that many drawn with repeats), with their values after WITHVALUES.

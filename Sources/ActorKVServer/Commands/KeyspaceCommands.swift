@@ -26,8 +26,6 @@ enum KeyspaceCommands {
         },
     ]
 
-    private static let matchOption = Array("MATCH".utf8)
-    private static let countOption = Array("COUNT".utf8)
     private static let typeOption = Array("TYPE".utf8)
     private static let hashWord = Array("hash".utf8)
 
@@ -43,9 +41,9 @@ enum KeyspaceCommands {
         var glob: RedisGlob?
         var hashesOnly = true
         for i in stride(from: 1, to: args.count, by: 2) {
-            if CommandTable.matches(args[i], matchOption) {
+            if CommandTable.matches(args[i], HashCommands.matchOption) {
                 glob = RedisGlob(args.array(i + 1))
-            } else if CommandTable.matches(args[i], countOption) {
+            } else if CommandTable.matches(args[i], HashCommands.countOption) {
                 guard let n = ASCIIDecimal.parse(args[i + 1]), n >= 1 else {
                     throw CommandError(.syntax, "COUNT must be a positive integer")
                 }

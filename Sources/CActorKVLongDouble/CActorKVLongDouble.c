@@ -24,18 +24,22 @@ static int read_long_double(const char *text, size_t length, long double *number
     return 0;
 }
 
+// Reads an increment: 0 and *number set, or one of the ACTORKV_LONG_DOUBLE_* errors.
+static int read_increment(const char *increment, size_t length, long double *number) {
+    if (read_long_double(increment, length, number) != 0) return ACTORKV_LONG_DOUBLE_BAD_INCREMENT;
+    if (isinf(*number)) return ACTORKV_LONG_DOUBLE_INFINITE_INCREMENT;
+    return 0;
+}
+
 int actorkv_long_double_check_increment(const char *increment, size_t length) {
     long double number;
-    if (read_long_double(increment, length, &number) != 0) return ACTORKV_LONG_DOUBLE_BAD_INCREMENT;
-    if (isinf(number)) return ACTORKV_LONG_DOUBLE_INFINITE_INCREMENT;
-    return 0;
+    return read_increment(increment, length, &number);
 }
 
 int actorkv_long_double_add(const char *value, size_t value_length, const char *increment, size_t increment_length, char *out) {
     long double delta = 0, current = 0;
-    int problem = actorkv_long_double_check_increment(increment, increment_length);
+    int problem = read_increment(increment, increment_length, &delta);
     if (problem != 0) return problem;
-    read_long_double(increment, increment_length, &delta);
     if (value != NULL && read_long_double(value, value_length, &current) != 0) return ACTORKV_LONG_DOUBLE_BAD_VALUE;
     long double sum = current + delta;
     if (isnan(sum) || isinf(sum)) return ACTORKV_LONG_DOUBLE_BAD_SUM;

@@ -27,6 +27,10 @@ struct CommandTableTests {
         "ACL": ["ACL", "WHOAMI"], "KEYS": ["KEYS", "*"], "DBSIZE": ["DBSIZE"], "TYPE": ["TYPE", "ns"],
         "RANDOMKEY": ["RANDOMKEY"], "HMSET": ["HMSET", "ns", "f", "v", "g", "w"], "HINCRBYFLOAT": ["HINCRBYFLOAT", "ns", "f", "0.5"],
         "HRANDFIELD": ["HRANDFIELD", "ns", "-3", "WITHVALUES"],
+        "HEXPIRE": ["HEXPIRE", "ns", "10", "NX", "FIELDS", "2", "f", "g"], "HPEXPIRE": ["HPEXPIRE", "ns", "10", "FIELDS", "1", "f"],
+        "HEXPIREAT": ["HEXPIREAT", "ns", "2000000000", "GT", "FIELDS", "1", "f"], "HPEXPIREAT": ["HPEXPIREAT", "ns", "1", "FIELDS", "1", "f"],
+        "HPERSIST": ["HPERSIST", "ns", "FIELDS", "1", "f"], "HTTL": ["HTTL", "ns", "FIELDS", "2", "f", "g"], "HPTTL": ["HPTTL", "ns", "FIELDS", "1", "f"],
+        "HEXPIRETIME": ["HEXPIRETIME", "ns", "FIELDS", "1", "f"], "HPEXPIRETIME": ["HPEXPIRETIME", "ns", "FIELDS", "1", "f"],
     ]
 
     /// The command names in protocol.md's "## Commands" table: the first word of each

@@ -106,7 +106,7 @@ struct IncrementLifetimeTests {
         }
     }
 
-    @Test("random runs of every write, lifetimes included (PX and EPHEMERAL puts, PEXPIRE, PERSIST, INCRs that keep them), equal a model applied one at a time, and reopen the same less the owned keys")
+    @Test("random runs of every write, lifetimes included (PX and EPHEMERAL puts, PEXPIRE, PERSIST, HEXPIRE's family, INCRs that keep them), equal a model applied one at a time, and reopen the same less the owned keys")
     func modelRunsWithLifetimes() async throws {
         let dir = TemporaryDirectory("incr-lifetime-model")
         defer { dir.remove() }
@@ -143,13 +143,14 @@ struct IncrementLifetimeTests {
             }
             return (entries, lifetimes)
         }
+        var (sawOwners, sawDeadlines) = (false, false)
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("m")
             for round in 0..<400 {
                 var operations: [Operation] = []
                 for _ in 0..<Int.random(in: 1...10, using: &random) {
                     let key = keys.randomElement(using: &random)!
-                    switch Int.random(in: 0..<11, using: &random) {
+                    switch Int.random(in: 0..<12, using: &random) {
                     case 0: operations.append(.put(key: key, value: value()))
                     case 1: operations.append(.delete([key]))
                     case 2: operations.append(.update(key: key, WritePlannerTests.append("u")))
@@ -160,6 +161,12 @@ struct IncrementLifetimeTests {
                     case 9:
                         let ms: Int64? = [Int64(Self.hour), nil, 0].randomElement(using: &random)!
                         operations.append(.setTimeToLive(key: key, milliseconds: ms))
+                    case 10:
+                        // HEXPIRE's family over several keys, a key maybe named twice.
+                        let named = (0..<Int.random(in: 1...3, using: &random)).map { _ in keys.randomElement(using: &random)! }
+                        let deadline: KeyExpiry.Deadline = [.after(milliseconds: Self.hour), .after(milliseconds: 0), .none].randomElement(using: &random)!
+                        let condition: KeyExpiry.Condition = [.always, .noDeadline, .hasDeadline].randomElement(using: &random)!
+                        operations.append(.expire(KeyExpiry(keys: named, deadline: deadline, condition: condition)))
                     default: operations.append(.getVersioned(key[...]))
                     }
                 }
@@ -169,10 +176,11 @@ struct IncrementLifetimeTests {
                 #expect(run.outcomes == expected, "round \(round)")
                 let (entries, lifetimes) = await state(ns)
                 #expect(entries == model.entries && lifetimes == model.lifetimes, "round \(round)")
+                sawOwners = sawOwners || model.lifetimes.values.contains { $0.owner != 0 }
+                sawDeadlines = sawDeadlines || model.lifetimes.values.contains { $0.hasDeadline }
                 if round % 100 == 99 { try await ns.compact() }
             }
-            #expect(model.lifetimes.values.contains { $0.owner != 0 } && model.lifetimes.values.contains { $0.hasDeadline },
-                    "the runs left keys with owners and with deadlines")
+            #expect(sawOwners && sawDeadlines, "the runs left keys with owners and with deadlines")
         }
         let reopened = model.reopened()
         try await withStore(dir.data) { store in

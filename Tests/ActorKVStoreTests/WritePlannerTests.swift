@@ -257,7 +257,40 @@ struct WritePlannerTests {
                 sequence += 1
                 lifetimes[key] = lifetime.hasDeadline || lifetime.owner != 0 ? lifetime : nil
                 return .integer(1)
-            case .exists, .count, .scan, .timeToLive: preconditionFailure("not generated")
+            case .expire(let expiry):
+                // Generated with deadlines an hour away, 0 (delete) or none, and conditions
+                // that look only at whether a key has a deadline: the model keeps no times.
+                var results: [Outcome] = []
+                var changed = false
+                for key in expiry.keys {
+                    guard entries[key] != nil else { results.append(.integer(-2)); continue }
+                    var lifetime = lifetimes[key] ?? ModelLifetime(hasDeadline: false, owner: 0)
+                    if expiry.deadline == .none {
+                        guard lifetime.hasDeadline else { results.append(.integer(-1)); continue }
+                        lifetime.hasDeadline = false
+                    } else {
+                        let holds = switch expiry.condition {
+                        case .always: true
+                        case .noDeadline: !lifetime.hasDeadline
+                        case .hasDeadline: lifetime.hasDeadline
+                        case .later, .earlier: preconditionFailure("not generated")
+                        }
+                        guard holds else { results.append(.integer(0)); continue }
+                        if expiry.deadline == .after(milliseconds: 0) {
+                            (entries[key], lifetimes[key], changed) = (nil, nil, true)
+                            results.append(.integer(2))
+                            continue
+                        }
+                        lifetime.hasDeadline = true
+                    }
+                    lifetimes[key] = lifetime.hasDeadline || lifetime.owner != 0 ? lifetime : nil
+                    changed = true
+                    results.append(.integer(1))
+                }
+                // One record for all the keys, none when nothing changed; values and versions stay.
+                if changed { sequence += 1 }
+                return .batch(results)
+            case .exists, .count, .scan, .timeToLive, .deadlines: preconditionFailure("not generated")
             }
         }
 

@@ -209,6 +209,24 @@ public final class EtcdStore: Sendable {
             return try await setTimeToLive(etcdKey(ns, key), milliseconds: milliseconds, in: ns)
         case .timeToLive(let key):
             return .integer(try await timeToLive(etcdKey(ns, key)))
+        case .expire(let expiry):
+            var results: [Outcome] = []
+            for key in expiry.keys {
+                let outcome = try await expire(etcdKey(ns, key), expiry, in: ns)
+                if case .failure = outcome { return outcome }
+                results.append(outcome)
+            }
+            return .batch(results)
+        case .deadlines(let keys):
+            var deadlines: [Outcome] = []
+            for kv in try await readAll(keys.map { etcdKey(ns, $0) }) {
+                guard let kv, let deadline = try await deadline(of: kv) else {
+                    deadlines.append(.integer(-2))
+                    continue
+                }
+                deadlines.append(.integer(deadline == 0 ? -1 : Int(deadline)))
+            }
+            return .batch(deadlines)
         case .count:
             let base = etcdKey(ns, [])
             let request = EtcdRequest.range(key: base, rangeEnd: EtcdKeys.rangeEnd(ofPrefix: base), countOnly: true)
@@ -372,35 +390,75 @@ public final class EtcdStore: Sendable {
     private func setTimeToLive(_ key: [UInt8], milliseconds: Int64?, in ns: String) async throws(EtcdError) -> Outcome {
         for _ in 0..<Self.maxAttempts {
             guard let kv = try await read(key) else { return .integer(0) }
-            let current = EtcdLeaseID(kv.leaseID)
-            if milliseconds == nil && (kv.leaseID == 0 || current?.kind == .owner) { return .integer(0) }
-            if let ms = milliseconds, ms <= 0 {
-                let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key), markerPut(ns)])
-                let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
-                if answer.succeeded == true { return .integer(1) }
-                continue
-            }
-            var owner: UInt64 = 0
-            if current?.isOwned == true {
-                guard let found = leases.claimOwner(ofLease: kv.leaseID) else {
-                    return .failure(StoreError(.invalidArgument, "the key belongs to a connection of another agent: in cluster mode only that agent can change its deadline"))
-                }
-                owner = found
-            }
-            let granted: Int64?
-            do { granted = try await lease(owner: owner, milliseconds: milliseconds.map(UInt64.init) ?? 0) } catch {
-                if owner != 0 { leases.endClaim(owner) }
-                throw error
-            }
-            if owner != 0 { leases.endClaim(owner) }
-            // Its connection ended meanwhile: the lease the key has is revoked, and the key with it.
-            guard let lease = granted else { return .integer(0) }
-            let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)],
-                                      success: [.put(key: key, value: kv.valueBytes, lease: lease)])
-            let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
-            if answer.succeeded == true { return .integer(1) }
+            if let outcome = try await setTimeToLive(of: kv, key, milliseconds: milliseconds, in: ns) { return outcome }
         }
         throw EtcdError(.unavailable, "the key kept changing: \(Self.maxAttempts) attempts failed under contention")
+    }
+
+    /// One attempt of ``setTimeToLive(_:milliseconds:in:)`` on the key as `kv` found it: nil if
+    /// it changed since.
+    private func setTimeToLive(of kv: EtcdResponses.KeyValue, _ key: [UInt8], milliseconds: Int64?, in ns: String) async throws(EtcdError) -> Outcome? {
+        let current = EtcdLeaseID(kv.leaseID)
+        if milliseconds == nil && (kv.leaseID == 0 || current?.kind == .owner) { return .integer(0) }
+        if let ms = milliseconds, ms <= 0 {
+            let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key), markerPut(ns)])
+            let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
+            return answer.succeeded == true ? .integer(1) : nil
+        }
+        var owner: UInt64 = 0
+        if current?.isOwned == true {
+            guard let found = leases.claimOwner(ofLease: kv.leaseID) else {
+                return .failure(StoreError(.invalidArgument, "the key belongs to a connection of another agent: in cluster mode only that agent can change its deadline"))
+            }
+            owner = found
+        }
+        let granted: Int64?
+        do { granted = try await lease(owner: owner, milliseconds: milliseconds.map(UInt64.init) ?? 0) } catch {
+            if owner != 0 { leases.endClaim(owner) }
+            throw error
+        }
+        if owner != 0 { leases.endClaim(owner) }
+        // Its connection ended meanwhile: the lease the key has is revoked, and the key with it.
+        guard let lease = granted else { return .integer(0) }
+        let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)],
+                                  success: [.put(key: key, value: kv.valueBytes, lease: lease)])
+        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
+        return answer.succeeded == true ? .integer(1) : nil
+    }
+
+    /// HEXPIRE and its family, for one key: judged on its deadline as read, then set (or
+    /// removed, or the key deleted) if the key has not changed since. Each key on its own: a
+    /// change of several keys is not one transaction in cluster mode. The outcome is the
+    /// ``KeyExpiry/Result``'s number, or the failure of a key another agent's connection owns.
+    private func expire(_ key: [UInt8], _ expiry: KeyExpiry, in ns: String) async throws(EtcdError) -> Outcome {
+        for _ in 0..<Self.maxAttempts {
+            guard let kv = try await read(key), let deadline = try await deadline(of: kv) else { return .integer(KeyExpiry.Result.absent.rawValue) }
+            let now = WallClock.milliseconds()
+            let (result, lifetime) = expiry.apply(to: Lifetime(deadline: deadline), now: now)
+            let milliseconds: Int64?
+            switch result {
+            case .absent, .noDeadline, .conditionNotMet: return .integer(result.rawValue)
+            case .deleted: milliseconds = 0
+            case .changed: milliseconds = lifetime!.deadline == 0 ? nil : Int64(clamping: max(1, lifetime!.deadline - now))
+            }
+            switch try await setTimeToLive(of: kv, key, milliseconds: milliseconds, in: ns) {
+            case nil: continue
+            case .integer(0)?: return .integer(KeyExpiry.Result.absent.rawValue)  // its connection ended meanwhile, and the key with it
+            case .integer?: return .integer(result.rawValue)
+            case let other?: return other
+            }
+        }
+        throw EtcdError(.unavailable, "the key kept changing: \(Self.maxAttempts) attempts failed under contention")
+    }
+
+    /// The deadline of the key `kv` as read, in milliseconds since the epoch (the end of the
+    /// second it falls in; 0: none, as for a key only a connection owns), or nil if the key has
+    /// gone since (its lease, numbered by an older agent, has ended).
+    private func deadline(of kv: EtcdResponses.KeyValue) async throws(EtcdError) -> UInt64? {
+        guard kv.leaseID != 0 else { return 0 }
+        if let lease = EtcdLeaseID(kv.leaseID) { return lease.deadlineSecond.map { UInt64(max(0, $0)) * 1000 } ?? 0 }
+        guard let seconds = try await leases.remainingSeconds(of: kv.leaseID) else { return nil }
+        return WallClock.milliseconds() + UInt64(max(0, seconds)) * 1000
     }
 
     /// PTTL: -2 absent, -1 without deadline (an ephemeral key's connection lease is not one),

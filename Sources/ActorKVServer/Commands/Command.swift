@@ -168,6 +168,14 @@ public enum ReplyShape: UInt8, Sendable {
     case stored
     /// The value a one-step batch's update left, as a bulk string (HINCRBYFLOAT).
     case updatedValue
+    /// Of deadlines: each key's seconds left, rounded up (HTTL).
+    case secondsLeft
+    /// Of deadlines: each key's milliseconds left (HPTTL).
+    case millisecondsLeft
+    /// Of deadlines: each key's deadline in seconds since the epoch, rounded up (HEXPIRETIME).
+    case secondsDeadline
+    /// Of deadlines: each key's deadline in milliseconds since the epoch (HPEXPIRETIME).
+    case millisecondsDeadline
 }
 
 /// A command that runs on its own rather than in a namespace's run: what it does, given the

@@ -265,7 +265,7 @@ struct TransactionStep: Sendable {
         case .batch(let steps) where shape == .added: return TransactionStep(stepCount: steps.count, kind: .sumOfCounts)
         case .batch(let steps) where shape == .stored: return TransactionStep(stepCount: steps.count, kind: .stored)
         case .batch(let steps) where shape == .updatedValue && steps.count == 1: return TransactionStep(stepCount: 1, kind: .outcome)
-        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .scan:
+        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .deadlines, .scan:
             return nil
         }
     }
@@ -275,7 +275,9 @@ struct TransactionStep: Sendable {
     private static func isWholeNamespace(_ shape: ReplyShape) -> Bool {
         switch shape {
         case .hashEntries, .hashKeys, .hashValues: return true
-        case .plain, .added, .length, .keyType, .nonEmpty, .stored, .updatedValue: return false
+        case .plain, .added, .length, .keyType, .nonEmpty, .stored, .updatedValue, .secondsLeft, .millisecondsLeft, .secondsDeadline,
+             .millisecondsDeadline:
+            return false
         }
     }
 
@@ -292,7 +294,7 @@ struct TransactionStep: Sendable {
         case .increment(let key, _): return commandOverhead + key.count
         case .delete(let keys), .exists(let keys), .getMany(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
         case .batch(let steps): return steps.reduce(0) { $0 + commandOverhead + weight(of: $1) }
-        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .count, .scan:
+        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .deadlines, .count, .scan:
             return commandOverhead
         }
     }
@@ -318,7 +320,7 @@ struct TransactionStep: Sendable {
         case .batch(let batch): steps += batch
         case .count: steps.append(.read(.count))
         case .scan: steps.append(.read(.entries))
-        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive:
+        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .deadlines:
             preconditionFailure("TransactionStep: \(operation) has no steps in a transaction")
         }
     }

@@ -207,6 +207,14 @@ public actor Namespace {
         return true
     }
 
+    /// `key`'s deadline in milliseconds since the epoch, -1 when it has none, -2 when it is
+    /// absent (or has expired).
+    private func deadline(of key: [UInt8]) -> Int {
+        guard data.map.contains(key), !hasExpired(key) else { return -2 }
+        let deadline = data.lifetimes.lifetime(of: key).deadline
+        return deadline == 0 ? -1 : Int(deadline)
+    }
+
     /// ``hasExpired(_:)-(Array)`` for a key that is a slice of a larger buffer.
     private func hasExpired(_ key: ArraySlice<UInt8>) -> Bool {
         guard runNow != 0 else { return false }
@@ -506,6 +514,11 @@ public actor Namespace {
             let deadline = data.lifetimes.lifetime(of: key).deadline
             guard deadline != 0 else { return .integer(-1) }
             return .integer(Int(deadline - min(deadline, runNow == 0 ? WallClock.milliseconds() : runNow)))
+        case .deadlines(let keys):
+            var deadlines: [Outcome] = []
+            deadlines.reserveCapacity(keys.count)
+            for key in keys { deadlines.append(.integer(deadline(of: key))) }
+            return .batch(deadlines)
         case .put(let key, let value):
             data.put(key: key, value: value, version: version)
             return .stored
@@ -520,7 +533,7 @@ public actor Namespace {
             outcomes.reserveCapacity(steps.count)
             for step in steps { outcomes.append(perform(step, version: version)) }
             return .batch(outcomes)
-        case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive:
+        case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire:
             preconditionFailure("Namespace: a write that reads is resolved while planning, never performed unresolved")
         }
     }

@@ -49,6 +49,13 @@ public enum Operation: Sendable {
     case setTimeToLive(key: [UInt8], milliseconds: Int64?)
     /// The milliseconds left before `key` expires: -1 when it has no deadline, -2 when it is absent.
     case timeToLive([UInt8])
+    /// Give several keys a deadline, or remove theirs, each when the condition holds, all in one
+    /// record (Redis's `HEXPIRE` family). The outcome is a ``Outcome/batch(_:)`` of one
+    /// ``Outcome/integer(_:)`` per key, in order: its ``KeyExpiry/Result``'s raw value.
+    case expire(KeyExpiry)
+    /// The deadline of each key: a ``Outcome/batch(_:)`` of one ``Outcome/integer(_:)`` per key,
+    /// in order, milliseconds since the epoch, -1 when it has none, -2 when it is absent.
+    case deadlines([[UInt8]])
     /// The number of keys.
     case count
     /// One page of keys and values in key order.
@@ -113,8 +120,8 @@ public enum Operation: Sendable {
     /// Whether the operation changes data (and so is logged and waits for durability).
     public var isWrite: Bool {
         switch self {
-        case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive: return true
-        case .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive: return false
+        case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive, .expire: return true
+        case .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive, .deadlines: return false
         }
     }
 
@@ -122,9 +129,9 @@ public enum Operation: Sendable {
     /// planner to resolve it before its record can be encoded.
     var readsBeforeWriting: Bool {
         switch self {
-        case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive: return true
+        case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive, .expire: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
-        case .get, .getVersioned, .exists, .getMany, .put, .set, .delete, .count, .scan, .timeToLive: return false
+        case .get, .getVersioned, .exists, .getMany, .put, .set, .delete, .count, .scan, .timeToLive, .deadlines: return false
         }
     }
 
@@ -137,7 +144,7 @@ public enum Operation: Sendable {
         case .conditionalPut(_, _, let version): return version == 0
         case .lifetimePut(let put): return (put.ifVersion ?? 0) == 0
         case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps) && steps.contains { $0.mayWriteValue }
-        case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .setTimeToLive, .timeToLive: return false
+        case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .setTimeToLive, .timeToLive, .expire, .deadlines: return false
         }
     }
 

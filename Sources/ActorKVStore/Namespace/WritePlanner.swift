@@ -198,7 +198,9 @@ struct WritePlanner {
             resolve(put, at: index)
         case .setTimeToLive(let key, let milliseconds):
             resolveTimeToLive(key: key, milliseconds: milliseconds, at: index)
-        case .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive:
+        case .expire(let expiry):
+            resolve(expiry, at: index)
+        case .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive, .deadlines:
             return
         }
     }
@@ -293,6 +295,35 @@ struct WritePlanner {
             mutation = .lifetime(key: key, Lifetime(deadline: 0, owner: current.owner))
         }
         record(mutation, outcome: .integer(1), at: index)
+    }
+
+    /// Resolves a change of several keys' deadlines (Redis's `HEXPIRE` family): each key in order,
+    /// seeing what the change did to the ones before it, all recorded as one record.
+    private mutating func resolve(_ expiry: KeyExpiry, at index: Int) {
+        let now = now()
+        var own = RunOverlay()  // what this change did to the keys before, for a key named twice
+        var mutations: [Mutation] = []
+        var results: [Outcome] = []
+        results.reserveCapacity(expiry.keys.count)
+        for key in expiry.keys {
+            let current: Lifetime?
+            if case .some(.none) = own.noted(key) {
+                current = nil
+            } else {
+                current = overlay!.entry(of: key, in: base) == nil ? nil : own.notedLifetime(key) ?? overlay!.lifetime(of: key, in: base)
+            }
+            let (result, lifetime) = expiry.apply(to: current, now: now)
+            results.append(.integer(result.rawValue))
+            guard result == .changed || result == .deleted else { continue }
+            let mutation = lifetime.map { Mutation.lifetime(key: key, $0) } ?? .delete(key: key)
+            own.note(mutation, version: 0)
+            mutations.append(mutation)
+        }
+        if !mutations.isEmpty {
+            guard record(mutations, of: index) else { return }
+            overlay!.note(mutations, version: sequence)
+        }
+        keep(Resolved(mutations: .many(mutations), outcome: .batch(results)), at: index)
     }
 
     /// Records a single resolved mutation with its outcome.
@@ -456,7 +487,8 @@ struct WritePlanner {
             case .put(let key, let value), .set(let key, let value): overlay.note(.put(key: Array(key), value: Array(value)), version: version)
             case .delete(let keys): overlay.note(keys.lazy.map { .delete(key: $0) }, version: version)
             case .batch(let steps): overlay.note(steps.lazy.map { $0.plainMutation! }, version: version)
-            case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive:
+            case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire, .get, .getVersioned, .exists, .getMany,
+                 .count, .scan, .timeToLive, .deadlines:
                 preconditionFailure("WritePlanner: no plain record for this operation")
             }
         }

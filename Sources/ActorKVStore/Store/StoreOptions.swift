@@ -59,7 +59,8 @@ extension StoreLimits {
     public func problem(with operation: Operation) -> StoreError? {
         switch operation {
         case .get(let key), .getVersioned(let key): return keyProblem(key)
-        case .exists(let keys), .getMany(let keys), .delete(let keys): return keys.lazy.compactMap(keyProblem).first
+        case .exists(let keys), .getMany(let keys), .delete(let keys), .deadlines(let keys): return keys.lazy.compactMap(keyProblem).first
+        case .expire(let expiry): return expiry.keys.lazy.compactMap(keyProblem).first
         case .count, .scan: return nil
         case .put(let key, let value), .set(let key, let value): return keyProblem(key) ?? valueProblem(value)
         case .conditionalPut(let key, let value, _): return keyProblem(key) ?? valueProblem(value)

@@ -1,0 +1,89 @@
+import ActorKVProtocol
+@testable import ActorKVServer
+import ActorKVStore
+import Testing
+
+/// Redis 7.4's field expiry commands over a namespace's keys (protocol.md, "Field expiry"), with
+/// the processor's harness of ``RedisCommandsTests``.
+extension RedisCommandsTests {
+    /// The integers of an array reply (nil for any other reply).
+    func integers(_ reply: Reply) -> [Int64]? {
+        guard case .array(let items) = reply else { return nil }
+        return items.map { if case .integer(let n) = $0 { return n }; return .min }
+    }
+
+    @Test("HEXPIRE's family sets, conditions, deletes and removes deadlines per field with Redis's numbers; HTTL's family reads them back")
+    func fieldExpiry() async throws {
+        try await withProcessor { p in
+            let set = await run(p, ["HSET h a 1 b 2 c 3 d 4", "HEXPIRE h 100 FIELDS 3 a b missing", "HPEXPIRE h 50000 FIELDS 1 c",
+                                    "HTTL h FIELDS 4 a c d missing", "HPTTL h FIELDS 2 a d", "HTTL nowhere FIELDS 1 a"])
+            #expect(integers(set[1]) == [1, 1, -2] && integers(set[2]) == [1])
+            #expect(integers(set[3]) == [100, 50, -1, -2], "seconds rounded up: \(set[3])")
+            let pttl = integers(set[4])!
+            #expect(pttl[0] > 99_000 && pttl[0] <= 100_000 && pttl[1] == -1)
+            #expect(integers(set[5]) == [-2])
+            // Conditions: NX only without a deadline, XX only with one, GT later, LT earlier (a
+            // field without a deadline is later than any).
+            let conditions = await run(p, ["HEXPIRE h 200 NX FIELDS 2 a d", "HEXPIRE h 300 XX FIELDS 2 a b", "HEXPIRE h 10 GT FIELDS 3 a b c",
+                                           "HEXPIRE h 400 gt FIELDS 2 b d", "HEXPIRE h 20 LT FIELDS 2 a c", "HTTL h FIELDS 4 a b c d"])
+            #expect(conditions.compactMap(integers) == [[0, 1], [1, 1], [0, 0, 0], [1, 1], [1, 1], [20, 400, 20, 400]], "\(conditions)")
+            // Absolute times: HEXPIREAT, HPEXPIREAT, read back by HEXPIRETIME and HPEXPIRETIME.
+            let at = await run(p, ["HPEXPIREAT h 4102444800123 FIELDS 1 a", "HEXPIREAT h 4102444801 FIELDS 1 b",
+                                   "HPEXPIRETIME h FIELDS 3 a b missing", "HEXPIRETIME h FIELDS 3 a b d", "HPEXPIRETIME h FIELDS 1 x", "HSET h x 0",
+                                   "HEXPIRETIME h FIELDS 1 x"])
+            #expect(integers(at[2]) == [4_102_444_800_123, 4_102_444_801_000, -2])
+            #expect(integers(at[3])![0] == 4_102_444_801 && integers(at[3])![1] == 4_102_444_801, "seconds rounded up: \(at[3])")
+            #expect(integers(at[6]) == [-1])
+            // A time at or before now deletes (2); HPERSIST removes (1), finds none (-1) or no field (-2).
+            let end = await run(p, ["HEXPIRE h 0 FIELDS 1 a", "HPEXPIREAT h 1 FIELDS 2 b b", "HPERSIST h FIELDS 4 c d x missing",
+                                    "HTTL h FIELDS 2 c d", "HKEYS h", "HEXPIRE h 0 XX FIELDS 1 x", "HEXISTS h x"])
+            #expect(integers(end[0]) == [2] && integers(end[1]) == [2, -2] && integers(end[2]) == [1, 1, -1, -2])
+            #expect(integers(end[3]) == [-1, -1])
+            #expect(end[4] == .array([bulk("c"), bulk("d"), bulk("x")]))
+            #expect(integers(end[5]) == [0] && end[6] == .integer(1), "a condition that does not hold deletes nothing")
+        }
+    }
+
+    @Test("a field past the deadline HEXPIRE gave it is gone for every read, HTTL says -2, and HSET makes it a field without one")
+    func fieldsExpire() async throws {
+        try await withProcessor { p in
+            _ = await run(p, ["HSET h a 1 b 2", "HPEXPIRE h 30 FIELDS 1 a"])
+            try await Task.sleep(for: .milliseconds(60))
+            let after = await run(p, ["HGET h a", "HLEN h", "HTTL h FIELDS 2 a b", "HSET h a 3", "HTTL h FIELDS 1 a"])
+            #expect(after[0] == .null && after[1] == .integer(1) && integers(after[2]) == [-2, -1])
+            #expect(after[3] == .integer(1) && integers(after[4]) == [-1])
+        }
+    }
+
+    @Test("bad HEXPIRE, HTTL and HPERSIST requests get Redis's errors and change nothing; the connection goes on")
+    func fieldExpiryErrors() async throws {
+        try await withProcessor { p in
+            _ = await run(p, ["HSET h a 1"])
+            let errors = await run(p, ["HEXPIRE h -1 FIELDS 1 a", "HEXPIRE h x FIELDS 1 a", "HEXPIRE h 1.5 FIELDS 1 a",
+                                       "HEXPIRE h 10 FIELDS 0 a", "HEXPIRE h 10 FIELDS 2 a", "HEXPIRE h 10 FIELDS 1 a b",
+                                       "HEXPIRE h 10 NX XX FIELDS 1 a", "HEXPIRE h 10 FIELD 1 a", "HEXPIRE h 9223372036854775807 FIELDS 1 a",
+                                       "HPEXPIRE h 9223372036854775807 FIELDS 1 a", "HTTL h FIELDS 0 a", "HTTL h FIELDS 2 a",
+                                       "HTTL h 1 a b", "HPERSIST h FIELDS -1 a", "HEXPIRE h 10 FIELDS 1", "HTTL h",
+                                       "HTTL h FIELDS 1 a"])
+            #expect(errors[0] == .error("ERR invalid expire time, must be >= 0"))
+            #expect(errors[1] == .error("ERR value is not an integer or out of range") && errors[2] == errors[1])
+            #expect(errors[3] == .error("ERR Parameter `numFields` should be greater than 0"))
+            #expect(errors[4] == .error("ERR The `numfields` parameter must match the number of arguments") && errors[5] == errors[4])
+            #expect(errors[6] == .error("ERR Mandatory argument FIELDS is missing or not at the right position") && errors[7] == errors[6])
+            #expect(errors[8] == .error("ERR invalid expire time in 'hexpire' command"))
+            #expect(errors[9] == .error("ERR invalid expire time in 'hpexpire' command"))
+            #expect(errors[10] == .error("ERR Number of fields must be a positive integer") && errors[13] == errors[10])
+            #expect(errors[11] == errors[4] && errors[12] == errors[6])
+            #expect(errors[14].errorCode == "ERR" && errors[15].errorCode == "ERR", "arity: \(errors[14]) \(errors[15])")
+            #expect(integers(errors[16]) == [-1], "nothing was given a deadline")
+        }
+    }
+
+    @Test("the field expiry commands are not queued in MULTI: refused, and EXEC then applies nothing")
+    func fieldExpiryNotQueued() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, ["MULTI", "HSET h a 1", "HEXPIRE h 10 FIELDS 1 a", "EXEC", "HLEN h"])
+            #expect(replies[2].errorCode == "ERR" && replies[3].errorCode == "EXECABORT" && replies[4] == .integer(0), "\(replies)")
+        }
+    }
+}

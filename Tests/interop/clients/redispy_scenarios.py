@@ -19,6 +19,7 @@ rerun against the same server starts from empty hashes.
 """
 
 import asyncio
+import datetime
 import multiprocessing
 import os
 import signal
@@ -676,6 +677,47 @@ def keyspace():
                   [b"hash", 1, 2, b"none", 0], pipe.execute())
 
 
+def field_expiry():
+    """Redis 7.4's hash-field expiry (hexpire() and its family) over a namespace's keys. The
+    redis-server checked against here (Debian's 7.0) has none of it: ActorKV only."""
+    if not ACTORKV:
+        skip("field expiry needs Redis 7.4")
+        return
+    r = make_client()
+    key = ns("hfe")
+    r.hset(key, mapping={"a": "1", "b": "2", "c": "3", "d": "4"})
+    expect_eq("hexpire(timedelta) of two fields and a missing one", [1, 1, -2],
+              r.hexpire(key, datetime.timedelta(seconds=100), "a", "b", "missing"))
+    ttl = r.httl(key, "a", "c")
+    # An agent keeps deadlines to the second (the end of the second they fall in).
+    check("httl(): the seconds left, -1 without a deadline", ttl[1] == -1 and 99 <= ttl[0] <= 101, f"{ttl!r}")
+    expect_eq("hexpire(nx=True): only the field without a deadline", [0, 1], r.hexpire(key, 200, "a", "c", nx=True))
+    expect_eq("hexpire(xx=True): only fields with one", [1, 0], r.hexpire(key, 300, "a", "d", xx=True))
+    expect_eq("hexpire(gt=True): never a field without a deadline", [0, 0], r.hexpire(key, 10, "a", "d", gt=True))
+    expect_eq("hexpire(lt=True): always a field without one", [1, 1], r.hexpire(key, 50, "a", "d", lt=True))
+    at = int(time.time()) + 3600
+    expect_eq("hexpireat(datetime)", [1], r.hexpireat(key, datetime.datetime.fromtimestamp(at), "b"))
+    expect_eq("hexpiretime(): that second, for each field named", [at, at], r.hexpiretime(key, "b", "b"))
+    pexpiretime = r.hpexpiretime(key, "b")[0]
+    check("hpexpiretime(): within that second", at * 1000 - 1000 < pexpiretime <= at * 1000, f"{pexpiretime} against {at}")
+    pttl = r.hpttl(key, "a")[0]
+    check("hpttl(): the milliseconds left", 48_000 < pttl <= 51_000, f"{pttl}")
+    expect_eq("hpersist(): removed, none to remove, no such field", [1, -1, -2], r.hpersist(key, "a", "a", "missing"))
+    expect_eq("hexpire() with 0 deletes the field", [2], r.hexpire(key, 0, "c"))
+    expect_eq("... which is gone", None, r.hget(key, "c"))
+    expect_eq("hpexpire() of a short deadline", [1], r.hpexpire(key, 100, "d"))
+    deadline = time.monotonic() + 5
+    while r.hget(key, "d") is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    expect_eq("the field is gone at its deadline, the others stay", {b"a": b"1", b"b": b"2"}, r.hgetall(key))
+    expect_eq("httl() of the expired field: no such field", [-2], r.httl(key, "d"))
+    expect_error("hexpire() of a negative time raises Redis's error", lambda: r.hexpire(key, -1, "a"), "invalid expire time, must be >= 0")
+    expect_error("HEXPIRE without FIELDS raises", lambda: r.execute_command("HEXPIRE", key, 10, "a"), "wrong number of arguments")
+    expect_error("HTTL with a wrong numfields raises", lambda: r.execute_command("HTTL", key, "FIELDS", 2, "a"),
+                 "must match the number of arguments")
+    expect_eq("... and nothing changed", ([-1], {b"a": b"1", b"b": b"2"}), (r.httl(key, "a"), r.hgetall(key)))
+
+
 def unknown_commands():
     r = make_client()
     key = ns("unknown")
@@ -699,7 +741,7 @@ def main():
     print(f"# redis-py {redis.__version__}, mode {MODE}, hiredis "
           f"{'available' if redis.utils.HIREDIS_AVAILABLE else 'missing'}", flush=True)
     for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, large_pipeline, pipeline_batch,
-                     transactions, asyncio_client, keyspace, unknown_commands):
+                     transactions, asyncio_client, keyspace, field_expiry, unknown_commands):
         run(scenario)
     sys.exit(1 if failures else 0)
 

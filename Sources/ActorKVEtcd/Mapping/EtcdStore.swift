@@ -224,7 +224,7 @@ public final class EtcdStore: Sendable {
                     deadlines.append(.integer(-2))
                     continue
                 }
-                deadlines.append(.integer(deadline == 0 ? -1 : Int(deadline)))
+                deadlines.append(.integer(deadline == 0 ? -1 : Int(clamping: deadline)))
             }
             return .batch(deadlines)
         case .count:

@@ -212,7 +212,7 @@ public actor Namespace {
     private func deadline(of key: [UInt8]) -> Int {
         guard data.map.contains(key), !hasExpired(key) else { return -2 }
         let deadline = data.lifetimes.lifetime(of: key).deadline
-        return deadline == 0 ? -1 : Int(deadline)
+        return deadline == 0 ? -1 : Int(clamping: deadline)
     }
 
     /// ``hasExpired(_:)-(Array)`` for a key that is a slice of a larger buffer.

@@ -65,6 +65,7 @@ struct ArgumentFuzzTests {
                 if replies.first?.errorCode != nil { counts.errors += 1 } else { counts.others += 1 }
             }
             #expect(counts.errors > Self.inputs / 10 && counts.others > Self.inputs / 10, "both refusals and answers: \(counts)")
+            print("argument fuzz: \(Self.inputs) mutated requests over \(samples.count) commands, \(counts.errors) refused, \(counts.others) answered")
             let after = await p.process(["HSET after f 1", "HGET after f", "HLEN ns"].map { Command(parsing: Request($0.split(separator: " ").map { Array($0.utf8) })) },
                                         session: ClientSession(id: 1, peer: nil))
             #expect(after[0] == .integer(1) && after[1] == .bulk(Array("1".utf8)), "\(after)")

@@ -262,6 +262,27 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("HGETDEL: each field's value, then the field gone, as one log record; a field named twice is read once; queues in MULTI; Redis's errors")
+    func getAndDelete() async throws {
+        try await withProcessor { p in
+            _ = await run(p, ["HSET g a 1 b 2 c 3"])
+            let before = try #require(try await p.store.existingNamespace("g")?.sequence)
+            let replies = await run(p, ["HGETDEL g FIELDS 3 a missing a", "HKEYS g",
+                                        "HGETDEL nowhere FIELDS 1 a", "HGETDEL g FIELDS 2 b", "HGETDEL g FIELD 1 b", "HGETDEL g FIELDS 0 b",
+                                        "MULTI", "HSET g d 4", "HGETDEL g FIELDS 2 d c", "HLEN g", "EXEC", "TYPE g"])
+            #expect(replies[0] == .array([bulk("1"), .null, .null]), "\(replies[0])")
+            #expect(replies[1] == .array([bulk("b"), bulk("c")]))
+            #expect(try await p.store.existingNamespace("g")?.sequence == before + 2, "one record, and one for the transaction")
+            #expect(replies[2] == .array([.null]))
+            #expect(replies[3] == .error("ERR The `numfields` parameter must match the number of arguments"))
+            #expect(replies[4] == .error("ERR Mandatory argument FIELDS is missing or not at the right position"))
+            #expect(replies[5] == .error("ERR Number of fields must be a positive integer"))
+            #expect(replies[8] == .simple("QUEUED"))
+            #expect(replies[10] == .array([.integer(1), .array([bulk("4"), bulk("3")]), .integer(1)]), "\(replies[10])")
+            #expect(replies[11] == .simple("hash"), "b is left")
+        }
+    }
+
     @Test("HRANDFIELD: one field, count distinct ones, -count with repeats, WITHVALUES flat in RESP2 and in pairs in RESP3; Redis's errors")
     func randomFields() async throws {
         try await withProcessor { p in
@@ -303,7 +324,7 @@ struct RedisCommandsTests {
                        "HGET": "HGET q k", "HSET": "HSET q k v", "HSETNX": "HSETNX q k v", "HDEL": "HDEL q k",
                        "HEXISTS": "HEXISTS q k", "HSTRLEN": "HSTRLEN q k", "HINCRBY": "HINCRBY q n 1",
                        "HLEN": "HLEN q", "HGETALL": "HGETALL q", "HKEYS": "HKEYS q", "HVALS": "HVALS q", "HMGET": "HMGET q k j",
-                       "TYPE": "TYPE q", "HMSET": "HMSET q k v j w", "HINCRBYFLOAT": "HINCRBYFLOAT q f 1.5"]
+                       "TYPE": "TYPE q", "HMSET": "HMSET q k v j w", "HINCRBYFLOAT": "HINCRBYFLOAT q f 1.5", "HGETDEL": "HGETDEL q FIELDS 1 k"]
         try await withProcessor { p in
             let refused = await run(p, ["MULTI", "SCAN q 0", "DISCARD"])[1]
             guard case .error(let text) = refused,

@@ -168,6 +168,8 @@ public enum ReplyShape: UInt8, Sendable {
     case stored
     /// The value a one-step batch's update left, as a bulk string (HINCRBYFLOAT).
     case updatedValue
+    /// Of a batch of a read and a delete per key: each read's value, in order (HGETDEL).
+    case takenValues
     /// Of deadlines: each key's seconds left, rounded up (HTTL).
     case secondsLeft
     /// Of deadlines: each key's milliseconds left (HPTTL).

@@ -28,6 +28,16 @@ enum HashCommands {
         CommandSpec(name: "HDEL", usage: "HDEL ns field [field ...]", arity: .atLeast(2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .delete(args.rest(from: 1)))
         },
+        // Redis 8's read-and-delete: each field's value, then the field deleted, in one log record.
+        CommandSpec(name: "HGETDEL", usage: "HGETDEL ns FIELDS numfields field [field ...]", arity: .atLeast(4),
+                    flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            let ns = try args.namespace(0)
+            let keys = try FieldExpiryCommands.fields(args, at: 1, countProblem: "Number of fields must be a positive integer")
+            var steps: [BatchStep] = []
+            steps.reserveCapacity(keys.count * 2)
+            for key in keys { steps += [.update(key: key, .keep), .delete(key: key)] }
+            return .data(namespace: ns, .batch(steps), shape: .takenValues)
+        },
         CommandSpec(name: "HEXISTS", usage: "HEXISTS ns field", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .exists([args.array(1)]))
         },

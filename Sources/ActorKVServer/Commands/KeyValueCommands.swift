@@ -254,11 +254,12 @@ enum KeyValueCommands {
         case (.nonEmpty, .integer(let n)): return .integer(n > 0 ? 1 : 0)
         case (.stored, .batch): return .simple("OK")
         case (.updatedValue, .batch(let outcomes)) where outcomes.count == 1: return reply(for: outcomes[0])
+        case (.takenValues, .batch(let outcomes)): return .array(stride(from: 0, to: outcomes.count, by: 2).map { reply(for: outcomes[$0]) })
         case (.secondsLeft, .batch(let deadlines)), (.millisecondsLeft, .batch(let deadlines)), (.secondsDeadline, .batch(let deadlines)),
              (.millisecondsDeadline, .batch(let deadlines)):
             return FieldExpiryCommands.reply(deadlines: deadlines, shape: shape, now: WallClock.milliseconds())
         case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _), (.keyType, _), (.nonEmpty, _), (.stored, _),
-             (.updatedValue, _), (.secondsLeft, _), (.millisecondsLeft, _), (.secondsDeadline, _), (.millisecondsDeadline, _):
+             (.updatedValue, _), (.takenValues, _), (.secondsLeft, _), (.millisecondsLeft, _), (.secondsDeadline, _), (.millisecondsDeadline, _):
             return reply(for: outcome, ofBatch: isBatch)
         }
     }

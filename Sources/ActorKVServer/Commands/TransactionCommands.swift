@@ -51,7 +51,7 @@ enum TransactionCommands {
         guard case .data(let namespace, let operation, let shape) = command,
               let plan = TransactionStep.plan(for: operation, shape: shape) else {
             session.refuseQueued()
-            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, HGET, HSET, HSETNX, HDEL, HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HMGET, HMSET, HLEN, HGETALL, HKEYS, HVALS, TYPE; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
+            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, HGET, HSET, HSETNX, HDEL, HGETDEL, HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HMGET, HMSET, HLEN, HGETALL, HKEYS, HVALS, TYPE; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
         }
         guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {
             return tooLarge(limit: session.transactionLimit, then: "EXEC will apply nothing")
@@ -234,9 +234,9 @@ struct TransactionStep: Sendable {
         case found
         /// Each step's value, in order (HMGET).
         case values
+        /// The steps' outcomes as one batch's, in `shape` (HGETDEL).
+        case shaped(ReplyShape)
     }
-
-    private static let keep = Update { _ in .keep }
 
     /// The command's reply from its steps' `outcomes` (``stepCount`` of them, in order).
     func reply(_ outcomes: ArraySlice<Outcome>) -> Reply {
@@ -247,6 +247,7 @@ struct TransactionStep: Sendable {
         case .outcome: return KeyValueCommands.reply(for: outcomes[outcomes.startIndex])
         case .found: return .integer(Int64(outcomes.filter { $0 != .value(nil) }.count))
         case .values: return .array(outcomes.map(KeyValueCommands.reply(for:)))
+        case .shaped(let shape): return KeyValueCommands.reply(for: .batch(Array(outcomes)), ofBatch: true, shape: shape)
         }
     }
 
@@ -265,6 +266,7 @@ struct TransactionStep: Sendable {
         case .batch(let steps) where shape == .added: return TransactionStep(stepCount: steps.count, kind: .sumOfCounts)
         case .batch(let steps) where shape == .stored: return TransactionStep(stepCount: steps.count, kind: .stored)
         case .batch(let steps) where shape == .updatedValue && steps.count == 1: return TransactionStep(stepCount: 1, kind: .outcome)
+        case .batch(let steps) where shape == .takenValues: return TransactionStep(stepCount: steps.count, kind: .shaped(shape))
         case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .deadlines, .scan:
             return nil
         }
@@ -275,7 +277,7 @@ struct TransactionStep: Sendable {
     private static func isWholeNamespace(_ shape: ReplyShape) -> Bool {
         switch shape {
         case .hashEntries, .hashKeys, .hashValues: return true
-        case .plain, .added, .length, .keyType, .nonEmpty, .stored, .updatedValue, .secondsLeft, .millisecondsLeft, .secondsDeadline,
+        case .plain, .added, .length, .keyType, .nonEmpty, .stored, .updatedValue, .takenValues, .secondsLeft, .millisecondsLeft, .secondsDeadline,
              .millisecondsDeadline:
             return false
         }
@@ -311,12 +313,12 @@ struct TransactionStep: Sendable {
     /// Appends the steps of `operation`, which has a ``plan(for:shape:)``, to EXEC's batch.
     static func appendSteps(of operation: Operation, to steps: inout [BatchStep]) {
         switch operation {
-        case .get(let key): steps.append(.update(key: Array(key), keep))
+        case .get(let key): steps.append(.update(key: Array(key), .keep))
         case .put(let key, let value): steps.append(.put(key: Array(key), value: Array(value)))
         case .set(let key, let value): steps.append(.set(key: Array(key), value: Array(value)))
         case .increment(let key, let delta): steps.append(.increment(key: key, by: delta))
         case .delete(let keys): for key in keys { steps.append(.delete(key: key)) }
-        case .exists(let keys), .getMany(let keys): for key in keys { steps.append(.update(key: key, keep)) }
+        case .exists(let keys), .getMany(let keys): for key in keys { steps.append(.update(key: key, .keep)) }
         case .batch(let batch): steps += batch
         case .count: steps.append(.read(.count))
         case .scan: steps.append(.read(.entries))

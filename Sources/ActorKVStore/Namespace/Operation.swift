@@ -334,6 +334,10 @@ public struct Update: Sendable {
         self.compute = compute
         self.keepsLifetime = keepsLifetime
     }
+
+    /// An update that writes nothing: its outcome is the key's current value, a read of one key
+    /// inside a batch (MULTI's GET, HGETDEL's read before its delete).
+    public static let keep = Update { _ in .keep }
 }
 
 /// What an ``Update`` decided.

@@ -24,7 +24,8 @@ enum HistoryRetention {
     /// How many of `older` (oldest first; `next` is the first sequence of the segment after the
     /// last of them) may be dropped.
     static func droppable(_ older: [SegmentSpan], next: UInt64, covered: UInt64, history: Int) -> Int {
-        let keepFrom = covered >= UInt64(max(0, history)) ? covered - UInt64(max(0, history)) + 1 : 1
+        let kept = changesKept(history)
+        let keepFrom = covered >= kept ? covered - kept + 1 : 1
         var count = 0
         while count < older.count {
             let end = lastSequence(of: count, in: older, next: next)
@@ -43,8 +44,11 @@ enum HistoryRetention {
     /// `history` of them, all read at start.
     static func seals(activeFirst: UInt64, recordBytes: Int, covered: UInt64, history: Int, sealBytes: Int) -> Bool {
         guard recordBytes > 0, activeFirst <= covered else { return false }
-        return recordBytes >= sealBytes || covered - activeFirst >= UInt64(max(0, history))
+        return recordBytes >= sealBytes || covered - activeFirst >= changesKept(history)
     }
+
+    /// `history` as a count of changes (a negative setting keeps none).
+    private static func changesKept(_ history: Int) -> UInt64 { UInt64(max(0, history)) }
 
     /// The last change segment `index` of `segments` holds (one before the next segment's first;
     /// `next` is the first sequence after the last of them). Below its first if it holds none.

@@ -180,6 +180,44 @@ struct LifetimeServerTests {
         }
     }
 
+    @Test("HEXPIRE's family on a live server: a watcher sees no change of deadline but the deletes (at 0, at the deadline); the deadlines survive kill -9")
+    func fieldExpiryOnTheWire() async throws {
+        let server = try ServerProcess(arguments: ["--fsync", "always"])
+        defer { server.stop() }
+        let deadlines = try await onOwnThread { () throws -> Reply in
+            let c = try RawConnection(path: server.socketPath)
+            let watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES f\r\n")
+            _ = try ChangesServerTests.read(watcher) { if case .synced = $0 { return true }; return false }
+            #expect(try c.command(["HSET", "f", "a", "1", "b", "2", "c", "3", "d", "4"]) == .integer(4))
+            #expect(try c.command(["HEXPIRE", "f", "3600", "FIELDS", "2", "a", "b"]) == .array([.integer(1), .integer(1)]))
+            #expect(try c.command(["HPEXPIRE", "f", "200", "FIELDS", "1", "c"]) == .array([.integer(1)]))
+            #expect(try c.command(["HEXPIRE", "f", "0", "FIELDS", "1", "b"]) == .array([.integer(2)]))
+            #expect(try c.command(["HPERSIST", "f", "FIELDS", "1", "a"]) == .array([.integer(1)]))
+            #expect(try c.command(["HPEXPIREAT", "f", "4102444800000", "FIELDS", "1", "d"]) == .array([.integer(1)]))
+            // The HSET, b's delete, then c's at its deadline; no message for a deadline given or removed.
+            let messages = try ChangesServerTests.read(watcher) { message in
+                if case .change(_, _, let pairs) = message { return pairs.first.map { $0.key == Array("c".utf8) } ?? false }
+                return false
+            }
+            let changes = messages.compactMap { message -> String? in
+                guard case .change(_, _, let pairs) = message else { return nil }
+                return pairs.map { String(decoding: $0.key, as: UTF8.self) + ($0.value == nil ? " deleted" : "") }.joined(separator: ",")
+            }
+            #expect(changes == ["a,b,c,d", "b deleted", "c deleted"], "\(changes)")
+            let deadlines = try c.command(["HPEXPIRETIME", "f", "FIELDS", "4", "a", "b", "c", "d"])
+            #expect(deadlines == .array([.integer(-1), .integer(-2), .integer(-2), .integer(4_102_444_800_000)]))
+            return deadlines
+        }
+        try await server.signal(SIGKILL)
+        try await server.restart()
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["HPEXPIRETIME", "f", "FIELDS", "4", "a", "b", "c", "d"]) == deadlines)
+            #expect(try c.command(["HKEYS", "f"]) == .array([.bulk(Array("a".utf8)), .bulk(Array("d".utf8))]))
+        }
+    }
+
     @Test("a connection's ephemeral keys go when it ends: QUIT, close, kill -9 of the client; another's PUT takes a key over")
     func ephemeralKeysEndWithTheirConnection() async throws {
         try await onOwnThread {

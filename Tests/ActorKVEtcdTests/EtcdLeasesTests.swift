@@ -42,6 +42,29 @@ import Testing
         #expect(ids.count == 2 && ids.contains(String(first)), "revoked: \(ids)")
     }
 
+    @Test("a deadline past etcd's longest lease is refused with a sentence saying so, before any grant; the longest one is asked for")
+    func deadlineBeyondTheLongestLease() async throws {
+        let asked = Mutex<[String]>([])
+        let member = try FakeMember(requests: { _, request in
+            let ttl = request.json["TTL"] as? String ?? "?"
+            asked.withLock { $0.append(ttl) }
+            return .answer(200, Array(#"{"header":{"revision":"3"},"ID":"\#(request.json["ID"] as? String ?? "1")","TTL":"\#(ttl)"}"#.utf8))
+        })
+        let leases = EtcdLeases(client: EtcdClient(endpoints: [member.endpoint], timeout: 5), ephemeralTTL: 10, log: { _ in })
+        let now = WallClock.milliseconds() / 1000 * 1000
+        let longest = UInt64(EtcdLeases.longestLeaseSeconds) * 1000
+        do {
+            _ = try await leases.expiryLease(deadline: now + longest + 2_000)
+            Issue.record("granted")
+        } catch {
+            #expect(error.kind == .refused && error.message.contains("etcd's longest lease is 9000000000 seconds"), "\(error)")
+        }
+        #expect(asked.withLock { $0 }.isEmpty, "nothing asked of etcd")
+        _ = try await leases.expiryLease(deadline: now + longest - 1_000)
+        let ttl = try #require(asked.withLock { $0 }.first.flatMap { Int64($0) })
+        #expect(ttl <= EtcdLeases.longestLeaseSeconds && ttl > EtcdLeases.longestLeaseSeconds - 3, "\(ttl)")
+    }
+
     @Test("a claim on a live connection: the lease granted for it is kept, and revoked when it ends")
     func claimOnALiveConnection() async throws {
         let revoked = Mutex<[String]>([])

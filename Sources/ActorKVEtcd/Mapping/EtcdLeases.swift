@@ -117,9 +117,16 @@ public final class EtcdLeases: Sendable {
             s.expiry = s.expiry.filter { $0.key > now }
             return s.expiry[second]
         }) { return lease }
+        guard second - now <= Self.longestLeaseSeconds else {
+            throw EtcdError(.refused, "a deadline \(second - now) seconds away cannot be kept in cluster mode: etcd's longest lease is \(Self.longestLeaseSeconds) seconds (about 285 years)")
+        }
         let granted = try await grant(seconds: Int(max(1, second - now)), kind: .deadline, second: second)
         return await keepFirst(granted, at: second, in: \.expiry, owner: nil)!
     }
+
+    /// The longest lease etcd grants (its `MaxLeaseTTL`), in seconds: a deadline further away
+    /// cannot be kept by a lease (etcd answers "too large lease TTL").
+    static let longestLeaseSeconds: Int64 = 9_000_000_000
 
     /// The second (since the epoch) at whose end a key with `deadline` (milliseconds since the
     /// epoch) expires: the end of the second the deadline falls in.

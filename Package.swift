@@ -52,7 +52,7 @@ let package = Package(
                 swiftSettings: strict),
         .testTarget(name: "ActorKVStoreTests", dependencies: ["ActorKVStore", "ActorKVTestSupport"], swiftSettings: strict),
         .testTarget(name: "ActorKVProtocolTests", dependencies: ["ActorKVProtocol", "ActorKVTestSupport"], swiftSettings: strict),
-        .testTarget(name: "ActorKVServerTests", dependencies: ["ActorKVServer", "ActorKVProtocol", "ActorKVTestSupport"],
+        .testTarget(name: "ActorKVServerTests", dependencies: ["ActorKVServer", "ActorKVProtocol", "ActorKVEtcd", "ActorKVTestSupport"],
                     swiftSettings: strict),
         .testTarget(name: "ActorKVEtcdTests", dependencies: ["ActorKVEtcd", "ActorKVTestSupport", "CActorKVSys"], swiftSettings: strict),
         .testTarget(name: "ActorKVClientTests", dependencies: ["ActorKVClient", "ActorKVTestSupport"], swiftSettings: strict),

@@ -1,3 +1,4 @@
+import ActorKVEtcd
 import ActorKVProtocol
 @testable import ActorKVServer
 import ActorKVStore
@@ -10,10 +11,13 @@ import Testing
 /// request gets exactly one reply and the process lives (an arithmetic trap on a hostile number
 /// would end it), and the server still reads and writes afterwards.
 ///
-/// Requests: $ACTORKV_ARGUMENT_FUZZ_INPUTS (default 10,000); seed: $ACTORKV_FUZZ_SEED.
+/// Requests: $ACTORKV_ARGUMENT_FUZZ_INPUTS (default 10,000); seed:
+/// $ACTORKV_FUZZ_SEED. With $ACTORKV_ETCD (Tests/Cluster/run.sh), the processor keeps its data
+/// in that etcd cluster, as an agent's does, under a prefix of its own.
 @Suite("Argument fuzz: every command with hostile arguments gets one reply, never a crash")
 struct ArgumentFuzzTests {
     static let environment = ProcessInfo.processInfo.environment
+    static let etcd = environment["ACTORKV_ETCD"].flatMap { $0.isEmpty ? nil : $0 }
     static let inputs = Int(environment["ACTORKV_ARGUMENT_FUZZ_INPUTS"] ?? "") ?? 10_000
 
     /// Words that reach parsers' edges: integers at and past 64 bits, floats, options of every
@@ -46,9 +50,18 @@ struct ArgumentFuzzTests {
         return words
     }
 
+    /// Runs `body` with a processor over a local store, or over the etcd cluster of $ACTORKV_ETCD.
+    func withProcessor(_ body: (CommandProcessor) async throws -> Void) async throws {
+        guard let etcd = Self.etcd else { return try await RedisCommandsTests().withProcessor(body) }
+        let endpoints = try etcd.split(separator: ",").map { (url) throws(EtcdError) in try EtcdEndpoint(url: String(url)) }
+        let store = EtcdStore(client: EtcdClient(endpoints: endpoints), prefix: "argument-fuzz-\(UInt32.random(in: 0 ... .max))/")
+        try await body(CommandProcessor(backend: ClusterBackend(store: store, followerBufferBytes: 1 << 20)) { _ in [] })
+        await store.close()
+    }
+
     @Test("mutated requests over every command: one reply each, the server alive and writing after")
     func mutatedArguments() async throws {
-        try await RedisCommandsTests().withProcessor { p in
+        try await withProcessor { p in
             var random = SeededGenerator(seed: UInt64(Self.environment["ACTORKV_FUZZ_SEED"] ?? "") ?? 0xF022)
             let samples = CommandTableTests.samples.filter { !Self.skipped.contains($0.key) }.sorted { $0.key < $1.key }.map(\.value)
             // Something to read and expire: fields with and without deadlines.

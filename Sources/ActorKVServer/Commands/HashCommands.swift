@@ -2,9 +2,10 @@ import ActorKVProtocol
 import ActorKVStore
 
 /// Redis's hash commands, a namespace being the hash and its keys the fields (protocol.md,
-/// "Namespaces as Redis hashes"). All but HSCAN are data commands, run in the namespace's run
-/// like GET and PUT, with Redis's replies (``ReplyShape``), and can be queued in MULTI; HSCAN,
-/// which resolves a cursor first, runs on its own.
+/// "Namespaces as Redis hashes"). All but HSCAN and HRANDFIELD are data commands, run in the
+/// namespace's run like GET and PUT, with Redis's replies (``ReplyShape``), and can be queued in
+/// MULTI; HSCAN, which resolves a cursor first, and HRANDFIELD run on their own. The field
+/// expiry commands are ``FieldExpiryCommands``.
 enum HashCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [

@@ -1,8 +1,9 @@
 import ActorKVProtocol
 import ActorKVStore
 
-/// Redis 7.4's hash-field expiry commands over a namespace's keys (protocol.md, "Field expiry"):
-/// `HEXPIRE`, `HPEXPIRE`, `HEXPIREAT`, `HPEXPIREAT` and `HPERSIST` change deadlines (one
+/// Redis 7.4's hash-field expiry commands over a namespace's keys (protocol.md, "Namespaces as
+/// Redis hashes", "Field expiry"): `HEXPIRE`, `HPEXPIRE`, `HEXPIREAT`, `HPEXPIREAT` and
+/// `HPERSIST` change deadlines (one
 /// ``ActorKVStore/Operation/expire(_:)``, one log record); `HTTL`, `HPTTL`, `HEXPIRETIME` and
 /// `HPEXPIRETIME` read them (one ``ActorKVStore/Operation/deadlines(_:)``). Each takes
 /// `FIELDS numfields field …` and replies one integer per field, Redis's numbers.

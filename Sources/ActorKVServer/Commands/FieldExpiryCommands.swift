@@ -3,10 +3,10 @@ import ActorKVStore
 
 /// Redis 7.4's hash-field expiry commands over a namespace's keys (protocol.md, "Namespaces as
 /// Redis hashes", "Field expiry"): `HEXPIRE`, `HPEXPIRE`, `HEXPIREAT`, `HPEXPIREAT` and
-/// `HPERSIST` change deadlines (one
-/// ``ActorKVStore/Operation/expire(_:)``, one log record); `HTTL`, `HPTTL`, `HEXPIRETIME` and
-/// `HPEXPIRETIME` read them (one ``ActorKVStore/Operation/deadlines(_:)``). Each takes
-/// `FIELDS numfields field …` and replies one integer per field, Redis's numbers.
+/// `HPERSIST` change deadlines (one ``ActorKVStore/Operation/expire(_:)``, one log record);
+/// `HTTL`, `HPTTL`, `HEXPIRETIME` and `HPEXPIRETIME` read them (one
+/// ``ActorKVStore/Operation/deadlines(_:)``). Each takes `FIELDS numfields field …` and replies
+/// one integer per field, Redis's numbers.
 enum FieldExpiryCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [

@@ -465,14 +465,9 @@ public final class EtcdStore: Sendable {
     /// else the milliseconds until the end of the second its deadline falls in (its lease's
     /// remaining seconds for a lease an older agent numbered).
     private func timeToLive(_ key: [UInt8]) async throws(EtcdError) -> Int {
-        guard let kv = try await read(key) else { return -2 }
-        guard kv.leaseID != 0 else { return -1 }
-        if let lease = EtcdLeaseID(kv.leaseID) {
-            guard let second = lease.deadlineSecond else { return -1 }
-            return max(0, Int(second * 1000 - Int64(WallClock.milliseconds())))
-        }
-        guard let seconds = try await leases.remainingSeconds(of: kv.leaseID) else { return -2 }
-        return seconds * 1000
+        guard let kv = try await read(key), let deadline = try await deadline(of: kv) else { return -2 }
+        guard deadline != 0 else { return -1 }
+        return Int(clamping: deadline - min(deadline, WallClock.milliseconds()))
     }
 
     // MARK: - Changes

@@ -510,10 +510,9 @@ public actor Namespace {
         case .count: return .integer(data.map.count - data.lifetimes.expiredCount(at: runNow))
         case .scan(let cursor, let prefix, let limit): return .page(scanPage(from: cursor, prefix: prefix, limit: limit))
         case .timeToLive(let key):
-            guard data.map.contains(key), !hasExpired(key) else { return .integer(-2) }
-            let deadline = data.lifetimes.lifetime(of: key).deadline
-            guard deadline != 0 else { return .integer(-1) }
-            return .integer(Int(deadline - min(deadline, runNow == 0 ? WallClock.milliseconds() : runNow)))
+            let deadline = deadline(of: key)
+            guard deadline > 0 else { return .integer(deadline) }
+            return .integer(deadline - min(deadline, Int(clamping: runNow == 0 ? WallClock.milliseconds() : runNow)))
         case .deadlines(let keys):
             var deadlines: [Outcome] = []
             deadlines.reserveCapacity(keys.count)

@@ -29,11 +29,16 @@ public final class EtcdStore: Sendable {
     static let maxAttempts = 1000
     /// How many CHANGES followers this agent serves (INFO's `changes_followers`).
     private let followers = FollowerCount()
+    /// Now, in milliseconds since the epoch, for the deadlines it gives (a seam for tests).
+    private let clock: @Sendable () -> UInt64
 
-    /// A store in the cluster `client` reaches, under `prefix`.
+    /// A store in the cluster `client` reaches, under `prefix`; `clock` tells the time in
+    /// milliseconds since the epoch (tests give one of their own).
     public init(client: EtcdClient, prefix: String = "actorkv/", limits: StoreLimits = StoreLimits(), ephemeralTTL: Int = 10,
-                changesHistory: Int = 100_000, log: @escaping @Sendable (String) -> Void = { _ in }) {
+                changesHistory: Int = 100_000, log: @escaping @Sendable (String) -> Void = { _ in },
+                clock: @escaping @Sendable () -> UInt64 = { WallClock.milliseconds() }) {
         self.client = client
+        self.clock = clock
         self.prefix = Array(prefix.utf8)
         self.limits = limits
         self.changesHistory = changesHistory
@@ -206,7 +211,9 @@ public final class EtcdStore: Sendable {
         case .lifetimePut(let put):
             return try await lifetimePut(put, in: ns)
         case .setTimeToLive(let key, let milliseconds):
-            return try await setTimeToLive(etcdKey(ns, key), milliseconds: milliseconds, in: ns)
+            // A time at or before now (0) deletes the key.
+            let deadline = milliseconds.map { $0 <= 0 ? 0 : clock() + UInt64($0) }
+            return try await setTimeToLive(etcdKey(ns, key), deadline: deadline, in: ns)
         case .timeToLive(let key):
             return .integer(try await timeToLive(etcdKey(ns, key)))
         case .expire(let expiry):
@@ -362,7 +369,8 @@ public final class EtcdStore: Sendable {
     }
 
     private func lifetimePut(_ put: LifetimePut, in ns: String) async throws(EtcdError) -> Outcome {
-        guard let lease = try await lease(owner: put.owner, milliseconds: put.milliseconds) else {
+        let deadline = put.milliseconds == 0 ? 0 : clock() + put.milliseconds
+        guard let lease = try await lease(owner: put.owner, deadline: deadline) else {
             throw EtcdError(.unavailable, "this connection's lease is gone (it is ending)")
         }
         let key = etcdKey(ns, put.key)
@@ -372,11 +380,11 @@ public final class EtcdStore: Sendable {
         return .stored
     }
 
-    /// The lease for a key of connection `owner` (0: nobody) expiring `milliseconds` from now (0:
-    /// never); 0 for neither; nil if `owner` ended while another connection had claimed it.
-    private func lease(owner: UInt64, milliseconds: UInt64) async throws(EtcdError) -> Int64? {
-        let deadline = WallClock.milliseconds() + milliseconds
-        switch (owner != 0, milliseconds != 0) {
+    /// The lease for a key of connection `owner` (0: nobody) expiring at `deadline`
+    /// (milliseconds since the epoch; 0: never); 0 for neither; nil if `owner` ended while
+    /// another connection had claimed it.
+    private func lease(owner: UInt64, deadline: UInt64) async throws(EtcdError) -> Int64? {
+        switch (owner != 0, deadline != 0) {
         case (true, true): return try await leases.ownedLease(of: owner, deadline: deadline)
         case (true, false): return try await leases.sessionLease(of: owner)
         case (false, true): return try await leases.expiryLease(deadline: deadline)
@@ -387,20 +395,22 @@ public final class EtcdStore: Sendable {
     /// PEXPIRE and PERSIST: the key is written again, with its value, under the new lease (or
     /// none), if it has not changed since it was read. A key of a connection keeps its owner
     /// (which must then be a connection of this agent's: only it can renew the lease).
-    private func setTimeToLive(_ key: [UInt8], milliseconds: Int64?, in ns: String) async throws(EtcdError) -> Outcome {
+    /// `deadline` is in milliseconds since the epoch (nil: none; at or before now: delete).
+    private func setTimeToLive(_ key: [UInt8], deadline: UInt64?, in ns: String) async throws(EtcdError) -> Outcome {
         for _ in 0..<Self.maxAttempts {
             guard let kv = try await read(key) else { return .integer(0) }
-            if let outcome = try await setTimeToLive(of: kv, key, milliseconds: milliseconds, in: ns) { return outcome }
+            if let outcome = try await setTimeToLive(of: kv, key, deadline: deadline, in: ns) { return outcome }
         }
         throw EtcdError(.unavailable, "the key kept changing: \(Self.maxAttempts) attempts failed under contention")
     }
 
-    /// One attempt of ``setTimeToLive(_:milliseconds:in:)`` on the key as `kv` found it: nil if
-    /// it changed since.
-    private func setTimeToLive(of kv: EtcdResponses.KeyValue, _ key: [UInt8], milliseconds: Int64?, in ns: String) async throws(EtcdError) -> Outcome? {
+    /// One attempt of ``setTimeToLive(_:deadline:in:)`` on the key as `kv` found it: nil if
+    /// it changed since. An absolute deadline, so that HEXPIREAT's second is kept exactly
+    /// however long the request takes.
+    private func setTimeToLive(of kv: EtcdResponses.KeyValue, _ key: [UInt8], deadline: UInt64?, in ns: String) async throws(EtcdError) -> Outcome? {
         let current = EtcdLeaseID(kv.leaseID)
-        if milliseconds == nil && (kv.leaseID == 0 || current?.kind == .owner) { return .integer(0) }
-        if let ms = milliseconds, ms <= 0 {
+        if deadline == nil && (kv.leaseID == 0 || current?.kind == .owner) { return .integer(0) }
+        if let deadline, deadline <= clock() {
             let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)], success: [.deleteRange(key: key), markerPut(ns)])
             let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
             return answer.succeeded == true ? .integer(1) : nil
@@ -413,7 +423,7 @@ public final class EtcdStore: Sendable {
             owner = found
         }
         let granted: Int64?
-        do { granted = try await lease(owner: owner, milliseconds: milliseconds.map(UInt64.init) ?? 0) } catch {
+        do { granted = try await lease(owner: owner, deadline: deadline ?? 0) } catch {
             if owner != 0 { leases.endClaim(owner) }
             throw error
         }
@@ -433,15 +443,15 @@ public final class EtcdStore: Sendable {
     private func expire(_ key: [UInt8], _ expiry: KeyExpiry, in ns: String) async throws(EtcdError) -> Outcome {
         for _ in 0..<Self.maxAttempts {
             guard let kv = try await read(key), let deadline = try await deadline(of: kv) else { return .integer(KeyExpiry.Result.absent.rawValue) }
-            let now = WallClock.milliseconds()
+            let now = clock()
             let (result, lifetime) = expiry.apply(to: Lifetime(deadline: deadline), now: now)
-            let milliseconds: Int64?
+            let newDeadline: UInt64?
             switch result {
             case .absent, .noDeadline, .conditionNotMet: return .integer(result.rawValue)
-            case .deleted: milliseconds = 0
-            case .changed: milliseconds = lifetime!.deadline == 0 ? nil : Int64(clamping: max(1, lifetime!.deadline - now))
+            case .deleted: newDeadline = 0
+            case .changed: newDeadline = lifetime!.deadline == 0 ? nil : lifetime!.deadline
             }
-            switch try await setTimeToLive(of: kv, key, milliseconds: milliseconds, in: ns) {
+            switch try await setTimeToLive(of: kv, key, deadline: newDeadline, in: ns) {
             case nil: continue
             case .integer(0)?: return .integer(KeyExpiry.Result.absent.rawValue)  // its connection ended meanwhile, and the key with it
             case .integer?: return .integer(result.rawValue)
@@ -458,7 +468,7 @@ public final class EtcdStore: Sendable {
         guard kv.leaseID != 0 else { return 0 }
         if let lease = EtcdLeaseID(kv.leaseID) { return lease.deadlineSecond.map { UInt64(max(0, $0)) * 1000 } ?? 0 }
         guard let seconds = try await leases.remainingSeconds(of: kv.leaseID) else { return nil }
-        return WallClock.milliseconds() + UInt64(max(0, seconds)) * 1000
+        return clock() + UInt64(max(0, seconds)) * 1000
     }
 
     /// PTTL: -2 absent, -1 without deadline (an ephemeral key's connection lease is not one),
@@ -467,7 +477,7 @@ public final class EtcdStore: Sendable {
     private func timeToLive(_ key: [UInt8]) async throws(EtcdError) -> Int {
         guard let kv = try await read(key), let deadline = try await deadline(of: kv) else { return -2 }
         guard deadline != 0 else { return -1 }
-        return Int(clamping: deadline - min(deadline, WallClock.milliseconds()))
+        return Int(clamping: deadline - min(deadline, clock()))
     }
 
     // MARK: - Changes

@@ -1,0 +1,66 @@
+@testable import ActorKVEtcd
+import ActorKVStore
+import Foundation
+import Synchronization
+import Testing
+
+/// Deadlines given through an agent, against a fake member and a clock that moves a millisecond
+/// each time it is read: an absolute deadline (HEXPIREAT's family) lands on its own second
+/// however many times the agent reads the clock on the way, and a relative one (PEXPIRE) is
+/// counted from one reading.
+@Suite struct EtcdDeadlineTests {
+    /// The deadline seconds of the leases a member granted, in order.
+    private final class Grants: Sendable {
+        let seconds = Mutex<[Int64?]>([])
+    }
+
+    /// A member holding one key without lease, that grants every lease asked for and applies
+    /// every transaction; `granted` collects the deadline seconds of the leases it granted.
+    private static func member(granted: Grants) throws -> FakeMember {
+        try FakeMember(requests: { _, request in
+            switch request.path {
+            case "/v3/kv/range":
+                let key = request.json["key"] as? String ?? ""
+                return .answer(200, Array(#"{"header":{"revision":"5"},"kvs":[{"key":"\#(key)","value":"dg==","mod_revision":"5","create_revision":"5"}],"count":"1"}"#.utf8))
+            case "/v3/lease/grant":
+                let id = request.json["ID"] as? String ?? "0"
+                granted.seconds.withLock { $0.append(Int64(id).flatMap(EtcdLeaseID.init)?.deadlineSecond) }
+                return .answer(200, Array(#"{"header":{"revision":"6"},"ID":"\#(id)","TTL":"\#(request.json["TTL"] as? String ?? "1")"}"#.utf8))
+            case "/v3/kv/txn":
+                return .answer(200, Array(#"{"header":{"revision":"7"},"succeeded":true,"responses":[]}"#.utf8))
+            default:
+                return .answer(404, Array(#"{"error":"not found","code":5,"message":"not found"}"#.utf8))
+            }
+        })
+    }
+
+    /// A clock starting at `start` that moves on a millisecond each time it is read.
+    private static func tickingClock(from start: UInt64) -> @Sendable () -> UInt64 {
+        let readings = Atomic<UInt64>(0)
+        return { start + readings.add(1, ordering: .relaxed).oldValue }
+    }
+
+    @Test("HPEXPIREAT at a whole second: the lease runs out at that second, not the next, however the clock moves meanwhile")
+    func absoluteDeadlineKeepsItsSecond() async throws {
+        let granted = Grants()
+        let member = try Self.member(granted: granted)
+        let at = Int64(WallClock.milliseconds() / 1000) + 3600
+        let store = EtcdStore(client: EtcdClient(endpoints: [member.endpoint], timeout: 5), prefix: "p/",
+                              clock: Self.tickingClock(from: WallClock.milliseconds()))
+        let expiry = KeyExpiry(keys: [Array("a".utf8), Array("b".utf8)], deadline: .at(milliseconds: UInt64(at) * 1000), condition: .always)
+        let outcomes = await store.execute([ActorKVStore.Operation.expire(expiry)], inNamespace: "ns")
+        #expect(outcomes == [Outcome.batch([.integer(1), .integer(1)])], "\(outcomes)")
+        #expect(granted.seconds.withLock { $0 } == [at], "leases granted for seconds \(granted.seconds.withLock { $0 }), expected [\(at)]")
+    }
+
+    @Test("PEXPIRE ending exactly on a second: counted from one reading of the clock, so the lease runs out at that second")
+    func relativeDeadlineCountsFromOneReading() async throws {
+        let granted = Grants()
+        let member = try Self.member(granted: granted)
+        let now = WallClock.milliseconds() / 1000 * 1000
+        let store = EtcdStore(client: EtcdClient(endpoints: [member.endpoint], timeout: 5), prefix: "p/", clock: Self.tickingClock(from: now))
+        let outcomes = await store.execute([ActorKVStore.Operation.setTimeToLive(key: Array("a".utf8), milliseconds: 60_000)], inNamespace: "ns")
+        #expect(outcomes == [Outcome.integer(1)], "\(outcomes)")
+        #expect(granted.seconds.withLock { $0 } == [Int64(now / 1000) + 60])
+    }
+}

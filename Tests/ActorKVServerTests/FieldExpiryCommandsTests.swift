@@ -79,11 +79,60 @@ extension RedisCommandsTests {
         }
     }
 
-    @Test("the field expiry commands are not queued in MULTI: refused, and EXEC then applies nothing")
+    @Test("HGETEX replies the fields' values as they were, then sets, removes or (a past time) deletes their deadlines; without an option it is HMGET")
+    func getAndExpire() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, ["HSET h a 1 b 2 c 3", "HGETEX h FIELDS 2 a missing", "HTTL h FIELDS 1 a",
+                                        "HGETEX h EX 100 FIELDS 3 a b missing", "HTTL h FIELDS 3 a b c",
+                                        "HGETEX h PX 50000 FIELDS 1 c", "HPTTL h FIELDS 1 c",
+                                        "HGETEX h PERSIST FIELDS 2 a c", "HTTL h FIELDS 3 a b c",
+                                        "HGETEX h EXAT 4102444801 FIELDS 1 a", "HGETEX h PXAT 4102444800123 FIELDS 1 c",
+                                        "HPEXPIRETIME h FIELDS 2 a c", "HGETEX nowhere EX 10 FIELDS 1 a"])
+            #expect(replies[1] == .array([bulk("1"), .null]) && integers(replies[2]) == [-1], "no option: nothing changes")
+            #expect(replies[3] == .array([bulk("1"), bulk("2"), .null]) && integers(replies[4]) == [100, 100, -1])
+            #expect(replies[5] == .array([bulk("3")]))
+            let pttl = integers(replies[6])![0]
+            #expect(pttl > 49_000 && pttl <= 50_000)
+            #expect(replies[7] == .array([bulk("1"), bulk("3")]) && integers(replies[8]) == [-1, 100, -1], "PERSIST: \(replies[8])")
+            #expect(integers(replies[11]) == [4_102_444_801_000, 4_102_444_800_123])
+            #expect(replies[12] == .array([.null]))
+            // A time at or before now: the values, then the fields deleted; a field named twice
+            // is read the second time after its delete.
+            let past = await run(p, ["HGETEX h PXAT 1 FIELDS 2 b b", "HGETEX h EX 0 FIELDS 1 a", "HKEYS h"])
+            #expect(past[0] == .array([bulk("2"), .null]) && past[1] == .array([bulk("1")]))
+            #expect(past[2] == .array([bulk("c")]))
+        }
+    }
+
+    @Test("bad HGETEX requests get Redis 8's errors and change nothing")
+    func getAndExpireErrors() async throws {
+        try await withProcessor { p in
+            _ = await run(p, ["HSET h a 1"])
+            let errors = await run(p, ["HGETEX h FIELDS 1", "HGETEX h FIELDS 0 a", "HGETEX h FIELDS -1 a", "HGETEX h FIELDS 2 a",
+                                       "HGETEX h XFIELDX 1 a", "HGETEX h PXAT 1 1", "HGETEX h PERSIST 1 FIELDS 1 a",
+                                       "HGETEX h EX 1 PX 1 FIELDS 1 a", "HGETEX h EX bla FIELDS 1 a", "HGETEX h EXAT 9223372036854775808 FIELDS 1 a",
+                                       "HGETEX h PX -1 FIELDS 1 a", "HGETEX h EX 9223372036854775807 FIELDS 1 a", "HTTL h FIELDS 1 a", "HGET h a"])
+            #expect(errors[0].errorCode == "ERR", "arity: \(errors[0])")
+            #expect(errors[1] == .error("ERR Number of fields must be a positive integer") && errors[2] == errors[1])
+            #expect(errors[3] == .error("ERR The `numfields` parameter must match the number of arguments"))
+            #expect(errors[4] == .error("ERR Mandatory argument FIELDS is missing or not at the right position"))
+            #expect(errors[5] == errors[4] && errors[6] == errors[4] && errors[7] == errors[4])
+            #expect(errors[8] == .error("ERR value is not an integer or out of range") && errors[9] == errors[8])
+            #expect(errors[10] == .error("ERR invalid expire time, must be >= 0"))
+            #expect(errors[11] == .error("ERR invalid expire time in 'hgetex' command"))
+            #expect(integers(errors[12]) == [-1] && errors[13] == bulk("1"), "nothing changed")
+        }
+    }
+
+    @Test("the field expiry commands (and HGETEX with an option) are not queued in MULTI: refused, and EXEC then applies nothing")
     func fieldExpiryNotQueued() async throws {
         try await withProcessor { p in
             let replies = await run(p, ["MULTI", "HSET h a 1", "HEXPIRE h 10 FIELDS 1 a", "EXEC", "HLEN h"])
             #expect(replies[2].errorCode == "ERR" && replies[3].errorCode == "EXECABORT" && replies[4] == .integer(0), "\(replies)")
+            // HGETEX with an option changes deadlines: refused too; without one it is HMGET, queued.
+            let getex = await run(p, ["MULTI", "HSET h a 1", "HGETEX h PERSIST FIELDS 1 a", "EXEC", "MULTI", "HSET h a 2", "HGETEX h FIELDS 2 a b", "EXEC"])
+            #expect(getex[2].errorCode == "ERR" && getex[3].errorCode == "EXECABORT", "\(getex)")
+            #expect(getex[6] == .simple("QUEUED") && getex[7] == .array([.integer(1), .array([bulk("2"), .null])]), "\(getex)")
         }
     }
 }

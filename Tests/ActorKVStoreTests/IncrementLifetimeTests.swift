@@ -162,11 +162,12 @@ struct IncrementLifetimeTests {
                         let ms: Int64? = [Int64(Self.hour), nil, 0].randomElement(using: &random)!
                         operations.append(.setTimeToLive(key: key, milliseconds: ms))
                     case 10:
-                        // HEXPIRE's family over several keys, a key maybe named twice.
+                        // HEXPIRE's family (or HGETEX) over several keys, a key maybe named twice.
                         let named = (0..<Int.random(in: 1...3, using: &random)).map { _ in keys.randomElement(using: &random)! }
                         let deadline: KeyExpiry.Deadline = [.after(milliseconds: Self.hour), .after(milliseconds: 0), .none].randomElement(using: &random)!
                         let condition: KeyExpiry.Condition = [.always, .noDeadline, .hasDeadline].randomElement(using: &random)!
-                        operations.append(.expire(KeyExpiry(keys: named, deadline: deadline, condition: condition)))
+                        let yields: KeyExpiry.Yield = Bool.random(using: &random) ? .results : .values  // HGETEX: .values
+                        operations.append(.expire(KeyExpiry(keys: named, deadline: deadline, condition: condition, yields: yields)))
                     default: operations.append(.getVersioned(key[...]))
                     }
                 }

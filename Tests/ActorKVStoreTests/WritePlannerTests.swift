@@ -263,10 +263,13 @@ struct WritePlannerTests {
                 var results: [Outcome] = []
                 var changed = false
                 for key in expiry.keys {
-                    guard entries[key] != nil else { results.append(.integer(-2)); continue }
+                    // HGETEX's outcome: each key's value before the change.
+                    let before = entries[key]?.value
+                    func yield(_ result: Int) { results.append(expiry.yields == .values ? .value(before) : .integer(result)) }
+                    guard entries[key] != nil else { yield(-2); continue }
                     var lifetime = lifetimes[key] ?? ModelLifetime(hasDeadline: false, owner: 0)
                     if expiry.deadline == .none {
-                        guard lifetime.hasDeadline else { results.append(.integer(-1)); continue }
+                        guard lifetime.hasDeadline else { yield(-1); continue }
                         lifetime.hasDeadline = false
                     } else {
                         let holds = switch expiry.condition {
@@ -275,17 +278,17 @@ struct WritePlannerTests {
                         case .hasDeadline: lifetime.hasDeadline
                         case .later, .earlier: preconditionFailure("not generated")
                         }
-                        guard holds else { results.append(.integer(0)); continue }
+                        guard holds else { yield(0); continue }
                         if expiry.deadline == .after(milliseconds: 0) {
                             (entries[key], lifetimes[key], changed) = (nil, nil, true)
-                            results.append(.integer(2))
+                            yield(2)
                             continue
                         }
                         lifetime.hasDeadline = true
                     }
                     lifetimes[key] = lifetime.hasDeadline || lifetime.owner != 0 ? lifetime : nil
                     changed = true
-                    results.append(.integer(1))
+                    yield(1)
                 }
                 // One record for all the keys, none when nothing changed; values and versions stay.
                 if changed { sequence += 1 }

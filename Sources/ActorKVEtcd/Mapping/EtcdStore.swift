@@ -441,20 +441,23 @@ public final class EtcdStore: Sendable {
     /// change of several keys is not one transaction in cluster mode. The outcome is the
     /// ``KeyExpiry/Result``'s number, or the failure of a key another agent's connection owns.
     private func expire(_ key: [UInt8], _ expiry: KeyExpiry, in ns: String) async throws(EtcdError) -> Outcome {
+        func yield(_ result: KeyExpiry.Result, _ kv: EtcdResponses.KeyValue?) -> Outcome {
+            expiry.yields == .values ? .value(kv?.valueBytes) : .integer(result.rawValue)
+        }
         for _ in 0..<Self.maxAttempts {
-            guard let kv = try await read(key), let deadline = try await deadline(of: kv) else { return .integer(KeyExpiry.Result.absent.rawValue) }
+            guard let kv = try await read(key), let deadline = try await deadline(of: kv) else { return yield(.absent, nil) }
             let now = clock()
             let (result, lifetime) = expiry.apply(to: Lifetime(deadline: deadline), now: now)
             let newDeadline: UInt64?
             switch result {
-            case .absent, .noDeadline, .conditionNotMet: return .integer(result.rawValue)
+            case .absent, .noDeadline, .conditionNotMet: return yield(result, kv)
             case .deleted: newDeadline = 0
             case .changed: newDeadline = lifetime!.deadline == 0 ? nil : lifetime!.deadline
             }
             switch try await setTimeToLive(of: kv, key, deadline: newDeadline, in: ns) {
             case nil: continue
-            case .integer(0)?: return .integer(KeyExpiry.Result.absent.rawValue)  // its connection ended meanwhile, and the key with it
-            case .integer?: return .integer(result.rawValue)
+            case .integer(0)?: return yield(.absent, kv)  // its connection ended meanwhile, and the key with it
+            case .integer?: return yield(result, kv)
             case let other?: return other
             }
         }

@@ -3,7 +3,8 @@ import ActorKVStore
 
 /// Redis 7.4's hash-field expiry commands over a namespace's keys (protocol.md, "Namespaces as
 /// Redis hashes", "Field expiry"): `HEXPIRE`, `HPEXPIRE`, `HEXPIREAT`, `HPEXPIREAT` and
-/// `HPERSIST` change deadlines (one ``ActorKVStore/Operation/expire(_:)``, one log record);
+/// `HPERSIST` change deadlines (one ``ActorKVStore/Operation/expire(_:)``, one log record), as
+/// Redis 8's `HGETEX` does, which replies the fields' values;
 /// `HTTL`, `HPTTL`, `HEXPIRETIME` and `HPEXPIRETIME` read them (one
 /// ``ActorKVStore/Operation/deadlines(_:)``). Each takes `FIELDS numfields field …` and replies
 /// one integer per field, Redis's numbers.
@@ -19,6 +20,8 @@ enum FieldExpiryCommands {
             let keys = try fields(args, at: 1, countProblem: "Number of fields must be a positive integer")
             return .data(namespace: try args.namespace(0), .expire(KeyExpiry(keys: keys, deadline: .none)))
         },
+        CommandSpec(name: "HGETEX", usage: "HGETEX ns [EX seconds | PX milliseconds | EXAT unix-time-seconds | PXAT unix-time-milliseconds | PERSIST] FIELDS numfields field [field ...]",
+                    arity: .atLeast(4), flags: [.namespaced, .write], parse: parseGetAndExpire),
         reader("HTTL", shape: .secondsLeft),
         reader("HPTTL", shape: .millisecondsLeft),
         reader("HEXPIRETIME", shape: .secondsDeadline),
@@ -38,6 +41,33 @@ enum FieldExpiryCommands {
             return .data(namespace: ns, .expire(KeyExpiry(keys: keys, deadline: deadline, condition: condition ?? .always)))
         }
     }
+
+    /// Redis 8's `HGETEX ns [EX s | PX ms | EXAT s | PXAT ms | PERSIST] FIELDS numfields field …`:
+    /// the fields' values, their deadlines then set or removed (deleted, for a time at or before
+    /// now) in the same write; without an option, `HMGET`.
+    private static func parseGetAndExpire(_ args: CommandArguments) throws(CommandError) -> Command {
+        let ns = try args.namespace(0)
+        let countProblem = "Number of fields must be a positive integer"
+        if CommandTable.matches(args[1], fieldsWord) {
+            return .data(namespace: ns, .getMany(try fields(args, at: 1, countProblem: countProblem)))
+        }
+        if CommandTable.matches(args[1], persistWord) {
+            let keys = try fields(args, at: 2, countProblem: countProblem)
+            return .data(namespace: ns, .expire(KeyExpiry(keys: keys, deadline: .none, yields: .values)))
+        }
+        guard let option = timeOptions.first(where: { CommandTable.matches(args[1], $0.word) }) else {
+            throw CommandError(.syntax, "Mandatory argument FIELDS is missing or not at the right position")
+        }
+        let milliseconds = try parseTime(args[2], unit: option.unit, absolute: option.absolute, command: "hgetex")
+        let keys = try fields(args, at: 3, countProblem: countProblem)
+        let deadline: KeyExpiry.Deadline = option.absolute ? .at(milliseconds: milliseconds) : .after(milliseconds: milliseconds)
+        return .data(namespace: ns, .expire(KeyExpiry(keys: keys, deadline: deadline, yields: .values)))
+    }
+
+    private static let persistWord = Array("PERSIST".utf8)
+    private static let timeOptions: [(word: [UInt8], unit: Int64, absolute: Bool)] = [
+        (Array("EX".utf8), 1000, false), (Array("PX".utf8), 1, false), (Array("EXAT".utf8), 1000, true), (Array("PXAT".utf8), 1, true),
+    ]
 
     /// `name ns FIELDS numfields field …`, replying each field's deadline in `shape`'s form.
     private static func reader(_ name: String, shape: ReplyShape) -> CommandSpec {

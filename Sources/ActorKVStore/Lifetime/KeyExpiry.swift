@@ -42,18 +42,31 @@ public struct KeyExpiry: Sendable, Equatable {
         case deleted = 2
     }
 
+    /// What the change's outcome gives for each key named.
+    public enum Yield: Sendable, Equatable {
+        /// Its ``Result``'s number (``Outcome/integer(_:)``): the `HEXPIRE` family.
+        case results
+        /// Its value as it was before the change (``Outcome/value(_:)``, nil for an absent key):
+        /// Redis 8's `HGETEX`, which reads the fields and changes their deadlines.
+        case values
+    }
+
     /// The keys, in the order their results are given.
     public var keys: [[UInt8]]
     /// The deadline they get.
     public var deadline: Deadline
     /// When they get it.
     public var condition: Condition
+    /// What the outcome gives for each key.
+    public var yields: Yield
 
-    /// A change of `keys`' deadlines to `deadline`, under `condition`.
-    public init(keys: [[UInt8]], deadline: Deadline, condition: Condition = .always) {
+    /// A change of `keys`' deadlines to `deadline`, under `condition`, whose outcome `yields`
+    /// each key's result or value.
+    public init(keys: [[UInt8]], deadline: Deadline, condition: Condition = .always, yields: Yield = .results) {
         self.keys = keys
         self.deadline = deadline
         self.condition = condition
+        self.yields = yields
     }
 
     /// What the change does to one key whose lifetime is `current` (nil: the key is absent), at

@@ -307,13 +307,15 @@ struct WritePlanner {
         results.reserveCapacity(expiry.keys.count)
         for key in expiry.keys {
             let current: Lifetime?
+            var value: [UInt8]?
             if case .some(.none) = own.noted(key) {
                 current = nil
             } else {
-                current = overlay!.entry(of: key, in: base) == nil ? nil : own.notedLifetime(key) ?? overlay!.lifetime(of: key, in: base)
+                value = overlay!.entry(of: key, in: base)?.value
+                current = value == nil ? nil : own.notedLifetime(key) ?? overlay!.lifetime(of: key, in: base)
             }
             let (result, lifetime) = expiry.apply(to: current, now: now)
-            results.append(.integer(result.rawValue))
+            results.append(expiry.yields == .values ? .value(value) : .integer(result.rawValue))
             guard result == .changed || result == .deleted else { continue }
             let mutation = lifetime.map { Mutation.lifetime(key: key, $0) } ?? .delete(key: key)
             own.note(mutation, version: 0)

@@ -173,7 +173,8 @@ public actor Store {
         case .getMany(let keys): return .batch(keys.map { _ in .value(nil) })
         case .exists, .count, .delete, .setTimeToLive: return .integer(0)
         case .timeToLive: return .integer(-2)
-        case .expire(let expiry): return .batch(expiry.keys.map { _ in .integer(KeyExpiry.Result.absent.rawValue) })
+        case .expire(let expiry):
+            return .batch(expiry.keys.map { _ in expiry.yields == .values ? .value(nil) : .integer(KeyExpiry.Result.absent.rawValue) })
         case .deadlines(let keys): return .batch(keys.map { _ in .integer(-2) })
         case .lifetimePut: return .conditionFailed  // a version other than 0: no key has it
         case .scan: return .page(ScanPage(entries: [], next: .start))

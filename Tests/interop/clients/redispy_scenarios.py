@@ -707,6 +707,10 @@ def field_expiry():
     pttl = r.hpttl(key, "a")[0]
     check("hpttl(): the milliseconds left", 48_000 < pttl <= 51_000, f"{pttl}")
     expect_eq("hpersist(): removed, none to remove, no such field", [1, -1, -2], r.hpersist(key, "a", "a", "missing"))
+    expect_eq("hgetex(ex=60): the values, None for a missing field", [b"1", None], r.hgetex(key, "a", "missing", ex=60))
+    ttl = r.httl(key, "a")[0]
+    check("... and the field has the deadline", 58 <= ttl <= 61, f"{ttl}")
+    expect_eq("hgetex(persist=True): the value, the deadline removed", [[b"1"], [-1]], [r.hgetex(key, "a", persist=True), r.httl(key, "a")])
     expect_eq("hexpire() with 0 deletes the field", [2], r.hexpire(key, 0, "c"))
     expect_eq("... which is gone", None, r.hget(key, "c"))
     expect_eq("hpexpire() of a short deadline", [1], r.hpexpire(key, 100, "d"))

@@ -31,7 +31,7 @@ struct CommandTableTests {
         "HEXPIREAT": ["HEXPIREAT", "ns", "2000000000", "GT", "FIELDS", "1", "f"], "HPEXPIREAT": ["HPEXPIREAT", "ns", "1", "FIELDS", "1", "f"],
         "HPERSIST": ["HPERSIST", "ns", "FIELDS", "1", "f"], "HTTL": ["HTTL", "ns", "FIELDS", "2", "f", "g"], "HPTTL": ["HPTTL", "ns", "FIELDS", "1", "f"],
         "HEXPIRETIME": ["HEXPIRETIME", "ns", "FIELDS", "1", "f"], "HPEXPIRETIME": ["HPEXPIRETIME", "ns", "FIELDS", "1", "f"],
-        "HGETDEL": ["HGETDEL", "ns", "FIELDS", "2", "f", "g"], "HGETEX": ["HGETEX", "ns", "PX", "5000", "FIELDS", "2", "f", "g"],
+        "HGETDEL": ["HGETDEL", "ns", "FIELDS", "2", "f", "g"], "HGETEX": ["HGETEX", "ns", "PX", "5000", "FIELDS", "2", "f", "g"], "HSETEX": ["HSETEX", "ns", "FNX", "EX", "60", "FIELDS", "2", "f", "1", "g", "2"],
     ]
 
     /// The command names in protocol.md's "## Commands" table: the first word of each

@@ -124,7 +124,55 @@ extension RedisCommandsTests {
         }
     }
 
-    @Test("the field expiry commands (and HGETEX with an option) are not queued in MULTI: refused, and EXEC then applies nothing")
+    @Test("HSETEX writes every field or none (FNX, FXX), with a deadline, the one each had (KEEPTTL) or none; a past time deletes them")
+    func setWithDeadline() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, ["HSETEX h FIELDS 2 a 1 b 2", "HSETEX h FXX FIELDS 2 a 10 c 30", "HSETEX h FNX FIELDS 2 c 30 a 10",
+                                        "HGETALL h", "HSETEX h FNX EX 100 FIELDS 1 c 3", "HSETEX h PX 50000 FXX FIELDS 2 a 11 b 22",
+                                        "HTTL h FIELDS 3 a b c", "HSETEX h KEEPTTL FIELDS 3 a 111 c 333 d 444", "HTTL h FIELDS 4 a b c d",
+                                        "HSETEX h FIELDS 1 a 1", "HTTL h FIELDS 1 a", "HSETEX h PXAT 4102444800123 FIELDS 2 d 4 d 44",
+                                        "HPEXPIRETIME h FIELDS 1 d", "HGET h d"])
+            #expect(replies[0] == .integer(1) && replies[1] == .integer(0) && replies[2] == .integer(0), "all or none: \(replies)")
+            #expect(replies[3] == .map([bulk("a"), bulk("1"), bulk("b"), bulk("2")]), "nothing written by a condition not met")
+            #expect(replies[4] == .integer(1) && replies[5] == .integer(1))
+            #expect(integers(replies[6]) == [50, 50, 100])
+            #expect(replies[7] == .integer(1) && integers(replies[8]) == [50, 50, 100, -1], "KEEPTTL: \(replies[8])")
+            #expect(replies[9] == .integer(1) && integers(replies[10]) == [-1], "no option: the deadline goes, as with HSET")
+            #expect(integers(replies[12]) == [4_102_444_800_123] && replies[13] == bulk("44"), "a field named twice: the last value")
+            // A time at or before now: 1, the fields that exist deleted, none written.
+            let past = await run(p, ["HSETEX h EXAT 1 FIELDS 2 b x missing y", "HKEYS h", "HSETEX h FXX EX 0 FIELDS 1 missing z", "HEXISTS h missing"])
+            #expect(past[0] == .integer(1) && past[1] == .array([bulk("a"), bulk("c"), bulk("d")]), "\(past)")
+            #expect(past[2] == .integer(0) && past[3] == .integer(0))
+            // FXX where the namespace does not exist: 0, and it is not created.
+            let nowhere = await run(p, ["HSETEX nowhere FXX FIELDS 1 a 1", "EXISTS nowhere"])
+            #expect(nowhere == [.integer(0), .integer(0)])
+        }
+    }
+
+    @Test("bad HSETEX requests get Redis 8's errors and change nothing")
+    func setWithDeadlineErrors() async throws {
+        try await withProcessor { p in
+            _ = await run(p, ["HSET h a 1"])
+            let errors = await run(p, ["HSETEX h FIELDS 2 a b", "HSETEX h FIELDS 1 a b c", "HSETEX h NX FIELDS 1 a b", "HSETEX h 1 FIELDS 1 a b",
+                                       "HSETEX h FXX FNX FIELDS 1 a b", "HSETEX h FNX FNX FIELDS 1 a b", "HSETEX h EX 1 PX 1 FIELDS 1 a b",
+                                       "HSETEX h KEEPTTL EX 1 FIELDS 1 a b", "HSETEX h EX FIELDS 1 a b", "HSETEX h EXAT -1 FIELDS 1 a b",
+                                       "HSETEX h FIELDS x a b", "HSETEX h FIELDS 0 a b", "HSETEX h FIELDS -1 a b",
+                                       "HSETEX h EX 9223372036854775807 FIELDS 1 a b", "HSETEX h FNX EX 10", "HGET h a", "HTTL h FIELDS 1 a"])
+            #expect(errors[0].errorCode == "ERR" && errors[1].errorCode == "ERR", "arity: \(errors[0]) \(errors[1])")
+            let unknown = [errors[2], errors[3]].map { reply -> String in if case .error(let text) = reply { return text }; return "" }
+            #expect(unknown[0].hasPrefix("ERR unknown argument 'NX'") && unknown[1].hasPrefix("ERR unknown argument '1'"), "\(unknown)")
+            #expect(errors[4] == .error("ERR Only one of FXX or FNX arguments can be specified") && errors[5] == errors[4])
+            #expect(errors[6] == .error("ERR Only one of EX, PX, EXAT, PXAT or KEEPTTL arguments can be specified") && errors[7] == errors[6])
+            #expect(errors[8] == .error("ERR value is not an integer or out of range"))
+            #expect(errors[9] == .error("ERR invalid expire time, must be >= 0"))
+            #expect(errors[10] == .error("ERR invalid number of fields") && errors[11] == errors[10] && errors[12] == errors[10])
+            #expect(errors[13] == .error("ERR invalid expire time in 'hsetex' command"))
+            #expect(errors[14].errorCode == "ERR", "\(errors[14])")
+            #expect(errors[15] == bulk("1") && integers(errors[16]) == [-1], "nothing changed")
+        }
+    }
+
+    @Test("the field expiry commands (HGETEX with an option, HSETEX) are not queued in MULTI: refused, and EXEC then applies nothing")
     func fieldExpiryNotQueued() async throws {
         try await withProcessor { p in
             let replies = await run(p, ["MULTI", "HSET h a 1", "HEXPIRE h 10 FIELDS 1 a", "EXEC", "HLEN h"])
@@ -133,6 +181,8 @@ extension RedisCommandsTests {
             let getex = await run(p, ["MULTI", "HSET h a 1", "HGETEX h PERSIST FIELDS 1 a", "EXEC", "MULTI", "HSET h a 2", "HGETEX h FIELDS 2 a b", "EXEC"])
             #expect(getex[2].errorCode == "ERR" && getex[3].errorCode == "EXECABORT", "\(getex)")
             #expect(getex[6] == .simple("QUEUED") && getex[7] == .array([.integer(1), .array([bulk("2"), .null])]), "\(getex)")
+            let setex = await run(p, ["MULTI", "HSETEX h FIELDS 1 a 3", "EXEC", "HGET h a"])
+            #expect(setex[1].errorCode == "ERR" && setex[2].errorCode == "EXECABORT" && setex[3] == bulk("2"), "\(setex)")
         }
     }
 }

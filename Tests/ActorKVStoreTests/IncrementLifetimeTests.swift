@@ -150,7 +150,7 @@ struct IncrementLifetimeTests {
                 var operations: [Operation] = []
                 for _ in 0..<Int.random(in: 1...10, using: &random) {
                     let key = keys.randomElement(using: &random)!
-                    switch Int.random(in: 0..<12, using: &random) {
+                    switch Int.random(in: 0..<13, using: &random) {
                     case 0: operations.append(.put(key: key, value: value()))
                     case 1: operations.append(.delete([key]))
                     case 2: operations.append(.update(key: key, WritePlannerTests.append("u")))
@@ -168,6 +168,12 @@ struct IncrementLifetimeTests {
                         let condition: KeyExpiry.Condition = [.always, .noDeadline, .hasDeadline].randomElement(using: &random)!
                         let yields: KeyExpiry.Yield = Bool.random(using: &random) ? .results : .values  // HGETEX: .values
                         operations.append(.expire(KeyExpiry(keys: named, deadline: deadline, condition: condition, yields: yields)))
+                    case 11:
+                        // HSETEX over several keys, a key maybe named twice.
+                        let named = (0..<Int.random(in: 1...3, using: &random)).map { _ in keys.randomElement(using: &random)! }
+                        let deadline: KeySetting.Deadline = [.after(milliseconds: Self.hour), .after(milliseconds: 0), .none, .keep].randomElement(using: &random)!
+                        let presence: KeySetting.Presence = [.any, .allAbsent, .allPresent].randomElement(using: &random)!
+                        operations.append(.setAll(KeySetting(keys: named, values: named.map { _ in value() }, presence: presence, deadline: deadline)))
                     default: operations.append(.getVersioned(key[...]))
                     }
                 }

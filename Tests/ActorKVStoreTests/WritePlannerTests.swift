@@ -293,6 +293,28 @@ struct WritePlannerTests {
                 // One record for all the keys, none when nothing changed; values and versions stay.
                 if changed { sequence += 1 }
                 return .batch(results)
+            case .setAll(let setting):
+                // HSETEX, generated with deadlines an hour away, 0 (delete), none or keep.
+                guard setting.holds(where: { entries[$0] != nil }) else { return .integer(0) }
+                let version = sequence + 1
+                let before = lifetimes
+                var changed = false
+                for (key, value) in zip(setting.keys, setting.values) {
+                    if setting.deadline == .after(milliseconds: 0) {
+                        if entries[key] != nil { (entries[key], lifetimes[key], changed) = (nil, nil, true) }
+                        continue
+                    }
+                    changed = true
+                    let existed = entries[key] != nil
+                    entries[key] = VersionedValue(value: value, version: version)
+                    switch setting.deadline {
+                    case .keep: lifetimes[key] = existed ? before[key] : nil
+                    case .after: lifetimes[key] = ModelLifetime(hasDeadline: true, owner: 0)
+                    case .none, .at: lifetimes[key] = nil
+                    }
+                }
+                if changed { sequence = version }
+                return .integer(1)
             case .exists, .count, .scan, .timeToLive, .deadlines: preconditionFailure("not generated")
             }
         }

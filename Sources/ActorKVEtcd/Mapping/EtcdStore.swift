@@ -224,6 +224,8 @@ public final class EtcdStore: Sendable {
                 results.append(outcome)
             }
             return .batch(results)
+        case .setAll(let setting):
+            return try await setAll(setting, in: ns)
         case .deadlines(let keys):
             var deadlines: [Outcome] = []
             for kv in try await readAll(keys.map { etcdKey(ns, $0) }) {
@@ -462,6 +464,46 @@ public final class EtcdStore: Sendable {
             }
         }
         throw EtcdError(.unavailable, "the key kept changing: \(Self.maxAttempts) attempts failed under contention")
+    }
+
+    /// HSETEX: the keys read at one revision and the presence condition judged on them; then one
+    /// `txn` that puts each (under the deadline's lease, granted once for all, under the lease it
+    /// had for KEEPTTL, or none), or for a deadline already past deletes those that exist, if
+    /// none of them changed since it read them (else all of it again). A key named twice is
+    /// written once, with its last value (etcd takes one operation per key in a `txn`).
+    private func setAll(_ setting: KeySetting, in ns: String) async throws(EtcdError) -> Outcome {
+        var order: [[UInt8]] = []
+        var values: [[UInt8]: [UInt8]] = [:]
+        for (key, value) in zip(setting.keys, setting.values) {
+            let etcd = etcdKey(ns, key)
+            if values.updateValue(value, forKey: etcd) == nil { order.append(etcd) }
+        }
+        let now = clock()
+        let deadline = setting.absoluteDeadline(now: now)
+        let past = deadline.map { $0 <= now } ?? false
+        var lease: Int64 = 0
+        if let deadline, !past { lease = try await leases.expiryLease(deadline: deadline) }
+        for _ in 0..<Self.maxAttempts {
+            let read = try await readAll(order)
+            var found: [[UInt8]: EtcdResponses.KeyValue] = [:]
+            for (key, kv) in zip(order, read) { found[key] = kv }
+            guard setting.holds(where: { found[etcdKey(ns, $0)] != nil }) else { return .integer(0) }
+            var success: [EtcdRequest] = []
+            for key in order {
+                if past {
+                    if found[key] != nil { success.append(.deleteRange(key: key)) }
+                } else {
+                    let keyLease = setting.deadline == .keep ? found[key]?.leaseID ?? 0 : lease
+                    success.append(.put(key: key, value: values[key]!, lease: keyLease))
+                }
+            }
+            guard !success.isEmpty else { return .integer(1) }
+            if past { success.append(markerPut(ns)) }
+            let compare = order.map { EtcdCompare(key: $0, modRevision: found[$0]?.modRevision ?? 0) }
+            let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: EtcdTransaction(compare: compare, success: success).body, write: true)
+            if answer.succeeded == true { return .integer(1) }
+        }
+        throw EtcdError(.unavailable, "the keys kept changing: \(Self.maxAttempts) attempts of this write failed under contention")
     }
 
     /// The deadline of the key `kv` as read, in milliseconds since the epoch (the end of the

@@ -22,6 +22,7 @@ enum FieldExpiryCommands {
         },
         CommandSpec(name: "HGETEX", usage: "HGETEX ns [EX seconds | PX milliseconds | EXAT unix-time-seconds | PXAT unix-time-milliseconds | PERSIST] FIELDS numfields field [field ...]",
                     arity: .atLeast(4), flags: [.namespaced, .write], parse: parseGetAndExpire),
+        CommandSpec(name: "HSETEX", usage: setAllUsage, arity: .atLeast(5), flags: [.namespaced, .write], parse: parseSetAll),
         reader("HTTL", shape: .secondsLeft),
         reader("HPTTL", shape: .millisecondsLeft),
         reader("HEXPIRETIME", shape: .secondsDeadline),
@@ -64,6 +65,57 @@ enum FieldExpiryCommands {
         return .data(namespace: ns, .expire(KeyExpiry(keys: keys, deadline: deadline, yields: .values)))
     }
 
+    private static let setAllUsage = "HSETEX ns [FNX | FXX] [EX seconds | PX milliseconds | EXAT unix-time-seconds | PXAT unix-time-milliseconds | KEEPTTL] FIELDS numfields field value [field value ...]"
+
+    /// Redis 8's `HSETEX ns [FNX | FXX] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL] FIELDS
+    /// numfields field value …`: the options in any order before `FIELDS`, each at most once.
+    private static func parseSetAll(_ args: CommandArguments) throws(CommandError) -> Command {
+        let ns = try args.namespace(0)
+        var presence: KeySetting.Presence?
+        var deadline: KeySetting.Deadline?
+        var index = 1
+        while index < args.count, !CommandTable.matches(args[index], fieldsWord) {
+            let word = args[index]
+            if let wanted = presenceWords.first(where: { CommandTable.matches(word, $0.word) })?.presence {
+                guard presence == nil else { throw CommandError(.syntax, "Only one of FXX or FNX arguments can be specified") }
+                presence = wanted
+            } else if CommandTable.matches(word, keepWord) {
+                guard deadline == nil else { throw oneDeadline }
+                deadline = .keep
+            } else if let option = timeOptions.first(where: { CommandTable.matches(word, $0.word) }) {
+                guard deadline == nil else { throw oneDeadline }
+                guard index + 1 < args.count else { throw CommandError(.syntax, "value is not an integer or out of range") }
+                let milliseconds = try parseTime(args[index + 1], unit: option.unit, absolute: option.absolute, command: "hsetex")
+                deadline = option.absolute ? .at(milliseconds: milliseconds) : .after(milliseconds: milliseconds)
+                index += 1
+            } else {
+                throw CommandError(.syntax, "unknown argument '\(Command.printable(word))' (usage: \(setAllUsage))")
+            }
+            index += 1
+        }
+        guard index + 1 < args.count else { throw CommandError(.syntax, "Mandatory argument FIELDS is missing or not at the right position") }
+        guard let count = ASCIIDecimal.parse(args[index + 1]), count > 0 else { throw CommandError(.syntax, "invalid number of fields") }
+        let pairs = args.count - index - 2
+        guard pairs % 2 == 0, count == pairs / 2 else {
+            throw CommandError(.arity, "wrong number of arguments for 'HSETEX': numfields \(count) needs \(count) field-value pairs, \(pairs) arguments follow (usage: \(setAllUsage))")
+        }
+        var keys: [[UInt8]] = []
+        var values: [[UInt8]] = []
+        keys.reserveCapacity(Int(count))
+        values.reserveCapacity(Int(count))
+        for field in stride(from: index + 2, to: args.count, by: 2) {
+            keys.append(args.array(field))
+            values.append(args.array(field + 1))
+        }
+        let setting = KeySetting(keys: keys, values: values, presence: presence ?? .any, deadline: deadline ?? .none)
+        return .data(namespace: ns, .setAll(setting))
+    }
+
+    private static let oneDeadline = CommandError(.syntax, "Only one of EX, PX, EXAT, PXAT or KEEPTTL arguments can be specified")
+    private static let keepWord = Array("KEEPTTL".utf8)
+    private static let presenceWords: [(word: [UInt8], presence: KeySetting.Presence)] = [
+        (Array("FNX".utf8), .allAbsent), (Array("FXX".utf8), .allPresent),
+    ]
     private static let persistWord = Array("PERSIST".utf8)
     private static let timeOptions: [(word: [UInt8], unit: Int64, absolute: Bool)] = [
         (Array("EX".utf8), 1000, false), (Array("PX".utf8), 1, false), (Array("EXAT".utf8), 1000, true), (Array("PXAT".utf8), 1, true),

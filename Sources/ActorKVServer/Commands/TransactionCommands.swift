@@ -267,7 +267,7 @@ struct TransactionStep: Sendable {
         case .batch(let steps) where shape == .stored: return TransactionStep(stepCount: steps.count, kind: .stored)
         case .batch(let steps) where shape == .updatedValue && steps.count == 1: return TransactionStep(stepCount: 1, kind: .outcome)
         case .batch(let steps) where shape == .takenValues: return TransactionStep(stepCount: steps.count, kind: .shaped(shape))
-        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .deadlines, .scan:
+        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .setAll, .deadlines, .scan:
             return nil
         }
     }
@@ -296,7 +296,7 @@ struct TransactionStep: Sendable {
         case .increment(let key, _): return commandOverhead + key.count
         case .delete(let keys), .exists(let keys), .getMany(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
         case .batch(let steps): return steps.reduce(0) { $0 + commandOverhead + weight(of: $1) }
-        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .deadlines, .count, .scan:
+        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .setAll, .deadlines, .count, .scan:
             return commandOverhead
         }
     }
@@ -322,7 +322,7 @@ struct TransactionStep: Sendable {
         case .batch(let batch): steps += batch
         case .count: steps.append(.read(.count))
         case .scan: steps.append(.read(.entries))
-        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .deadlines:
+        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .setAll, .deadlines:
             preconditionFailure("TransactionStep: \(operation) has no steps in a transaction")
         }
     }

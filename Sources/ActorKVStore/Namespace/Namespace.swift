@@ -532,7 +532,7 @@ public actor Namespace {
             outcomes.reserveCapacity(steps.count)
             for step in steps { outcomes.append(perform(step, version: version)) }
             return .batch(outcomes)
-        case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire:
+        case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire, .setAll:
             preconditionFailure("Namespace: a write that reads is resolved while planning, never performed unresolved")
         }
     }

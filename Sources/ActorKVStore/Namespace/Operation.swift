@@ -53,6 +53,10 @@ public enum Operation: Sendable {
     /// record (Redis's `HEXPIRE` family). The outcome is a ``Outcome/batch(_:)`` of one
     /// ``Outcome/integer(_:)`` per key, in order: its ``KeyExpiry/Result``'s raw value.
     case expire(KeyExpiry)
+    /// Write several keys' values, all or none, with one rule for their lifetimes (Redis 8's
+    /// `HSETEX`), in one record: ``Outcome/integer(_:)`` 1 when written (or, a deadline at or
+    /// before now, the keys deleted), 0 when ``KeySetting/presence`` did not hold.
+    case setAll(KeySetting)
     /// The deadline of each key: a ``Outcome/batch(_:)`` of one ``Outcome/integer(_:)`` per key,
     /// in order, milliseconds since the epoch, -1 when it has none, -2 when it is absent.
     case deadlines([[UInt8]])
@@ -120,7 +124,7 @@ public enum Operation: Sendable {
     /// Whether the operation changes data (and so is logged and waits for durability).
     public var isWrite: Bool {
         switch self {
-        case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive, .expire: return true
+        case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive, .expire, .setAll: return true
         case .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive, .deadlines: return false
         }
     }
@@ -129,7 +133,7 @@ public enum Operation: Sendable {
     /// planner to resolve it before its record can be encoded.
     var readsBeforeWriting: Bool {
         switch self {
-        case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive, .expire: return true
+        case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive, .expire, .setAll: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
         case .get, .getVersioned, .exists, .getMany, .put, .set, .delete, .count, .scan, .timeToLive, .deadlines: return false
         }
@@ -143,6 +147,7 @@ public enum Operation: Sendable {
         case .put, .set, .update, .increment: return true
         case .conditionalPut(_, _, let version): return version == 0
         case .lifetimePut(let put): return (put.ifVersion ?? 0) == 0
+        case .setAll(let setting): return setting.presence != .allPresent
         case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps) && steps.contains { $0.mayWriteValue }
         case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .setTimeToLive, .timeToLive, .expire, .deadlines: return false
         }

@@ -200,6 +200,8 @@ struct WritePlanner {
             resolveTimeToLive(key: key, milliseconds: milliseconds, at: index)
         case .expire(let expiry):
             resolve(expiry, at: index)
+        case .setAll(let setting):
+            resolve(setting, at: index)
         case .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive, .deadlines:
             return
         }
@@ -326,6 +328,44 @@ struct WritePlanner {
             overlay!.note(mutations, version: sequence)
         }
         keep(Resolved(mutations: .many(mutations), outcome: .batch(results)), at: index)
+    }
+
+    /// Resolves a write of several keys with one lifetime rule (Redis 8's `HSETEX`): nothing, with
+    /// 0, unless the presence condition holds for the keys as they are before it; else each key
+    /// put with its lifetime (none; the one it had; the deadline), or deleted if it exists and
+    /// the deadline is at or before now, all as one record, with 1.
+    private mutating func resolve(_ setting: KeySetting, at index: Int) {
+        guard setting.holds(where: { overlay!.entry(of: $0, in: base) != nil }) else {
+            keep(Resolved(mutations: .none, outcome: .integer(0)), at: index)
+            return
+        }
+        let now = now()
+        let deadline = setting.absoluteDeadline(now: now)
+        var own = RunOverlay()  // what this write did to the keys before, for a key named twice
+        var mutations: [Mutation] = []
+        for (key, value) in zip(setting.keys, setting.values) {
+            let exists = own.noted(key).map { $0 != nil } ?? (overlay!.entry(of: key, in: base) != nil)
+            if let deadline, deadline <= now {
+                guard exists else { continue }
+                mutations.append(.delete(key: key))
+                own.note(.delete(key: key), version: 0)
+                continue
+            }
+            // KEEPTTL keeps the lifetime the key had before this write (which gives none).
+            let kept = setting.deadline == .keep && overlay!.entry(of: key, in: base) != nil ? overlay!.lifetime(of: key, in: base) : .none
+            mutations.append(.put(key: key, value: value))
+            own.note(.put(key: key, value: value), version: 0)
+            if let deadline {
+                mutations.append(.lifetime(key: key, Lifetime(deadline: deadline, owner: 0)))
+            } else if !kept.isNone {
+                mutations.append(.lifetime(key: key, kept))
+            }
+        }
+        if !mutations.isEmpty {
+            guard record(mutations, of: index) else { return }
+            overlay!.note(mutations, version: sequence)
+        }
+        keep(Resolved(mutations: .many(mutations), outcome: .integer(1)), at: index)
     }
 
     /// Records a single resolved mutation with its outcome.
@@ -489,7 +529,7 @@ struct WritePlanner {
             case .put(let key, let value), .set(let key, let value): overlay.note(.put(key: Array(key), value: Array(value)), version: version)
             case .delete(let keys): overlay.note(keys.lazy.map { .delete(key: $0) }, version: version)
             case .batch(let steps): overlay.note(steps.lazy.map { $0.plainMutation! }, version: version)
-            case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire, .get, .getVersioned, .exists, .getMany,
+            case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire, .setAll, .get, .getVersioned, .exists, .getMany,
                  .count, .scan, .timeToLive, .deadlines:
                 preconditionFailure("WritePlanner: no plain record for this operation")
             }

@@ -61,6 +61,8 @@ extension StoreLimits {
         case .get(let key), .getVersioned(let key): return keyProblem(key)
         case .exists(let keys), .getMany(let keys), .delete(let keys), .deadlines(let keys): return keys.lazy.compactMap(keyProblem).first
         case .expire(let expiry): return expiry.keys.lazy.compactMap(keyProblem).first
+        case .setAll(let setting):
+            return zip(setting.keys, setting.values).lazy.compactMap { self.keyProblem($0) ?? self.valueProblem($1) }.first
         case .count, .scan: return nil
         case .put(let key, let value), .set(let key, let value): return keyProblem(key) ?? valueProblem(value)
         case .conditionalPut(let key, let value, _): return keyProblem(key) ?? valueProblem(value)

@@ -724,6 +724,17 @@ def field_expiry():
     expect_error("HTTL with a wrong numfields raises", lambda: r.execute_command("HTTL", key, "FIELDS", 2, "a"),
                  "must match the number of arguments")
     expect_eq("... and nothing changed", ([-1], {b"a": b"1", b"b": b"2"}), (r.httl(key, "a"), r.hgetall(key)))
+    # Redis 8's hsetex(): all the fields or none, with a deadline, the one each had, or none.
+    key = ns("hsetex")
+    expect_eq("hsetex(mapping=, ex=60)", 1, r.hsetex(key, mapping={"e": "5", "f": "6"}, ex=60))
+    ttl = r.httl(key, "e", "f")
+    check("... both fields have the deadline", all(58 <= t <= 61 for t in ttl), f"{ttl}")
+    fnx = redis.commands.core.HashDataPersistOptions.FNX
+    expect_eq("hsetex(FNX) where one field exists: 0, nothing written", (0, [b"5", None]),
+              (r.hsetex(key, mapping={"e": "55", "g": "7"}, data_persist_option=fnx), r.hmget(key, "e", "g")))
+    expect_eq("hsetex(keepttl=True): the new value, the deadline kept", (1, b"66"), (r.hsetex(key, "f", "66", keepttl=True), r.hget(key, "f")))
+    check("... kept", 58 <= r.httl(key, "f")[0] <= 61, f"{r.httl(key, 'f')}")
+    expect_eq("hsetex() without an option: the deadline goes", (1, [-1]), (r.hsetex(key, "f", "6"), r.httl(key, "f")))
 
 
 def unknown_commands():

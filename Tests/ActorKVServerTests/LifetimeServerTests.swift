@@ -218,6 +218,42 @@ struct LifetimeServerTests {
         }
     }
 
+    @Test("HSETEX and HGETEX on a live server: a watcher sees HSETEX's fields as one change and HGETEX's deletes, not its deadlines; both survive kill -9")
+    func hashWritesWithDeadlinesOnTheWire() async throws {
+        let server = try ServerProcess(arguments: ["--fsync", "always"])
+        defer { server.stop() }
+        let far = "4102444800000"
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            let watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES g\r\n")
+            _ = try ChangesServerTests.read(watcher) { if case .synced = $0 { return true }; return false }
+            #expect(try c.command(["HSETEX", "g", "PXAT", far, "FIELDS", "2", "a", "1", "b", "2"]) == .integer(1))
+            #expect(try c.command(["HSETEX", "g", "FNX", "FIELDS", "2", "c", "3", "a", "9"]) == .integer(0))
+            #expect(try c.command(["HSETEX", "g", "KEEPTTL", "FIELDS", "1", "a", "11"]) == .integer(1))
+            #expect(try c.command(["HGETEX", "g", "PXAT", "1", "FIELDS", "1", "b"]) == .array([.bulk(Array("2".utf8))]))
+            #expect(try c.command(["HGETEX", "g", "PERSIST", "FIELDS", "1", "a"]) == .array([.bulk(Array("11".utf8))]))
+            #expect(try c.command(["HSETEX", "g", "FNX", "PXAT", far, "FIELDS", "1", "c", "3"]) == .integer(1))
+            let messages = try ChangesServerTests.read(watcher) { message in
+                if case .change(_, _, let pairs) = message { return pairs.first.map { $0.key == Array("c".utf8) } ?? false }
+                return false
+            }
+            let changes = messages.compactMap { message -> String? in
+                guard case .change(_, _, let pairs) = message else { return nil }
+                return pairs.map { String(decoding: $0.key, as: UTF8.self) + ($0.value.map { "=" + String(decoding: $0, as: UTF8.self) } ?? " deleted") }
+                    .joined(separator: ",")
+            }
+            #expect(changes == ["a=1,b=2", "a=11", "b deleted", "c=3"], "\(changes)")
+        }
+        try await server.signal(SIGKILL)
+        try await server.restart()
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["HPEXPIRETIME", "g", "FIELDS", "3", "a", "b", "c"]) == .array([.integer(-1), .integer(-2), .integer(Int64(far)!)]))
+            #expect(try c.command(["HMGET", "g", "a", "c"]) == .array([.bulk(Array("11".utf8)), .bulk(Array("3".utf8))]))
+        }
+    }
+
     @Test("a connection's ephemeral keys go when it ends: QUIT, close, kill -9 of the client; another's PUT takes a key over")
     func ephemeralKeysEndWithTheirConnection() async throws {
         try await onOwnThread {

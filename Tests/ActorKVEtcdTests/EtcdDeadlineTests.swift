@@ -7,7 +7,7 @@ import Testing
 /// Deadlines given through an agent, against a fake member and a clock that moves a millisecond
 /// each time it is read: an absolute deadline (HEXPIREAT's family) lands on its own second
 /// however many times the agent reads the clock on the way, and a relative one (PEXPIRE) is
-/// counted from one reading.
+/// counted from one reading; an HSETEX that writes nothing asks for no lease.
 @Suite struct EtcdDeadlineTests {
     /// The deadline seconds of the leases a member granted, in order.
     private final class Grants: Sendable {
@@ -51,6 +51,21 @@ import Testing
         let outcomes = await store.execute([ActorKVStore.Operation.expire(expiry)], inNamespace: "ns")
         #expect(outcomes == [Outcome.batch([.integer(1), .integer(1)])], "\(outcomes)")
         #expect(granted.seconds.withLock { $0 } == [at], "leases granted for seconds \(granted.seconds.withLock { $0 }), expected [\(at)]")
+    }
+
+    @Test("HSETEX whose FNX does not hold (the field exists) answers 0 and asks for no lease; with FXX it gets one, for the second asked")
+    func refusedSetAllGrantsNoLease() async throws {
+        let granted = Grants()
+        let member = try Self.member(granted: granted)
+        let store = EtcdStore(client: EtcdClient(endpoints: [member.endpoint], timeout: 5), prefix: "p/")
+        let at = Int64(WallClock.milliseconds() / 1000) + 3600
+        func setting(_ presence: KeySetting.Presence) -> ActorKVStore.Operation {
+            .setAll(KeySetting(keys: [Array("a".utf8)], values: [Array("v".utf8)], presence: presence, deadline: .at(milliseconds: UInt64(at) * 1000)))
+        }
+        #expect(await store.execute([setting(.allAbsent)], inNamespace: "ns") == [Outcome.integer(0)])
+        #expect(granted.seconds.withLock { $0 }.isEmpty, "a lease for a write that did not happen")
+        #expect(await store.execute([setting(.allPresent)], inNamespace: "ns") == [Outcome.integer(1)])
+        #expect(granted.seconds.withLock { $0 } == [at])
     }
 
     @Test("PEXPIRE ending exactly on a second: counted from one reading of the clock, so the lease runs out at that second")

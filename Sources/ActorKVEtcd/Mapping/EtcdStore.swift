@@ -482,12 +482,13 @@ public final class EtcdStore: Sendable {
         let deadline = setting.absoluteDeadline(now: now)
         let past = deadline.map { $0 <= now } ?? false
         var lease: Int64 = 0
-        if let deadline, !past { lease = try await leases.expiryLease(deadline: deadline) }
         for _ in 0..<Self.maxAttempts {
             let read = try await readAll(order)
             var found: [[UInt8]: EtcdResponses.KeyValue] = [:]
             for (key, kv) in zip(order, read) { found[key] = kv }
             guard setting.holds(where: { found[etcdKey(ns, $0)] != nil }) else { return .integer(0) }
+            // Granted once the condition holds, so that a refused HSETEX leaves no lease behind.
+            if lease == 0, let deadline, !past { lease = try await leases.expiryLease(deadline: deadline) }
             var success: [EtcdRequest] = []
             for key in order {
                 if past {

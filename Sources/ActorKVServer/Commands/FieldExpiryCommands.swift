@@ -68,9 +68,30 @@ enum FieldExpiryCommands {
     private static let setAllUsage = "HSETEX ns [FNX | FXX] [EX seconds | PX milliseconds | EXAT unix-time-seconds | PXAT unix-time-milliseconds | KEEPTTL] FIELDS numfields field value [field value ...]"
 
     /// Redis 8's `HSETEX ns [FNX | FXX] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL] FIELDS
-    /// numfields field value …`: the options in any order before `FIELDS`, each at most once.
+    /// numfields field value …`.
     private static func parseSetAll(_ args: CommandArguments) throws(CommandError) -> Command {
         let ns = try args.namespace(0)
+        let (presence, deadline, index) = try setAllOptions(args)
+        guard index + 1 < args.count else { throw CommandError(.syntax, "Mandatory argument FIELDS is missing or not at the right position") }
+        guard let count = ASCIIDecimal.parse(args[index + 1]), count > 0 else { throw CommandError(.syntax, "invalid number of fields") }
+        let pairs = args.count - index - 2
+        guard pairs % 2 == 0, count == pairs / 2 else {
+            throw CommandError(.arity, "wrong number of arguments for 'HSETEX': numfields \(count) needs \(count) field-value pairs, \(pairs) arguments follow (usage: \(setAllUsage))")
+        }
+        var keys: [[UInt8]] = []
+        var values: [[UInt8]] = []
+        keys.reserveCapacity(Int(count))
+        values.reserveCapacity(Int(count))
+        for field in stride(from: index + 2, to: args.count, by: 2) {
+            keys.append(args.array(field))
+            values.append(args.array(field + 1))
+        }
+        return .data(namespace: ns, .setAll(KeySetting(keys: keys, values: values, presence: presence, deadline: deadline)))
+    }
+
+    /// HSETEX's options, in any order before `FIELDS`, each at most once, and the index of
+    /// `FIELDS` (or of the end, without it).
+    private static func setAllOptions(_ args: CommandArguments) throws(CommandError) -> (KeySetting.Presence, KeySetting.Deadline, Int) {
         var presence: KeySetting.Presence?
         var deadline: KeySetting.Deadline?
         var index = 1
@@ -93,22 +114,7 @@ enum FieldExpiryCommands {
             }
             index += 1
         }
-        guard index + 1 < args.count else { throw CommandError(.syntax, "Mandatory argument FIELDS is missing or not at the right position") }
-        guard let count = ASCIIDecimal.parse(args[index + 1]), count > 0 else { throw CommandError(.syntax, "invalid number of fields") }
-        let pairs = args.count - index - 2
-        guard pairs % 2 == 0, count == pairs / 2 else {
-            throw CommandError(.arity, "wrong number of arguments for 'HSETEX': numfields \(count) needs \(count) field-value pairs, \(pairs) arguments follow (usage: \(setAllUsage))")
-        }
-        var keys: [[UInt8]] = []
-        var values: [[UInt8]] = []
-        keys.reserveCapacity(Int(count))
-        values.reserveCapacity(Int(count))
-        for field in stride(from: index + 2, to: args.count, by: 2) {
-            keys.append(args.array(field))
-            values.append(args.array(field + 1))
-        }
-        let setting = KeySetting(keys: keys, values: values, presence: presence ?? .any, deadline: deadline ?? .none)
-        return .data(namespace: ns, .setAll(setting))
+        return (presence ?? .any, deadline ?? .none, index)
     }
 
     private static let oneDeadline = CommandError(.syntax, "Only one of EX, PX, EXAT, PXAT or KEEPTTL arguments can be specified")

@@ -11,6 +11,17 @@ public struct KeyExpiry: Sendable, Equatable {
         case at(milliseconds: UInt64)
         /// None: the deadline is removed (`HPERSIST`).
         case none
+
+        /// The deadline in milliseconds since the epoch at `now` (saturating), or nil for none.
+        public func milliseconds(now: UInt64) -> UInt64? {
+            switch self {
+            case .after(let milliseconds):
+                let (sum, overflow) = now.addingReportingOverflow(milliseconds)
+                return overflow ? .max : sum
+            case .at(let milliseconds): return milliseconds
+            case .none: return nil
+            }
+        }
     }
 
     /// When a deadline is given (Redis's `NX`, `XX`, `GT`, `LT`). A key without a deadline
@@ -84,15 +95,7 @@ public struct KeyExpiry: Sendable, Equatable {
     }
 
     /// The deadline in milliseconds since the epoch (saturating), or nil to remove it.
-    func absoluteDeadline(now: UInt64) -> UInt64? {
-        switch deadline {
-        case .after(let milliseconds):
-            let (sum, overflow) = now.addingReportingOverflow(milliseconds)
-            return overflow ? .max : sum
-        case .at(let milliseconds): return milliseconds
-        case .none: return nil
-        }
-    }
+    func absoluteDeadline(now: UInt64) -> UInt64? { deadline.milliseconds(now: now) }
 
     /// Whether ``condition`` lets a key whose deadline is `current` (0: none) get `target`.
     private func holds(for current: UInt64, target: UInt64) -> Bool {

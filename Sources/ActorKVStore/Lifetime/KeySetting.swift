@@ -58,9 +58,7 @@ public struct KeySetting: Sendable, Equatable {
     public func absoluteDeadline(now: UInt64) -> UInt64? {
         switch deadline {
         case .none, .keep: return nil
-        case .after(let milliseconds):
-            let (sum, overflow) = now.addingReportingOverflow(milliseconds)
-            return overflow ? .max : sum
+        case .after(let milliseconds): return KeyExpiry.Deadline.after(milliseconds: milliseconds).milliseconds(now: now)
         case .at(let milliseconds): return milliseconds
         }
     }

@@ -341,24 +341,23 @@ struct WritePlanner {
         }
         let now = now()
         let deadline = setting.absoluteDeadline(now: now)
-        var own = RunOverlay()  // what this write did to the keys before, for a key named twice
         var mutations: [Mutation] = []
-        for (key, value) in zip(setting.keys, setting.values) {
-            let exists = own.noted(key).map { $0 != nil } ?? (overlay!.entry(of: key, in: base) != nil)
-            if let deadline, deadline <= now {
-                guard exists else { continue }
+        if let deadline, deadline <= now {
+            // A time already past: the keys that exist are deleted, each once.
+            var deleted = Set<[UInt8]>()
+            for key in setting.keys where overlay!.entry(of: key, in: base) != nil && deleted.insert(key).inserted {
                 mutations.append(.delete(key: key))
-                own.note(.delete(key: key), version: 0)
-                continue
             }
-            // KEEPTTL keeps the lifetime the key had before this write (which gives none).
-            let kept = setting.deadline == .keep && overlay!.entry(of: key, in: base) != nil ? overlay!.lifetime(of: key, in: base) : .none
-            mutations.append(.put(key: key, value: value))
-            own.note(.put(key: key, value: value), version: 0)
-            if let deadline {
-                mutations.append(.lifetime(key: key, Lifetime(deadline: deadline, owner: 0)))
-            } else if !kept.isNone {
-                mutations.append(.lifetime(key: key, kept))
+        } else {
+            for (key, value) in zip(setting.keys, setting.values) {
+                mutations.append(.put(key: key, value: value))
+                if let deadline {
+                    mutations.append(.lifetime(key: key, Lifetime(deadline: deadline, owner: 0)))
+                } else if setting.deadline == .keep, overlay!.entry(of: key, in: base) != nil {
+                    // KEEPTTL: the lifetime the key had before this write (a key named twice too).
+                    let kept = overlay!.lifetime(of: key, in: base)
+                    if !kept.isNone { mutations.append(.lifetime(key: key, kept)) }
+                }
             }
         }
         if !mutations.isEmpty {

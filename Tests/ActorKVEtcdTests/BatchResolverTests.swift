@@ -16,7 +16,7 @@ import Testing
         let steps: [BatchStep] = [.increment(key: k("n"), by: 2), .increment(key: k("n"), by: 3), .delete(key: k("gone")),
                                   .setIfAbsent(key: k("n"), value: k("x")), .put(key: k("p"), value: k("v")), .delete(key: k("p"))]
         let result = BatchResolver.resolve(steps, current: state([("n", "10", 4)]), limits: StoreLimits())
-        #expect(result == .apply(writes: [(k("n"), k("15"), true), (k("p"), nil, false)],
+        #expect(result == .apply(writes: [(k("n"), k("15"), .asRead), (k("p"), nil, .none)],
                                  outcomes: [.integer(12), .integer(15), .integer(0), .integer(0), .stored, .integer(1)]))
         #expect(BatchResolver.keys(of: steps) == [k("n"), k("gone"), k("p")])
     }
@@ -29,17 +29,22 @@ import Testing
                                   .delete(key: k("d")), .increment(key: k("d"), by: 1), .increment(key: k("new"), by: 1),
                                   .increment(key: k("n"), by: 1)]
         #expect(BatchResolver.resolve(steps, current: current, limits: StoreLimits())
-            == .apply(writes: [(k("n"), k("3"), true), (k("m"), k("6"), false), (k("d"), k("1"), false), (k("new"), k("1"), false)],
+            == .apply(writes: [(k("n"), k("3"), .asRead), (k("m"), k("6"), .none), (k("d"), k("1"), .none), (k("new"), k("1"), .none)],
                       outcomes: [.integer(2), .stored, .integer(6), .integer(1), .integer(1), .integer(1), .integer(3)]))
-        // Equality compares the flag too.
-        #expect(BatchResolver.Resolution.apply(writes: [(k("n"), k("3"), true)], outcomes: [])
-            != .apply(writes: [(k("n"), k("3"), false)], outcomes: []))
+        // Equality compares the lease too.
+        #expect(BatchResolver.Resolution.apply(writes: [(k("n"), k("3"), .asRead)], outcomes: [])
+            != .apply(writes: [(k("n"), k("3"), .none)], outcomes: []))
+        #expect(BatchResolver.Resolution.apply(writes: [(k("n"), k("3"), .deadline(1))], outcomes: [])
+            != .apply(writes: [(k("n"), k("3"), .deadline(2))], outcomes: []))
     }
 
     /// The agent's resolver against the local engine, on random batches over random states
-    /// (absent keys, integers, other values, keys with a deadline): the same outcome, the same
-    /// values written, and a deadline kept exactly where the local engine keeps one. "The steps
-    /// resolved as the local engine resolves them" (protocol.md, Cluster mode), checked.
+    /// (absent keys, integers, other values, keys with a deadline), with steps that change and
+    /// read deadlines among them (HEXPIRE, HTTL, HSETEX, HGETEX in MULTI): the same outcome, the
+    /// same values written, and the same deadline on each key afterwards. "The steps resolved as
+    /// the local engine resolves them" (protocol.md, Cluster mode), checked. (Deadlines the
+    /// steps give are whole seconds, as an agent keeps them, and absolute, so that the two
+    /// readings of the clock do not matter.)
     @Test func agreesWithTheLocalEngine() async throws {
         let dir = TemporaryDirectory("resolver-vs-engine")
         defer { dir.remove() }
@@ -63,14 +68,29 @@ import Testing
             }
             _ = await ns.execute(setup)
             var current: [[UInt8]: BatchResolver.State] = [:]
-            var hadDeadline: [[UInt8]: Bool] = [:]
+            var lifetimes: [[UInt8]: Lifetime] = [:]
+            let before = try await deadlines(of: keys, in: ns)
             for key in keys {
                 current[key] = await ns.versioned(key)
-                hadDeadline[key] = await ns.timeToLive(key) > 0
+                if before[key]! > 0 { lifetimes[key] = Lifetime(deadline: UInt64(before[key]!)) }
             }
+            let now = WallClock.milliseconds()
+            let seconds: [UInt64] = [1000, (now / 1000 + 1800) * 1000, (now / 1000 + 7200) * 1000]  // past, before and after `hour`
             let steps: [BatchStep] = (0..<Int.random(in: 1...5, using: &random)).map { _ in
                 let key = keys.randomElement(using: &random)!
-                switch Int.random(in: 0..<11, using: &random) {
+                let some = Array(keys.shuffled(using: &random).prefix(Int.random(in: 1...3, using: &random)))
+                let at = seconds.randomElement(using: &random)!
+                switch Int.random(in: 0..<15, using: &random) {
+                case 11:
+                    let deadline: KeyExpiry.Deadline = [.at(milliseconds: at), .none, .after(milliseconds: 0)].randomElement(using: &random)!
+                    let condition: KeyExpiry.Condition = [.always, .noDeadline, .hasDeadline, .later, .earlier].randomElement(using: &random)!
+                    return .expire(KeyExpiry(keys: some + some.prefix(1), deadline: deadline, condition: condition,
+                                             yields: Bool.random(using: &random) ? .results : .values))
+                case 12: return .deadlines(some)
+                case 13, 14:
+                    let presence: KeySetting.Presence = [.any, .allAbsent, .allPresent].randomElement(using: &random)!
+                    let deadline: KeySetting.Deadline = [.none, .keep, .at(milliseconds: at)].randomElement(using: &random)!
+                    return .setAll(KeySetting(keys: some, values: some.map { _ in k("s\(round)") }, presence: presence, deadline: deadline))
                 case 0: return .put(key: key, value: k("p"))
                 // Updates (HINCRBYFLOAT's keeps the lease; others do not) that set, delete or keep.
                 case 9, 10: return .update(key: key, Update(keepsLifetime: Bool.random(using: &random)) { old in
@@ -89,32 +109,65 @@ import Testing
             // The namespace's entries as the agent reads them with the keys, "z" among them.
             var entries: [[UInt8]: VersionedValue] = [:]
             for key in keys + [k("z")] { entries[key] = await ns.versioned(key) }
-            let resolution = BatchResolver.resolve(steps, current: current, namespace: entries, limits: StoreLimits())
+            let resolution = BatchResolver.resolve(steps, current: current, namespace: entries, lifetimes: lifetimes, now: now, limits: StoreLimits())
             let outcome = await ns.execute([.batch(steps)]).outcomes[0]
+            let after = try await deadlines(of: keys, in: ns)
             switch resolution {
             case .conditionFailed: #expect(outcome == .conditionFailed, "round \(round)")
             case .refused(let error): #expect(outcome == .failure(error), "round \(round)")
             case .apply(let writes, let outcomes):
                 #expect(outcome == .batch(outcomes), "round \(round)")
                 for key in keys {
-                    let after = await ns.versioned(key)
-                    let deadline = await ns.timeToLive(key) > 0
+                    let entry = await ns.versioned(key)
                     guard let write = writes.first(where: { $0.key == key }) else {
-                        #expect(after == current[key] ?? nil && deadline == hadDeadline[key], "round \(round): an unwritten key changed")
+                        #expect(entry == current[key] ?? nil && after[key] == before[key], "round \(round): an unwritten key changed")
                         continue
                     }
-                    #expect(after?.value == write.value, "round \(round)")
-                    #expect(deadline == (write.value != nil && write.keepsLease && hadDeadline[key]!), "round \(round): the deadline of \(key)")
+                    #expect(entry?.value == write.value, "round \(round)")
+                    let expected: Int
+                    switch write.lease {
+                    case _ where write.value == nil: expected = -2
+                    case .asRead: expected = before[key]! == -2 ? -1 : before[key]!
+                    case .none: expected = -1
+                    case .deadline(let deadline): expected = Int(deadline)
+                    }
+                    #expect(after[key] == expected, "round \(round): the deadline of \(key): \(steps)")
                 }
             }
         }
         _ = await store.close()
     }
 
+    /// Each key's deadline in `ns`, in milliseconds since the epoch: -1 none, -2 absent.
+    private func deadlines(of keys: [[UInt8]], in ns: Namespace) async throws -> [[UInt8]: Int] {
+        guard case .batch(let outcomes) = await ns.execute([.deadlines(keys)]).outcomes[0] else { throw StoreError(.invalidArgument, "no deadlines") }
+        var out: [[UInt8]: Int] = [:]
+        for (key, outcome) in zip(keys, outcomes) { if case .integer(let n) = outcome { out[key] = n } }
+        return out
+    }
+
+    /// A step that would give a key of a connection another deadline is refused (only that
+    /// connection's agent renews its lease); one that reads it, or judges it and changes
+    /// nothing, is not. A deadline given by a step reads back as the end of its second.
+    @Test func deadlinesOfOwnedKeysAreLeftToTheirAgent() {
+        let current = state([("e", "1", 3), ("d", "2", 4)])
+        let lifetimes: [[UInt8]: Lifetime] = [k("e"): Lifetime(deadline: 0, owner: 1), k("d"): Lifetime(deadline: 5_000_000, owner: 0)]
+        let expire = BatchStep.expire(KeyExpiry(keys: [k("e")], deadline: .at(milliseconds: 9_000_000)))
+        #expect(BatchResolver.resolve([expire], current: current, lifetimes: lifetimes, now: 1000, limits: StoreLimits())
+            == .refused(BatchResolver.ownedRefusal))
+        let persist = BatchStep.expire(KeyExpiry(keys: [k("e"), k("d")], deadline: .none))
+        #expect(BatchResolver.resolve([persist, .deadlines([k("e"), k("d"), k("x")])], current: current, lifetimes: lifetimes, now: 1000, limits: StoreLimits())
+            == .apply(writes: [(k("d"), k("2"), .none)], outcomes: [.batch([.integer(-1), .integer(1)]), .batch([.integer(-1), .integer(-1), .integer(-2)])]))
+        let later = BatchStep.expire(KeyExpiry(keys: [k("d")], deadline: .at(milliseconds: 7_000_001)))
+        #expect(BatchResolver.resolve([later, .deadlines([k("d")]), .increment(key: k("d"), by: 1)], current: current, lifetimes: lifetimes, now: 1000, limits: StoreLimits())
+            == .apply(writes: [(k("d"), k("3"), .deadline(7_000_001))], outcomes: [.batch([.integer(1)]), .batch([.integer(7_001_000)]), .integer(3)]))
+        #expect(BatchResolver.keys(of: [later, persist, .setAll(KeySetting(keys: [k("f")], values: [k("1")]))]) == [k("d"), k("e"), k("f")])
+    }
+
     @Test func guardsCompareVersionsAndAbsence() {
         let current = state([("a", "1", 7)])
         #expect(BatchResolver.resolve([.ifVersion(key: k("a"), 7), .put(key: k("b"), value: k("2"))], current: current, limits: StoreLimits())
-            == .apply(writes: [(k("b"), k("2"), false)], outcomes: [.stored, .stored]))
+            == .apply(writes: [(k("b"), k("2"), .none)], outcomes: [.stored, .stored]))
         #expect(BatchResolver.resolve([.ifVersion(key: k("a"), 6), .put(key: k("b"), value: k("2"))], current: current, limits: StoreLimits())
             == .conditionFailed)
         #expect(BatchResolver.resolve([.ifVersion(key: k("b"), 0)], current: current, limits: StoreLimits()) == .apply(writes: [], outcomes: [.stored]))
@@ -140,7 +193,7 @@ import Testing
     @Test func watchGuardIsLeftToTheTransaction() {
         // The guard writes nothing and reads no key: EtcdStore compares the namespace's range.
         let resolution = BatchResolver.resolve([.unchangedSince(3), .put(key: k("a"), value: k("1"))], current: [:], limits: StoreLimits())
-        #expect(resolution == .apply(writes: [(k("a"), k("1"), false)], outcomes: [.stored, .stored]))
+        #expect(resolution == .apply(writes: [(k("a"), k("1"), .none)], outcomes: [.stored, .stored]))
         #expect(BatchResolver.keys(of: [.unchangedSince(3), .put(key: k("a"), value: k("1"))]) == [k("a")])
     }
 }

@@ -172,17 +172,46 @@ extension RedisCommandsTests {
         }
     }
 
-    @Test("the field expiry commands (HGETEX with an option, HSETEX) are not queued in MULTI: refused, and EXEC then applies nothing")
-    func fieldExpiryNotQueued() async throws {
+    @Test("the field expiry commands and PUT PX, PEXPIRE, PERSIST, PTTL queue in MULTI: each sees the commands before it, HINCRBY keeps a deadline given before it, and a failing command applies none of them")
+    func fieldExpiryQueued() async throws {
         try await withProcessor { p in
-            let replies = await run(p, ["MULTI", "HSET h a 1", "HEXPIRE h 10 FIELDS 1 a", "EXEC", "HLEN h"])
-            #expect(replies[2].errorCode == "ERR" && replies[3].errorCode == "EXECABORT" && replies[4] == .integer(0), "\(replies)")
-            // HGETEX with an option changes deadlines: refused too; without one it is HMGET, queued.
-            let getex = await run(p, ["MULTI", "HSET h a 1", "HGETEX h PERSIST FIELDS 1 a", "EXEC", "MULTI", "HSET h a 2", "HGETEX h FIELDS 2 a b", "EXEC"])
-            #expect(getex[2].errorCode == "ERR" && getex[3].errorCode == "EXECABORT", "\(getex)")
-            #expect(getex[6] == .simple("QUEUED") && getex[7] == .array([.integer(1), .array([bulk("2"), .null])]), "\(getex)")
-            let setex = await run(p, ["MULTI", "HSETEX h FIELDS 1 a 3", "EXEC", "HGET h a"])
-            #expect(setex[1].errorCode == "ERR" && setex[2].errorCode == "EXECABORT" && setex[3] == bulk("2"), "\(setex)")
+            let replies = await run(p, ["HSET h s x", "MULTI", "HSET h a 1 b 2", "HEXPIRE h 100 FIELDS 2 a zz", "HTTL h FIELDS 2 a b",
+                                        "HGETEX h PX 5000 FIELDS 1 b", "HPTTL h FIELDS 1 b", "HSETEX h FNX EX 50 FIELDS 1 c 3",
+                                        "HSETEX h FNX FIELDS 1 c 4", "HINCRBY h n 1", "HEXPIRE h 60 NX FIELDS 1 n", "HINCRBY h n 1",
+                                        "HTTL h FIELDS 1 n", "HPERSIST h FIELDS 1 a", "HPEXPIRETIME h FIELDS 2 a zz", "EXEC"])
+            #expect(Array(replies[2...14]) == Array(repeating: .simple("QUEUED"), count: 13), "\(replies)")
+            guard case .array(let exec) = replies[15], exec.count == 13 else {
+                Issue.record("EXEC: \(replies[15])")
+                return
+            }
+            #expect(exec[0] == .integer(2) && integers(exec[1]) == [1, -2] && integers(exec[2]) == [100, -1], "\(exec)")
+            #expect(exec[3] == .array([bulk("2")]) && (4_990...5_000).contains(integers(exec[4])?.first ?? 0), "HGETEX, then HPTTL: \(exec)")
+            #expect(exec[5] == .integer(1) && exec[6] == .integer(0), "HSETEX FNX: \(exec)")
+            #expect(exec[7] == .integer(1) && integers(exec[8]) == [1] && exec[9] == .integer(2) && integers(exec[10]) == [60], "\(exec)")
+            #expect(integers(exec[11]) == [1] && integers(exec[12]) == [-1, -2], "HPERSIST, then HPEXPIRETIME: \(exec)")
+            let after = await run(p, ["HTTL h FIELDS 5 a b c n s", "HMGET h c n"])
+            #expect(integers(after[0]).map { [$0[0], $0[1] > 0 ? 5 : 0, $0[2] > 40 ? 50 : 0, $0[3] > 50 ? 60 : 0, $0[4]] } == [-1, 5, 50, 60, -1], "\(after)")
+            #expect(after[1] == .array([bulk("3"), bulk("2")]))
+
+            // One command failing when EXEC runs it: none of the deadlines before it is given.
+            let failing = await run(p, ["MULTI", "HEXPIRE h 1000 FIELDS 1 c", "HSETEX h EX 1000 FIELDS 1 t 1", "HINCRBY h s 1", "EXEC",
+                                        "HTTL h FIELDS 2 c t"])
+            #expect(failing[4].errorCode == "ERR" && integers(failing[5]).map { [$0[0] <= 50 ? 1 : 0, $0[1]] } == [1, -2], "\(failing)")
+
+            // ActorKV's own: PUT with PX, PEXPIRE, PERSIST, PTTL.
+            let native = await run(p, ["MULTI", "PUT k p v PX 3000", "PTTL k p", "PEXPIRE k p 9000", "PTTL k p", "PERSIST k p", "PTTL k p",
+                                       "PTTL k zz", "PEXPIRE k zz 10", "PERSIST k p", "EXEC"])
+            guard case .array(let results) = native[10], results.count == 9 else {
+                Issue.record("EXEC: \(native)")
+                return
+            }
+            #expect(results[0] == .simple("OK") && results[2] == .integer(1) && results[4] == .integer(1), "\(results)")
+            #expect((2_990...3_000).contains(integers(.array([results[1]]))![0]) && (8_990...9_000).contains(integers(.array([results[3]]))![0]), "\(results)")
+            #expect(Array(results[5...8]) == [.integer(-1), .integer(-2), .integer(0), .integer(0)], "\(results)")
+
+            // What stays refused: a put of a connection's key, a conditional one.
+            let refused = await run(p, ["MULTI", "PUT k e v EPHEMERAL", "PUT k c v IFVERSION 0", "EXEC", "EXISTS k e c"])
+            #expect(refused[1].errorCode == "ERR" && refused[2].errorCode == "ERR" && refused[3].errorCode == "EXECABORT" && refused[4] == .integer(0), "\(refused)")
         }
     }
 }

@@ -324,7 +324,12 @@ struct RedisCommandsTests {
                        "HGET": "HGET q k", "HSET": "HSET q k v", "HSETNX": "HSETNX q k v", "HDEL": "HDEL q k",
                        "HEXISTS": "HEXISTS q k", "HSTRLEN": "HSTRLEN q k", "HINCRBY": "HINCRBY q n 1",
                        "HLEN": "HLEN q", "HGETALL": "HGETALL q", "HKEYS": "HKEYS q", "HVALS": "HVALS q", "HMGET": "HMGET q k j",
-                       "TYPE": "TYPE q", "HMSET": "HMSET q k v j w", "HINCRBYFLOAT": "HINCRBYFLOAT q f 1.5", "HGETDEL": "HGETDEL q FIELDS 1 k"]
+                       "TYPE": "TYPE q", "HMSET": "HMSET q k v j w", "HINCRBYFLOAT": "HINCRBYFLOAT q f 1.5", "HGETDEL": "HGETDEL q FIELDS 1 k",
+                       "PEXPIRE": "PEXPIRE q k 100", "PERSIST": "PERSIST q k", "PTTL": "PTTL q k", "HGETEX": "HGETEX q EX 10 FIELDS 1 k",
+                       "HSETEX": "HSETEX q FXX EX 10 FIELDS 1 k v", "HEXPIRE": "HEXPIRE q 10 FIELDS 1 k", "HPEXPIRE": "HPEXPIRE q 10 FIELDS 1 k",
+                       "HEXPIREAT": "HEXPIREAT q 1 FIELDS 1 k", "HPEXPIREAT": "HPEXPIREAT q 1 FIELDS 1 k", "HPERSIST": "HPERSIST q FIELDS 1 k",
+                       "HTTL": "HTTL q FIELDS 1 k", "HPTTL": "HPTTL q FIELDS 1 k", "HEXPIRETIME": "HEXPIRETIME q FIELDS 1 k",
+                       "HPEXPIRETIME": "HPEXPIRETIME q FIELDS 1 k"]
         try await withProcessor { p in
             let refused = await run(p, ["MULTI", "SCAN q 0", "DISCARD"])[1]
             guard case .error(let text) = refused,

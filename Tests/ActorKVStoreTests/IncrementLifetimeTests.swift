@@ -106,7 +106,7 @@ struct IncrementLifetimeTests {
         }
     }
 
-    @Test("random runs of every write, lifetimes included (PX and EPHEMERAL puts, PEXPIRE, PERSIST, HEXPIRE's family, INCRs that keep them), equal a model applied one at a time, and reopen the same less the owned keys")
+    @Test("random runs of every write, lifetimes included (PX and EPHEMERAL puts, PEXPIRE, PERSIST, HEXPIRE's family, INCRs that keep them, and HEXPIRE, HGETEX and HSETEX as steps of batches), equal a model applied one at a time, and reopen the same less the owned keys")
     func modelRunsWithLifetimes() async throws {
         let dir = TemporaryDirectory("incr-lifetime-model")
         defer { dir.remove() }
@@ -124,11 +124,29 @@ struct IncrementLifetimeTests {
             let ms = owner == 0 || Bool.random(using: &random) ? Self.hour : 0
             return LifetimePut(key: key, value: value(), milliseconds: ms, owner: owner, ifVersion: Bool.random(using: &random) ? nil : guardVersion(key))
         }
+        func expiry() -> KeyExpiry {
+            // HEXPIRE's family (or HGETEX) over several keys, a key maybe named twice.
+            let named = (0..<Int.random(in: 1...3, using: &random)).map { _ in keys.randomElement(using: &random)! }
+            let deadline: KeyExpiry.Deadline = [.after(milliseconds: Self.hour), .after(milliseconds: 0), .none].randomElement(using: &random)!
+            let condition: KeyExpiry.Condition = [.always, .noDeadline, .hasDeadline].randomElement(using: &random)!
+            let yields: KeyExpiry.Yield = Bool.random(using: &random) ? .results : .values  // HGETEX: .values
+            return KeyExpiry(keys: named, deadline: deadline, condition: condition, yields: yields)
+        }
+        func setting() -> KeySetting {
+            // HSETEX over several keys, a key maybe named twice.
+            let named = (0..<Int.random(in: 1...3, using: &random)).map { _ in keys.randomElement(using: &random)! }
+            let deadline: KeySetting.Deadline = [.after(milliseconds: Self.hour), .after(milliseconds: 0), .none, .keep].randomElement(using: &random)!
+            let presence: KeySetting.Presence = [.any, .allAbsent, .allPresent].randomElement(using: &random)!
+            return KeySetting(keys: named, values: named.map { _ in value() }, presence: presence, deadline: deadline)
+        }
         func randomStep(_ key: [UInt8]) -> BatchStep {
-            switch Int.random(in: 0..<5, using: &random) {
+            switch Int.random(in: 0..<7, using: &random) {
             case 0: return .put(key: key, value: value())
             case 1: return .delete(key: key)
             case 2: return .ifVersion(key: key, guardVersion(key))
+            // HEXPIRE, HGETEX and HSETEX queued in MULTI.
+            case 3: return .expire(expiry())
+            case 4: return .setAll(setting())
             default: return .increment(key: key, by: Int64.random(in: -2...2, using: &random))
             }
         }
@@ -161,19 +179,8 @@ struct IncrementLifetimeTests {
                     case 9:
                         let ms: Int64? = [Int64(Self.hour), nil, 0].randomElement(using: &random)!
                         operations.append(.setTimeToLive(key: key, milliseconds: ms))
-                    case 10:
-                        // HEXPIRE's family (or HGETEX) over several keys, a key maybe named twice.
-                        let named = (0..<Int.random(in: 1...3, using: &random)).map { _ in keys.randomElement(using: &random)! }
-                        let deadline: KeyExpiry.Deadline = [.after(milliseconds: Self.hour), .after(milliseconds: 0), .none].randomElement(using: &random)!
-                        let condition: KeyExpiry.Condition = [.always, .noDeadline, .hasDeadline].randomElement(using: &random)!
-                        let yields: KeyExpiry.Yield = Bool.random(using: &random) ? .results : .values  // HGETEX: .values
-                        operations.append(.expire(KeyExpiry(keys: named, deadline: deadline, condition: condition, yields: yields)))
-                    case 11:
-                        // HSETEX over several keys, a key maybe named twice.
-                        let named = (0..<Int.random(in: 1...3, using: &random)).map { _ in keys.randomElement(using: &random)! }
-                        let deadline: KeySetting.Deadline = [.after(milliseconds: Self.hour), .after(milliseconds: 0), .none, .keep].randomElement(using: &random)!
-                        let presence: KeySetting.Presence = [.any, .allAbsent, .allPresent].randomElement(using: &random)!
-                        operations.append(.setAll(KeySetting(keys: named, values: named.map { _ in value() }, presence: presence, deadline: deadline)))
+                    case 10: operations.append(.expire(expiry()))
+                    case 11: operations.append(.setAll(setting()))
                     default: operations.append(.getVersioned(key[...]))
                     }
                 }

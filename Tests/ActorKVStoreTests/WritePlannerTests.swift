@@ -394,6 +394,20 @@ struct WritePlannerTests {
                     case .keep: results.append(.value(next[key]?.value))
                     case .refuse(let error): return .failure(error)
                     }
+                case .expire, .setAll:
+                    // As the operation would, over the state the steps before it leave, in the batch's record.
+                    var inner = self
+                    (inner.entries, inner.lifetimes) = (next, nextLifetimes)
+                    let operation: Operation
+                    switch step {
+                    case .expire(let expiry): operation = .expire(expiry)
+                    case .setAll(let setting): operation = .setAll(setting)
+                    default: preconditionFailure("unreachable")
+                    }
+                    results.append(inner.apply(operation))
+                    if inner.sequence != sequence { wrote = true }
+                    (next, nextLifetimes) = (inner.entries, inner.lifetimes)
+                case .deadlines: preconditionFailure("not generated: the model keeps no times")
                 }
             }
             entries = next

@@ -11,16 +11,26 @@ public enum BatchResolver {
     /// A key's state as read: its value and version (etcd's mod_revision), or nil if absent.
     public typealias State = VersionedValue?
 
+    /// The lease a key is written with.
+    public enum Lease: Equatable, Sendable {
+        /// The one it was read with (none if it had none): every write of it kept its lifetime
+        /// (an INCR of the value read keeps a key's deadline and owner, as locally).
+        case asRead
+        /// None: the key lives until deleted, as after a PUT.
+        case none
+        /// One that ends at this deadline, in milliseconds since the epoch (HEXPIRE, HSETEX EX).
+        case deadline(UInt64)
+    }
+
     /// What the batch comes to.
     public enum Resolution: Equatable, Sendable {
-        /// Write these (a nil value deletes the key), in this order, and reply with `outcomes`
-        /// (one per step). A write that `keepsLease` stays on the lease its key has (every
-        /// write of it was an INCR of the value read: an INCR keeps a key's deadline and owner,
-        /// as locally); any other put leaves its key without one, as a PUT does.
-        case apply(writes: [(key: [UInt8], value: [UInt8]?, keepsLease: Bool)], outcomes: [Outcome])
+        /// Write these (a nil value deletes the key), in this order, each with its lease, and
+        /// reply with `outcomes` (one per step).
+        case apply(writes: [(key: [UInt8], value: [UInt8]?, lease: Lease)], outcomes: [Outcome])
         /// A guard did not hold: nothing is written.
         case conditionFailed
-        /// A step refused (not an integer, overflow): nothing is written.
+        /// A step refused (not an integer, overflow, a deadline of a key a connection owns):
+        /// nothing is written.
         case refused(StoreError)
 
         public static func == (a: Resolution, b: Resolution) -> Bool {
@@ -29,7 +39,7 @@ public enum BatchResolver {
             case (.refused(let x), .refused(let y)): return x == y
             case (.apply(let w1, let o1), .apply(let w2, let o2)):
                 return o1 == o2 && w1.count == w2.count
-                    && zip(w1, w2).allSatisfy { $0.key == $1.key && $0.value == $1.value && $0.keepsLease == $1.keepsLease }
+                    && zip(w1, w2).allSatisfy { $0.key == $1.key && $0.value == $1.value && $0.lease == $1.lease }
             default: return false
             }
         }
@@ -40,37 +50,63 @@ public enum BatchResolver {
         var seen = Set<[UInt8]>()
         var out: [[UInt8]] = []
         for step in steps {
-            if case .unchangedSince = step { continue }
-            if seen.insert(step.key).inserted { out.append(step.key) }
+            for key in step.keys where seen.insert(key).inserted { out.append(key) }
         }
         return out
     }
 
-    /// Whether a step reads the whole namespace (``BatchStep/read(_:)``): then ``resolve(_:current:namespace:limits:)``
+    /// Whether a step reads the whole namespace (``BatchStep/read(_:)``): then ``resolve(_:current:namespace:lifetimes:now:limits:)``
     /// needs all its entries, read at the same revision as the keys.
     public static func readsNamespace(_ steps: [BatchStep]) -> Bool {
         steps.contains { if case .read = $0 { return true } else { return false } }
     }
 
+    /// Whether a step reads or sets keys' deadlines (HEXPIRE, HTTL, HSETEX, HGETEX with an
+    /// option): then ``resolve(_:current:namespace:lifetimes:now:limits:)`` needs the lifetimes
+    /// of the keys read.
+    public static func readsLifetimes(_ steps: [BatchStep]) -> Bool {
+        steps.contains {
+            switch $0 {
+            case .expire, .deadlines, .setAll: return true
+            default: return false
+            }
+        }
+    }
+
     /// Resolves `steps` against `current` (every key of ``keys(of:)``) and, for steps that read
     /// the whole namespace, `namespace` (all its entries, read with them), checking computed
-    /// values against `limits`.
+    /// values against `limits`. For steps of deadlines, `lifetimes` are the keys' as read (a
+    /// deadline at the end of the second its lease ends; an owner other than 0 for a key of a
+    /// connection; absent: none) and `now` the time of the request, in milliseconds since the epoch.
     public static func resolve(_ steps: [BatchStep], current: [[UInt8]: State], namespace: [[UInt8]: VersionedValue] = [:],
-                               limits: StoreLimits) -> Resolution {
+                               lifetimes: [[UInt8]: Lifetime] = [:], now clock: UInt64 = 0, limits: StoreLimits) -> Resolution {
         var state = current
         for (key, value) in namespace where state.index(forKey: key) == nil { state[key] = .some(value) }
-        // A key written by an earlier step has a version no client can know yet.
-        var written = Set<[UInt8]>()
-        // Keys whose lease a write replaced: all but those only INCRs of the value read wrote.
-        var replaced = Set<[UInt8]>()
+        var leases: [[UInt8]: Lease] = [:]  // of the keys written
         var order: [[UInt8]] = []
         var outcomes: [Outcome] = []
         outcomes.reserveCapacity(steps.count)
-        func write(_ key: [UInt8], _ value: [UInt8]?, keepingLease: Bool = false) {
-            if !written.contains(key) { order.append(key) }
-            written.insert(key)
-            if !keepingLease { replaced.insert(key) }
+        /// Writes `value` (nil: deletes) under `key` with `lease` (nil: the one it has by now).
+        func write(_ key: [UInt8], _ value: [UInt8]?, lease: Lease? = Lease.none) {
+            setLease(key, lease)
+            // A key written by an earlier step has a version no client can know yet.
             state[key] = value.map { VersionedValue(value: $0, version: UInt64.max) }
+        }
+        /// Gives `key` `lease` (nil: the one it has by now) and has it written again with it.
+        /// Alone (a new deadline), this keeps the key's version for the steps after it, as a
+        /// deadline keeps it locally (etcd's mod_revision changes once the batch is applied).
+        func setLease(_ key: [UInt8], _ lease: Lease?) {
+            if leases[key] == nil { order.append(key) }
+            leases[key] = lease ?? leases[key] ?? .asRead
+        }
+        /// The lifetime of `key` by now: as read, none, or the deadline a step gave it (kept to
+        /// the end of its second, as etcd keeps it).
+        func lifetime(of key: [UInt8]) -> Lifetime {
+            switch leases[key] ?? .asRead {
+            case .asRead: return lifetimes[key] ?? .none
+            case .none: return .none
+            case .deadline(let deadline): return Lifetime(deadline: UInt64(EtcdLeases.endingSecond(of: deadline)) * 1000)
+            }
         }
         for step in steps {
             let key = step.key
@@ -95,14 +131,14 @@ public enum BatchResolver {
                 switch Operation.incrementedValue(now?.value, by: delta) {
                 case .failure(let error): return .refused(error)
                 case .success(let sum):
-                    write(key, Array(String(sum).utf8), keepingLease: now != nil)
+                    write(key, Array(String(sum).utf8), lease: now != nil ? nil : Lease.none)
                     outcomes.append(.integer(Int(sum)))
                 }
             case .update(_, let update):
                 switch update.compute(now?.value) {
                 case .set(let value):
                     if let problem = limits.problem(with: .put(key: key, value: value)) { return .refused(problem) }
-                    write(key, value, keepingLease: update.keepsLifetime && now != nil)
+                    write(key, value, lease: update.keepsLifetime && now != nil ? nil : Lease.none)
                     outcomes.append(.value(value))
                 case .delete:
                     if now != nil { write(key, nil) }
@@ -121,8 +157,50 @@ public enum BatchResolver {
                 let entries = state.compactMap { key, value in value.map { KeyValue(key: key, value: $0.value) } }
                     .sorted { $0.key.lexicographicallyPrecedes($1.key) }
                 outcomes.append(.page(ScanPage(entries: entries, next: .start)))
+            case .deadlines(let keys):
+                outcomes.append(.batch(keys.map { key in
+                    guard (state[key] ?? nil) != nil else { return .integer(-2) }
+                    let deadline = lifetime(of: key).deadline
+                    return .integer(deadline == 0 ? -1 : Int(clamping: deadline))
+                }))
+            case .expire(let expiry):
+                var results: [Outcome] = []
+                for key in expiry.keys {
+                    let value = (state[key] ?? nil)?.value
+                    let before = value == nil ? nil : lifetime(of: key)
+                    let (result, after) = expiry.apply(to: before, now: clock)
+                    results.append(expiry.yields == .values ? .value(value) : .integer(result.rawValue))
+                    switch result {
+                    case .deleted: write(key, nil)
+                    case .changed:
+                        // Only the agent of its connection renews an owned key's lease: outside a transaction.
+                        if before!.owner != 0 { return .refused(ownedRefusal) }
+                        setLease(key, after!.deadline == 0 ? Lease.none : .deadline(after!.deadline))
+                    case .absent, .noDeadline, .conditionNotMet: break
+                    }
+                }
+                outcomes.append(.batch(results))
+            case .setAll(let setting):
+                guard setting.holds(where: { (state[$0] ?? nil) != nil }) else {
+                    outcomes.append(.integer(0))
+                    continue
+                }
+                let deadline = setting.absoluteDeadline(now: clock)
+                for (key, value) in zip(setting.keys, setting.values) {
+                    if let deadline, deadline <= clock {
+                        if (state[key] ?? nil) != nil { write(key, nil) }
+                    } else if let deadline {
+                        write(key, value, lease: .deadline(deadline))
+                    } else {
+                        write(key, value, lease: setting.deadline == .keep && (state[key] ?? nil) != nil ? nil : Lease.none)
+                    }
+                }
+                outcomes.append(.integer(1))
             }
         }
-        return .apply(writes: order.map { ($0, state[$0]??.value, !replaced.contains($0)) }, outcomes: outcomes)
+        return .apply(writes: order.map { ($0, state[$0]??.value, leases[$0]!) }, outcomes: outcomes)
     }
+
+    /// The refusal of a transaction that would change the deadline of a key a connection owns.
+    public static let ownedRefusal = StoreError(.invalidArgument, "a transaction cannot change the deadline of a key a connection owns in cluster mode (only that connection's agent renews its lease): change it outside MULTI")
 }

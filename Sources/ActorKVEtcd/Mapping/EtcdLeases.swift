@@ -130,7 +130,7 @@ public final class EtcdLeases: Sendable {
 
     /// The second (since the epoch) at whose end a key with `deadline` (milliseconds since the
     /// epoch) expires: the end of the second the deadline falls in.
-    private static func endingSecond(of deadline: UInt64) -> Int64 { Int64((deadline + 999) / 1000) }
+    static func endingSecond(of deadline: UInt64) -> Int64 { Int64((deadline + 999) / 1000) }
 
     /// Records `granted` at `key` of the leases at `table`, unless a grant that raced this one
     /// got there first: then that one is used and `granted`, which no key has yet, is revoked.

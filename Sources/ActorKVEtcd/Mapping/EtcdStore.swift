@@ -328,6 +328,7 @@ public final class EtcdStore: Sendable {
             return unchangedSince(sequence, in: ns)
         }
         let readsNamespace = BatchResolver.readsNamespace(steps)
+        let readsLifetimes = BatchResolver.readsLifetimes(steps)
         for _ in 0..<Self.maxAttempts {
             var read: [EtcdResponses.KeyValue?]
             var namespace: [[UInt8]: VersionedValue] = [:]
@@ -345,7 +346,8 @@ public final class EtcdStore: Sendable {
             for (key, kv) in zip(keys, read) {
                 current[key] = kv.map { VersionedValue(value: $0.valueBytes, version: UInt64($0.modRevision)) }
             }
-            switch BatchResolver.resolve(steps, current: current, namespace: namespace, limits: limits) {
+            let lifetimes = readsLifetimes ? try await self.lifetimes(of: keys, read) : [:]
+            switch BatchResolver.resolve(steps, current: current, namespace: namespace, lifetimes: lifetimes, now: clock(), limits: limits) {
             case .conditionFailed: return .conditionFailed
             case .refused(let error): return .failure(error)
             case .apply(let writes, let outcomes):
@@ -354,9 +356,20 @@ public final class EtcdStore: Sendable {
                 // The compare keeps each key on the lease it was read with (a revoked lease
                 // deletes its keys, failing the compare), so an INCR can name that lease again.
                 let leaseIDs = Dictionary(zip(keys, read.map { $0?.leaseID ?? 0 }), uniquingKeysWith: { first, _ in first })
+                // A deadline's lease is granted only now that the batch is sure to be tried.
+                var granted: [UInt64: Int64] = [:]
+                for write in writes {
+                    guard case .deadline(let deadline) = write.lease, granted[deadline] == nil else { continue }
+                    granted[deadline] = try await leases.expiryLease(deadline: deadline)
+                }
                 var success: [EtcdRequest] = writes.map { write in
                     let key = etcdKey(ns, write.key)
-                    let lease = write.keepsLease ? leaseIDs[write.key] ?? 0 : 0
+                    let lease: Int64
+                    switch write.lease {
+                    case .asRead: lease = leaseIDs[write.key] ?? 0
+                    case .none: lease = 0
+                    case .deadline(let deadline): lease = granted[deadline]!
+                    }
                     return write.value.map { .put(key: key, value: $0, lease: lease) } ?? .deleteRange(key: key)
                 }
                 if success.contains(where: \.isDelete) { success.append(markerPut(ns)) }
@@ -368,6 +381,19 @@ public final class EtcdStore: Sendable {
             }
         }
         throw EtcdError(.unavailable, "the keys kept changing: \(Self.maxAttempts) attempts of this write failed under contention")
+    }
+
+    /// The lifetimes of `keys` as `read` found them (none for a key without a lease or absent):
+    /// the deadline its lease's ID says (or, for a lease an older agent numbered, the one etcd
+    /// gives), and an owner (1) for a key of a connection.
+    private func lifetimes(of keys: [[UInt8]], _ read: [EtcdResponses.KeyValue?]) async throws(EtcdError) -> [[UInt8]: Lifetime] {
+        var lifetimes: [[UInt8]: Lifetime] = [:]
+        for (key, kv) in zip(keys, read) {
+            guard let kv, kv.leaseID != 0 else { continue }
+            let owned = EtcdLeaseID(kv.leaseID)?.isOwned == true
+            lifetimes[key] = Lifetime(deadline: try await deadline(of: kv) ?? 0, owner: owned ? 1 : 0)
+        }
+        return lifetimes
     }
 
     private func lifetimePut(_ put: LifetimePut, in ns: String) async throws(EtcdError) -> Outcome {

@@ -51,7 +51,7 @@ enum TransactionCommands {
         guard case .data(let namespace, let operation, let shape) = command,
               let plan = TransactionStep.plan(for: operation, shape: shape) else {
             session.refuseQueued()
-            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, HGET, HSET, HSETNX, HDEL, HGETDEL, HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HMGET, HMSET, HLEN, HGETALL, HKEYS, HVALS, TYPE; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
+            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, PEXPIRE, PERSIST, PTTL, HGET, HSET, HSETNX, HDEL, HGETDEL, HGETEX, HSETEX, HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HMGET, HMSET, HLEN, HGETALL, HKEYS, HVALS, HEXPIRE, HPEXPIRE, HEXPIREAT, HPEXPIREAT, HPERSIST, HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME, TYPE; PUT without IFVERSION or EPHEMERAL; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
         }
         guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {
             return tooLarge(limit: session.transactionLimit, then: "EXEC will apply nothing")
@@ -236,6 +236,11 @@ struct TransactionStep: Sendable {
         case values
         /// The steps' outcomes as one batch's, in `shape` (HGETDEL).
         case shaped(ReplyShape)
+        /// Of a change of one key's deadline: 1 if it was set, removed or the key deleted, else
+        /// 0 (PEXPIRE, PERSIST).
+        case expiryCount
+        /// Of one key's deadline: the milliseconds left, -1 without one, -2 absent (PTTL).
+        case millisecondsLeft
     }
 
     /// The command's reply from its steps' `outcomes` (``stepCount`` of them, in order).
@@ -248,11 +253,18 @@ struct TransactionStep: Sendable {
         case .found: return .integer(Int64(outcomes.filter { $0 != .value(nil) }.count))
         case .values: return .array(outcomes.map(KeyValueCommands.reply(for:)))
         case .shaped(let shape): return KeyValueCommands.reply(for: .batch(Array(outcomes)), ofBatch: true, shape: shape)
+        case .expiryCount, .millisecondsLeft:
+            guard case .batch(let results) = outcomes[outcomes.startIndex], case .integer(let n)? = results.first else {
+                return KeyValueCommands.reply(for: outcomes[outcomes.startIndex])
+            }
+            if case .expiryCount = kind { return .integer(n == KeyExpiry.Result.changed.rawValue || n == KeyExpiry.Result.deleted.rawValue ? 1 : 0) }
+            guard n > 0 else { return .integer(Int64(n)) }
+            return .integer(Int64(n) - min(Int64(n), Int64(clamping: WallClock.milliseconds())))
         }
     }
 
     /// The plan of `operation` (with reply `shape`), or nil if it cannot be part of a
-    /// transaction (SCAN's pages, lifetimes, conditional puts, guarded BATCHes).
+    /// transaction (SCAN's pages, conditional puts, a connection's keys, guarded BATCHes).
     static func plan(for operation: Operation, shape: ReplyShape) -> TransactionStep? {
         switch operation {
         case .get, .count: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
@@ -267,7 +279,12 @@ struct TransactionStep: Sendable {
         case .batch(let steps) where shape == .stored: return TransactionStep(stepCount: steps.count, kind: .stored)
         case .batch(let steps) where shape == .updatedValue && steps.count == 1: return TransactionStep(stepCount: 1, kind: .outcome)
         case .batch(let steps) where shape == .takenValues: return TransactionStep(stepCount: steps.count, kind: .shaped(shape))
-        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .setAll, .deadlines, .scan:
+        case .expire, .deadlines: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
+        case .setAll: return TransactionStep(stepCount: 1, kind: .outcome)
+        case .lifetimePut(let put) where put.owner == 0 && put.ifVersion == nil: return TransactionStep(stepCount: 1, kind: .stored)
+        case .setTimeToLive: return TransactionStep(stepCount: 1, kind: .expiryCount)
+        case .timeToLive: return TransactionStep(stepCount: 1, kind: .millisecondsLeft)
+        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .scan:
             return nil
         }
     }
@@ -296,7 +313,12 @@ struct TransactionStep: Sendable {
         case .increment(let key, _): return commandOverhead + key.count
         case .delete(let keys), .exists(let keys), .getMany(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
         case .batch(let steps): return steps.reduce(0) { $0 + commandOverhead + weight(of: $1) }
-        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .setAll, .deadlines, .count, .scan:
+        case .expire(let expiry): return expiry.keys.reduce(0) { $0 + commandOverhead + $1.count }
+        case .deadlines(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
+        case .setAll(let setting): return zip(setting.keys, setting.values).reduce(0) { $0 + commandOverhead + $1.0.count + $1.1.count }
+        case .lifetimePut(let put): return commandOverhead + put.key.count + put.value.count
+        case .setTimeToLive(let key, _), .timeToLive(let key): return commandOverhead + key.count
+        case .getVersioned, .conditionalPut, .update, .count, .scan:
             return commandOverhead
         }
     }
@@ -307,6 +329,8 @@ struct TransactionStep: Sendable {
         case .put(let key, let value), .set(let key, let value), .setIfAbsent(let key, let value): return key.count + value.count
         case .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _): return key.count
         case .unchangedSince, .read: return 0
+        case .expire, .deadlines: return step.keys.reduce(0) { $0 + $1.count }
+        case .setAll(let setting): return zip(setting.keys, setting.values).reduce(0) { $0 + $1.0.count + $1.1.count }
         }
     }
 
@@ -322,7 +346,17 @@ struct TransactionStep: Sendable {
         case .batch(let batch): steps += batch
         case .count: steps.append(.read(.count))
         case .scan: steps.append(.read(.entries))
-        case .getVersioned, .conditionalPut, .update, .lifetimePut, .setTimeToLive, .timeToLive, .expire, .setAll, .deadlines:
+        case .expire(let expiry): steps.append(.expire(expiry))
+        case .deadlines(let keys): steps.append(.deadlines(keys))
+        case .setAll(let setting): steps.append(.setAll(setting))
+        case .lifetimePut(let put):
+            let deadline: KeySetting.Deadline = put.milliseconds == 0 ? .none : .after(milliseconds: put.milliseconds)
+            steps.append(.setAll(KeySetting(keys: [put.key], values: [Array(put.value)], deadline: deadline)))
+        case .setTimeToLive(let key, let milliseconds):
+            let deadline: KeyExpiry.Deadline = milliseconds.map { .after(milliseconds: UInt64(max(0, $0))) } ?? .none
+            steps.append(.expire(KeyExpiry(keys: [key], deadline: deadline)))
+        case .timeToLive(let key): steps.append(.deadlines([key]))
+        case .getVersioned, .conditionalPut, .update:
             preconditionFailure("TransactionStep: \(operation) has no steps in a transaction")
         }
     }

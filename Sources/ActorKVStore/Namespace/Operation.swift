@@ -229,6 +229,17 @@ public enum BatchStep: Sendable {
     /// (``Outcome/page(_:)``, its next cursor ``ScanCursor/start``). Writes nothing; it has no
     /// key (``key`` is empty). What Redis's HLEN and HGETALL read inside MULTI.
     case read(NamespaceRead)
+    /// Change the deadlines of the expiry's keys at that point of the run, as
+    /// ``Operation/expire(_:)`` does; its outcome is that operation's (a ``Outcome/batch(_:)``
+    /// of one outcome per key). What Redis's `HEXPIRE` family and `HGETEX` do inside MULTI.
+    case expire(KeyExpiry)
+    /// A read of the keys' deadlines at that point of the run, as ``Operation/deadlines(_:)``
+    /// (a ``Outcome/batch(_:)`` of one ``Outcome/integer(_:)`` per key). Writes nothing.
+    case deadlines([[UInt8]])
+    /// Write the keys with one rule for their lifetimes, as ``Operation/setAll(_:)`` does,
+    /// its presence judged at that point of the run (``Outcome/integer(_:)`` 1 or 0; a 0 writes
+    /// nothing and the rest of the batch goes on). What Redis 8's `HSETEX` does inside MULTI.
+    case setAll(KeySetting)
 
     /// The step that applies `mutation`.
     public init(_ mutation: Mutation) {
@@ -239,12 +250,24 @@ public enum BatchStep: Sendable {
         }
     }
 
-    /// The key the step writes.
+    /// The key the step writes (empty for a step of several keys, or of none).
     public var key: [UInt8] {
         switch self {
         case .put(let key, _), .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _),
              .set(let key, _), .setIfAbsent(let key, _): return key
+        case .unchangedSince, .read, .expire, .deadlines, .setAll: return []
+        }
+    }
+
+    /// The keys the step reads or writes, in order (none for a read of the whole namespace, or
+    /// WATCH's guard).
+    public var keys: [[UInt8]] {
+        switch self {
+        case .expire(let expiry): return expiry.keys
+        case .deadlines(let keys): return keys
+        case .setAll(let setting): return setting.keys
         case .unchangedSince, .read: return []
+        case .put, .delete, .update, .ifVersion, .increment, .set, .setIfAbsent: return [key]
         }
     }
 
@@ -254,7 +277,7 @@ public enum BatchStep: Sendable {
         switch self {
         case .increment: return true
         case .update(_, let update): return update.keepsLifetime
-        case .put, .delete, .set, .setIfAbsent, .ifVersion, .unchangedSince, .read: return false
+        case .put, .delete, .set, .setIfAbsent, .ifVersion, .unchangedSince, .read, .expire, .deadlines, .setAll: return false
         }
     }
 
@@ -264,14 +287,14 @@ public enum BatchStep: Sendable {
         case .put(let key, let value): return .put(key: key, value: value)
         case .delete(let key): return .delete(key: key)
         case .set(let key, let value): return .put(key: key, value: value)
-        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read: return nil
+        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read, .expire, .deadlines, .setAll: return nil
         }
     }
 
     /// Whether the step depends on the key's current state.
     var readsBeforeWriting: Bool {
         switch self {
-        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read: return true
+        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read, .expire, .deadlines, .setAll: return true
         case .put, .delete, .set: return false
         }
     }
@@ -280,7 +303,8 @@ public enum BatchStep: Sendable {
     var mayWriteValue: Bool {
         switch self {
         case .put, .update, .increment, .set, .setIfAbsent: return true
-        case .delete, .ifVersion, .unchangedSince, .read: return false
+        case .setAll(let setting): return setting.presence != .allPresent
+        case .delete, .ifVersion, .unchangedSince, .read, .expire, .deadlines: return false
         }
     }
 }

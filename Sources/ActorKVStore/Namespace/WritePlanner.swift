@@ -299,10 +299,19 @@ struct WritePlanner {
         record(mutation, outcome: .integer(1), at: index)
     }
 
-    /// Resolves a change of several keys' deadlines (Redis's `HEXPIRE` family): each key in order,
-    /// seeing what the change did to the ones before it, all recorded as one record.
+    /// Resolves a change of several keys' deadlines (Redis's `HEXPIRE` family), all recorded as
+    /// one record.
     private mutating func resolve(_ expiry: KeyExpiry, at index: Int) {
-        let now = now()
+        let (mutations, outcome) = Self.resolve(expiry, now: now(), entry: { overlay!.entry(of: $0, in: base) },
+                                                lifetime: { overlay!.lifetime(of: $0, in: base) })
+        record(mutations, outcome: outcome, at: index)
+    }
+
+    /// The mutations and outcome of `expiry` at `now`, over keys whose state before it `entry`
+    /// and `lifetime` give: each key in order, seeing what the change did to the ones before it
+    /// (a key named twice is judged twice).
+    private static func resolve(_ expiry: KeyExpiry, now: UInt64, entry: ([UInt8]) -> VersionedValue?,
+                                lifetime: ([UInt8]) -> Lifetime) -> (mutations: [Mutation], outcome: Outcome) {
         var own = RunOverlay()  // what this change did to the keys before, for a key named twice
         var mutations: [Mutation] = []
         var results: [Outcome] = []
@@ -313,39 +322,40 @@ struct WritePlanner {
             if case .some(.none) = own.noted(key) {
                 current = nil
             } else {
-                value = overlay!.entry(of: key, in: base)?.value
-                current = value == nil ? nil : own.notedLifetime(key) ?? overlay!.lifetime(of: key, in: base)
+                value = entry(key)?.value
+                current = value == nil ? nil : own.notedLifetime(key) ?? lifetime(key)
             }
-            let (result, lifetime) = expiry.apply(to: current, now: now)
+            let (result, changed) = expiry.apply(to: current, now: now)
             results.append(expiry.yields == .values ? .value(value) : .integer(result.rawValue))
             guard result == .changed || result == .deleted else { continue }
-            let mutation = lifetime.map { Mutation.lifetime(key: key, $0) } ?? .delete(key: key)
+            let mutation = changed.map { Mutation.lifetime(key: key, $0) } ?? .delete(key: key)
             own.note(mutation, version: 0)
             mutations.append(mutation)
         }
-        if !mutations.isEmpty {
-            guard record(mutations, of: index) else { return }
-            overlay!.note(mutations, version: sequence)
-        }
-        keep(Resolved(mutations: .many(mutations), outcome: .batch(results)), at: index)
+        return (mutations, .batch(results))
     }
 
-    /// Resolves a write of several keys with one lifetime rule (Redis 8's `HSETEX`): nothing, with
-    /// 0, unless the presence condition holds for the keys as they are before it; else each key
-    /// put with its lifetime (none; the one it had; the deadline), or deleted if it exists and
-    /// the deadline is at or before now, all as one record, with 1.
+    /// Resolves a write of several keys with one lifetime rule (Redis 8's `HSETEX`), all
+    /// recorded as one record.
     private mutating func resolve(_ setting: KeySetting, at index: Int) {
-        guard setting.holds(where: { overlay!.entry(of: $0, in: base) != nil }) else {
-            keep(Resolved(mutations: .none, outcome: .integer(0)), at: index)
-            return
-        }
-        let now = now()
+        let (mutations, outcome) = Self.resolve(setting, now: now(), entry: { overlay!.entry(of: $0, in: base) },
+                                                lifetime: { overlay!.lifetime(of: $0, in: base) })
+        record(mutations, outcome: outcome, at: index)
+    }
+
+    /// The mutations and outcome of `setting` at `now`, over keys whose state before it `entry`
+    /// and `lifetime` give: nothing, with 0, unless the presence condition holds for the keys as
+    /// they are before it; else each key put with its lifetime (none; the one it had; the
+    /// deadline), or deleted if it exists and the deadline is at or before now, with 1.
+    private static func resolve(_ setting: KeySetting, now: UInt64, entry: ([UInt8]) -> VersionedValue?,
+                                lifetime: ([UInt8]) -> Lifetime) -> (mutations: [Mutation], outcome: Outcome) {
+        guard setting.holds(where: { entry($0) != nil }) else { return ([], .integer(0)) }
         let deadline = setting.absoluteDeadline(now: now)
         var mutations: [Mutation] = []
         if let deadline, deadline <= now {
             // A time already past: the keys that exist are deleted, each once.
             var deleted = Set<[UInt8]>()
-            for key in setting.keys where overlay!.entry(of: key, in: base) != nil && deleted.insert(key).inserted {
+            for key in setting.keys where entry(key) != nil && deleted.insert(key).inserted {
                 mutations.append(.delete(key: key))
             }
         } else {
@@ -353,18 +363,23 @@ struct WritePlanner {
                 mutations.append(.put(key: key, value: value))
                 if let deadline {
                     mutations.append(.lifetime(key: key, Lifetime(deadline: deadline, owner: 0)))
-                } else if setting.deadline == .keep, overlay!.entry(of: key, in: base) != nil {
+                } else if setting.deadline == .keep, entry(key) != nil {
                     // KEEPTTL: the lifetime the key had before this write (a key named twice too).
-                    let kept = overlay!.lifetime(of: key, in: base)
+                    let kept = lifetime(key)
                     if !kept.isNone { mutations.append(.lifetime(key: key, kept)) }
                 }
             }
         }
+        return (mutations, .integer(1))
+    }
+
+    /// Records `mutations` (none: no record) as the write of operation `index`, with `outcome`.
+    private mutating func record(_ mutations: [Mutation], outcome: Outcome, at index: Int) {
         if !mutations.isEmpty {
             guard record(mutations, of: index) else { return }
             overlay!.note(mutations, version: sequence)
         }
-        keep(Resolved(mutations: .many(mutations), outcome: .integer(1)), at: index)
+        keep(Resolved(mutations: .many(mutations), outcome: outcome), at: index)
     }
 
     /// Records a single resolved mutation with its outcome.
@@ -395,7 +410,9 @@ struct WritePlanner {
         var scratch = RunOverlay()  // this batch's own writes, over the run's
         func currentAndMark(_ key: [UInt8]) -> (VersionedValue?, Bool) {
             if let noted = scratch.noted(key) { return (noted, scratch.hasLifetimes) }
-            return overlay!.entryAndMark(of: key, in: base)
+            // A step before may have given the key a lifetime without writing its value.
+            let (entry, mayHaveLifetime) = overlay!.entryAndMark(of: key, in: base)
+            return (entry, mayHaveLifetime || scratch.hasLifetimes)
         }
         var mutations: [Mutation] = []
         var results: [Outcome] = []
@@ -415,6 +432,12 @@ struct WritePlanner {
                 // Made when the batch is applied, after the mutations of the steps before it.
                 reads.append(DeferredRead(read: read, after: mutations.count, result: results.count))
                 results.append(.stored)
+                continue
+            }
+            if let (written, outcome) = resolveLifetimeStep(step, over: scratch) {
+                results.append(outcome)
+                if position + 1 < steps.count { scratch.note(written, version: version) }
+                mutations += written
                 continue
             }
             let mutation: Mutation?
@@ -445,6 +468,34 @@ struct WritePlanner {
         keep(Resolved(mutations: .many(mutations), outcome: .batch(results), reads: reads), at: index)
     }
 
+    /// The mutations and outcome of a batch step that reads or writes keys' lifetimes (a change
+    /// of deadlines, a read of them, a write with a lifetime rule), the batch's earlier steps
+    /// being `batch`; nil for any other step.
+    private mutating func resolveLifetimeStep(_ step: BatchStep, over batch: RunOverlay) -> (mutations: [Mutation], outcome: Outcome)? {
+        let now: UInt64
+        switch step {
+        case .expire, .deadlines, .setAll: now = self.now()
+        default: return nil
+        }
+        func entry(_ key: [UInt8]) -> VersionedValue? {
+            if let noted = batch.noted(key) { return noted }
+            return overlay!.entry(of: key, in: base)
+        }
+        func lifetime(_ key: [UInt8]) -> Lifetime { batch.notedLifetime(key) ?? overlay!.lifetime(of: key, in: base) }
+        switch step {
+        case .expire(let expiry): return Self.resolve(expiry, now: now, entry: entry, lifetime: lifetime)
+        case .setAll(let setting): return Self.resolve(setting, now: now, entry: entry, lifetime: lifetime)
+        case .deadlines(let keys):
+            // As `Namespace` reads them: -2 absent, -1 no deadline, else milliseconds since the epoch.
+            return ([], .batch(keys.map { key in
+                guard entry(key) != nil else { return .integer(-2) }
+                let deadline = lifetime(key).deadline
+                return .integer(deadline == 0 ? -1 : Int(clamping: deadline))
+            }))
+        default: return nil
+        }
+    }
+
     /// A step resolved against the key's current state: what it writes (nil: nothing) and yields.
     private struct ResolvedStep {
         var mutation: Mutation?
@@ -464,8 +515,8 @@ struct WritePlanner {
         case .setIfAbsent(let key, let value):
             guard current == nil else { return .success(ResolvedStep(mutation: nil, outcome: .integer(0))) }
             return .success(ResolvedStep(mutation: .put(key: key, value: value), outcome: .integer(1)))
-        case .unchangedSince, .read:
-            preconditionFailure("WritePlanner: a namespace guard or read is handled by the batch, not per key")
+        case .unchangedSince, .read, .expire, .deadlines, .setAll:
+            preconditionFailure("WritePlanner: a namespace guard or read, or a step of lifetimes, is handled by the batch, not per key")
         case .ifVersion(_, let expected):
             guard (current?.version ?? 0) == expected else { return .failure(Refusal(.conditionFailed)) }
             return .success(ResolvedStep(mutation: nil, outcome: .stored))

@@ -76,6 +76,9 @@ extension StoreLimits {
                     if let p = keyProblem(key) ?? valueProblem(value) { return p }
                 case .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _):
                     if let p = keyProblem(key) { return p }
+                case .expire(let expiry): if let p = problem(with: .expire(expiry)) { return p }
+                case .deadlines(let keys): if let p = problem(with: .deadlines(keys)) { return p }
+                case .setAll(let setting): if let p = problem(with: .setAll(setting)) { return p }
                 case .unchangedSince, .read: continue
                 }
             }

@@ -1,4 +1,5 @@
 @testable import ActorKVClient
+import ActorKVProtocol
 import ActorKVTestSupport
 import Foundation
 import Glibc
@@ -171,6 +172,48 @@ struct ExpiryClientTests {
             #expect(try await kv.pttl("exp", "k") == .persistent, "pexpire left the key as it was")
             #expect(try await kv.pexpire("exp", "k", ttl: .seconds(-Int64.max)), "a negative ttl past the range deletes, as any")
             #expect(try await kv.get("exp", "k") == nil)
+        }
+    }
+
+    @Test("deadlines in MULTI: HEXPIRE, HSETEX EX and PUT PX queued, applied at EXEC, expire at their time; an ephemeral key's deadline in MULTI (cluster mode: refused, nothing applied)")
+    func deadlinesInTransactions() async throws {
+        try await withServer { server, kv in
+            let ns = "exp-multi"
+            let raw = ActorKVClient(socketPath: server.socketPath)
+            func exec(_ commands: [[String]]) async throws -> Reply {
+                #expect(try await raw.send(["MULTI"]) == .simple("OK"))
+                for command in commands { #expect(try await raw.send(command) == .simple("QUEUED"), "\(command)") }
+                return try await raw.send(["EXEC"])
+            }
+            let applied = try await exec([["HSET", ns, "a", "1"], ["HPEXPIRE", ns, "300", "FIELDS", "1", "a"], ["HSETEX", ns, "PX", "300", "FIELDS", "1", "b", "2"],
+                                          ["PUT", ns, "c", "3", "PX", "300"], ["HINCRBY", ns, "a", "1"], ["HPTTL", ns, "FIELDS", "3", "a", "b", "c"]])
+            guard case .array(let replies) = applied, replies.count == 6, case .array(let left) = replies[5] else {
+                throw TestFailure("EXEC: \(applied)")
+            }
+            #expect(Array(replies[0...4]) == [.integer(1), .array([.integer(1)]), .integer(1), .simple("OK"), .integer(2)], "\(replies)")
+            let limit = 300 + Int64(ClusterTarget.deadlineSlack.components.seconds * 1000)
+            #expect(left.allSatisfy { if case .integer(let ms) = $0 { return ms > 0 && ms <= limit }; return false }, "\(left)")
+            try await eventually("the three keys expire at their deadlines", seconds: 10) { try await kv.count(ns) == 0 }
+
+            // A key of a connection: locally its deadline changes in MULTI as outside; an agent
+            // cannot renew another's lease in a transaction, so there the whole EXEC is refused.
+            let owner = ActorKVClient(socketPath: server.socketPath)
+            try await owner.put(ns, "e", "v", ephemeral: true)
+            let owned: Reply
+            do { owned = try await exec([["HSET", ns, "f", "1"], ["HEXPIRE", ns, "60", "FIELDS", "1", "e"]]) } catch {
+                owned = .error("\(error)")
+            }
+            if ClusterTarget.active {
+                guard case .error(let text) = owned else { throw TestFailure("EXEC in cluster mode: \(owned)") }
+                #expect(text.contains("a transaction cannot change the deadline of a key a connection owns"), "\(text)")
+                #expect(try await kv.get(ns, "f") == nil, "nothing applied")
+                #expect(try await kv.pttl(ns, "e") == .persistent)
+            } else {
+                #expect(owned == .array([.integer(1), .array([.integer(1)])]), "\(owned)")
+                guard case .remaining = try await kv.pttl(ns, "e") else { throw TestFailure("the ephemeral key has no deadline") }
+            }
+            await owner.close()
+            await raw.close()
         }
     }
 

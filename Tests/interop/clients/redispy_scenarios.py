@@ -735,6 +735,29 @@ def field_expiry():
     expect_eq("hsetex(keepttl=True): the new value, the deadline kept", (1, b"66"), (r.hsetex(key, "f", "66", keepttl=True), r.hget(key, "f")))
     check("... kept", 58 <= r.httl(key, "f")[0] <= 61, f"{r.httl(key, 'f')}")
     expect_eq("hsetex() without an option: the deadline goes", (1, [-1]), (r.hsetex(key, "f", "6"), r.httl(key, "f")))
+    # In pipeline() (transaction=True: MULTI ... EXEC), as one log record: the rate limiter
+    # Redis users write (count, give the counter a deadline once, read it).
+    key = ns("hfe-multi")
+    for expected in (1, 2, 3):
+        pipe = r.pipeline()
+        pipe.hincrby(key, "hits", 1)
+        pipe.hexpire(key, 60, "hits", nx=True)
+        pipe.httl(key, "hits")
+        hits, given, ttl = pipe.execute()
+        check(f"pipeline() of HINCRBY, HEXPIRE NX, HTTL, round {expected}: the count, the deadline given once and kept",
+              hits == expected and given == [1 if expected == 1 else 0] and 58 <= ttl[0] <= 61, f"{hits} {given} {ttl}")
+    pipe = r.pipeline()
+    pipe.hsetex(key, mapping={"s": "1"}, px=5000)
+    pipe.hgetex(key, "s", persist=True)
+    pipe.hpttl(key, "s")
+    expect_eq("pipeline() of HSETEX PX, HGETEX PERSIST, HPTTL: each sees the one before", [1, [b"1"], [-1]], pipe.execute())
+    r.hset(key, "text", "x")
+    pipe = r.pipeline()
+    pipe.hexpire(key, 5, "hits")
+    pipe.hincrby(key, "text", 1)
+    expect_error("pipeline() of HEXPIRE and an HINCRBY that fails raises", pipe.execute, "not an integer")
+    ttl = r.httl(key, "hits")[0]
+    check("... and the deadline before it was not given (all or nothing)", ttl > 5, f"{ttl}")
 
 
 def unknown_commands():

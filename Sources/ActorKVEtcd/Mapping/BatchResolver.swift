@@ -65,12 +65,7 @@ public enum BatchResolver {
     /// option): then ``resolve(_:current:namespace:lifetimes:now:limits:)`` needs the lifetimes
     /// of the keys read.
     public static func readsLifetimes(_ steps: [BatchStep]) -> Bool {
-        steps.contains {
-            switch $0 {
-            case .expire, .deadlines, .setAll: return true
-            default: return false
-            }
-        }
+        steps.contains(where: \.readsLifetimes)
     }
 
     /// Resolves `steps` against `current` (every key of ``keys(of:)``) and, for steps that read

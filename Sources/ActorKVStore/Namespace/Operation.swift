@@ -299,6 +299,15 @@ public enum BatchStep: Sendable {
         }
     }
 
+    /// Whether the step reads or sets its keys' deadlines (``expire(_:)``, ``deadlines(_:)``,
+    /// ``setAll(_:)``): a step of several keys, resolved with their lifetimes.
+    public var readsLifetimes: Bool {
+        switch self {
+        case .expire, .deadlines, .setAll: return true
+        case .put, .delete, .update, .ifVersion, .increment, .set, .setIfAbsent, .unchangedSince, .read: return false
+        }
+    }
+
     /// Whether the step may store a value (and so bring its namespace into existence).
     var mayWriteValue: Bool {
         switch self {

@@ -434,7 +434,8 @@ struct WritePlanner {
                 results.append(.stored)
                 continue
             }
-            if let (written, outcome) = resolveLifetimeStep(step, over: scratch) {
+            if step.readsLifetimes {
+                let (written, outcome) = resolveLifetimeStep(step, over: scratch)
                 results.append(outcome)
                 if position + 1 < steps.count { scratch.note(written, version: version) }
                 mutations += written
@@ -468,15 +469,11 @@ struct WritePlanner {
         keep(Resolved(mutations: .many(mutations), outcome: .batch(results), reads: reads), at: index)
     }
 
-    /// The mutations and outcome of a batch step that reads or writes keys' lifetimes (a change
-    /// of deadlines, a read of them, a write with a lifetime rule), the batch's earlier steps
-    /// being `batch`; nil for any other step.
-    private mutating func resolveLifetimeStep(_ step: BatchStep, over batch: RunOverlay) -> (mutations: [Mutation], outcome: Outcome)? {
-        let now: UInt64
-        switch step {
-        case .expire, .deadlines, .setAll: now = self.now()
-        default: return nil
-        }
+    /// The mutations and outcome of a batch step that reads or writes keys' lifetimes
+    /// (``BatchStep/readsLifetimes``: a change of deadlines, a read of them, a write with a
+    /// lifetime rule), the batch's earlier steps being `batch`.
+    private mutating func resolveLifetimeStep(_ step: BatchStep, over batch: RunOverlay) -> (mutations: [Mutation], outcome: Outcome) {
+        let now = self.now()
         func entry(_ key: [UInt8]) -> VersionedValue? {
             if let noted = batch.noted(key) { return noted }
             return overlay!.entry(of: key, in: base)
@@ -492,7 +489,8 @@ struct WritePlanner {
                 let deadline = lifetime(key).deadline
                 return .integer(deadline == 0 ? -1 : Int(clamping: deadline))
             }))
-        default: return nil
+        case .put, .delete, .update, .ifVersion, .increment, .set, .setIfAbsent, .unchangedSince, .read:
+            preconditionFailure("WritePlanner: not a step of lifetimes")
         }
     }
 

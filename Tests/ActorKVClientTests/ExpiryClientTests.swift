@@ -212,7 +212,14 @@ struct ExpiryClientTests {
                 #expect(owned == .array([.integer(1), .array([.integer(1)])]), "\(owned)")
                 guard case .remaining = try await kv.pttl(ns, "e") else { throw TestFailure("the ephemeral key has no deadline") }
             }
+            // Outside MULTI, in both modes (an agent then changes the fields one by one): the
+            // deadline is given, and the key still goes with its connection.
+            #expect(try await raw.send(["HSET", ns, "g", "1"]) == .integer(1))
+            #expect(try await raw.send(["HEXPIRE", ns, "120", "FIELDS", "2", "e", "g"]) == .array([.integer(1), .integer(1)]))
+            guard case .remaining = try await kv.pttl(ns, "e") else { throw TestFailure("the ephemeral key has no deadline") }
             await owner.close()
+            try await eventually("the ephemeral key goes with its connection, deadline or not") { try await kv.get(ns, "e") == nil }
+            #expect(try await kv.getString(ns, "g") == "1")
             await raw.close()
         }
     }

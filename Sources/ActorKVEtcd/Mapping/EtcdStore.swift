@@ -217,15 +217,12 @@ public final class EtcdStore: Sendable {
         case .timeToLive(let key):
             return .integer(try await timeToLive(etcdKey(ns, key)))
         case .expire(let expiry):
-            var results: [Outcome] = []
-            for key in expiry.keys {
-                let outcome = try await expire(etcdKey(ns, key), expiry, in: ns)
-                if case .failure = outcome { return outcome }
-                results.append(outcome)
-            }
-            return .batch(results)
+            return try await expire(expiry, in: ns)
         case .setAll(let setting):
-            return try await setAll(setting, in: ns)
+            // HSETEX: a batch of one step, so one `txn` as a MULTI's.
+            let outcome = try await batch([.setAll(setting)], in: ns)
+            if case .batch(let results) = outcome { return results[0] }
+            return outcome
         case .deadlines(let keys):
             var deadlines: [Outcome] = []
             for kv in try await readAll(keys.map { etcdKey(ns, $0) }) {
@@ -464,10 +461,29 @@ public final class EtcdStore: Sendable {
         return answer.succeeded == true ? .integer(1) : nil
     }
 
-    /// HEXPIRE and its family, for one key: judged on its deadline as read, then set (or
-    /// removed, or the key deleted) if the key has not changed since. Each key on its own: a
-    /// change of several keys is not one transaction in cluster mode. The outcome is the
-    /// ``KeyExpiry/Result``'s number, or the failure of a key another agent's connection owns.
+    /// HEXPIRE and its family: a batch of one step, so all the keys in one `txn`, as in a MULTI.
+    /// Key by key (``expire(_:_:in:)``) where that cannot be: a key of a connection, whose lease
+    /// only the agent of that connection renews (it may be this one), or more keys than etcd
+    /// takes in one `txn` (its `--max-txn-ops`).
+    private func expire(_ expiry: KeyExpiry, in ns: String) async throws(EtcdError) -> Outcome {
+        do {
+            let outcome = try await batch([.expire(expiry)], in: ns)
+            if case .batch(let results) = outcome { return results[0] }
+            guard case .failure(let error) = outcome, error == BatchResolver.ownedRefusal else { return outcome }
+        } catch where error.kind == .tooLarge && expiry.keys.count > 1 {}
+        var results: [Outcome] = []
+        for key in expiry.keys {
+            let outcome = try await expire(etcdKey(ns, key), expiry, in: ns)
+            if case .failure = outcome { return outcome }
+            results.append(outcome)
+        }
+        return .batch(results)
+    }
+
+    /// HEXPIRE and its family, for one key, where one `txn` cannot take them all: judged on its
+    /// deadline as read, then set (or removed, or the key deleted) if the key has not changed
+    /// since, as `PEXPIRE` does, a key of this agent's connection keeping its owner. The outcome
+    /// is the ``KeyExpiry/Result``'s number, or the failure of a key another agent's connection owns.
     private func expire(_ key: [UInt8], _ expiry: KeyExpiry, in ns: String) async throws(EtcdError) -> Outcome {
         func yield(_ result: KeyExpiry.Result, _ kv: EtcdResponses.KeyValue?) -> Outcome {
             expiry.yields == .values ? .value(kv?.valueBytes) : .integer(result.rawValue)
@@ -490,47 +506,6 @@ public final class EtcdStore: Sendable {
             }
         }
         throw EtcdError(.unavailable, "the key kept changing: \(Self.maxAttempts) attempts failed under contention")
-    }
-
-    /// HSETEX: the keys read at one revision and the presence condition judged on them; then one
-    /// `txn` that puts each (under the deadline's lease, granted once for all, under the lease it
-    /// had for KEEPTTL, or none), or for a deadline already past deletes those that exist, if
-    /// none of them changed since it read them (else all of it again). A key named twice is
-    /// written once, with its last value (etcd takes one operation per key in a `txn`).
-    private func setAll(_ setting: KeySetting, in ns: String) async throws(EtcdError) -> Outcome {
-        var order: [[UInt8]] = []
-        var values: [[UInt8]: [UInt8]] = [:]
-        for (key, value) in zip(setting.keys, setting.values) {
-            let etcd = etcdKey(ns, key)
-            if values.updateValue(value, forKey: etcd) == nil { order.append(etcd) }
-        }
-        let now = clock()
-        let deadline = setting.absoluteDeadline(now: now)
-        let past = deadline.map { $0 <= now } ?? false
-        var lease: Int64 = 0
-        for _ in 0..<Self.maxAttempts {
-            let read = try await readAll(order)
-            var found: [[UInt8]: EtcdResponses.KeyValue] = [:]
-            for (key, kv) in zip(order, read) { found[key] = kv }
-            guard setting.holds(where: { found[etcdKey(ns, $0)] != nil }) else { return .integer(0) }
-            // Granted once the condition holds, so that a refused HSETEX leaves no lease behind.
-            if lease == 0, let deadline, !past { lease = try await leases.expiryLease(deadline: deadline) }
-            var success: [EtcdRequest] = []
-            for key in order {
-                if past {
-                    if found[key] != nil { success.append(.deleteRange(key: key)) }
-                } else {
-                    let keyLease = setting.deadline == .keep ? found[key]?.leaseID ?? 0 : lease
-                    success.append(.put(key: key, value: values[key]!, lease: keyLease))
-                }
-            }
-            guard !success.isEmpty else { return .integer(1) }
-            if past { success.append(markerPut(ns)) }
-            let compare = order.map { EtcdCompare(key: $0, modRevision: found[$0]?.modRevision ?? 0) }
-            let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: EtcdTransaction(compare: compare, success: success).body, write: true)
-            if answer.succeeded == true { return .integer(1) }
-        }
-        throw EtcdError(.unavailable, "the keys kept changing: \(Self.maxAttempts) attempts of this write failed under contention")
     }
 
     /// The deadline of the key `kv` as read, in milliseconds since the epoch (the end of the

@@ -9,8 +9,8 @@ import Glibc
 
 /// kill -9 the server at random moments while clients write; every restart must show every
 /// acknowledged write, no acknowledged delete, and no half-applied batch — guarded batches,
-/// conditional puts, INCRs, MULTI/EXEC transactions, multi-field HSETs and puts with a deadline
-/// included.
+/// conditional puts, INCRs, MULTI/EXEC transactions (a deadline they give included),
+/// multi-field HSETs and puts with a deadline included.
 ///
 /// Cycles: $ACTORKV_CRASH_CYCLES (default 30; the soak mode runs 500).
 @Suite(.serialized, .tags(.slow), .skippedWhenQuick) struct ServerCrashLoopTests {
@@ -86,6 +86,14 @@ import Glibc
                 if case .bulk = try c.command(["GET", "crash", key]) { present += 1 }
             }
             #expect(present == 0 || present == batch.keys.count, "cycle \(cycle): batch \(batch.id) half-applied (\(present)/\(batch.keys.count))")
+            if present > 0 && batch.id.hasPrefix("t") {
+                // A transaction's deadlines are in its record with its values.
+                for key in batch.keys[1...2] {
+                    let reply = try c.command(["PTTL", "crash", key])
+                    let kept: Bool = { if case .integer(let ms) = reply { return ms > 0 }; return false }()
+                    #expect(kept, "cycle \(cycle): transaction \(batch.id) applied without the deadline of \(key): PTTL \(reply)")
+                }
+            }
             if batch.acknowledged { #expect(present == batch.keys.count, "cycle \(cycle): acknowledged batch \(batch.id) missing") }
         }
     }
@@ -214,13 +222,15 @@ final class WriterThread: @unchecked Sendable {
                     model.acknowledge(guardKey, batch)
                 } else if choice == 13 {
                     // A transaction: EXEC applies its queue as one log record (protocol.md
-                    // "Transactions"), so after a kill -9 all of it is there or none.
+                    // "Transactions"), so after a kill -9 all of it is there or none, the
+                    // deadline it gives two of its keys (a day away) included.
                     let batch = "t\(id)-\(n)"
                     let keys = (0..<4).map { "\(batch)-\($0)" }
                     model.beginBatch(batch, keys)
                     guard try c.command(["MULTI"]) == .simple("OK"),
                           try c.command(["HSET", "crash", keys[0], batch, keys[1], batch]) == .simple("QUEUED"),
                           try c.command(["HSET", "crash", keys[2], batch]) == .simple("QUEUED"),
+                          try c.command(["HPEXPIRE", "crash", "86400000", "FIELDS", "2", keys[1], keys[2]]) == .simple("QUEUED"),
                           try c.command(["PUT", "crash", keys[3], batch]) == .simple("QUEUED"),
                           case .array = try c.command(["EXEC"]) else { return }
                     model.acknowledgeBatch(batch)

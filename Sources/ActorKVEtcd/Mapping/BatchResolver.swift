@@ -20,6 +20,9 @@ public enum BatchResolver {
         case none
         /// One that ends at this deadline, in milliseconds since the epoch (HEXPIRE, HSETEX EX).
         case deadline(UInt64)
+        /// One of the connection that owns the key (it was read with one), with this deadline
+        /// (0: none): an HEXPIRE or HPERSIST of an ephemeral key keeps its owner, as locally.
+        case owned(deadline: UInt64)
     }
 
     /// What the batch comes to.
@@ -29,8 +32,7 @@ public enum BatchResolver {
         case apply(writes: [(key: [UInt8], value: [UInt8]?, lease: Lease)], outcomes: [Outcome])
         /// A guard did not hold: nothing is written.
         case conditionFailed
-        /// A step refused (not an integer, overflow, a deadline of a key a connection owns):
-        /// nothing is written.
+        /// A step refused (not an integer, overflow): nothing is written.
         case refused(StoreError)
 
         public static func == (a: Resolution, b: Resolution) -> Bool {
@@ -72,7 +74,7 @@ public enum BatchResolver {
     /// the whole namespace, `namespace` (all its entries, read with them), checking computed
     /// values against `limits`. For steps of deadlines, `lifetimes` are the keys' as read (a
     /// deadline at the end of the second its lease ends; an owner other than 0 for a key of a
-    /// connection; absent: none) and `now` the time of the request, in milliseconds since the epoch.
+    /// connection, whatever its number; absent: none) and `now` the time of the request, in milliseconds since the epoch.
     public static func resolve(_ steps: [BatchStep], current: [[UInt8]: State], namespace: [[UInt8]: VersionedValue] = [:],
                                lifetimes: [[UInt8]: Lifetime] = [:], now clock: UInt64 = 0, limits: StoreLimits) -> Resolution {
         var state = current
@@ -101,6 +103,7 @@ public enum BatchResolver {
             case .asRead: return lifetimes[key] ?? .none
             case .none: return .none
             case .deadline(let deadline): return Lifetime(deadline: UInt64(EtcdLeases.endingSecond(of: deadline)) * 1000)
+            case .owned(let deadline): return Lifetime(deadline: deadline == 0 ? 0 : UInt64(EtcdLeases.endingSecond(of: deadline)) * 1000, owner: 1)
             }
         }
         for step in steps {
@@ -168,9 +171,8 @@ public enum BatchResolver {
                     switch result {
                     case .deleted: write(key, nil)
                     case .changed:
-                        // Only the agent of its connection renews an owned key's lease: outside a transaction.
-                        if before!.owner != 0 { return .refused(ownedRefusal) }
-                        setLease(key, after!.deadline == 0 ? Lease.none : .deadline(after!.deadline))
+                        let deadline = after!.deadline
+                        setLease(key, before!.owner != 0 ? .owned(deadline: deadline) : deadline == 0 ? Lease.none : .deadline(deadline))
                     case .absent, .noDeadline, .conditionNotMet: break
                     }
                 }
@@ -196,6 +198,4 @@ public enum BatchResolver {
         return .apply(writes: order.map { ($0, state[$0]??.value, leases[$0]!) }, outcomes: outcomes)
     }
 
-    /// The refusal of a transaction that would change the deadline of a key a connection owns.
-    public static let ownedRefusal = StoreError(.invalidArgument, "a transaction cannot change the deadline of a key a connection owns in cluster mode (only that connection's agent renews its lease): change it outside MULTI")
 }

@@ -352,22 +352,19 @@ public final class EtcdStore: Sendable {
                 let compare = zip(etcdKeys, read).map { EtcdCompare(key: $0, modRevision: $1?.modRevision ?? 0) }
                 // The compare keeps each key on the lease it was read with (a revoked lease
                 // deletes its keys, failing the compare), so an INCR can name that lease again.
-                let leaseIDs = Dictionary(zip(keys, read.map { $0?.leaseID ?? 0 }), uniquingKeysWith: { first, _ in first })
-                // A deadline's lease is granted only now that the batch is sure to be tried.
-                var granted: [UInt64: Int64] = [:]
-                for write in writes {
-                    guard case .deadline(let deadline) = write.lease, granted[deadline] == nil else { continue }
-                    granted[deadline] = try await leases.expiryLease(deadline: deadline)
+                let readLeases = Dictionary(zip(keys, read.map { $0?.leaseID ?? 0 }), uniquingKeysWith: { first, _ in first })
+                // The connections whose keys get a lease of theirs stay claimed until the `txn` is sent.
+                var claims: [UInt64] = []
+                defer { for owner in claims { leases.endClaim(owner) } }
+                let leaseIDs: [[UInt8]: Int64]
+                switch try await grantLeases(for: writes, readWith: readLeases, claims: &claims) {
+                case .granted(let granted): leaseIDs = granted
+                case .otherAgentsKey: return .failure(Self.otherAgentsKey)
+                case .ownerGone: continue  // its key went with its lease: read again
                 }
                 var success: [EtcdRequest] = writes.map { write in
                     let key = etcdKey(ns, write.key)
-                    let lease: Int64
-                    switch write.lease {
-                    case .asRead: lease = leaseIDs[write.key] ?? 0
-                    case .none: lease = 0
-                    case .deadline(let deadline): lease = granted[deadline]!
-                    }
-                    return write.value.map { .put(key: key, value: $0, lease: lease) } ?? .deleteRange(key: key)
+                    return write.value.map { .put(key: key, value: $0, lease: leaseIDs[write.key] ?? 0) } ?? .deleteRange(key: key)
                 }
                 if success.contains(where: \.isDelete) { success.append(markerPut(ns)) }
                 let txn = EtcdTransaction(compare: unchanged + readGuard + compare, success: success)
@@ -378,6 +375,44 @@ public final class EtcdStore: Sendable {
             }
         }
         throw EtcdError(.unavailable, "the keys kept changing: \(Self.maxAttempts) attempts of this write failed under contention")
+    }
+
+    /// What ``grantLeases(for:readWith:claims:)`` came to.
+    private enum LeaseGrant {
+        /// The lease ID to put each written key with (0: none).
+        case granted([[UInt8]: Int64])
+        /// A key that gets a lease of its connection's belongs to another agent's connection.
+        case otherAgentsKey
+        /// A connection whose key gets a lease of its own ended meanwhile, and the key with it.
+        case ownerGone
+    }
+
+    /// The refusal of a deadline change of a key another agent's connection owns.
+    static let otherAgentsKey = StoreError(.invalidArgument, "the key belongs to a connection of another agent: in cluster mode only that agent can change its deadline")
+
+    /// The lease each of a resolved batch's `writes` is put with: the one its key was read with
+    /// (`readWith`), none, one per deadline second (granted now that the batch is sure to be
+    /// tried), or a lease of the connection that owns the key, which stays claimed (its owner
+    /// added to `claims`) until the caller ends the claim.
+    private func grantLeases(for writes: [(key: [UInt8], value: [UInt8]?, lease: BatchResolver.Lease)], readWith read: [[UInt8]: Int64],
+                             claims: inout [UInt64]) async throws(EtcdError) -> LeaseGrant {
+        var byDeadline: [UInt64: Int64] = [:]
+        var ids: [[UInt8]: Int64] = [:]
+        for write in writes where write.value != nil {
+            switch write.lease {
+            case .asRead: ids[write.key] = read[write.key] ?? 0
+            case .none: ids[write.key] = 0
+            case .deadline(let deadline):
+                if byDeadline[deadline] == nil { byDeadline[deadline] = try await leases.expiryLease(deadline: deadline) }
+                ids[write.key] = byDeadline[deadline]
+            case .owned(let deadline):
+                guard let owner = leases.claimOwner(ofLease: read[write.key] ?? 0) else { return .otherAgentsKey }
+                claims.append(owner)
+                guard let lease = try await lease(owner: owner, deadline: deadline) else { return .ownerGone }
+                ids[write.key] = lease
+            }
+        }
+        return .granted(ids)
     }
 
     /// The lifetimes of `keys` as `read` found them (none for a key without a lease or absent):
@@ -443,7 +478,7 @@ public final class EtcdStore: Sendable {
         var owner: UInt64 = 0
         if current?.isOwned == true {
             guard let found = leases.claimOwner(ofLease: kv.leaseID) else {
-                return .failure(StoreError(.invalidArgument, "the key belongs to a connection of another agent: in cluster mode only that agent can change its deadline"))
+                return .failure(Self.otherAgentsKey)
             }
             owner = found
         }
@@ -462,14 +497,13 @@ public final class EtcdStore: Sendable {
     }
 
     /// HEXPIRE and its family: a batch of one step, so all the keys in one `txn`, as in a MULTI.
-    /// Key by key (``expire(_:_:in:)``) where that cannot be: a key of a connection, whose lease
-    /// only the agent of that connection renews (it may be this one), or more keys than etcd
-    /// takes in one `txn` (its `--max-txn-ops`).
+    /// Key by key (``expire(_:_:in:)``) where that cannot be: more keys than etcd takes in one
+    /// `txn` (its `--max-txn-ops`).
     private func expire(_ expiry: KeyExpiry, in ns: String) async throws(EtcdError) -> Outcome {
         do {
             let outcome = try await batch([.expire(expiry)], in: ns)
             if case .batch(let results) = outcome { return results[0] }
-            guard case .failure(let error) = outcome, error == BatchResolver.ownedRefusal else { return outcome }
+            return outcome
         } catch where error.kind == .tooLarge && expiry.keys.count > 1 {}
         var results: [Outcome] = []
         for key in expiry.keys {

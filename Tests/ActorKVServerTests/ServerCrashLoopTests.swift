@@ -37,7 +37,9 @@ import Glibc
         for cycle in 0..<cycles {
             let server = try ServerProcess(directory: dir, arguments: ["--fsync", policy])
             do { try verify(model, against: server, cycle: cycle) } catch {
-                throw TestFailure("cycle \(cycle): \(error); server running: \(server.process.isRunning); its log:\n\(server.log)")
+                let running = server.process.isRunning
+                server.stop(signal: SIGKILL)  // not left behind by a failing run
+                throw TestFailure("cycle \(cycle): \(error); server running: \(running); its log:\n\(server.log)")
             }
             let writers = (0..<3).map { w in WriterThread(id: "\(cycle)-\(w)", socket: server.socketPath, model: model) }
             for writer in writers { writer.start() }

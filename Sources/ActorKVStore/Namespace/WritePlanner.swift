@@ -199,9 +199,9 @@ struct WritePlanner {
         case .setTimeToLive(let key, let milliseconds):
             resolveTimeToLive(key: key, milliseconds: milliseconds, at: index)
         case .expire(let expiry):
-            resolve(expiry, at: index)
+            resolveLifetimes(.expire(expiry), at: index)
         case .setAll(let setting):
-            resolve(setting, at: index)
+            resolveLifetimes(.setAll(setting), at: index)
         case .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive, .deadlines:
             return
         }
@@ -299,11 +299,10 @@ struct WritePlanner {
         record(mutation, outcome: .integer(1), at: index)
     }
 
-    /// Resolves a change of several keys' deadlines (Redis's `HEXPIRE` family), all recorded as
-    /// one record.
-    private mutating func resolve(_ expiry: KeyExpiry, at index: Int) {
-        let (mutations, outcome) = Self.resolve(expiry, now: now(), entry: { overlay!.entry(of: $0, in: base) },
-                                                lifetime: { overlay!.lifetime(of: $0, in: base) })
+    /// Resolves a write of several keys' lifetimes on its own (Redis's `HEXPIRE` family,
+    /// `HSETEX`), recorded as one record: as the same step of a batch with nothing before it.
+    private mutating func resolveLifetimes(_ step: BatchStep, at index: Int) {
+        let (mutations, outcome) = resolveLifetimeStep(step, over: RunOverlay())
         record(mutations, outcome: outcome, at: index)
     }
 
@@ -333,14 +332,6 @@ struct WritePlanner {
             mutations.append(mutation)
         }
         return (mutations, .batch(results))
-    }
-
-    /// Resolves a write of several keys with one lifetime rule (Redis 8's `HSETEX`), all
-    /// recorded as one record.
-    private mutating func resolve(_ setting: KeySetting, at index: Int) {
-        let (mutations, outcome) = Self.resolve(setting, now: now(), entry: { overlay!.entry(of: $0, in: base) },
-                                                lifetime: { overlay!.lifetime(of: $0, in: base) })
-        record(mutations, outcome: outcome, at: index)
     }
 
     /// The mutations and outcome of `setting` at `now`, over keys whose state before it `entry`

@@ -259,16 +259,6 @@ public final class ClientSession: Sendable {
     }
 }
 
-/// The commands a connection queued after MULTI, until EXEC or DISCARD.
-struct QueuedTransaction: Sendable {
-    /// The commands, in order.
-    var commands: [QueuedCommand] = []
-    /// Whether a command was refused while queueing: EXEC then applies nothing (EXECABORT).
-    var aborted = false
-    /// The sum of the commands' ``QueuedCommand/weight``.
-    var weight = 0
-}
-
 /// What a client library says of itself (Redis's CLIENT SETINFO), shown by CLIENT INFO.
 struct LibraryInfo: Sendable, Equatable {
     var name = ""
@@ -285,49 +275,4 @@ struct FollowKey: Hashable, Sendable {
 struct NewFollow: Sendable {
     let key: FollowKey
     let start: FollowStart
-}
-
-/// A peer's identity as the kernel reports it for a Unix socket (`SO_PEERCRED`): the process
-/// that connected, as it was when it connected.
-public struct PeerCredentials: Sendable, Equatable {
-    /// Its user id.
-    public let uid: UInt32
-    /// Its primary group id.
-    public let gid: UInt32
-    /// Its process id.
-    public let pid: Int32
-    /// Its supplementary groups (`SO_PEERGROUPS`; empty if the kernel could not say).
-    public let groups: [UInt32]
-
-    /// Credentials of these ids.
-    public init(uid: UInt32, gid: UInt32, pid: Int32, groups: [UInt32] = []) {
-        self.uid = uid
-        self.gid = gid
-        self.pid = pid
-        self.groups = groups
-    }
-
-    /// The ids that namespace permissions go by.
-    var identity: PeerIdentity { PeerIdentity(uid: uid, gid: gid, groups: groups) }
-}
-
-/// How a connection ended, as the event loop saw it.
-public enum SessionEnd: String, Sendable, Equatable, CaseIterable {
-    /// The client sent QUIT.
-    case quit
-    /// The peer closed its end (it exited, was killed, or closed the socket) with nothing left
-    /// to answer.
-    case peerClosed
-    /// Reading or writing the socket failed (the peer reset it, say).
-    case socketError
-    /// The client sent bytes that are not the protocol; the server closed after saying so.
-    case protocolError
-    /// The server shut down.
-    case shutdown
-    /// The connection followed changes and fell further behind than the server holds them
-    /// (`-LAGGING`).
-    case lagging
-    /// The connection followed changes of a namespace it may no longer read after the
-    /// permissions were reloaded (`-NOPERM`).
-    case accessWithdrawn
 }

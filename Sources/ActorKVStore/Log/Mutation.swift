@@ -1,0 +1,18 @@
+/// One change to a namespace: a put or a delete of one key.
+public enum Mutation: Sendable, Equatable {
+    /// Set `key` to `value`.
+    case put(key: [UInt8], value: [UInt8])
+    /// Remove `key` (a no-op when it is absent).
+    case delete(key: [UInt8])
+    /// Give `key` this lifetime (a deadline, an owner), keeping its value and version; a no-op
+    /// when the key is absent. It follows the put of a `PUT … PX/EX/EPHEMERAL` in the same
+    /// record, or stands alone (`PEXPIRE`, `PERSIST`). A put or a delete clears the lifetime.
+    case lifetime(key: [UInt8], Lifetime)
+
+    /// The key the mutation writes.
+    public var key: [UInt8] {
+        switch self {
+        case .put(let key, _), .delete(let key), .lifetime(let key, _): return key
+        }
+    }
+}

@@ -329,7 +329,7 @@ struct RedisCommandsTests {
                        "HSETEX": "HSETEX q FXX EX 10 FIELDS 1 k v", "HEXPIRE": "HEXPIRE q 10 FIELDS 1 k", "HPEXPIRE": "HPEXPIRE q 10 FIELDS 1 k",
                        "HEXPIREAT": "HEXPIREAT q 1 FIELDS 1 k", "HPEXPIREAT": "HPEXPIREAT q 1 FIELDS 1 k", "HPERSIST": "HPERSIST q FIELDS 1 k",
                        "HTTL": "HTTL q FIELDS 1 k", "HPTTL": "HPTTL q FIELDS 1 k", "HEXPIRETIME": "HEXPIRETIME q FIELDS 1 k",
-                       "HPEXPIRETIME": "HPEXPIRETIME q FIELDS 1 k"]
+                       "HPEXPIRETIME": "HPEXPIRETIME q FIELDS 1 k", "PING": "PING", "ECHO": "ECHO hi"]
         try await withProcessor { p in
             let refused = await run(p, ["MULTI", "SCAN q 0", "DISCARD"])[1]
             guard case .error(let text) = refused,
@@ -342,6 +342,39 @@ struct RedisCommandsTests {
             let queued = await run(p, ["MULTI"] + names.compactMap { samples[$0] } + ["EXEC"])
             #expect(Array(queued.dropFirst().dropLast()) == Array(repeating: .simple("QUEUED"), count: names.count), "\(queued)")
             #expect(queued.last.map { if case .array = $0 { true } else { false } } == true, "\(queued)")
+        }
+    }
+
+    @Test("PING and ECHO queue in MULTI: EXEC gives their replies in their places among the data commands' (as redis-server 7.0 does), alone too; under a failed WATCH, a refusal or a failure at EXEC, EXEC's reply is what it would be without them")
+    func pingAndEchoQueued() async throws {
+        try await withProcessor { p in
+            let (me, other) = (ClientSession(id: 1, peer: nil), ClientSession(id: 2, peer: nil))
+            let mixed = await run(p, ["MULTI", "PING", "ECHO hi", "HSET t a 1", "PING x", "HGET t a", "EXEC"], on: me)
+            #expect(Array(mixed.prefix(6)) == [.simple("OK")] + Array(repeating: .simple("QUEUED"), count: 5))
+            #expect(mixed.last == .array([.simple("PONG"), bulk("hi"), .integer(1), bulk("x"), bulk("1")]), "\(mixed)")
+            // No data command at all, and a data command between two of them.
+            #expect(await run(p, ["MULTI", "PING", "EXEC"], on: me).last == .array([.simple("PONG")]))
+            #expect(await run(p, ["MULTI", "ECHO a", "HINCRBY t n 2", "ECHO b", "EXEC"], on: me).last == .array([bulk("a"), .integer(2), bulk("b")]))
+            // A WATCH that fails: *-1, with or without a data command.
+            for queue in [["PING"], ["PING", "HSET t a 2"]] {
+                _ = await run(p, ["WATCH t"], on: me)
+                _ = await run(p, ["HSET t other 1"], on: other)
+                #expect(await run(p, ["MULTI"] + queue + ["EXEC"], on: me).last == .nullArray, "\(queue)")
+            }
+            // A refused command makes EXEC refuse, PING or not; so does one failing at EXEC, and two namespaces.
+            #expect(await run(p, ["MULTI", "PING", "FROB t", "EXEC"], on: me).last?.errorCode == "EXECABORT")
+            _ = await run(p, ["HSET t word abc"], on: me)
+            let failed = await run(p, ["MULTI", "PING", "HSET t a 3", "HINCRBY t word 1", "EXEC", "HGET t a"], on: me)
+            #expect(failed.suffix(2) == [.error("ERR value is not an integer"), bulk("1")], "\(failed)")
+            #expect(await run(p, ["MULTI", "HSET t a 4", "PING", "HSET u a 4", "EXEC"], on: me).last?.errorCode == "CROSSNS")
+            // A queued message weighs its bytes and 256 against the limit (1,000 here).
+            let big = String(repeating: "m", count: 700)
+            let limited = await run(p, ["MULTI", "ECHO \(big)", "EXEC", "MULTI", "PING", "ECHO \(big)", "EXEC"],
+                                    on: ClientSession(id: 3, peer: nil, transactionLimit: 1000))
+            #expect(limited[2] == .array([bulk(big)]) && limited[5].errorCode == "TOOBIG" && limited[6].errorCode == "EXECABORT", "\(limited)")
+            // RESP3: the same replies, EXEC's array of them.
+            let resp3 = await run(p, ["HELLO 3", "MULTI", "PING", "HGET t missing", "EXEC"], on: me)
+            #expect(resp3.last == .array([.simple("PONG"), .null]), "\(resp3)")
         }
     }
 

@@ -8,12 +8,10 @@ enum ServerCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [
         CommandSpec(name: "PING", usage: "PING [message]", arity: .between(0, 1), flags: [.unrestricted, .allowedWhileFollowing]) { (args) throws(CommandError) in
-            let reply = args.count > 0 ? Reply.bulk(args.array(0)) : .simple("PONG")
-            return .local(LocalCommand { _ in reply })
+            .local(LocalCommand(replying: args.count > 0 ? Reply.bulk(args.array(0)) : .simple("PONG")))
         },
         CommandSpec(name: "ECHO", usage: "ECHO message", arity: .exactly(1), flags: [.unrestricted]) { (args) throws(CommandError) in
-            let reply = Reply.bulk(args.array(0))
-            return .local(LocalCommand { _ in reply })
+            .local(LocalCommand(replying: .bulk(args.array(0))))
         },
         CommandSpec(name: "QUIT", usage: "QUIT", arity: .exactly(0), flags: [.unrestricted, .session, .allowedWhileFollowing, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand { context in

@@ -48,10 +48,14 @@ enum TransactionCommands {
             session.refuseQueued()
             return ErrorMapping.reply(for: error)
         }
+        if case .local(let local) = command, let reply = local.constantReply {
+            guard session.queue(constantReply: reply) else { return tooLarge(limit: session.transactionLimit, then: "EXEC will apply nothing") }
+            return .simple("QUEUED")
+        }
         guard case .data(let namespace, let operation, let shape) = command,
               let plan = TransactionStep.plan(for: operation, shape: shape) else {
             session.refuseQueued()
-            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, PEXPIRE, PERSIST, PTTL, HGET, HSET, HSETNX, HDEL, HGETDEL, HGETEX, HSETEX, HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HMGET, HMSET, HLEN, HGETALL, HKEYS, HVALS, HEXPIRE, HPEXPIRE, HEXPIREAT, HPEXPIREAT, HPERSIST, HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME, TYPE; PUT without IFVERSION or EPHEMERAL; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
+            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, PEXPIRE, PERSIST, PTTL, HGET, HSET, HSETNX, HDEL, HGETDEL, HGETEX, HSETEX, HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HMGET, HMSET, HLEN, HGETALL, HKEYS, HVALS, HEXPIRE, HPEXPIRE, HEXPIREAT, HPEXPIREAT, HPERSIST, HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME, TYPE, PING, ECHO; PUT without IFVERSION or EPHEMERAL; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
         }
         guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {
             return tooLarge(limit: session.transactionLimit, then: "EXEC will apply nothing")
@@ -141,8 +145,8 @@ enum TransactionCommands {
         for (name, sequence) in watched where name != namespace {
             guard await currentSequence(of: name, context) == sequence else { return .nullArray }
         }
-        guard let namespace else { return .array([]) }
-        return await apply(queued.commands, in: namespace, guardedSince: watched[namespace], context)
+        guard let namespace else { return queued.withConstantReplies(.array([])) }
+        return queued.withConstantReplies(await apply(queued.commands, in: namespace, guardedSince: watched[namespace], context))
     }
 
     /// `NOPERM` if, under the rules in force now, the connection lacks a right that a queued

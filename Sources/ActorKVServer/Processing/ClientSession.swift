@@ -95,13 +95,22 @@ public final class ClientSession: Sendable {
     /// Queues a command inside MULTI. False, and noted as refused (EXEC will then abort), if the
     /// queue and the watched names would then weigh more than ``transactionLimit``.
     func queue(_ command: QueuedCommand) -> Bool {
-        let weight = command.weight
-        return state.withLock { s in
+        enqueue(weight: command.weight) { $0.commands.append(command) }
+    }
+
+    /// Queues, inside MULTI, a command whose reply is `reply` (PING, ECHO); false as ``queue(_:)``.
+    func queue(constantReply reply: Reply) -> Bool {
+        enqueue(weight: QueuedTransaction.weight(of: reply)) { $0.constantReplies.append((position: $0.count, reply: reply)) }
+    }
+
+    /// Adds a command of `weight` to the transaction with `add`, unless that would pass the limit.
+    private func enqueue(weight: Int, _ add: (inout QueuedTransaction) -> Void) -> Bool {
+        state.withLock { s in
             guard s.transaction != nil, s.transaction!.weight + s.watchedWeight + weight <= transactionLimit else {
                 s.transaction?.aborted = true
                 return false
             }
-            s.transaction!.commands.append(command)
+            add(&s.transaction!)
             s.transaction!.weight += weight
             return true
         }

@@ -240,6 +240,8 @@ async function multiBatch() {
       .hGet(key, 'x').hExists(key, 'w').exec());
   const before = { n: '5', x: '1', y: '2', z: '3' };
   expectEq('multi() batch applied', before, sorted(await r.hGetAll(key)));
+  expectEq('multi() with ping() and echo() between hash commands', ['PONG', 1, 'hi', '1', 1],
+    await r.multi().ping().hSet(key, 'e', '1').echo('hi').hGet(key, 'e').hDel(key, 'e').exec());
   await expectError('multi() with an unknown command rejects',
     () => r.multi().hSet(key, 'p', '1').addCommand([MISSING, key, 'q']).hSet(key, 'q', '1').exec(), 'unknown command');
   expectEq('... and applied none of its commands', before, sorted(await r.hGetAll(key)));

@@ -430,6 +430,18 @@ def pipeline_batch():
     expect_eq("pipeline() batch applied", {b"x": b"1", b"y": b"2", b"z": b"3", b"n": b"5"},
               r.hgetall(key))
 
+    # PING and ECHO queue too: their replies in their places, as Redis gives them.
+    pipe = r.pipeline()
+    pipe.ping()
+    pipe.hset(key, "e", "1")
+    pipe.echo("hi")
+    pipe.hget(key, "e")
+    pipe.hdel(key, "e")
+    expect_eq("pipeline() with ping() and echo() between hash commands", [True, 1, b"hi", b"1", 1], pipe.execute())
+    pipe = r.pipeline()
+    pipe.ping()
+    expect_eq("pipeline() of one ping()", [True], pipe.execute())
+
     # Reads of the whole hash between the writes see the writes before them, not those after.
     pipe = r.pipeline()
     pipe.hlen(key)

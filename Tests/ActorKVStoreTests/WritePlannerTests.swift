@@ -315,7 +315,7 @@ struct WritePlannerTests {
                 }
                 if changed { sequence = version }
                 return .integer(1)
-            case .exists, .count, .scan, .timeToLive, .deadlines: preconditionFailure("not generated")
+            case .exists, .count, .scan, .sample, .timeToLive, .deadlines: preconditionFailure("not generated")
             }
         }
 

@@ -240,6 +240,11 @@ public final class EtcdStore: Sendable {
             return .integer(answer.countValue)
         case .scan(let cursor, let keyPrefix, let limit):
             return .page(try await scan(ns, after: cursor.afterKey, prefix: keyPrefix, limit: limit))
+        case .sample(let draw):
+            // etcd reads a range from its start, not from a position in it: every key is read.
+            var generator = SystemRandomNumberGenerator()
+            let all = try await scan(ns, after: nil, prefix: [], limit: .max).entries
+            return .page(ScanPage(entries: draw.draw(from: all, using: &generator), next: .start))
         }
     }
 

@@ -122,7 +122,7 @@ enum HashCommands {
     /// that many drawn with repeats), with their values after WITHVALUES.
     private static func parseRandomFields(_ args: CommandArguments) throws(CommandError) -> Command {
         let ns = try args.namespace(0)
-        var draw: RandomFields.Draw = .one
+        var draw: RandomDraw = .one
         if args.count > 1 {
             guard let count = ASCIIDecimal.parse(args[1]), count > Int64.min else {
                 throw CommandError(.syntax, "value is not an integer or out of range")
@@ -212,25 +212,15 @@ struct HashScan: Sendable {
     static func now() -> UInt64 { UInt64(monotonicSeconds() * 1000) }
 }
 
-/// One HRANDFIELD (``HashCommands``): reads the namespace's entries (at once, as HGETALL) and
-/// draws from them.
+/// One HRANDFIELD (``HashCommands``): entries drawn at random by the namespace
+/// (``Operation/sample(_:)``), which reads only those it draws (locally), in the reply's shape.
 struct RandomFields: Sendable {
-    /// How many fields, and whether one may come more than once.
-    enum Draw: Sendable {
-        /// One field, as a bulk string (`$-1` for an empty namespace).
-        case one
-        /// Up to this many different fields, as an array.
-        case distinct(Int)
-        /// Exactly this many, each drawn anew (so repeats), as an array.
-        case repeating(Int)
-    }
-
     /// The most fields a negative count may ask for (its reply holds that many, whatever the
     /// namespace's size).
     static let mostRepeated = KeyValueCommands.maxScanCount
 
     let namespace: String
-    let draw: Draw
+    let draw: RandomDraw
     let withValues: Bool
 
     /// Draws from the namespace's entries and makes the reply.
@@ -238,14 +228,10 @@ struct RandomFields: Sendable {
         // Redis nests each field and value in an array of two in RESP3, and sends them flat in
         // RESP2: the shape differs, not only the encoding, so it is chosen here.
         let nested = context.session.version == .resp3
-        return await HashCommands.read([.scan(.start, prefix: [], limit: .max)], in: namespace, context) { outcomes in
+        return await HashCommands.read([.sample(draw)], in: namespace, context) { outcomes in
             guard case .page(let page) = outcomes[0] else { return KeyValueCommands.reply(for: outcomes[0]) }
-            let drawn: [KeyValue]
-            switch draw {
-            case .one: return page.entries.randomElement().map { .bulk($0.key) } ?? .null
-            case .distinct(let count): drawn = Array(page.entries.shuffled().prefix(count))
-            case .repeating(let count): drawn = page.entries.isEmpty ? [] : (0..<count).map { _ in page.entries.randomElement()! }
-            }
+            let drawn = page.entries
+            if case .one = draw { return drawn.first.map { .bulk($0.key) } ?? .null }
             guard withValues else { return .array(drawn.map { .bulk($0.key) }) }
             return .array(nested ? drawn.map { .array([.bulk($0.key), .bulk($0.value)]) } : KeyValueCommands.flattened(drawn))
         }

@@ -74,7 +74,7 @@ struct TransactionStep: Sendable {
         case .lifetimePut(let put) where put.owner == 0 && put.ifVersion == nil: return TransactionStep(stepCount: 1, kind: .stored)
         case .setTimeToLive: return TransactionStep(stepCount: 1, kind: .expiryCount)
         case .timeToLive: return TransactionStep(stepCount: 1, kind: .millisecondsLeft)
-        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .scan:
+        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .scan, .sample:
             return nil
         }
     }
@@ -108,7 +108,7 @@ struct TransactionStep: Sendable {
         case .setAll(let setting): return zip(setting.keys, setting.values).reduce(0) { $0 + commandOverhead + $1.0.count + $1.1.count }
         case .lifetimePut(let put): return commandOverhead + put.key.count + put.value.count
         case .setTimeToLive(let key, _), .timeToLive(let key): return commandOverhead + key.count
-        case .getVersioned, .conditionalPut, .update, .count, .scan:
+        case .getVersioned, .conditionalPut, .update, .count, .scan, .sample:
             return commandOverhead
         }
     }
@@ -146,7 +146,7 @@ struct TransactionStep: Sendable {
             let deadline: KeyExpiry.Deadline = milliseconds.map { .after(milliseconds: UInt64(max(0, $0))) } ?? .none
             steps.append(.expire(KeyExpiry(keys: [key], deadline: deadline)))
         case .timeToLive(let key): steps.append(.deadlines([key]))
-        case .getVersioned, .conditionalPut, .update:
+        case .getVersioned, .conditionalPut, .update, .sample:
             preconditionFailure("TransactionStep: \(operation) has no steps in a transaction")
         }
     }

@@ -191,6 +191,27 @@ public actor Namespace {
         return ScanPage(entries: entries, next: next)
     }
 
+    /// Live entries drawn at random as `draw` says (``Operation/sample(_:)``). One at a time
+    /// from the map (``OrderedMap/randomEntry(using:)``, an expired one drawn again), unless
+    /// reading them all costs about what the reply does anyway (distinct keys, a third of the
+    /// namespace or more) or most entries are expired ones the sweeper has not deleted yet, which
+    /// would be drawn again and again.
+    private func sample(_ draw: RandomDraw) -> [KeyValue] {
+        let total = data.map.count
+        let live = total - data.lifetimes.expiredCount(at: runNow)
+        guard live > 0 else { return [] }
+        var generator = SystemRandomNumberGenerator()
+        guard draw.samples(live: live), live * 4 >= total else {
+            return draw.draw(from: scanPage(from: .start, prefix: [], limit: .max).entries, using: &generator)
+        }
+        return draw.draw {
+            while true {
+                guard let (key, entry) = data.map.randomEntry(using: &generator) else { preconditionFailure("a live entry exists") }
+                if !(entry.isMarked && hasExpired(key)) { return KeyValue(key: key, value: entry.value) }
+            }
+        }
+    }
+
     /// Reads ``runNow`` for a run of operations: the wall clock when a key's deadline may have
     /// passed; 0 (no key is checked) before the earliest deadline or when no key has one.
     private func startRun() {
@@ -509,6 +530,7 @@ public actor Namespace {
             return .integer(present)
         case .count: return .integer(data.map.count - data.lifetimes.expiredCount(at: runNow))
         case .scan(let cursor, let prefix, let limit): return .page(scanPage(from: cursor, prefix: prefix, limit: limit))
+        case .sample(let draw): return .page(ScanPage(entries: sample(draw), next: .start))
         case .timeToLive(let key):
             let deadline = deadline(of: key)
             guard deadline > 0 else { return .integer(deadline) }

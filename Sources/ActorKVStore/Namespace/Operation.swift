@@ -64,6 +64,10 @@ public enum Operation: Sendable {
     case count
     /// One page of keys and values in key order.
     case scan(ScanCursor, prefix: [UInt8], limit: Int)
+    /// Keys and their values drawn at random, each live key as likely as any other (Redis's
+    /// `HRANDFIELD`): a ``Outcome/page(_:)`` of them in the order drawn. Costs about what its
+    /// reply holds, not what the namespace does.
+    case sample(RandomDraw)
 
     /// `count` operations to be overwritten in place: ``count`` each, which holds nothing to
     /// release. Appended into reserved room: `Array(repeating:count:)` of them looked the array
@@ -125,7 +129,7 @@ public enum Operation: Sendable {
     public var isWrite: Bool {
         switch self {
         case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive, .expire, .setAll: return true
-        case .get, .getVersioned, .exists, .getMany, .count, .scan, .timeToLive, .deadlines: return false
+        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .timeToLive, .deadlines: return false
         }
     }
 
@@ -135,7 +139,7 @@ public enum Operation: Sendable {
         switch self {
         case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive, .expire, .setAll: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
-        case .get, .getVersioned, .exists, .getMany, .put, .set, .delete, .count, .scan, .timeToLive, .deadlines: return false
+        case .get, .getVersioned, .exists, .getMany, .put, .set, .delete, .count, .scan, .sample, .timeToLive, .deadlines: return false
         }
     }
 
@@ -149,7 +153,7 @@ public enum Operation: Sendable {
         case .lifetimePut(let put): return (put.ifVersion ?? 0) == 0
         case .setAll(let setting): return setting.presence != .allPresent
         case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps) && steps.contains { $0.mayWriteValue }
-        case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .setTimeToLive, .timeToLive, .expire, .deadlines: return false
+        case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .sample, .setTimeToLive, .timeToLive, .expire, .deadlines: return false
         }
     }
 

@@ -178,7 +178,7 @@ public actor Store {
         case .deadlines(let keys): return .batch(keys.map { _ in .integer(-2) })
         case .setAll: return .integer(0)  // FXX: no key exists
         case .lifetimePut: return .conditionFailed  // a version other than 0: no key has it
-        case .scan: return .page(ScanPage(entries: [], next: .start))
+        case .scan, .sample: return .page(ScanPage(entries: [], next: .start))
         case .conditionalPut: return .conditionFailed  // a version other than 0: no key has it
         case .batch(let steps):
             // Deletes and guards only, or a guard of a version other than 0, which no key has.

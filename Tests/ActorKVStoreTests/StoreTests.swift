@@ -266,10 +266,12 @@ struct StoreTests {
         var pool: [[UInt8]] = [[0x00], [0xFF], b("\r\n"), [0xC0, 0x80], b("é")]
         for i in 0..<40 { pool.append(b("key\(i)")) }
         let writes = 300
+        var records = 0  // a delete that finds none of its keys writes none
         try await withStore(dir.data, testOptions(durability)) { store in
             let ns = try await store.namespace("r")
             for _ in 0..<writes {
                 let key = pool.randomElement(using: &rng)!
+                records += 1
                 switch Int.random(in: 0..<10, using: &rng) {
                 case 0..<6:
                     let value = rng.bytes(Int.random(in: 0..<40, using: &rng))
@@ -278,6 +280,7 @@ struct StoreTests {
                 case 6..<8:
                     let keys = [key, pool.randomElement(using: &rng)!]
                     try await ns.delete(keys)
+                    if keys.allSatisfy({ model[$0] == nil }) { records -= 1 }
                     for k in keys { model[k] = nil }
                 default:
                     let value = rng.bytes(3)
@@ -294,13 +297,13 @@ struct StoreTests {
             let found = await contents(ns)
             expectSameContents(found, model)
             let stats = await ns.currentStatistics()
-            #expect(stats.recordsReplayed == writes)
-            #expect(stats.lastSequence == UInt64(writes))
+            #expect(stats.recordsReplayed == records && records < writes)
+            #expect(stats.lastSequence == UInt64(records))
             #expect(stats.tornBytesCut == 0)
             #expect(stats.keys == model.count)
             // Sequence numbers continue after the reopen.
             try await ns.put(b("after"), b("reopen"))
-            #expect(await ns.currentStatistics().lastSequence == UInt64(writes + 1))
+            #expect(await ns.currentStatistics().lastSequence == UInt64(records + 1))
         }
         try await withStore(dir.data) { store in
             let ns = try #require(try await store.existingNamespace("r"))

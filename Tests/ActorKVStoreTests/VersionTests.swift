@@ -16,12 +16,14 @@ struct VersionTests {
             let ns = try await store.namespace("v")
             try await ns.put(b("a"), b("1"))                                  // record 1
             try await ns.put(b("b"), b("1"))                                  // record 2
-            try await ns.delete([b("missing")])                               // record 3: writes nothing, still a record
-            try await ns.apply([.put(key: b("a"), value: b("2")), .put(key: b("c"), value: b("3"))])  // record 4
-            #expect(await ns.versioned(b("a")) == VersionedValue(value: b("2"), version: 4))
+            #expect(try await ns.delete([b("missing")]) == 0)                 // changes nothing: no record
+            try await ns.apply([.delete(key: b("missing")), .delete(key: b("gone"))])  // nor this
+            try await ns.apply([.put(key: b("a"), value: b("2")), .put(key: b("c"), value: b("3"))])  // record 3
+            #expect(await ns.versioned(b("a")) == VersionedValue(value: b("2"), version: 3))
             #expect(await ns.versioned(b("b")) == VersionedValue(value: b("1"), version: 2))
-            #expect(await ns.versioned(b("c")) == VersionedValue(value: b("3"), version: 4))
+            #expect(await ns.versioned(b("c")) == VersionedValue(value: b("3"), version: 3))
             #expect(await ns.versioned(b("missing")) == nil)
+            #expect(try await ns.delete([b("missing"), b("b"), b("b")]) == 1)  // record 4: deletes b, once
             #expect(await ns.currentStatistics().lastSequence == 4)
         }
     }

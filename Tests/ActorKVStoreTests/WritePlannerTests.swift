@@ -342,9 +342,11 @@ struct WritePlannerTests {
                     wrote = true
                     results.append(.stored)
                 case .delete(let key):
-                    results.append(.integer(next.removeValue(forKey: key) == nil ? 0 : 1))
+                    // A key that is not there is not deleted: no record for it.
+                    let removed = next.removeValue(forKey: key) != nil
+                    results.append(.integer(removed ? 1 : 0))
                     nextLifetimes[key] = nil
-                    wrote = true
+                    if removed { wrote = true }
                 case .ifVersion(let key, let expected):
                     guard (next[key]?.version ?? 0) == expected else { return .conditionFailed }
                     results.append(.stored)

@@ -96,13 +96,35 @@ public final class EtcdStore: Sendable {
 
     /// Plain reads and writes as one transaction: their outcomes, in order.
     private func runTogether(_ operations: ArraySlice<Operation>, in ns: String) async throws(EtcdError) -> [Outcome] {
-        var (requests, writes) = plainRequests(operations, in: ns)
-        if requests.contains(where: \.isDelete) { requests.append(markerPut(ns)) }
-        let body = EtcdTransaction(success: requests).body
-        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: body, write: writes)
+        let (requests, writes) = plainRequests(operations, in: ns)
+        let txn = transaction(of: requests, in: ns)
+        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: writes)
+        let deletesRan = Self.deletesRan(txn, answer)
+        let sent = txn.compare.isEmpty || answer.succeeded == true ? txn.success : txn.failure
         var responses = (answer.responses ?? [])[...]
-        guard responses.count == requests.count else { throw EtcdError(.refused, "etcd answered \(responses.count) of \(requests.count) requests") }
-        return Self.plainOutcomes(operations, from: &responses)
+        guard responses.count == sent.count else { throw EtcdError(.refused, "etcd answered \(responses.count) of \(sent.count) requests") }
+        return Self.plainOutcomes(operations, from: &responses, deletesRan: deletesRan)
+    }
+
+    /// The transaction of plain `requests` on `ns`. With deletes, the namespace's marker is put
+    /// too, so that WATCH sees them (``marker(of:)``), but only if a key deleted exists: a delete
+    /// of keys that do not exist changes nothing, as locally. With a put among the requests the
+    /// namespace changes anyway; without one, the deletes and the marker are the failure branch
+    /// of a compare that holds when none of the deleted keys exists (each `mod_revision` 0), and
+    /// the reads alone the success branch.
+    func transaction(of requests: [EtcdRequest], in ns: String) -> EtcdTransaction {
+        let deleted = requests.compactMap(\.deletedKey)
+        guard !deleted.isEmpty else { return EtcdTransaction(success: requests) }
+        let marked = requests + [markerPut(ns)]
+        if requests.contains(where: \.isPut) { return EtcdTransaction(success: marked) }
+        return EtcdTransaction(compare: deleted.map { EtcdCompare(key: $0, modRevision: 0) },
+                               success: requests.filter { !$0.isDelete }, failure: marked)
+    }
+
+    /// Whether the deletes of `txn` (``transaction(of:in:)``) ran: not when its compare, that
+    /// none of their keys exists, held.
+    static func deletesRan(_ txn: EtcdTransaction, _ answer: EtcdResponses.Txn) -> Bool {
+        txn.compare.isEmpty || answer.succeeded != true
     }
 
     /// The etcd requests of plain reads and writes, in order (a read of several keys, a delete
@@ -141,8 +163,13 @@ public final class EtcdStore: Sendable {
 
     /// The outcomes of plain reads and writes from etcd's `responses` to their
     /// ``plainRequests(_:in:)``, taken from the front in the same order.
-    private static func plainOutcomes(_ operations: ArraySlice<Operation>, from responses: inout ArraySlice<EtcdResponses.ResponseOp>) -> [Outcome] {
-        operations.map { operation in
+    private static func plainOutcomes(_ operations: ArraySlice<Operation>, from responses: inout ArraySlice<EtcdResponses.ResponseOp>,
+                                      deletesRan: Bool) -> [Outcome] {
+        // Deletes that did not run (none of their keys existed) have no responses: each deleted nothing.
+        func deleted() -> Int {
+            deletesRan ? responses.popFirst()?.response_delete_range?.deletedValue ?? 0 : 0
+        }
+        return operations.map { operation in
             switch operation {
             case .get:
                 return .value(responses.popFirst()?.response_range?.kvs?.first?.valueBytes)
@@ -159,16 +186,15 @@ public final class EtcdStore: Sendable {
             case .set:
                 return .integer(responses.popFirst()?.response_put?.prev_kv == nil ? 1 : 0)
             case .delete(let keys):
-                return .integer(TransactionGrouping.unique(keys).indices.reduce(0) { total, _ in
-                    total + (responses.popFirst()?.response_delete_range?.deletedValue ?? 0)
-                })
+                return .integer(TransactionGrouping.unique(keys).indices.reduce(0) { total, _ in total + deleted() })
             case .batch(let steps):
                 return .batch(steps.map { step in
-                    let response = responses.popFirst()
                     switch step {
-                    case .put: return .stored
-                    case .set: return .integer(response?.response_put?.prev_kv == nil ? 1 : 0)
-                    default: return .integer(response?.response_delete_range?.deletedValue ?? 0)
+                    case .put:
+                        _ = responses.popFirst()
+                        return .stored
+                    case .set: return .integer(responses.popFirst()?.response_put?.prev_kv == nil ? 1 : 0)
+                    default: return .integer(deleted())
                     }
                 })
             default: preconditionFailure("EtcdStore: not a plain read or write")
@@ -314,9 +340,9 @@ public final class EtcdStore: Sendable {
     }
 
     private func delete(_ keys: [[UInt8]], in ns: String) async throws(EtcdError) -> Int {
-        let unique = TransactionGrouping.unique(keys)
-        let txn = EtcdTransaction(success: unique.map { .deleteRange(key: $0) } + [markerPut(ns)])
+        let txn = transaction(of: TransactionGrouping.unique(keys).map { .deleteRange(key: $0) }, in: ns)
         let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
+        guard Self.deletesRan(txn, answer) else { return 0 }
         return (answer.responses ?? []).reduce(0) { $0 + ($1.response_delete_range?.deletedValue ?? 0) }
     }
 
@@ -786,8 +812,17 @@ extension EtcdError {
 
 extension EtcdRequest {
     /// Whether it deletes.
-    var isDelete: Bool {
-        if case .deleteRange = self { return true }
+    var isDelete: Bool { deletedKey != nil }
+
+    /// The key it deletes (the first of its range), or nil.
+    var deletedKey: [UInt8]? {
+        if case .deleteRange(let key, _) = self { return key }
+        return nil
+    }
+
+    /// Whether it puts.
+    var isPut: Bool {
+        if case .put = self { return true }
         return false
     }
 }

@@ -99,8 +99,8 @@ public enum BatchStep: Sendable {
     /// Whether the step depends on the key's current state.
     var readsBeforeWriting: Bool {
         switch self {
-        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read, .expire, .deadlines, .setAll: return true
-        case .put, .delete, .set: return false
+        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read, .expire, .deadlines, .setAll, .delete: return true
+        case .put, .set: return false
         }
     }
 

@@ -339,10 +339,16 @@ public actor Namespace {
     /// in order. A write whose record could not be written fails with an `io` error and is not
     /// applied; reads see the effect of every successful write before them.
     public func execute(_ operations: [Operation]) -> Execution {
+        execute(operations, blindDeletes: false)
+    }
+
+    /// ``execute(_:)``; with `blindDeletes`, a delete deletes and logs every key it names without
+    /// looking them up (the namespace's own deletes of expired keys and of an ended owner's).
+    func execute(_ operations: [Operation], blindDeletes: Bool) -> Execution {
         startRun()
         if !operations.contains(where: { $0.isWrite }) { return executeReads(operations) }
         var planner = WritePlanner(count: operations.count, lastSequence: lastSequence, limits: options.limits,
-                                   blocker: writeBlocker(), syncer: syncer, scratch: &plannerScratch)
+                                   blocker: writeBlocker(), syncer: syncer, blindDeletes: blindDeletes, scratch: &plannerScratch)
         planner.plan(operations, in: data, now: runNow)
         if planner.hasRecords {
             do {

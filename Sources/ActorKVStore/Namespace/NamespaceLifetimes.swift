@@ -53,7 +53,7 @@ extension Namespace {
     /// Deletes `keys` as one logged record that nobody waits for: under `always`, the fsync that
     /// makes it deliverable to followers is asked for here (a write's own caller would wait for it).
     private func deleteOnItsOwn(_ keys: [[UInt8]]) -> Outcome {
-        let run = execute([.delete(keys)])
+        let run = execute([.delete(keys)], blindDeletes: true)
         if !run.durability.isImmediate {
             Task(executorPreference: options.backgroundExecutor) { try? await run.durability.wait() }
         }

@@ -27,7 +27,8 @@ public enum Operation: Sendable {
     /// A value that is not a canonical decimal integer fails with ``StoreError/Code/notAnInteger``
     /// and a sum out of range with ``StoreError/Code/overflow``, nothing written.
     case increment(key: [UInt8], by: Int64)
-    /// Remove keys; the outcome counts those that existed.
+    /// Remove keys; the outcome counts those that existed. Only those are deleted and logged: a
+    /// delete that finds none of its keys writes no record (it changes nothing).
     case delete([[UInt8]])
     /// Apply the steps all-or-nothing as one log record; each step sees the steps before it.
     /// If a guard (``BatchStep/ifVersion(key:_:)``) does not hold, nothing is applied and the
@@ -134,12 +135,12 @@ public enum Operation: Sendable {
     }
 
     /// Whether the operation reads the state that the writes before it leave, and so needs the
-    /// planner to resolve it before its record can be encoded.
+    /// planner to resolve it before its record can be encoded (a delete: which of its keys exist).
     var readsBeforeWriting: Bool {
         switch self {
-        case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive, .expire, .setAll: return true
+        case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive, .expire, .setAll, .delete: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
-        case .get, .getVersioned, .exists, .getMany, .put, .set, .delete, .count, .scan, .sample, .timeToLive, .deadlines: return false
+        case .get, .getVersioned, .exists, .getMany, .put, .set, .count, .scan, .sample, .timeToLive, .deadlines: return false
         }
     }
 

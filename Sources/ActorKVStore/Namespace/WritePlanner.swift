@@ -79,13 +79,18 @@ struct WritePlanner {
     private let limits: StoreLimits
     private let blocker: StoreError?
     private let syncer: LogSyncer
+    /// Whether a ``Operation/delete(_:)`` deletes and logs every key it names without looking
+    /// them up: the namespace's own deletes of keys it knows to be there (expired ones, an ended
+    /// owner's), which the lookup would take for absent. Otherwise only keys that exist are.
+    private let blindDeletes: Bool
     /// How far the log was durable, read from the syncer once, and only if something is written.
     private var durableClaim: UInt64?
 
     /// A planner for `count` operations after the record numbered `lastSequence`; with a
     /// `blocker`, every write is refused with it. Its arrays are moved out of `scratch` (empty,
     /// with the capacity they kept): see ``takeScratch(outcomes:)``.
-    init(count: Int, lastSequence: UInt64, limits: StoreLimits, blocker: StoreError?, syncer: LogSyncer, scratch: inout Scratch) {
+    init(count: Int, lastSequence: UInt64, limits: StoreLimits, blocker: StoreError?, syncer: LogSyncer, blindDeletes: Bool = false,
+         scratch: inout Scratch) {
         outcomes = []
         swap(&buffer, &scratch.buffer)
         swap(&written, &scratch.written)
@@ -97,6 +102,7 @@ struct WritePlanner {
         self.limits = limits
         self.blocker = blocker
         self.syncer = syncer
+        self.blindDeletes = blindDeletes
     }
 
     /// Whether any record was encoded.
@@ -181,8 +187,10 @@ struct WritePlanner {
                 LogRecordCodec.encodePut(sequence: sequence, key: key, value: value, durableThrough: claim, into: &buffer)
             }
             if recorded, overlay?.ignoresNotes == false { overlay!.note(.put(key: Array(key), value: Array(value)), version: sequence) }
-        case .delete(let keys):
+        case .delete(let keys) where blindDeletes:
             if record(keys.lazy.map { .delete(key: $0) }, of: index) { overlay?.note(keys.lazy.map { .delete(key: $0) }, version: sequence) }
+        case .delete(let keys):
+            resolveDelete(keys, at: index)
         case .batch(let steps) where !operation.readsBeforeWriting:
             let mutations = steps.lazy.map { $0.plainMutation! }
             if record(mutations, of: index) { overlay?.note(mutations, version: sequence) }
@@ -272,6 +280,21 @@ struct WritePlanner {
         guard record(mutations, of: index) else { return }
         overlay!.note(mutations, version: sequence)
         keep(Resolved(mutations: mutations, outcome: put.ifVersion == nil ? .stored : .version(sequence)), at: index)
+    }
+
+    /// Resolves a delete of `keys`: a key is deleted, and in the record, only if it exists as
+    /// the writes before leave it (its deadline not passed), and once if named twice. A delete
+    /// that finds none writes no record: it changes nothing, so it takes no version, followers
+    /// see no change and a WATCH of the namespace still holds (as Redis's DEL of a missing key).
+    /// The outcome counts the keys deleted.
+    private mutating func resolveDelete(_ keys: [[UInt8]], at index: Int) {
+        var mutations: [Mutation] = []
+        var named = Set<[UInt8]>(minimumCapacity: keys.count > 1 ? keys.count : 0)
+        for key in keys where overlay!.entry(of: key, in: base) != nil {
+            if keys.count > 1, !named.insert(key).inserted { continue }
+            mutations.append(.delete(key: key))
+        }
+        record(mutations, outcome: .integer(mutations.count), at: index)
     }
 
     /// Resolves `PEXPIRE` (`milliseconds`) or `PERSIST` (nil) of `key`: a lifetime with the new
@@ -498,7 +521,8 @@ struct WritePlanner {
         case .put(let key, let value):
             return .success(ResolvedStep(mutation: .put(key: key, value: value), outcome: .stored))
         case .delete(let key):
-            return .success(ResolvedStep(mutation: .delete(key: key), outcome: .integer(current == nil ? 0 : 1)))
+            // A key that is not there is not deleted: no mutation, and none in the record.
+            return .success(ResolvedStep(mutation: current == nil ? nil : .delete(key: key), outcome: .integer(current == nil ? 0 : 1)))
         case .set(let key, let value):
             return .success(ResolvedStep(mutation: .put(key: key, value: value), outcome: .integer(current == nil ? 1 : 0)))
         case .setIfAbsent(let key, let value):

@@ -583,6 +583,14 @@ def transactions():
         pipe.hset(key, "counter", "0")
         expect_eq("WATCH, a write to another hash, EXEC -> applied", [1], pipe.execute())
     r.hdel(key, "counter")
+    # Deleting fields that are not there is no write: the WATCH holds, as in Redis.
+    with r.pipeline() as pipe:
+        pipe.watch(key)
+        expect_eq("another client's hdel() of a missing field -> 0", 0, other.hdel(key, "missing", "gone"))
+        pipe.multi()
+        pipe.hset(key, "counter", "0")
+        expect_eq("WATCH, deletes of missing fields, EXEC -> applied", [1], pipe.execute())
+    r.hdel(key, "counter")
 
     ctx = multiprocessing.get_context("fork")
     barrier, retries = ctx.Barrier(WORKERS), ctx.Value("l", 0)

@@ -288,10 +288,14 @@ struct WritePlanner {
     /// see no change and a WATCH of the namespace still holds (as Redis's DEL of a missing key).
     /// The outcome counts the keys deleted.
     private mutating func resolveDelete(_ keys: [[UInt8]], at index: Int) {
+        if keys.count == 1 {  // the usual DEL and HDEL: no array, no set
+            guard overlay!.entry(of: keys[0], in: base) != nil else { return keep(Resolved(mutations: .none, outcome: .integer(0)), at: index) }
+            return record(.delete(key: keys[0]), outcome: .integer(1), at: index)
+        }
         var mutations: [Mutation] = []
-        var named = Set<[UInt8]>(minimumCapacity: keys.count > 1 ? keys.count : 0)
+        var named = Set<[UInt8]>(minimumCapacity: keys.count)
         for key in keys where overlay!.entry(of: key, in: base) != nil {
-            if keys.count > 1, !named.insert(key).inserted { continue }
+            if !named.insert(key).inserted { continue }
             mutations.append(.delete(key: key))
         }
         record(mutations, outcome: .integer(mutations.count), at: index)

@@ -99,11 +99,11 @@ public final class EtcdStore: Sendable {
         let (requests, writes) = plainRequests(operations, in: ns)
         let txn = transaction(of: requests, in: ns)
         let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: writes)
-        let deletesRan = Self.deletesRan(txn, answer)
-        let sent = txn.compare.isEmpty || answer.succeeded == true ? txn.success : txn.failure
+        // The branch etcd ran (a txn without a compare always runs its success branch).
+        let ran = answer.succeeded == true ? txn.success : txn.failure
         var responses = (answer.responses ?? [])[...]
-        guard responses.count == sent.count else { throw EtcdError(.refused, "etcd answered \(responses.count) of \(sent.count) requests") }
-        return Self.plainOutcomes(operations, from: &responses, deletesRan: deletesRan)
+        guard responses.count == ran.count else { throw EtcdError(.refused, "etcd answered \(responses.count) of \(ran.count) requests") }
+        return Self.plainOutcomes(operations, from: &responses, deletesRan: ran.contains(where: \.isDelete))
     }
 
     /// The transaction of plain `requests` on `ns`. With deletes, the namespace's marker is put
@@ -119,12 +119,6 @@ public final class EtcdStore: Sendable {
         if requests.contains(where: \.isPut) { return EtcdTransaction(success: marked) }
         return EtcdTransaction(compare: deleted.map { EtcdCompare(key: $0, modRevision: 0) },
                                success: requests.filter { !$0.isDelete }, failure: marked)
-    }
-
-    /// Whether the deletes of `txn` (``transaction(of:in:)``) ran: not when its compare, that
-    /// none of their keys exists, held.
-    static func deletesRan(_ txn: EtcdTransaction, _ answer: EtcdResponses.Txn) -> Bool {
-        txn.compare.isEmpty || answer.succeeded != true
     }
 
     /// The etcd requests of plain reads and writes, in order (a read of several keys, a delete
@@ -342,7 +336,7 @@ public final class EtcdStore: Sendable {
     private func delete(_ keys: [[UInt8]], in ns: String) async throws(EtcdError) -> Int {
         let txn = transaction(of: TransactionGrouping.unique(keys).map { .deleteRange(key: $0) }, in: ns)
         let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
-        guard Self.deletesRan(txn, answer) else { return 0 }
+        // None of the keys existed: the branch that ran is empty, and so are its responses.
         return (answer.responses ?? []).reduce(0) { $0 + ($1.response_delete_range?.deletedValue ?? 0) }
     }
 

@@ -1014,6 +1014,20 @@ class _Commands(object):
         """``COMPACT ns``: writes a snapshot of the namespace and trims its log; returns True."""
         return self._call(_is_ok, "COMPACT", namespace)
 
+    def backup(self, path):
+        """``BACKUP path``: the server writes every namespace, as of one moment, to the new
+        directory ``path`` (its parent must exist), which ``actorkvd --data-dir`` serves as it is;
+        returns the absolute path. A relative ``path`` is taken from this process's working
+        directory (the server does not share it). Only the server's own uid may ask under
+        ``--acl``. Waits up to the client's timeout: a large store may need ``timeout=None``.
+        A bad path is a :class:`ServerError` ``ERR``; a namespace whose files are corrupt is left
+        out and the error (``CORRUPT``) names it, the backup of the others being written."""
+        if isinstance(path, (bytes, bytearray)):
+            path = os.fsdecode(bytes(path))
+        absolute = os.path.abspath(path)
+        self._call(_is_ok, "BACKUP", absolute)
+        return absolute
+
     def info(self):
         """``INFO``: returns the server's statistics as text (``key:value`` lines); see
         :func:`parse_info` and :meth:`info_dict`."""

@@ -876,6 +876,40 @@ class RoundTripTests(ServerTestCase):
             self.kv.compact("bad/name")
         self.assertEqual(caught.exception.code, "BADNS")
 
+    @local_only("an agent keeps no data directory (BACKUP is refused)")
+    def test_backup(self):
+        self.kv.put(self.ns, "k", "v")
+        version = self.kv.getv(self.ns, "k")[1]
+        target = os.path.join(self.server.dir, "copy-%d" % os.getpid())
+        previous = os.getcwd()
+        os.chdir(self.server.dir)
+        try:
+            self.assertEqual(self.kv.backup(os.path.basename(target)), target, "relative to this process")
+        finally:
+            os.chdir(previous)
+        with self.assertRaises(ServerError) as caught:
+            self.kv.backup(target)
+        self.assertEqual(caught.exception.code, "ERR")
+        self.assertIn("exists already", caught.exception.message)
+        self.kv.put(self.ns, "k", "after")
+        copy = ServerProcess()
+        copy.data = target
+        copy.start()
+        try:
+            with copy.client() as other:
+                self.assertEqual(other.getv(self.ns, "k"), (b"v", version))
+        finally:
+            copy.stop()
+            copy.cleanup()
+
+    @unittest.skipIf(ETCD is None, "cluster mode only")
+    def test_backup_refused_by_an_agent(self):
+        with self.assertRaises(ServerError) as caught:
+            self.kv.backup(os.path.join(self.server.dir, "copy"))
+        self.assertEqual(caught.exception.code, "ERR")
+        self.assertIn("etcdctl snapshot save", caught.exception.message)
+        self.assertFalse(os.path.exists(os.path.join(self.server.dir, "copy")))
+
     def test_two_clients_share_state(self):
         with self.server.client() as other:
             self.kv.put(self.ns, "shared", "from one")

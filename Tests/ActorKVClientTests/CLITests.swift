@@ -15,15 +15,16 @@ struct CLIResult {
 /// Runs the built `actorkv` with `arguments`, feeding `input` on standard input. A run that
 /// takes more than `killAfter` seconds is killed (its status is then SIGKILL's number, 9), so a
 /// CLI that hangs fails its test instead of hanging it. The run is waited for on a thread of its
-/// own (`onOwnThread`), not on the cooperative pool.
+/// own (`onOwnThread`), not on the cooperative pool. `executable`: another program to run with
+/// `arguments` (a shell that runs `actorkv` itself).
 func runCLI(_ arguments: [String], socket: String?, input: [UInt8] = [],
             environment: [String: String] = [:], stdout: ChildProcess.Stream = .pipe,
-            killAfter: Double = 60) async throws -> CLIResult {
+            killAfter: Double = 60, executable: String? = nil) async throws -> CLIResult {
     try await onOwnThread {
         var env = ProcessInfo.processInfo.environment
         env["ACTORKV_SOCKET"] = nil
         for (name, value) in environment { env[name] = value }
-        let process = try ChildProcess(try builtBinary("actorkv", environment: "ACTORKV_CLI"),
+        let process = try ChildProcess(try executable ?? builtBinary("actorkv", environment: "ACTORKV_CLI"),
                                        (socket.map { ["--socket", $0] } ?? []) + arguments,
                                        environment: env, stdin: .pipe, stdout: stdout, stderr: .pipe)
         DispatchQueue.global().asyncAfter(deadline: .now() + killAfter) { process.signal(SIGKILL) }

@@ -107,20 +107,22 @@ struct NamespacePermissionTests {
             let sample = try #require(CommandTableTests.samples[spec.name], "no sample for \(spec.name)")
             let refused = refusal(sample, rights)
             let needed = spec.flags.neededRight
-            if needed.isEmpty || !spec.flags.contains(.namespaced) && !spec.flags.contains(.namespacedArguments) {
+            if spec.flags.contains(.serverOwner) {
+                #expect(refused == "only the server's own uid 0 may run \(spec.name); this connection is uid 2001", "\(spec.name): \(refused ?? "ran")")
+            } else if needed.isEmpty || !spec.flags.contains(.namespaced) && !spec.flags.contains(.namespacedArguments) {
                 #expect(refused == nil, "\(spec.name) needs no right on a namespace here, yet: \(refused ?? "")")
             } else {
                 #expect(refused == "no \(needed.names) permission on namespace 'ns' for uid 2001", "\(spec.name): \(refused ?? "ran")")
             }
         }
-        // With every right on `ns`, nothing in the table is refused.
+        // With every right on `ns`, nothing in the table is refused but what only the server's uid may run.
         let full = ConnectionRights(access: try access("uid:2001 ns read write admin\nuid:2001 other read\n"), peer: Self.peer)
-        for spec in CommandTable.all {
+        for spec in CommandTable.all where !spec.flags.contains(.serverOwner) {
             #expect(refusal(CommandTableTests.samples[spec.name]!, full) == nil, "\(spec.name)")
         }
     }
 
-    @Test("rights are the union of matching rules; write alone does not read; WATCH needs read on every namespace; ACL LOAD is the owner's")
+    @Test("rights are the union of matching rules; write alone does not read; WATCH needs read on every namespace; ACL LOAD and BACKUP are the owner's")
     func unionAndDetails() throws {
         let rights = ConnectionRights(access: try access("""
             gid:3001 jobs-* write
@@ -134,6 +136,9 @@ struct NamespacePermissionTests {
         #expect(refusal(["WATCH", "ns", "jobs-a", "jobs-b"], rights) == "no read permission on namespace 'jobs-b' for uid 2001")
         #expect(refusal(["ACL", "LOAD"], rights) == "only the server's own uid 0 may run ACL LOAD; this connection is uid 2001")
         #expect(refusal(["ACL", "WHOAMI"], rights) == nil)
+        #expect(refusal(["backup", "/tmp/copy"], rights) == "only the server's own uid 0 may run BACKUP; this connection is uid 2001")
+        #expect(refusal(["BACKUP", "/tmp/copy"], ConnectionRights(access: try access("uid:2001 * read write admin\n"), peer: Self.peer))
+                == "only the server's own uid 0 may run BACKUP; this connection is uid 2001", "every right on every namespace is not the server's uid")
         #expect(refusal(["PUT", "ns", "k", "v", "EPHEMERAL"], rights) == "no write permission on namespace 'ns' for uid 2001")
         #expect(refusal(["COMPACT", "ns"], rights) == "no admin permission on namespace 'ns' for uid 2001")
         // A malformed request is refused for what it is, whatever the rights.

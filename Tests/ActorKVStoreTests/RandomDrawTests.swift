@@ -147,18 +147,3 @@ struct RandomDrawTests {
         }
     }
 }
-
-/// A task executor that keeps the jobs it is given and never runs them: a namespace's sweeper
-/// started on it never sweeps. One for the process, never freed, since the tasks parked on it
-/// refer to it for as long as they exist.
-private final class ParkedExecutor: TaskExecutor, @unchecked Sendable {
-    static let shared = ParkedExecutor()
-
-    private let parked = NSLock()
-    private var jobs: [UnownedJob] = []
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let unowned = UnownedJob(job)
-        parked.withLock { jobs.append(unowned) }
-    }
-}

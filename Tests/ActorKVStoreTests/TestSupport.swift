@@ -178,3 +178,18 @@ func expectSameContents(_ found: [[UInt8]: [UInt8]], _ expected: [[UInt8]: [UInt
         Issue.record("\(context.isEmpty ? "" : context + ": ")\(found.difference(from: expected))", sourceLocation: sourceLocation)
     }
 }
+
+/// A task executor that keeps the jobs it is given and never runs them: a namespace's sweeper
+/// started on it never sweeps. One for the process, never freed, since the tasks parked on it
+/// refer to it for as long as they exist.
+final class ParkedExecutor: TaskExecutor, @unchecked Sendable {
+    static let shared = ParkedExecutor()
+
+    private let parked = NSLock()
+    private var jobs: [UnownedJob] = []
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        parked.withLock { jobs.append(unowned) }
+    }
+}

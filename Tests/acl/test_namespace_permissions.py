@@ -526,6 +526,26 @@ class Followers(ServerTestCase):
 
 
 # ============================================================================================
+# BACKUP: the server's own uid only, whatever rights a rule grants
+
+
+class Backups(ServerTestCase):
+    acl = "uid:2001  *  read write admin\n"
+
+    def test_backup_only_from_the_server_uid(self):
+        peer = self.peer(2001, 2001)
+        self.assertEqual(peer.call("PUT", "bk", "k", "v"), "OK")
+        target = os.path.join(self.server.dir, "copy")
+        self.assertEqual(peer.call("BACKUP", target),
+                         "NOPERM only the server's own uid 0 may run BACKUP; this connection is uid 2001",
+                         "every right on every namespace is not the server's uid")
+        self.assertFalse(os.path.exists(target))
+        self.assertUsable(peer)
+        self.assertEqual(self.root.call("BACKUP", target), "OK")
+        self.assertEqual(sorted(os.listdir(target)), ["bk"])
+
+
+# ============================================================================================
 # ACL LOAD and SIGHUP: who may reload, and a file with a mistake
 
 

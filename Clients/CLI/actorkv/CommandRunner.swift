@@ -21,7 +21,9 @@ struct CommandRunner {
 
     init(_ invocation: Invocation, output: Output, signalMask: sigset_t) {
         self.invocation = invocation
-        self.client = ActorKVClient(socketPath: invocation.socketPath, timeout: invocation.timeout)
+        // A backup takes as long as the data takes to write: waited for, unless --timeout says.
+        let timeout = invocation.kind == .backup && !invocation.timeoutGiven ? nil : invocation.timeout
+        self.client = ActorKVClient(socketPath: invocation.socketPath, timeout: timeout)
         self.output = output
         self.signalMask = signalMask
     }
@@ -67,6 +69,7 @@ struct CommandRunner {
         case .batch: return try await batch()
         case .changes: return try await changes()
         case .compact: return try await compact()
+        case .backup: return try await backup()
         case .namespaces: return try await namespaces()
         case .info: return try await info()
         case .ping: return try await ping()
@@ -239,6 +242,12 @@ struct CommandRunner {
     private func compact() async throws -> Int32 {
         try need(1...1, "compact NS")
         try await client.compact(namespace)
+        return Exit.ok
+    }
+
+    private func backup() async throws -> Int32 {
+        try need(1...1, "backup DIR")
+        try output.line(try await client.backup(to: text(args[0])))
         return Exit.ok
     }
 

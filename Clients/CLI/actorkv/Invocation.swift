@@ -11,6 +11,8 @@ struct Invocation {
     var socketPath = ActorKVClient.defaultSocketPath
     /// How long to wait for a reply (`--timeout`; nil: for ever).
     var timeout: Duration? = ActorKVClient.defaultTimeout
+    /// Whether `--timeout` was given (`backup` waits for ever otherwise).
+    var timeoutGiven = false
     /// `scan --json`.
     var json = false
     /// The command as given, for messages.
@@ -75,8 +77,10 @@ struct Invocation {
             case "--timeout", "-t":
                 guard let value = rest.popFirst() else { throw usageFailure("\(option) needs a number of seconds") }
                 timeout = try Self.parseTimeout(text(value), option)
+                timeoutGiven = true
             case _ where option.hasPrefix("--timeout="):
                 timeout = try Self.parseTimeout(String(option.dropFirst("--timeout=".count)), "--timeout")
+                timeoutGiven = true
             case "--json":
                 json = true
             case "--":

@@ -106,6 +106,12 @@ Commands:
                               file that is neither a binary nor a #! script is run with /bin/sh,
                               as flock(1) (execvp) runs it.
   compact NS                  snapshot NS and truncate its log
+  backup DIR                  have the server write every namespace, as of one moment, to the
+                              new directory DIR (its parent must exist; relative to actorkv's
+                              working directory); print DIR's absolute path. DIR is a data
+                              directory: actorkvd --data-dir DIR serves it as it is. Waits as
+                              long as the backup takes, unless --timeout is given. Only the
+                              server's own user may run it under --acl
   namespaces                  print the namespace names, one per line
   info                        print the server's INFO text, in lines that end with a newline
                               (the server's CRLF line ends made LF, as the other commands print)

@@ -338,6 +338,21 @@ public final class ActorKVClient: Sendable {
         try Self.expectOK(reply, for: "COMPACT")
     }
 
+    /// Writes a backup of every namespace, as of one moment, to the new directory `path`, which
+    /// the server creates (its parent must exist; a relative path is taken from this process's
+    /// working directory, since the server does not share it), and returns the absolute path.
+    /// The directory is a data directory: `actorkvd --data-dir` serves it as it is. Only the
+    /// server's own uid may ask under `--acl`. Waits up to the client's timeout, which a large
+    /// store may need longer than the default: a client made with `timeout: nil` waits as long
+    /// as the backup takes. See protocol.md, "Backups".
+    @discardableResult
+    public func backup(to path: String) async throws(ActorKVError) -> String {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        let reply = try await send([Array("BACKUP".utf8), Array(absolute.utf8)])
+        try Self.expectOK(reply, for: "BACKUP")
+        return absolute
+    }
+
     /// The names of the namespaces that exist.
     public func namespaces() async throws(ActorKVError) -> [String] {
         let reply = try await send([Array("NAMESPACES".utf8)])

@@ -51,10 +51,11 @@ final class ConnectionRights {
 
     /// Judges a parsed command by the right its flags declare, on the namespaces its request
     /// names (``CommandFlags``). A readOnly command that names none (NAMESPACES, INFO) passes
-    /// here and shows only what the connection may read.
-    func judge(_ command: Command, flags: CommandFlags, request: Request) throws(CommandError) {
+    /// here and shows only what the connection may read. `nameWords`: how many of the request's
+    /// first words name the command in a refusal (2 for a subcommand: `ACL LOAD`).
+    func judge(_ command: Command, flags: CommandFlags, request: Request, nameWords: Int = 1) throws(CommandError) {
         if flags.contains(.serverOwner) {
-            let words = (0..<min(2, request.count)).map { Command.printable(request[$0]).uppercased() }.joined(separator: " ")
+            let words = (0..<min(nameWords, request.count)).map { Command.printable(request[$0]).uppercased() }.joined(separator: " ")
             throw CommandError(.wire(.noPerm), "only the server's own uid \(access.ownUID) may run \(words); this connection is uid \(peer.uid)")
         }
         let needed = flags.neededRight

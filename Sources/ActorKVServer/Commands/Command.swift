@@ -35,12 +35,13 @@ public enum Command: Sendable {
         }
         var command = try spec.parse(CommandArguments(request, names: names))
         var flags = spec.flags
+        var subcommand = false
         if command.isLocal, case .local(var local) = command {
             // A subcommand may declare flags of its own (ACL LOAD: serverOwner).
-            if local.flags.isEmpty { local.flags = spec.flags } else { flags = local.flags }
+            if local.flags.isEmpty { local.flags = spec.flags } else { (flags, subcommand) = (local.flags, true) }
             command = .local(local)
         }
-        try rights?.judge(command, flags: flags, request: request)
+        try rights?.judge(command, flags: flags, request: request, nameWords: subcommand ? 2 : 1)
         return command
     }
 

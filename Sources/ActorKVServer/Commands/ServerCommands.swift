@@ -2,7 +2,7 @@ import ActorKVProtocol
 import ActorKVStore
 
 /// The commands that are not one operation on a namespace's data: the connection's own
-/// (PING, ECHO, QUIT), the server's (INFO, NAMESPACES, COMPACT), and the probes that
+/// (PING, ECHO, QUIT), the server's (INFO, NAMESPACES, COMPACT, BACKUP), and the probes that
 /// Redis tools send on connecting (COMMAND, CONFIG).
 enum ServerCommands {
     /// Their specs.
@@ -39,6 +39,18 @@ enum ServerCommands {
                 do {
                     try await context.backend.compact(name)
                     return .simple("OK")
+                } catch {
+                    return ErrorMapping.reply(for: error)
+                }
+            })
+        },
+        CommandSpec(name: "BACKUP", usage: "BACKUP path", arity: .exactly(1), flags: [.serverOwner, .notInMulti]) { (args) throws(CommandError) in
+            guard let path = String(validating: args.array(0), as: UTF8.self) else {
+                throw CommandError(.syntax, "BACKUP's path must be UTF-8")
+            }
+            return .local(LocalCommand { context in
+                do {
+                    return ErrorMapping.reply(for: try await context.backend.backup(to: path))
                 } catch {
                     return ErrorMapping.reply(for: error)
                 }

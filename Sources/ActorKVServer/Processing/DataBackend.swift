@@ -22,6 +22,8 @@ public protocol DataBackend: Sendable {
     func lastSequence(of name: String) async throws(StoreError) -> UInt64
     /// COMPACT: writes a snapshot of `name` and drops the log it covers.
     func compact(_ name: String) async throws(StoreError)
+    /// BACKUP: writes every namespace, as of one moment, to the new directory `path`.
+    func backup(to path: String) async throws(StoreError) -> BackupSummary
     /// Deletes the ephemeral keys of connection `owner` in `namespaces` (its connection ended).
     func releaseOwner(_ owner: UInt64, in namespaces: [String]) async
     /// Starts following namespace `name`'s changes (CHANGES).
@@ -136,6 +138,11 @@ public final class ClusterBackend: DataBackend {
     /// etcd compacts the whole cluster's history at once, keeping `--changes-history` revisions.
     public func compact(_ name: String) async throws(StoreError) {
         do { try await store.compact() } catch { throw error.storeError }
+    }
+
+    /// An agent keeps no data of its own: etcd's `etcdctl snapshot save` backs the cluster up.
+    public func backup(to path: String) async throws(StoreError) -> BackupSummary {
+        throw StoreError(.invalidArgument, "BACKUP writes a server's own data directory, and an agent of an etcd cluster (--etcd) keeps none: back the cluster up with etcdctl snapshot save")
     }
 
     public func releaseOwner(_ owner: UInt64, in namespaces: [String]) async {

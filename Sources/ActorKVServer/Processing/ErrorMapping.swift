@@ -35,6 +35,14 @@ public enum ErrorMapping {
         }
     }
 
+    /// The reply to BACKUP: `+OK` when every namespace is in the backup; otherwise the error of
+    /// the first left out (its files corrupt: `CORRUPT`), naming each left out and why.
+    public static func reply(for backup: BackupSummary) -> Reply {
+        guard let first = backup.unavailable.keys.min(), let code = backup.unavailable[first]?.code else { return .simple("OK") }
+        let missing = backup.unavailable.sorted { $0.key < $1.key }.map { "'\($0.key)' (\($0.value.message))" }
+        return .error(wireCode(for: code), "backup written to \(backup.path) with \(backup.namespaces.count) namespace(s) but without \(missing.joined(separator: ", ")), which cannot be opened")
+    }
+
     /// The reply for any other error.
     public static func reply(for error: any Error) -> Reply {
         if let e = error as? StoreError { return reply(for: e) }

@@ -120,17 +120,3 @@ extension Namespace {
         }
     }
 }
-
-/// A map handed from the actor to the snapshot writer's thread, so that its last reference, and
-/// the freeing of the nodes only it still holds, goes with the writer.
-private final class FrozenMap: @unchecked Sendable {
-    private var map: OrderedMap?
-
-    init(_ map: OrderedMap) { self.map = map }
-
-    /// The map; the box lets go of it (called once, on the writer's thread).
-    func take() -> OrderedMap {
-        defer { map = nil }
-        return map!
-    }
-}

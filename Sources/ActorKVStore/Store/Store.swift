@@ -17,7 +17,7 @@ public actor Store {
     /// The options every namespace uses.
     public nonisolated let options: StoreOptions
     /// The syscalls this store's files are touched through (with its ``StoreOptions/faults``).
-    private nonisolated let system: SystemCalls
+    nonisolated let system: SystemCalls
     /// The directory lock and the background work, shared with every namespace opened here.
     nonisolated let keeper: Housekeeper
     private var onDisk: Set<String>
@@ -359,6 +359,22 @@ public actor Store {
     /// The error that keeps a namespace unavailable, if any: its files are corrupt, or its last
     /// attempt to open failed (the next access tries again).
     public func unavailability(of name: String) -> StoreError? { failed[name] ?? openFailures[name] }
+
+    /// Every namespace in the directory, opened, in name order, for a backup; and the errors of
+    /// those that cannot be opened.
+    func namespacesToBackUp() async throws(StoreError) -> (open: [Namespace], unavailable: [String: StoreError]) {
+        if isClosed { throw StoreError(.closed, "the store is closed") }
+        var open: [Namespace] = []
+        var unavailable: [String: StoreError] = [:]
+        for name in onDisk.sorted() {
+            do {
+                if let namespace = try await existingNamespace(name) { open.append(namespace) }
+            } catch {
+                unavailable[name] = error
+            }
+        }
+        return (open, unavailable)
+    }
 
     /// Statistics of every open namespace, sorted by name.
     public func statistics() async -> [NamespaceStatistics] {

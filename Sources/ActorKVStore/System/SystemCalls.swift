@@ -145,6 +145,14 @@ struct SystemCalls: Sendable {
         throw Errno(errno)
     }
 
+    /// The absolute path of `path` with every symbolic link, `.` and `..` resolved. The
+    /// corresponding C function is `realpath`.
+    static func realPath(_ path: String) throws(Errno) -> String {
+        guard let resolved = Glibc.realpath(path, nil) else { throw Errno(errno) }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// Atomically replaces `to` with `from`. The corresponding C function is `rename`.
     func rename(_ from: String, _ to: String) throws(Errno) {
         try faults?.check(.rename, path: to)

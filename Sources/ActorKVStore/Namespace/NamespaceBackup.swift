@@ -1,0 +1,42 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A namespace's state as of one moment, taken for a backup (``Store/backup(to:)``): a
+/// copy-on-write copy of its map and lifetimes and the last sequence they hold, written as a
+/// snapshot off the actor while reads and writes go on.
+struct NamespaceCopy: Sendable {
+    /// The namespace's name.
+    let name: String
+    /// The map, handed to the writer's thread.
+    let map: FrozenMap
+    /// The keys' lifetimes (without the heap: only looked up).
+    let lifetimes: KeyLifetimes
+    /// The last sequence the copy holds: the snapshot's.
+    let lastSequence: UInt64
+    /// The wall-clock milliseconds by which a key's deadline must have passed for the copy to
+    /// leave it out (0: no key has a deadline).
+    let expiredAt: UInt64
+    /// Keys in the map, expired ones not yet swept included.
+    let keys: Int
+}
+
+extension Namespace {
+    /// This namespace's state now, for a backup.
+    func copyForBackup() -> NamespaceCopy {
+        NamespaceCopy(name: name, map: FrozenMap(data.map), lifetimes: data.lifetimes.frozen(), lastSequence: lastSequence,
+                      expiredAt: data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0, keys: data.map.count)
+    }
+
+    /// The state of every namespace in `namespaces` as of one moment: each is copied in this one
+    /// job, with no other job in between, so no write is in one copy without every write that was
+    /// performed before it in another. Each of them must run on this namespace's executor (the
+    /// store's ``StoreOptions/serialExecutor``); the check traps otherwise.
+    func copyTogether(_ namespaces: [Namespace]) -> [NamespaceCopy] {
+        namespaces.map { namespace in
+            namespace === self ? copyForBackup() : namespace.assumeIsolated { $0.copyForBackup() }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Writes a backup: a new data directory holding, for each namespace, a snapshot of a
+/// ``NamespaceCopy`` and nothing else (opening it creates the first log segment after the
+/// snapshot's sequence, as for a namespace whose log was compacted away).
+///
+/// Everything goes into a hidden directory beside the target, `.NAME.partial-XXXXXXXX`, which is
+/// fsync'd file by file and renamed to the target only when complete: a target that exists is a
+/// whole backup, and a backup cut short (a failure, the server killed) leaves at most the hidden
+/// directory, which a failure removes. Blocking: run it off the actors.
+enum BackupWriter {
+    /// The target `path` checked, and the hidden directory made beside it: refuses a path that is
+    /// not absolute, whose parent is not an existing directory, that exists already, or that is
+    /// inside `dataDirectory` (the store would take it for a namespace). Returns the hidden
+    /// directory's path and the target's, without trailing slashes.
+    static func prepare(_ path: String, dataDirectory: String, system: SystemCalls) throws(StoreError) -> (partial: String, target: String) {
+        guard path.hasPrefix("/") else {
+            throw StoreError(.invalidArgument, "a backup needs an absolute path (the server does not share the client's working directory): \(path)")
+        }
+        var target = path
+        while target.count > 1 && target.hasSuffix("/") { target.removeLast() }
+        let slash = target.lastIndex(of: "/")!
+        let name = String(target[target.index(after: slash)...])
+        guard !name.isEmpty, name != ".", name != ".." else {
+            throw StoreError(.invalidArgument, "a backup needs a path that names a new directory: \(path)")
+        }
+        let parent = slash == target.startIndex ? "/" : String(target[..<slash])
+        let parentStatus: stat?
+        do { parentStatus = try SystemCalls.status(parent) } catch { throw StoreError.io("reading", parent, error) }
+        guard let parentStatus, parentStatus.st_mode & S_IFMT == S_IFDIR else {
+            throw StoreError(.invalidArgument, "the backup's parent directory \(parent) does not exist or is not a directory")
+        }
+        try refuseExisting(target)
+        let (realParent, realData): (String, String)
+        do {
+            (realParent, realData) = (try SystemCalls.realPath(parent), try SystemCalls.realPath(dataDirectory))
+        } catch {
+            throw StoreError.io("resolving", parent, error)
+        }
+        if realParent == realData || realParent.hasPrefix(realData == "/" ? "/" : realData + "/") {
+            throw StoreError(.invalidArgument, "a backup cannot go inside the data directory \(dataDirectory) (the server would take it for a namespace): \(path)")
+        }
+        let partial = parent + (parent == "/" ? "" : "/") + ".\(name).partial-" + String(UInt32.random(in: .min ... .max), radix: 16)
+        do throws(Errno) {
+            guard try system.mkdir(partial) else { throw Errno(EEXIST) }
+        } catch {
+            throw StoreError.io("creating the backup directory", partial, error)
+        }
+        return (partial, target)
+    }
+
+    /// Writes `copy` as the snapshot of namespace directory `partial/name`; returns the keys written.
+    static func write(_ copy: NamespaceCopy, into partial: String, system: SystemCalls) throws(StoreError) -> Int {
+        let files = NamespaceFiles(directory: partial + "/" + copy.name, system: system)
+        do { try system.mkdir(files.directory) } catch { throw StoreError.io("creating the backup directory", files.directory, error) }
+        let header = SnapshotCodec.Header(namespace: copy.name, lastSequence: copy.lastSequence, createdAt: UInt64(time(nil)))
+        return try SnapshotWriter.write(copy.map.take(), lifetimes: copy.lifetimes, expiredAt: copy.expiredAt, header: header,
+                                        files: files).entries
+    }
+
+    /// Makes the hidden directory durable and renames it to the target.
+    static func finish(_ partial: String, as target: String, system: SystemCalls) throws(StoreError) {
+        do { try system.fsyncDirectory(partial) } catch { throw StoreError.io("syncing", partial, error) }
+        // Checked again: rename would replace an empty directory made there meanwhile.
+        try refuseExisting(target)
+        do { try system.rename(partial, target) } catch { throw StoreError.io("renaming \(partial) to", target, error) }
+        let parent = target.lastIndex(of: "/") == target.startIndex ? "/" : String(target[..<target.lastIndex(of: "/")!])
+        do { try system.fsyncDirectory(parent) } catch { throw StoreError.io("syncing", parent, error) }
+    }
+
+    /// Removes what ``prepare(_:dataDirectory:system:)`` and ``write(_:into:system:)`` made of a
+    /// backup that failed: the snapshots of `names` and their directories, then the hidden one.
+    /// Anything else found there stays (and so does the directory holding it).
+    static func discard(_ partial: String, names: [String], system: SystemCalls) {
+        for name in names {
+            let files = NamespaceFiles(directory: partial + "/" + name, system: system)
+            try? system.unlink(files.temporarySnapshotPath)
+            try? system.unlink(files.snapshotPath)
+            try? system.removeDirectory(files.directory)
+        }
+        try? system.removeDirectory(partial)
+    }
+
+    private static func refuseExisting(_ target: String) throws(StoreError) {
+        let existing: stat?
+        do { existing = try SystemCalls.linkStatus(target) } catch { throw StoreError.io("reading", target, error) }
+        if existing != nil {
+            throw StoreError(.invalidArgument, "\(target) exists already: a backup is written only to a new path")
+        }
+    }
+}

@@ -1,0 +1,50 @@
+/// A backup of a running store: every namespace's state as of one moment, written as a new data
+/// directory that a server (or ``Store``) opens as it is.
+extension Store {
+    /// Writes a backup of every namespace to the new directory `path` (absolute; its parent must
+    /// exist, and it must not be inside this store's directory), made durable before this returns.
+    ///
+    /// Each namespace is copied (copy-on-write: reads and writes go on) and written as a snapshot
+    /// off the actors. With a ``StoreOptions/serialExecutor`` (the server), every namespace is
+    /// copied at the same moment, between two runs: the backup holds a write only with every
+    /// write performed before it, in every namespace. Without one, each namespace is copied at a
+    /// moment of its own. Expired keys are left out; keys owned by a connection are in it, and
+    /// deleted when it is opened, as after a restart.
+    ///
+    /// The backup is written to a hidden directory beside `path` and renamed to `path` once
+    /// complete, so `path` never holds part of one. A namespace that cannot be opened is left out
+    /// and named in ``BackupSummary/unavailable``. Throws `invalidArgument` for a bad path, `io`
+    /// when writing fails (what was written is removed), `closed` if the store is closed.
+    public func backup(to path: String) async throws(StoreError) -> BackupSummary {
+        let (namespaces, unavailable) = try await namespacesToBackUp()
+        let system = self.system
+        let (partial, target) = try await BlockingIO.run { () throws(StoreError) in
+            try BackupWriter.prepare(path, dataDirectory: self.directory, system: system)
+        }
+        let copies: [NamespaceCopy]
+        if options.serialExecutor != nil, let first = namespaces.first {
+            copies = await first.copyTogether(namespaces)
+        } else {
+            var each: [NamespaceCopy] = []
+            for namespace in namespaces { each.append(await namespace.copyForBackup()) }
+            copies = each
+        }
+        let entries = try await BlockingIO.run { () throws(StoreError) in
+            var entries: [BackupSummary.Entry] = []
+            do throws(StoreError) {
+                for copy in copies {
+                    entries.append(.init(name: copy.name, keys: try BackupWriter.write(copy, into: partial, system: system),
+                                         lastSequence: copy.lastSequence))
+                }
+                try BackupWriter.finish(partial, as: target, system: system)
+            } catch {
+                BackupWriter.discard(partial, names: copies.map(\.name), system: system)
+                throw error
+            }
+            return entries
+        }
+        options.log("backup of \(entries.count) namespace(s), \(entries.reduce(0) { $0 + $1.keys }) keys, written to \(target)"
+                    + (unavailable.isEmpty ? "" : "; left out, unavailable: \(unavailable.keys.sorted().joined(separator: ", "))"))
+        return BackupSummary(path: target, namespaces: entries, unavailable: unavailable)
+    }
+}

@@ -30,12 +30,12 @@ extension Namespace {
                       expiredAt: data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0, keys: data.map.count)
     }
 
-    /// The state of every namespace in `namespaces` as of one moment: each is copied in this one
-    /// job, with no other job in between, so no write is in one copy without every write that was
-    /// performed before it in another. Each of them must run on this namespace's executor (the
-    /// store's ``StoreOptions/serialExecutor``); the check traps otherwise.
-    func copyTogether(_ namespaces: [Namespace]) -> [NamespaceCopy] {
-        namespaces.map { namespace in
+    /// The state of every namespace that `namespaces` lists, asked in this job, as of one moment:
+    /// each is copied in this one job, with no other job in between, so no write is in one copy
+    /// without every write that was performed before it in another. Each of them must run on this
+    /// namespace's executor (the store's ``StoreOptions/serialExecutor``); the check traps otherwise.
+    func copyTogether(_ namespaces: @Sendable () -> [Namespace]) -> [NamespaceCopy] {
+        namespaces().map { namespace in
             namespace === self ? copyForBackup() : namespace.assumeIsolated { $0.copyForBackup() }
         }
     }

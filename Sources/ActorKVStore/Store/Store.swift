@@ -360,20 +360,20 @@ public actor Store {
     /// attempt to open failed (the next access tries again).
     public func unavailability(of name: String) -> StoreError? { failed[name] ?? openFailures[name] }
 
-    /// Every namespace in the directory, opened, in name order, for a backup; and the errors of
-    /// those that cannot be opened.
-    func namespacesToBackUp() async throws(StoreError) -> (open: [Namespace], unavailable: [String: StoreError]) {
+    /// Opens every namespace in the directory, for a backup; returns the errors of those that
+    /// cannot be opened.
+    func openEveryNamespace() async throws(StoreError) -> [String: StoreError] {
         if isClosed { throw StoreError(.closed, "the store is closed") }
-        var open: [Namespace] = []
         var unavailable: [String: StoreError] = [:]
         for name in onDisk.sorted() {
-            do {
-                if let namespace = try await existingNamespace(name) { open.append(namespace) }
-            } catch {
-                unavailable[name] = error
-            }
+            do { _ = try await existingNamespace(name) } catch { unavailable[name] = error }
         }
-        return (open, unavailable)
+        return unavailable
+    }
+
+    /// Every open namespace now, in name order (read from the registry, not waiting on the store).
+    nonisolated func openNamespacesNow() -> [Namespace] {
+        openNamespaces.withLock { Array($0.values) }.sorted { $0.name < $1.name }
     }
 
     /// Statistics of every open namespace, sorted by name.

@@ -16,17 +16,20 @@ extension Store {
     /// and named in ``BackupSummary/unavailable``. Throws `invalidArgument` for a bad path, `io`
     /// when writing fails (what was written is removed), `closed` if the store is closed.
     public func backup(to path: String) async throws(StoreError) -> BackupSummary {
-        let (namespaces, unavailable) = try await namespacesToBackUp()
+        // Every namespace on disk opened first; those that cannot be are named in the summary.
+        let unavailable = try await openEveryNamespace()
         let system = self.system
         let (partial, target) = try await BlockingIO.run { () throws(StoreError) in
             try BackupWriter.prepare(path, dataDirectory: self.directory, system: system)
         }
         let copies: [NamespaceCopy]
-        if options.serialExecutor != nil, let first = namespaces.first {
-            copies = await first.copyTogether(namespaces)
+        if options.serialExecutor != nil, let first = openNamespacesNow().first {
+            // The namespaces are listed again in the copy's own job: one created since the list
+            // above (and written to before that moment) is copied too.
+            copies = await first.copyTogether { self.openNamespacesNow() }
         } else {
             var each: [NamespaceCopy] = []
-            for namespace in namespaces { each.append(await namespace.copyForBackup()) }
+            for namespace in openNamespacesNow() { each.append(await namespace.copyForBackup()) }
             copies = each
         }
         let entries = try await BlockingIO.run { () throws(StoreError) in

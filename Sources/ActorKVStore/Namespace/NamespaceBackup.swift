@@ -19,15 +19,13 @@ struct NamespaceCopy: Sendable {
     /// The wall-clock milliseconds by which a key's deadline must have passed for the copy to
     /// leave it out (0: no key has a deadline).
     let expiredAt: UInt64
-    /// Keys in the map, expired ones not yet swept included.
-    let keys: Int
 }
 
 extension Namespace {
     /// This namespace's state now, for a backup.
     func copyForBackup() -> NamespaceCopy {
         NamespaceCopy(name: name, map: FrozenMap(data.map), lifetimes: data.lifetimes.frozen(), lastSequence: lastSequence,
-                      expiredAt: data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0, keys: data.map.count)
+                      expiredAt: data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0)
     }
 
     /// The state of every namespace that `namespaces` lists, asked in this job, as of one moment:

@@ -13,11 +13,20 @@ import Musl
 /// whole backup, and a backup cut short (a failure, the server killed) leaves at most the hidden
 /// directory, which a failure removes. Blocking: run it off the actors.
 enum BackupWriter {
+    /// Where a backup goes.
+    struct Paths {
+        /// The directory asked for, without trailing slashes.
+        var target: String
+        /// Its parent directory.
+        var parent: String
+        /// The hidden directory beside it, where the backup is written.
+        var partial: String
+    }
+
     /// The target `path` checked, and the hidden directory made beside it: refuses a path that is
     /// not absolute, whose parent is not an existing directory, that exists already, or that is
-    /// inside `dataDirectory` (the store would take it for a namespace). Returns the hidden
-    /// directory's path and the target's, without trailing slashes.
-    static func prepare(_ path: String, dataDirectory: String, system: SystemCalls) throws(StoreError) -> (partial: String, target: String) {
+    /// inside `dataDirectory` (the store would take it for a namespace).
+    static func prepare(_ path: String, dataDirectory: String, system: SystemCalls) throws(StoreError) -> Paths {
         guard path.hasPrefix("/") else {
             throw StoreError(.invalidArgument, "a backup needs an absolute path (the server does not share the client's working directory): \(path)")
         }
@@ -35,12 +44,9 @@ enum BackupWriter {
             throw StoreError(.invalidArgument, "the backup's parent directory \(parent) does not exist or is not a directory")
         }
         try refuseExisting(target)
-        let (realParent, realData): (String, String)
-        do {
-            (realParent, realData) = (try SystemCalls.realPath(parent), try SystemCalls.realPath(dataDirectory))
-        } catch {
-            throw StoreError.io("resolving", parent, error)
-        }
+        let realParent: String, realData: String
+        do { realParent = try SystemCalls.realPath(parent) } catch { throw StoreError.io("resolving", parent, error) }
+        do { realData = try SystemCalls.realPath(dataDirectory) } catch { throw StoreError.io("resolving", dataDirectory, error) }
         if realParent == realData || realParent.hasPrefix(realData == "/" ? "/" : realData + "/") {
             throw StoreError(.invalidArgument, "a backup cannot go inside the data directory \(dataDirectory) (the server would take it for a namespace): \(path)")
         }
@@ -50,7 +56,7 @@ enum BackupWriter {
         } catch {
             throw StoreError.io("creating the backup directory", partial, error)
         }
-        return (partial, target)
+        return Paths(target: target, parent: parent, partial: partial)
     }
 
     /// Writes `copy` as the snapshot of namespace directory `partial/name`; returns the keys written.
@@ -62,14 +68,13 @@ enum BackupWriter {
                                         files: files).entries
     }
 
-    /// Makes the hidden directory durable and renames it to the target.
-    static func finish(_ partial: String, as target: String, system: SystemCalls) throws(StoreError) {
-        do { try system.fsyncDirectory(partial) } catch { throw StoreError.io("syncing", partial, error) }
+    /// Makes the hidden directory durable, renames it to the target and makes that durable.
+    static func finish(_ paths: Paths, system: SystemCalls) throws(StoreError) {
+        do { try system.fsyncDirectory(paths.partial) } catch { throw StoreError.io("syncing", paths.partial, error) }
         // Checked again: rename would replace an empty directory made there meanwhile.
-        try refuseExisting(target)
-        do { try system.rename(partial, target) } catch { throw StoreError.io("renaming \(partial) to", target, error) }
-        let parent = target.lastIndex(of: "/") == target.startIndex ? "/" : String(target[..<target.lastIndex(of: "/")!])
-        do { try system.fsyncDirectory(parent) } catch { throw StoreError.io("syncing", parent, error) }
+        try refuseExisting(paths.target)
+        do { try system.rename(paths.partial, paths.target) } catch { throw StoreError.io("renaming \(paths.partial) to", paths.target, error) }
+        do { try system.fsyncDirectory(paths.parent) } catch { throw StoreError.io("syncing", paths.parent, error) }
     }
 
     /// Removes what ``prepare(_:dataDirectory:system:)`` and ``write(_:into:system:)`` made of a

@@ -19,7 +19,7 @@ extension Store {
         // Every namespace on disk opened first; those that cannot be are named in the summary.
         let unavailable = try await openEveryNamespace()
         let system = self.system
-        let (partial, target) = try await BlockingIO.run { () throws(StoreError) in
+        let paths = try await BlockingIO.run { () throws(StoreError) in
             try BackupWriter.prepare(path, dataDirectory: self.directory, system: system)
         }
         let copies: [NamespaceCopy]
@@ -36,18 +36,18 @@ extension Store {
             var entries: [BackupSummary.Entry] = []
             do throws(StoreError) {
                 for copy in copies {
-                    entries.append(.init(name: copy.name, keys: try BackupWriter.write(copy, into: partial, system: system),
+                    entries.append(.init(name: copy.name, keys: try BackupWriter.write(copy, into: paths.partial, system: system),
                                          lastSequence: copy.lastSequence))
                 }
-                try BackupWriter.finish(partial, as: target, system: system)
+                try BackupWriter.finish(paths, system: system)
             } catch {
-                BackupWriter.discard(partial, names: copies.map(\.name), system: system)
+                BackupWriter.discard(paths.partial, names: copies.map(\.name), system: system)
                 throw error
             }
             return entries
         }
-        options.log("backup of \(entries.count) namespace(s), \(entries.reduce(0) { $0 + $1.keys }) keys, written to \(target)"
+        options.log("backup of \(entries.count) namespace(s), \(entries.reduce(0) { $0 + $1.keys }) keys, written to \(paths.target)"
                     + (unavailable.isEmpty ? "" : "; left out, unavailable: \(unavailable.keys.sorted().joined(separator: ", "))"))
-        return BackupSummary(path: target, namespaces: entries, unavailable: unavailable)
+        return BackupSummary(path: paths.target, namespaces: entries, unavailable: unavailable)
     }
 }

@@ -17,27 +17,12 @@ set -euo pipefail
 BIN=$1 KEYS=${2:-1000000}
 DIR=$(mktemp -d /tmp/actorkv-backup.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$DIR"' EXIT
-S=$DIR/s.sock
-if [ "$BIN" = redis ]; then
-    redis-server --port 0 --unixsocket "$S" --save "" --appendonly no --dir "$DIR" >"$DIR/log" 2>&1 &
-    hset=HSET get=(GET other)
-else
-    "$BIN" --socket "$S" --data-dir "$DIR/data" --snapshot-interval 0 2>"$DIR/log" &
-    hset=PUT get=(GET other k)
-fi
-PID=$!
-for _ in $(seq 1 100); do [ -S "$S" ] && break; sleep 0.05; done
-python3 -c "
-import sys
-out = sys.stdout.buffer
-for i in range($KEYS):
-    key = b'key:%d' % i
-    out.write(b'*4\r\n\$%d\r\n%s\r\n\$3\r\nbig\r\n\$%d\r\n%s\r\n\$100\r\n%s\r\n' % (len(b'$hset'), b'$hset', len(key), key, b'v' * 100))
-" | redis-cli -s "$S" --pipe | tail -1
-if [ "$BIN" = redis ]; then redis-cli -s "$S" SET other v >/dev/null; else redis-cli -s "$S" PUT other k v >/dev/null; fi
+. "$(dirname "$0")/bighash.sh"
+start_big_hash "$BIN" "$KEYS" "$DIR"
+PID=$SERVER_PID
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$PID/status"; }
 echo "resident before: $(( $(rss) / 1024 )) MiB"
-redis-benchmark -s "$S" -c 1 -n 100000 "${get[@]}" >"$DIR/bench" 2>/dev/null &
+redis-benchmark -s "$S" -c 1 -n 100000 "${GET_OTHER[@]}" >"$DIR/bench" 2>/dev/null &
 BENCH=$!
 sleep 0.5
 touch "$DIR/running"

@@ -14,29 +14,14 @@ set -euo pipefail
 BIN=$1 FIELDS=${2:-1000000}
 DIR=$(mktemp -d /tmp/actorkv-randomfield.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$DIR"' EXIT
-S=$DIR/s.sock
-if [ "$BIN" = redis ]; then
-    redis-server --port 0 --unixsocket "$S" --save "" --appendonly no --dir "$DIR" >"$DIR/log" 2>&1 &
-    hset=HSET get=(GET other)
-else
-    "$BIN" --socket "$S" --data-dir "$DIR/data" 2>"$DIR/log" &
-    hset=PUT get=(GET other k)
-fi
-for _ in $(seq 1 100); do [ -S "$S" ] && break; sleep 0.05; done
-python3 -c "
-import sys
-out = sys.stdout.buffer
-for i in range($FIELDS):
-    key = b'key:%d' % i
-    out.write(b'*4\r\n\$%d\r\n%s\r\n\$3\r\nbig\r\n\$%d\r\n%s\r\n\$100\r\n%s\r\n' % (len(b'$hset'), b'$hset', len(key), key, b'v' * 100))
-" | redis-cli -s "$S" --pipe | tail -1
-if [ "$BIN" = redis ]; then redis-cli -s "$S" SET other v >/dev/null; else redis-cli -s "$S" PUT other k v >/dev/null; fi
+. "$(dirname "$0")/bighash.sh"
+start_big_hash "$BIN" "$FIELDS" "$DIR"
 for c in "HRANDFIELD big" "HRANDFIELD big" "HRANDFIELD big" "HRANDFIELD big 5 WITHVALUES" "HRANDFIELD big -100"; do
     s=$(date +%s%N); redis-cli -s "$S" $c >/dev/null; e=$(date +%s%N)
     echo "$c: $(( (e - s) / 1000 )) us"
 done
 (for _ in $(seq 1 20); do redis-cli -s "$S" HRANDFIELD big 3 >/dev/null; done) &
 LOOP=$!
-redis-benchmark -s "$S" -c 1 -n 20000 "${get[@]}" 2>/dev/null | grep -E '^\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+' | tail -1 |
+redis-benchmark -s "$S" -c 1 -n 20000 "${GET_OTHER[@]}" 2>/dev/null | grep -E '^\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+' | tail -1 |
     awk '{print "another client'"'"'s GETs meanwhile: avg " $1 " ms, p99 " $5 " ms, max " $6 " ms"}'
 wait "$LOOP"

@@ -122,7 +122,7 @@ struct NamespacePermissionTests {
         }
     }
 
-    @Test("rights are the union of matching rules; write alone does not read; WATCH needs read on every namespace; ACL LOAD and BACKUP are the owner's")
+    @Test("rights are the union of matching rules; write alone does not read; WATCH needs read on every namespace; ACL LOAD, BACKUP and CLIENT LIST are the owner's")
     func unionAndDetails() throws {
         let rights = ConnectionRights(access: try access("""
             gid:3001 jobs-* write
@@ -136,6 +136,8 @@ struct NamespacePermissionTests {
         #expect(refusal(["WATCH", "ns", "jobs-a", "jobs-b"], rights) == "no read permission on namespace 'jobs-b' for uid 2001")
         #expect(refusal(["ACL", "LOAD"], rights) == "only the server's own uid 0 may run ACL LOAD; this connection is uid 2001")
         #expect(refusal(["ACL", "WHOAMI"], rights) == nil)
+        #expect(refusal(["CLIENT", "LIST"], rights) == "only the server's own uid 0 may run CLIENT LIST; this connection is uid 2001")
+        #expect(refusal(["CLIENT", "ID"], rights) == nil)
         #expect(refusal(["backup", "/tmp/copy"], rights) == "only the server's own uid 0 may run BACKUP; this connection is uid 2001")
         #expect(refusal(["BACKUP", "/tmp/copy"], ConnectionRights(access: try access("uid:2001 * read write admin\n"), peer: Self.peer))
                 == "only the server's own uid 0 may run BACKUP; this connection is uid 2001", "every right on every namespace is not the server's uid")

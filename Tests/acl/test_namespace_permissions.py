@@ -526,7 +526,7 @@ class Followers(ServerTestCase):
 
 
 # ============================================================================================
-# BACKUP: the server's own uid only, whatever rights a rule grants
+# BACKUP and CLIENT LIST: the server's own uid only, whatever rights a rule grants
 
 
 class Backups(ServerTestCase):
@@ -543,6 +543,15 @@ class Backups(ServerTestCase):
         self.assertUsable(peer)
         self.assertEqual(self.root.call("BACKUP", target), "OK")
         self.assertEqual(sorted(os.listdir(target)), ["bk"])
+
+    def test_client_list_only_from_the_server_uid(self):
+        peer = self.peer(2001, 2001)
+        self.assertEqual(peer.call("CLIENT", "LIST"),
+                         "NOPERM only the server's own uid 0 may run CLIENT LIST; this connection is uid 2001")
+        self.assertUsable(peer)
+        listed = self.root.call("CLIENT", "LIST")
+        self.assertIn(b" uid=2001 gid=2001 ", listed, "the peer's line, with its credentials")
+        self.assertIn(b" uid=0 gid=0 ", listed)
 
 
 # ============================================================================================

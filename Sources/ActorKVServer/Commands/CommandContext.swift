@@ -13,6 +13,8 @@ struct CommandContext: Sendable {
     var settings: [(name: String, value: String)] = []
     /// The server's HSCAN cursors, shared by every connection.
     let hashScanCursors: HashScanCursors
+    /// The sessions of the open connections (CLIENT LIST).
+    let clients: ClientRegistry
     /// The namespace permissions (nil: every right for everyone).
     var access: AccessControl?
     /// The event loop's executor when the command runs in a task that prefers it (nil

@@ -8,7 +8,7 @@ enum ConnectionCommands {
     static let specs: [CommandSpec] = [
         CommandSpec(name: "HELLO", usage: "HELLO [protover [AUTH username password] [SETNAME clientname]]", arity: .atLeast(0),
                     flags: [.unrestricted, .session], parse: parseHello),
-        CommandSpec(name: "CLIENT", usage: "CLIENT ID | INFO | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value", arity: .atLeast(1),
+        CommandSpec(name: "CLIENT", usage: "CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value", arity: .atLeast(1),
                     flags: [.unrestricted, .session], parse: parseClient),
         CommandSpec(name: "SELECT", usage: "SELECT 0", arity: .exactly(1), flags: [.unrestricted, .session]) { (args) throws(CommandError) in
             guard args[0].elementsEqual("0".utf8) else {
@@ -79,19 +79,22 @@ enum ConnectionCommands {
     private static let infoWord = Array("INFO".utf8)
     private static let getNameWord = Array("GETNAME".utf8)
     private static let setInfoWord = Array("SETINFO".utf8)
+    private static let listWord = Array("LIST".utf8)
+    private static let typeWord = Array("TYPE".utf8)
     private static let libNameWord = Array("LIB-NAME".utf8)
     private static let libVersionWord = Array("LIB-VER".utf8)
 
-    /// CLIENT ID, INFO, GETNAME, SETNAME and SETINFO, answered as Redis does.
+    /// CLIENT ID, INFO, LIST, GETNAME, SETNAME and SETINFO, answered as Redis does.
     private static func parseClient(_ args: CommandArguments) throws(CommandError) -> Command {
         let subcommand = args[0]
+        if CommandTable.matches(subcommand, listWord) { return try parseList(args) }
         switch args.count {
         case 1 where CommandTable.matches(subcommand, idWord):
             return .local(LocalCommand { context in .integer(Int64(context.session.id)) })
         case 1 where CommandTable.matches(subcommand, infoWord):
             return .local(LocalCommand { context in
                 let socketPath = context.settings.first { $0.name == "unixsocket" }?.value
-                return .bulk(Array(clientInfo(context.session, socketPath: socketPath).utf8))
+                return .bulk(Array(clientInfo(context.session, socketPath: socketPath, command: "client|info").utf8))
             })
         case 1 where CommandTable.matches(subcommand, getNameWord):
             return .local(LocalCommand { context in context.session.name.map { .bulk(Array($0.utf8)) } ?? .null })
@@ -104,8 +107,74 @@ enum ConnectionCommands {
         case 3 where CommandTable.matches(subcommand, setInfoWord):
             return try parseSetInfo(args)
         default:
-            throw CommandError(.syntax, "unknown CLIENT subcommand or wrong number of arguments for '\(Command.printable(subcommand))' (usage: CLIENT ID | INFO | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value)")
+            throw CommandError(.syntax, "unknown CLIENT subcommand or wrong number of arguments for '\(Command.printable(subcommand))' (usage: CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value)")
         }
+    }
+
+    /// CLIENT LIST [TYPE normal|pubsub|master|replica] [ID id …]: a CLIENT INFO line per open
+    /// connection, by id; `TYPE pubsub` those following changes, `normal` the others, `master` and
+    /// `replica` none. Only the server's own uid may ask under `--acl` (it shows every client's
+    /// uid, pid and name).
+    private static func parseList(_ args: CommandArguments) throws(CommandError) -> Command {
+        let filter = try ClientFilter(args)
+        var list = LocalCommand { context in
+            let socketPath = context.settings.first { $0.name == "unixsocket" }?.value
+            var text = ""
+            for session in context.clients.all where filter.shows(session) {
+                text += clientInfo(session, socketPath: socketPath, command: session === context.session ? "client|list" : "NULL")
+            }
+            return .bulk(Array(text.utf8))
+        }
+        list.flags = [.serverOwner, .session]
+        return .local(list)
+    }
+
+    /// Which connections CLIENT LIST shows: `TYPE` and `ID`, each at most once, in any order.
+    struct ClientFilter: Sendable {
+        /// `TYPE normal` (false) or `pubsub` (true): whether the connection follows changes.
+        var following: Bool?
+        /// `TYPE master` or `replica`: no connection is one.
+        var none = false
+        /// `ID id …`.
+        var ids: Set<UInt64>?
+
+        init(_ args: CommandArguments) throws(CommandError) {
+            var index = 1, typed = false
+            while index < args.count {
+                guard index + 1 < args.count else { throw listSyntax() }
+                if CommandTable.matches(args[index], typeWord), !typed {
+                    switch String(decoding: ServerCommands.lowercasedASCII(args[index + 1]), as: UTF8.self) {
+                    case "normal": following = false
+                    case "pubsub": following = true
+                    case "master", "replica": none = true
+                    default: throw CommandError(.syntax, "Unknown client type '\(Command.printable(args[index + 1]))'")
+                    }
+                    (typed, index) = (true, index + 2)
+                } else if CommandTable.matches(args[index], idWord), ids == nil {
+                    var listed: Set<UInt64> = []
+                    index += 1
+                    while index < args.count, !CommandTable.matches(args[index], typeWord) {
+                        guard let id = UInt64(String(decoding: args[index], as: UTF8.self)), id > 0 else {
+                            throw CommandError(.syntax, "Invalid client ID")
+                        }
+                        listed.insert(id)
+                        index += 1
+                    }
+                    ids = listed
+                } else {
+                    throw listSyntax()
+                }
+            }
+        }
+
+        /// Whether `session`'s connection is listed.
+        func shows(_ session: ClientSession) -> Bool {
+            !none && (ids?.contains(session.id) ?? true) && (following.map { $0 == session.isFollowing } ?? true)
+        }
+    }
+
+    private static func listSyntax() -> CommandError {
+        CommandError(.syntax, "syntax error (usage: CLIENT LIST [TYPE normal|pubsub] [ID id ...])")
     }
 
     /// CLIENT SETINFO LIB-NAME name / LIB-VER version.
@@ -138,8 +207,10 @@ enum ConnectionCommands {
     /// CLIENT INFO's line: Redis 7's fields, in Redis's order (clients such as node-redis 4 read
     /// them by position), then ActorKV's own (`uid`, `gid`, `pid` of the peer). Real values
     /// where ActorKV has them; the rest are fixed placeholders (protocol.md, "CLIENT", says which).
-    /// CLIENT cannot run inside MULTI, so `multi` is always -1, as Redis shows outside MULTI.
-    static func clientInfo(_ session: ClientSession, socketPath: String?) -> String {
+    /// `command`: the `cmd` shown (the CLIENT subcommand running, or `NULL`: not tracked).
+    /// CLIENT cannot run inside MULTI, so `multi` is -1 for the connection asking, as Redis shows
+    /// outside MULTI; another connection shows 0 while it queues a transaction.
+    static func clientInfo(_ session: ClientSession, socketPath: String?, command: String) -> String {
         let library = session.library
         let multi = session.inTransaction ? "0" : "-1"
         // Redis shows a Unix-socket client's address as `path:0`; a path that would break the
@@ -149,9 +220,10 @@ enum ConnectionCommands {
         } ?? "unix:0"
         let flags = session.isFollowing ? "UP" : "U"
         let peer = session.peer.map { "uid=\($0.uid) gid=\($0.gid) pid=\($0.pid)" } ?? "uid=? gid=? pid=?"
-        return "id=\(session.id) addr=\(address) laddr=\(address) fd=-1 name=\(session.name ?? "") age=0 idle=0 flags=\(flags) db=0 "
+        let age = max(0, Int(monotonicSeconds() - session.connectedAt))
+        return "id=\(session.id) addr=\(address) laddr=\(address) fd=-1 name=\(session.name ?? "") age=\(age) idle=0 flags=\(flags) db=0 "
             + "sub=0 psub=0 ssub=0 multi=\(multi) qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 "
-            + "events=r cmd=client|info user=\(AccessCommands.userName(of: session)) redir=-1 resp=\(session.version.rawValue) "
+            + "events=r cmd=\(command) user=\(AccessCommands.userName(of: session)) redir=-1 resp=\(session.version.rawValue) "
             + "lib-name=\(library.name) lib-ver=\(library.version) \(peer)\n"
     }
 }

@@ -579,6 +579,7 @@ final class EventLoop: @unchecked Sendable {
     /// and ends its session (once its command in flight, if any, has finished).
     func closeConnection(_ c: Connection, reason: SessionEnd, lingering: Bool = false) {
         guard connections.removeValue(forKey: c.id) != nil else { return }
+        processor.clients.remove(c.id)
         // Taken as if read: a socket closed with unread bytes in it reports ECONNRESET to its
         // peer (after the replies already sent) where it reported the end of the stream.
         _ = takePeeked(c)

@@ -90,6 +90,7 @@ extension EventLoop {
             return
         }
         connections[id] = connection
+        processor.clients.add(connection.session)
         statistics.connectedClients.add(1, ordering: .relaxed)
         statistics.totalConnections.add(1, ordering: .relaxed)
         pump(connection)

@@ -20,6 +20,8 @@ public final class ClientSession: Sendable {
     /// watched names' ``watchWeight(of:)`` together (the server gives `--max-request-bytes`: a
     /// transaction holds no more than one request may).
     public let transactionLimit: Int
+    /// When the connection was accepted (monotonic seconds): CLIENT INFO's and LIST's `age`.
+    public let connectedAt = monotonicSeconds()
 
     private struct State {
         var name: String?

@@ -18,6 +18,8 @@ public struct CommandProcessor: Sendable {
     private let info: @Sendable (_ shows: @Sendable (String) -> Bool) async -> [UInt8]
     private let settings: [(name: String, value: String)]
     private let hashScanCursors = HashScanCursors()
+    /// The sessions of the open connections (CLIENT LIST), kept by the event loop.
+    public let clients = ClientRegistry()
     private let sessionEnded: (@Sendable (ClientSession, SessionEnd) -> Void)?
 
     /// Creates a processor; `info` renders the INFO text, with the lines of the namespaces
@@ -95,7 +97,8 @@ public struct CommandProcessor: Sendable {
             case .local(let local):
                 await flush(&group, into: &replies, loop: loop)
                 replies.append(await local.run(CommandContext(backend: backend, session: session, info: info, settings: settings,
-                                                                   hashScanCursors: hashScanCursors, access: access, loop: loop)))
+                                                                   hashScanCursors: hashScanCursors, clients: clients, access: access,
+                                                                   loop: loop)))
                 if session.closeRequested { return replies }
             }
         }

@@ -202,6 +202,11 @@ def connect_with_defaults():
     for field in ("addr", "laddr", "fd", "name", "age", "idle", "flags", "db", "multi", "cmd", "user", "resp"):
         check(f"CLIENT INFO has Redis's '{field}'", field in info, f"client_info(): {info!r}")
     expect_eq("CLIENT INFO: cmd", "client|info", info.get("cmd"))
+    listed = r.client_list()
+    check("CLIENT LIST (client_list()) holds this connection, with its fields",
+          any(str(entry.get("id")) == str(client_id) and "age" in entry and "flags" in entry for entry in listed),
+          f"client_list(): {listed!r}")
+    expect_eq("CLIENT LIST TYPE pubsub (client_list(_type='pubsub')): nobody follows here", [], r.client_list(_type="pubsub"))
     # INFO with a section: only that section, with Redis's field names.
     memory = r.info("memory")
     check("INFO memory has used_memory, an integer > 0",

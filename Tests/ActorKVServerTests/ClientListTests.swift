@@ -3,8 +3,9 @@ import ActorKVTestSupport
 import Foundation
 import Testing
 
-/// `CLIENT LIST` on a real server: a line per open connection, as CLIENT INFO's, filtered by TYPE
-/// and ID; a connection that ends is no longer listed.
+/// `CLIENT LIST` and `CLIENT KILL` on a real server: a line per open connection, as CLIENT INFO's,
+/// filtered by TYPE and ID; a connection that ends is no longer listed; a killed one is closed at
+/// once and what it held released.
 @Suite struct ClientListTests {
     /// The `key=value` fields of each line of a CLIENT LIST reply.
     static func lines(_ reply: Reply) throws -> [[String: String]] {
@@ -77,6 +78,56 @@ import Testing
                 usleep(10_000)
             }
             #expect(ids == [followerID, askingID].map { String($0) }, "the connection that quit is gone")
+        }
+    }
+
+    @Test("CLIENT KILL ID closes a lock holder's connection at once, which releases its lock (a follower sees it go); filters must all match; SKIPME no closes the asking connection after the reply")
+    func killReleasesWhatTheConnectionHeld() async throws {
+        let server = try await ServerProcess.started()
+        defer { server.stop() }
+        try await onOwnThread {
+            let holder = try RawConnection(path: server.socketPath)
+            #expect(try holder.command(["PUT", "locks", "job-42", "holder", "IFVERSION", "0", "EPHEMERAL"]) == .integer(1))
+            guard case .integer(let holderID) = try holder.command(["CLIENT", "ID"]) else { throw TestFailure("CLIENT ID") }
+            let watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES locks\r\n")
+            _ = try watcher.reply()
+            let admin = try RawConnection(path: server.socketPath)
+            guard case .integer(let adminID) = try admin.command(["CLIENT", "ID"]) else { throw TestFailure("CLIENT ID") }
+
+            // Every filter must match: the holder does not follow changes.
+            #expect(try admin.command(["CLIENT", "KILL", "ID", String(holderID), "TYPE", "pubsub"]) == .integer(0))
+            #expect(try admin.command(["CLIENT", "KILL", "ID", "99999"]) == .integer(0))
+            #expect(try admin.command(["CLIENT", "KILL", "ID", String(adminID)]) == .integer(0), "SKIPME yes by default")
+            #expect(try admin.command(["CLIENT", "KILL", "ID", String(holderID)]) == .integer(1))
+            #expect(try !Self.lines(try admin.command(["CLIENT", "LIST"])).contains { $0["id"] == String(holderID) },
+                    "not listed from the reply on")
+            #expect(holder.isClosedByServer(), "the holder's connection is closed")
+            // Its ephemeral key goes as when its process dies: a logged delete the follower sees.
+            var message = try watcher.reply()
+            while case .array(let parts) = message, parts.first == .bulk("synced") { message = try watcher.reply() }
+            guard case .array(let change) = message, change.count == 4 else { throw TestFailure("no change for the release: \(message)") }
+            #expect(change[0] == .bulk("change") && change[3] == .array([.bulk("job-42"), .null]), "\(change)")
+            #expect(try admin.command(["GET", "locks", "job-42"]) == .null)
+
+            for (request, error) in [
+                (["CLIENT", "KILL", "127.0.0.1:6379"], "ERR CLIENT KILL addr:port cannot name one connection here (every client's address is the socket's path): use CLIENT KILL ID id (CLIENT LIST shows the ids)"),
+                (["CLIENT", "KILL", "ID"], "ERR syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no])"),
+                (["CLIENT", "KILL", "ID", "x"], "ERR Invalid client ID"),
+                (["CLIENT", "KILL", "TYPE", "bogus"], "ERR Unknown client type 'bogus'"),
+                (["CLIENT", "KILL", "SKIPME", "maybe"], "ERR syntax error (SKIPME takes yes or no)"),
+                (["CLIENT", "KILL", "NAME", "x"], "ERR syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no])"),
+            ] {
+                #expect(try admin.command(request) == .error(error), "\(request)")
+            }
+            // TYPE pubsub: the follower.
+            #expect(try admin.command(["CLIENT", "KILL", "TYPE", "pubsub"]) == .integer(1))
+            #expect(watcher.isClosedByServer())
+            // The asking connection, when named and not skipped: the reply, then the close.
+            #expect(try admin.command(["CLIENT", "KILL", "ID", String(adminID), "SKIPME", "no"]) == .integer(1))
+            #expect(admin.isClosedByServer())
+            let after = try RawConnection(path: server.socketPath)
+            #expect(try after.command(["PING"]) == .simple("PONG"), "the server goes on")
         }
     }
 }

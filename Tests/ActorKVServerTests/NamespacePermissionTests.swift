@@ -122,7 +122,7 @@ struct NamespacePermissionTests {
         }
     }
 
-    @Test("rights are the union of matching rules; write alone does not read; WATCH needs read on every namespace; ACL LOAD, BACKUP and CLIENT LIST are the owner's")
+    @Test("rights are the union of matching rules; write alone does not read; WATCH needs read on every namespace; ACL LOAD, BACKUP, CLIENT LIST and CLIENT KILL are the owner's")
     func unionAndDetails() throws {
         let rights = ConnectionRights(access: try access("""
             gid:3001 jobs-* write
@@ -138,6 +138,7 @@ struct NamespacePermissionTests {
         #expect(refusal(["ACL", "WHOAMI"], rights) == nil)
         #expect(refusal(["CLIENT", "LIST"], rights) == "only the server's own uid 0 may run CLIENT LIST; this connection is uid 2001")
         #expect(refusal(["CLIENT", "ID"], rights) == nil)
+        #expect(refusal(["CLIENT", "KILL", "ID", "7"], rights) == "only the server's own uid 0 may run CLIENT KILL; this connection is uid 2001")
         #expect(refusal(["backup", "/tmp/copy"], rights) == "only the server's own uid 0 may run BACKUP; this connection is uid 2001")
         #expect(refusal(["BACKUP", "/tmp/copy"], ConnectionRights(access: try access("uid:2001 * read write admin\n"), peer: Self.peer))
                 == "only the server's own uid 0 may run BACKUP; this connection is uid 2001", "every right on every namespace is not the server's uid")

@@ -526,7 +526,7 @@ class Followers(ServerTestCase):
 
 
 # ============================================================================================
-# BACKUP and CLIENT LIST: the server's own uid only, whatever rights a rule grants
+# BACKUP, CLIENT LIST and CLIENT KILL: the server's own uid only, whatever rights a rule grants
 
 
 class Backups(ServerTestCase):
@@ -552,6 +552,9 @@ class Backups(ServerTestCase):
         listed = self.root.call("CLIENT", "LIST")
         self.assertIn(b" uid=2001 gid=2001 ", listed, "the peer's line, with its credentials")
         self.assertIn(b" uid=0 gid=0 ", listed)
+        self.assertEqual(peer.call("CLIENT", "KILL", "SKIPME", "no"),
+                         "NOPERM only the server's own uid 0 may run CLIENT KILL; this connection is uid 2001")
+        self.assertUsable(peer)
 
 
 # ============================================================================================

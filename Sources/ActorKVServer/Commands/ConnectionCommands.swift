@@ -8,7 +8,7 @@ enum ConnectionCommands {
     static let specs: [CommandSpec] = [
         CommandSpec(name: "HELLO", usage: "HELLO [protover [AUTH username password] [SETNAME clientname]]", arity: .atLeast(0),
                     flags: [.unrestricted, .session], parse: parseHello),
-        CommandSpec(name: "CLIENT", usage: "CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value", arity: .atLeast(1),
+        CommandSpec(name: "CLIENT", usage: "CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value", arity: .atLeast(1),
                     flags: [.unrestricted, .session], parse: parseClient),
         CommandSpec(name: "SELECT", usage: "SELECT 0", arity: .exactly(1), flags: [.unrestricted, .session]) { (args) throws(CommandError) in
             guard args[0].elementsEqual("0".utf8) else {
@@ -80,6 +80,9 @@ enum ConnectionCommands {
     private static let getNameWord = Array("GETNAME".utf8)
     private static let setInfoWord = Array("SETINFO".utf8)
     private static let listWord = Array("LIST".utf8)
+    private static let killWord = Array("KILL".utf8)
+    private static let userWord = Array("USER".utf8)
+    private static let skipMeWord = Array("SKIPME".utf8)
     private static let typeWord = Array("TYPE".utf8)
     private static let libNameWord = Array("LIB-NAME".utf8)
     private static let libVersionWord = Array("LIB-VER".utf8)
@@ -88,6 +91,7 @@ enum ConnectionCommands {
     private static func parseClient(_ args: CommandArguments) throws(CommandError) -> Command {
         let subcommand = args[0]
         if CommandTable.matches(subcommand, listWord) { return try parseList(args) }
+        if CommandTable.matches(subcommand, killWord) { return try parseKill(args) }
         switch args.count {
         case 1 where CommandTable.matches(subcommand, idWord):
             return .local(LocalCommand { context in .integer(Int64(context.session.id)) })
@@ -107,7 +111,7 @@ enum ConnectionCommands {
         case 3 where CommandTable.matches(subcommand, setInfoWord):
             return try parseSetInfo(args)
         default:
-            throw CommandError(.syntax, "unknown CLIENT subcommand or wrong number of arguments for '\(Command.printable(subcommand))' (usage: CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value)")
+            throw CommandError(.syntax, "unknown CLIENT subcommand or wrong number of arguments for '\(Command.printable(subcommand))' (usage: CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value)")
         }
     }
 
@@ -137,27 +141,25 @@ enum ConnectionCommands {
         var none = false
         /// `ID id …`.
         var ids: Set<UInt64>?
+        /// Whether a `TYPE` was given.
+        var typed = false
 
+        /// Every connection.
+        init() {}
+
+        /// CLIENT LIST's filters, from its arguments.
         init(_ args: CommandArguments) throws(CommandError) {
-            var index = 1, typed = false
+            var index = 1
             while index < args.count {
                 guard index + 1 < args.count else { throw listSyntax() }
                 if CommandTable.matches(args[index], typeWord), !typed {
-                    switch String(decoding: ServerCommands.lowercasedASCII(args[index + 1]), as: UTF8.self) {
-                    case "normal": following = false
-                    case "pubsub": following = true
-                    case "master", "replica": none = true
-                    default: throw CommandError(.syntax, "Unknown client type '\(Command.printable(args[index + 1]))'")
-                    }
-                    (typed, index) = (true, index + 2)
+                    try setType(args[index + 1])
+                    index += 2
                 } else if CommandTable.matches(args[index], idWord), ids == nil {
                     var listed: Set<UInt64> = []
                     index += 1
                     while index < args.count, !CommandTable.matches(args[index], typeWord) {
-                        guard let id = UInt64(String(decoding: args[index], as: UTF8.self)), id > 0 else {
-                            throw CommandError(.syntax, "Invalid client ID")
-                        }
-                        listed.insert(id)
+                        listed.insert(try clientID(args[index]))
                         index += 1
                     }
                     ids = listed
@@ -167,10 +169,75 @@ enum ConnectionCommands {
             }
         }
 
+        /// `TYPE value`.
+        mutating func setType(_ value: ArraySlice<UInt8>) throws(CommandError) {
+            switch String(decoding: ServerCommands.lowercasedASCII(value), as: UTF8.self) {
+            case "normal": following = false
+            case "pubsub": following = true
+            case "master", "replica": none = true
+            default: throw CommandError(.syntax, "Unknown client type '\(Command.printable(value))'")
+            }
+            typed = true
+        }
+
         /// Whether `session`'s connection is listed.
         func shows(_ session: ClientSession) -> Bool {
             !none && (ids?.contains(session.id) ?? true) && (following.map { $0 == session.isFollowing } ?? true)
         }
+    }
+
+    /// CLIENT KILL with Redis's filters `ID id`, `TYPE normal|pubsub|master|replica`, `USER name`
+    /// and `SKIPME yes|no` (default yes), all of which a connection must match: closes those
+    /// connections at once and answers how many. The connection asking, when it matches and
+    /// `SKIPME no` says so, is closed after the reply. Only the server's own uid may ask under
+    /// `--acl`. Redis's older form, `CLIENT KILL addr:port`, cannot name one connection here
+    /// (every client's address is the socket's path): refused.
+    private static func parseKill(_ args: CommandArguments) throws(CommandError) -> Command {
+        guard args.count > 1, args.count % 2 == 1 else {
+            let filterWords = [idWord, typeWord, userWord, skipMeWord]
+            let oldForm = args.count == 2 && !filterWords.contains { CommandTable.matches(args[1], $0) }
+            throw CommandError(.syntax, oldForm
+                ? "CLIENT KILL addr:port cannot name one connection here (every client's address is the socket's path): use CLIENT KILL ID id (CLIENT LIST shows the ids)"
+                : "syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no])")
+        }
+        var filter = ClientFilter()
+        var user: String?, skipMe = true
+        for index in stride(from: 1, to: args.count, by: 2) {
+            let (word, value) = (args[index], args[index + 1])
+            if CommandTable.matches(word, idWord), filter.ids == nil {
+                filter.ids = [try clientID(value)]
+            } else if CommandTable.matches(word, typeWord), !filter.typed {
+                try filter.setType(value)
+            } else if CommandTable.matches(word, userWord), user == nil {
+                user = String(decoding: value, as: UTF8.self)
+            } else if CommandTable.matches(word, skipMeWord) {
+                switch String(decoding: ServerCommands.lowercasedASCII(value), as: UTF8.self) {
+                case "yes": skipMe = true
+                case "no": skipMe = false
+                default: throw CommandError(.syntax, "syntax error (SKIPME takes yes or no)")
+                }
+            } else {
+                throw CommandError(.syntax, "syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no])")
+            }
+        }
+        let (matching, userName, skippingMe) = (filter, user, skipMe)
+        var kill = LocalCommand { context in
+            let victims = context.clients.all.filter { session in
+                matching.shows(session) && (userName.map { AccessCommands.userName(of: session) == $0 } ?? true)
+                    && !(skippingMe && session === context.session)
+            }
+            context.clients.kill(victims.filter { $0 !== context.session }.map(\.id))
+            if victims.contains(where: { $0 === context.session }) { context.session.requestClose() }
+            return .integer(Int64(victims.count))
+        }
+        kill.flags = [.serverOwner, .session]
+        return .local(kill)
+    }
+
+    /// A client id: a decimal integer greater than 0.
+    private static func clientID(_ bytes: ArraySlice<UInt8>) throws(CommandError) -> UInt64 {
+        guard let id = UInt64(String(decoding: bytes, as: UTF8.self)), id > 0 else { throw CommandError(.syntax, "Invalid client ID") }
+        return id
     }
 
     private static func listSyntax() -> CommandError {

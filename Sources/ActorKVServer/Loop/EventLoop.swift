@@ -141,6 +141,7 @@ final class EventLoop: @unchecked Sendable {
         try register(wakeSignal.fd, token: Self.wakeToken, events: ACTORKV_EPOLLIN)
         reserveFD = SocketCalls.openReserve()
         processor.backend.changeListener.set { [weak self] namespace in self?.feedAdvanced(namespace) }
+        processor.clients.setWake { wakeSignal.signal() }
     }
 
     deinit { if reserveFD >= 0 { SocketCalls.close(reserveFD) } }
@@ -218,6 +219,7 @@ final class EventLoop: @unchecked Sendable {
             wakeSignal.drain()
             runReactorJobs()
             applyAccessChanges()
+            closeKilled()
             drainCompletions()
             serviceFeeds()
         case ReactorRegistry.firstToken...:
@@ -244,6 +246,14 @@ final class EventLoop: @unchecked Sendable {
         for connection in connections.values {
             connection.close(afterFlushFor: .shutdown)
             pump(connection)
+        }
+    }
+
+    /// Closes the connections CLIENT KILL named: at once, whatever they were doing (a command
+    /// in flight finishes unanswered, then the session ends and releases what it held).
+    private func closeKilled() {
+        for id in processor.clients.takeKills() {
+            if let connection = connections[id] { closeConnection(connection, reason: .killed) }
         }
     }
 

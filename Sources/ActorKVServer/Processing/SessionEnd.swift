@@ -21,4 +21,6 @@ public enum SessionEnd: String, Sendable, Equatable, CaseIterable {
     /// The connection followed changes of a namespace it may no longer read after the
     /// permissions were reloaded (`-NOPERM`).
     case accessWithdrawn
+    /// `CLIENT KILL` from another connection closed it (or this one, with `SKIPME no`).
+    case killed
 }

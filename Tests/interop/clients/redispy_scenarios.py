@@ -207,6 +207,12 @@ def connect_with_defaults():
           any(str(entry.get("id")) == str(client_id) and "age" in entry and "flags" in entry for entry in listed),
           f"client_list(): {listed!r}")
     expect_eq("CLIENT LIST TYPE pubsub (client_list(_type='pubsub')): nobody follows here", [], r.client_list(_type="pubsub"))
+    other = make_client()
+    other_id = other.client_id()
+    expect_eq("CLIENT KILL ID (client_kill_filter(_id=...)) closes the other connection", 1, r.client_kill_filter(_id=other_id))
+    check("the killed connection is gone from CLIENT LIST",
+          all(str(entry.get("id")) != str(other_id) for entry in r.client_list()), f"client_list(): {r.client_list()!r}")
+    other.close()
     # INFO with a section: only that section, with Redis's field names.
     memory = r.info("memory")
     check("INFO memory has used_memory, an integer > 0",

@@ -1,14 +1,14 @@
-/// A backup of a running store: every namespace's state as of one moment, written as a new data
-/// directory that a server (or ``Store``) opens as it is.
+/// A backup of a running store: every namespace's state, written as a new data directory that a
+/// server (or ``Store``) opens as it is.
 extension Store {
     /// Writes a backup of every namespace to the new directory `path` (absolute; its parent must
     /// exist, and it must not be inside this store's directory), made durable before this returns.
     ///
     /// Each namespace is copied (copy-on-write: reads and writes go on) and written as a snapshot
-    /// off the actors. With a ``StoreOptions/serialExecutor`` (the server), every namespace is
-    /// copied at the same moment, between two runs: the backup holds a write only with every
-    /// write performed before it, in every namespace. Without one, each namespace is copied at a
-    /// moment of its own. Expired keys are left out; keys owned by a connection are in it, and
+    /// off the actors. With a ``StoreOptions/serialExecutor`` (the server's default, `--execution
+    /// loop`), every namespace is copied at the same moment, between two runs: the backup holds
+    /// a write only with every write performed before it, in every namespace. Without one (an
+    /// embedded store, `--execution pool`), each namespace is copied at a moment of its own. Expired keys are left out; keys owned by a connection are in it, and
     /// deleted when it is opened, as after a restart.
     ///
     /// The backup is written to a hidden directory beside `path` and renamed to `path` once

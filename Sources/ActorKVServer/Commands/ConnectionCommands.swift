@@ -8,7 +8,7 @@ enum ConnectionCommands {
     static let specs: [CommandSpec] = [
         CommandSpec(name: "HELLO", usage: "HELLO [protover [AUTH username password] [SETNAME clientname]]", arity: .atLeast(0),
                     flags: [.unrestricted, .session], parse: parseHello),
-        CommandSpec(name: "CLIENT", usage: "CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value", arity: .atLeast(1),
+        CommandSpec(name: "CLIENT", usage: clientUsage, arity: .atLeast(1),
                     flags: [.unrestricted, .session], parse: parseClient),
         CommandSpec(name: "SELECT", usage: "SELECT 0", arity: .exactly(1), flags: [.unrestricted, .session]) { (args) throws(CommandError) in
             guard args[0].elementsEqual("0".utf8) else {
@@ -23,6 +23,9 @@ enum ConnectionCommands {
             })
         },
     ]
+
+    /// CLIENT's subcommands, for its usage and the refusal of another.
+    static let clientUsage = "CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value"
 
     private static let authWord = Array("AUTH".utf8)
     private static let setNameWord = Array("SETNAME".utf8)
@@ -87,7 +90,7 @@ enum ConnectionCommands {
     private static let libNameWord = Array("LIB-NAME".utf8)
     private static let libVersionWord = Array("LIB-VER".utf8)
 
-    /// CLIENT ID, INFO, LIST, GETNAME, SETNAME and SETINFO, answered as Redis does.
+    /// CLIENT ID, INFO, LIST, KILL, GETNAME, SETNAME and SETINFO, answered as Redis does.
     private static func parseClient(_ args: CommandArguments) throws(CommandError) -> Command {
         let subcommand = args[0]
         if CommandTable.matches(subcommand, listWord) { return try parseList(args) }
@@ -111,7 +114,7 @@ enum ConnectionCommands {
         case 3 where CommandTable.matches(subcommand, setInfoWord):
             return try parseSetInfo(args)
         default:
-            throw CommandError(.syntax, "unknown CLIENT subcommand or wrong number of arguments for '\(Command.printable(subcommand))' (usage: CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value)")
+            throw CommandError(.syntax, "unknown CLIENT subcommand or wrong number of arguments for '\(Command.printable(subcommand))' (usage: \(clientUsage))")
         }
     }
 

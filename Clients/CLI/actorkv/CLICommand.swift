@@ -4,7 +4,8 @@
 /// ``CommandRunner`` switches over every case, so a command added here must be run there.
 enum CLICommand: String, CaseIterable {
     case get, put, getv, pttl, expire, persist, lock, incr, del, exists, count, scan, batch, changes, compact, backup
-    case namespaces, info, ping
+    case namespaces, info, ping, clients
+    case killClient = "kill-client"
 
     /// The command `word` (lowercased) names, aliases included (`set` is `put`, `delete` is
     /// `del`); nil when it names none.
@@ -19,8 +20,8 @@ enum CLICommand: String, CaseIterable {
     /// Whether it changes data: the outcome of one whose reply never came is unknown.
     var writes: Bool {
         switch self {
-        case .put, .incr, .del, .batch, .expire, .persist, .compact: true
-        case .get, .getv, .pttl, .lock, .exists, .count, .scan, .changes, .namespaces, .info, .ping, .backup: false
+        case .put, .incr, .del, .batch, .expire, .persist, .compact, .killClient: true
+        case .get, .getv, .pttl, .lock, .exists, .count, .scan, .changes, .namespaces, .info, .ping, .backup, .clients: false
         }
     }
 }

@@ -73,6 +73,8 @@ struct CommandRunner {
         case .namespaces: return try await namespaces()
         case .info: return try await info()
         case .ping: return try await ping()
+        case .clients: return try await clients()
+        case .killClient: return try await killClient()
         }
     }
 
@@ -261,6 +263,20 @@ struct CommandRunner {
         try need(0...0, "info")
         try output.write(lfLineEnds(try await client.info()))
         return Exit.ok
+    }
+
+    private func clients() async throws -> Int32 {
+        try need(0...0, "clients")
+        try output.write(Array(try await client.clientList().utf8))
+        return Exit.ok
+    }
+
+    private func killClient() async throws -> Int32 {
+        try need(1...1, "kill-client ID")
+        guard let id = UInt64(text(args[0])), id > 0 else { throw usageFailure("usage: actorkv kill-client ID (a connection's id, as actorkv clients prints it)") }
+        let killed = try await client.killClient(id)
+        try output.line(killed ? "1" : "0")
+        return killed ? Exit.ok : Exit.notFound
     }
 
     private func ping() async throws -> Int32 {

@@ -116,6 +116,12 @@ Commands:
   info                        print the server's INFO text, in lines that end with a newline
                               (the server's CRLF line ends made LF, as the other commands print)
   ping [MESSAGE]              print PONG (or MESSAGE)
+  clients                     print a line per connection open on the server: id=… name=…
+                              age=… flags=… (UP: follows changes) … uid=… gid=… pid=… (CLIENT LIST)
+  kill-client ID              close connection ID at once, which releases the keys it owned (its
+                              locks, say); print 1, or print 0 and exit 1 if no connection has
+                              that id. clients and kill-client: only the server's own user, under
+                              actorkvd --acl
 
 Options:
   --socket PATH, -s PATH      the server's socket (default: $ACTORKV_SOCKET, else ./actorkv.sock)

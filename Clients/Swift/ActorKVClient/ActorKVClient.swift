@@ -331,6 +331,25 @@ public final class ActorKVClient: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// `CLIENT LIST`: one line per open connection, as `CLIENT INFO` gives its own (`id=… name=…
+    /// age=… flags=… uid=… gid=… pid=…`), each ended by a newline. Only the server's own uid may
+    /// ask under `--acl`.
+    public func clientList() async throws(ActorKVError) -> String {
+        let reply = try await send([Array("CLIENT".utf8), Array("LIST".utf8)])
+        guard case .bulk(let bytes) = reply else { throw Self.unexpected(reply, for: "CLIENT LIST") }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `CLIENT KILL ID id`: closes connection `id` at once, which releases what it held (its
+    /// ephemeral keys, its locks); returns whether it was open. Only the server's own uid may ask
+    /// under `--acl`.
+    @discardableResult
+    public func killClient(_ id: UInt64) async throws(ActorKVError) -> Bool {
+        let reply = try await send(["CLIENT", "KILL", "ID", String(id)])
+        guard case .integer(let killed) = reply else { throw Self.unexpected(reply, for: "CLIENT KILL") }
+        return killed > 0
+    }
+
     /// Writes a snapshot of `namespace` and truncates its log (a no-op for a namespace that does
     /// not exist).
     public func compact(_ namespace: String) async throws(ActorKVError) {

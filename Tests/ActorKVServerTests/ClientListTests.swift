@@ -7,6 +7,12 @@ import Testing
 /// filtered by TYPE and ID; a connection that ends is no longer listed; a killed one is closed at
 /// once and what it held released.
 @Suite struct ClientListTests {
+    /// The connection's id (CLIENT ID).
+    static func id(of connection: RawConnection) throws -> Int64 {
+        guard case .integer(let id) = try connection.command(["CLIENT", "ID"]) else { throw TestFailure("CLIENT ID") }
+        return id
+    }
+
     /// The `key=value` fields of each line of a CLIENT LIST reply.
     static func lines(_ reply: Reply) throws -> [[String: String]] {
         guard case .bulk(let bytes) = reply else { throw TestFailure("not a bulk string: \(reply)") }
@@ -29,13 +35,13 @@ import Testing
         try await onOwnThread {
             let named = try RawConnection(path: server.socketPath)
             #expect(try named.command(["CLIENT", "SETNAME", "worker-1"]) == .simple("OK"))
-            guard case .integer(let namedID) = try named.command(["CLIENT", "ID"]) else { throw TestFailure("CLIENT ID") }
+            let namedID = try Self.id(of: named)
             let follower = try RawConnection(path: server.socketPath)
-            guard case .integer(let followerID) = try follower.command(["CLIENT", "ID"]) else { throw TestFailure("CLIENT ID") }
+            let followerID = try Self.id(of: follower)
             try follower.send("CHANGES jobs\r\n")
             _ = try follower.reply()  // the subscription's confirmation
             let asking = try RawConnection(path: server.socketPath)
-            guard case .integer(let askingID) = try asking.command(["CLIENT", "ID"]) else { throw TestFailure("CLIENT ID") }
+            let askingID = try Self.id(of: asking)
             usleep(1_100_000)  // so that the first two are a second old
 
             let all = try Self.lines(try asking.command(["CLIENT", "LIST"]))
@@ -88,12 +94,12 @@ import Testing
         try await onOwnThread {
             let holder = try RawConnection(path: server.socketPath)
             #expect(try holder.command(["PUT", "locks", "job-42", "holder", "IFVERSION", "0", "EPHEMERAL"]) == .integer(1))
-            guard case .integer(let holderID) = try holder.command(["CLIENT", "ID"]) else { throw TestFailure("CLIENT ID") }
+            let holderID = try Self.id(of: holder)
             let watcher = try RawConnection(path: server.socketPath)
             try watcher.send("CHANGES locks\r\n")
             _ = try watcher.reply()
             let admin = try RawConnection(path: server.socketPath)
-            guard case .integer(let adminID) = try admin.command(["CLIENT", "ID"]) else { throw TestFailure("CLIENT ID") }
+            let adminID = try Self.id(of: admin)
 
             // Every filter must match: the holder does not follow changes.
             #expect(try admin.command(["CLIENT", "KILL", "ID", String(holderID), "TYPE", "pubsub"]) == .integer(0))

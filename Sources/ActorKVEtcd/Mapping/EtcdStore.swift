@@ -616,6 +616,19 @@ public final class EtcdStore: Sendable {
         return FollowStart(feed: stream, sequence: after, snapshot: snapshot, namespace: nil)
     }
 
+    /// UNLINK: when namespace `ns` holds a key, deletes all its keys and puts its marker (for
+    /// WATCH), in one `txn`; whether it held one. (A namespace is there only while it holds a
+    /// key, and revisions are the cluster's: a name used again numbers on from there.)
+    public func removeNamespace(_ ns: String) async throws(EtcdError) -> Bool {
+        let base = etcdKey(ns, [])
+        let end = EtcdKeys.rangeEnd(ofPrefix: base)
+        // Every key's mod_revision is 0 only when there is none.
+        let txn = EtcdTransaction(compare: [EtcdCompare(key: base, rangeEnd: end, modRevision: 0, less: false)],
+                                  failure: [.deleteRange(key: base, rangeEnd: end), markerPut(ns)])
+        let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
+        return answer.succeeded != true
+    }
+
     /// The marker of `namespace` (``WatchUpdate``): `<prefix>ns0`, where its key range ends. Put
     /// (empty) by a CHANGES follower catching up, and with every delete, so that the newest
     /// mod_revision of the namespace's keys and marker shows its last change, deletes included.

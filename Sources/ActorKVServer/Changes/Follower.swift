@@ -91,11 +91,12 @@ final class Follower {
         if snapshot != nil { return .messages(nextSnapshotPage().map { [$0] } ?? []) }
         if readingHistory { return .idle }
         // Caught up with the local feed, as a follower is after each change: no lock to learn it.
-        if synced, let localFeed, cursor >= localFeed.deliverable { return .idle }
+        if synced, let localFeed, cursor >= localFeed.deliverable { return localFeed.endSequence == nil ? .idle : ended() }
         switch feed.read(after: cursor, limit: Self.windowBatch) {
         case .changes(let changes):
             return .messages(take(changes))
         case .caughtUp:
+            if localFeed?.endSequence != nil { return ended() }
             guard !synced else { return .idle }
             synced = true
             return .messages([ChangeMessages.synced(namespace: key.namespace, sequence: cursor)])
@@ -120,13 +121,22 @@ final class Follower {
         return out
     }
 
+    /// The end of a feed whose namespace was removed, once every change was sent: the stream
+    /// ends as a lagging one does, to resume after the feed's last change (the removal's) on
+    /// whatever the name holds next.
+    private func ended() -> Next {
+        cursor = max(cursor, localFeed?.endSequence ?? cursor)
+        return .lagging
+    }
+
     /// Whether it has synced and changes it had not taken were trimmed from the window
     /// (checked for a follower that is not reading, whose turn would not come).
     var isLagging: Bool { synced && feed.hasTrimmed(after: cursor) }
 
     /// The `-LAGGING` error that ends its connection.
     var laggingReply: Reply {
-        .error(.lagging, "resume from sequence \(cursor) of namespace '\(key.namespace)'")
+        let removed = localFeed?.endSequence == nil ? "" : " (the namespace was removed)"
+        return .error(.lagging, "resume from sequence \(cursor) of namespace '\(key.namespace)'\(removed)")
     }
 
     /// The snapshot's next page, of 1 to ``snapshotPage`` pairs, or `*0` when the whole snapshot

@@ -32,7 +32,7 @@ enum KeyValueCommands {
             return .data(namespace: ns, .increment(key: args.array(1), by: delta))
         },
         CommandSpec(name: "DEL", usage: "DEL ns key [key ...]", arity: .atLeast(2), flags: [.namespaced, .write],
-                    redisHint: "a namespace (Redis's hash) is emptied with HDEL, and no command removes one") { (args) throws(CommandError) in
+                    redisHint: "a namespace (Redis's hash) is removed with UNLINK ns") { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .delete(args.rest(from: 1)))
         },
         // With one name, Redis's EXISTS of one key: whether that namespace (a hash) holds a key.

@@ -21,10 +21,33 @@ enum KeyspaceCommands {
         CommandSpec(name: "RANDOMKEY", usage: "RANDOMKEY", arity: .exactly(0), flags: [.readOnly]) { (_) throws(CommandError) in
             .local(LocalCommand { context in await listing(context) { $0.randomElement().map { .bulk(Array($0.utf8)) } ?? .null } })
         },
+        CommandSpec(name: "UNLINK", usage: "UNLINK ns [ns ...]", arity: .atLeast(1), flags: [.write, .namespacedArguments, .notInMulti], parse: parseUnlink),
         CommandSpec(name: "TYPE", usage: "TYPE ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .count, shape: .keyType)
         },
     ]
+
+    /// `UNLINK ns [ns ...]`: removes each namespace in turn (Redis's UNLINK of hashes); `:n`, how
+    /// many existed. An error stops it, saying how many of those before were removed.
+    private static func parseUnlink(_ args: CommandArguments) throws(CommandError) -> Command {
+        var names: [String] = []
+        for i in 0..<args.count { names.append(try args.namespace(i)) }
+        let removing = names
+        return .local(LocalCommand { context in await unlink(removing, in: context.backend) })
+    }
+
+    private static func unlink(_ names: [String], in backend: any DataBackend) async -> Reply {
+        var removed = 0
+        for name in names {
+            do throws(StoreError) {
+                if try await backend.removeNamespace(name) { removed += 1 }
+            } catch {
+                guard removed > 0 else { return ErrorMapping.reply(for: error) }
+                return .error(ErrorMapping.wireCode(for: error.code), "\(error.message); the \(removed) namespace(s) named before '\(name)' that existed were removed")
+            }
+        }
+        return .integer(Int64(removed))
+    }
 
     private static let typeOption = Array("TYPE".utf8)
     private static let hashWord = Array("hash".utf8)

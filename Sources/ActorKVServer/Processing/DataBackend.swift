@@ -22,6 +22,9 @@ public protocol DataBackend: Sendable {
     func lastSequence(of name: String) async throws(StoreError) -> UInt64
     /// COMPACT: writes a snapshot of `name` and drops the log it covers.
     func compact(_ name: String) async throws(StoreError)
+    /// UNLINK: removes namespace `name` (its keys; for the local engine its files and its place
+    /// among the namespaces too); whether it existed.
+    func removeNamespace(_ name: String) async throws(StoreError) -> Bool
     /// BACKUP: writes every namespace, as of one moment, to the new directory `path`.
     func backup(to path: String) async throws(StoreError) -> BackupSummary
     /// Deletes the ephemeral keys of connection `owner` in `namespaces` (its connection ended).
@@ -80,7 +83,7 @@ extension Store: DataBackend {
     }
 
     public func lastSequence(of name: String) async throws(StoreError) -> UInt64 {
-        try await existingNamespace(name)?.sequence ?? 0
+        try await lastSequence(ofNamespace: name)
     }
 
     public func compact(_ name: String) async throws(StoreError) {
@@ -133,6 +136,11 @@ public final class ClusterBackend: DataBackend {
     /// The revision of the namespace's last change (``ActorKVEtcd/EtcdStore/lastChange(of:)``).
     public func lastSequence(of name: String) async throws(StoreError) -> UInt64 {
         do { return try await store.lastChange(of: name) } catch { throw error.storeError }
+    }
+
+    /// Deletes the namespace's keys in one `txn` (``ActorKVEtcd/EtcdStore/removeNamespace(_:)``).
+    public func removeNamespace(_ name: String) async throws(StoreError) -> Bool {
+        do { return try await store.removeNamespace(name) } catch { throw error.storeError }
     }
 
     /// etcd compacts the whole cluster's history at once, keeping `--changes-history` revisions.

@@ -49,6 +49,9 @@ public final class ChangeFeed: ChangeSource {
     /// ``State/windowStart`` once changes have been trimmed from the window (0 before): a
     /// follower before it has lost changes it had not taken. Readable without the lock.
     private let trimmedBefore = Atomic<UInt64>(0)
+    /// The sequence after which the feed ends (its namespace was removed), plus one; 0 while
+    /// it goes on. Readable without the lock.
+    private let endMark = Atomic<UInt64>(0)
 
     /// A feed of `namespace`'s changes, holding at most about `lagBytes` of deliverable ones,
     /// which tells `listener` when more become deliverable.
@@ -120,6 +123,24 @@ public final class ChangeFeed: ChangeSource {
             return true
         }
         if advanced && isFollowed { listener.notify(namespace) }
+    }
+
+    /// The last change of a feed that ended (its namespace was removed: ``end(deleting:at:)``),
+    /// nil while it goes on. A follower that has every deliverable change of an ended feed
+    /// has them all, through this one.
+    public var endSequence: UInt64? {
+        let mark = endMark.load(ordering: .acquiring)
+        return mark == 0 ? nil : mark - 1
+    }
+
+    /// Ends the feed: its namespace was removed. The change numbered `sequence` deleting `keys`
+    /// (none when the namespace held no key: then `sequence` is its last, already published)
+    /// is published and made deliverable, and followers are told; nothing follows it.
+    func end(deleting keys: [[UInt8]], at sequence: UInt64) {
+        if !keys.isEmpty { publish([Change(sequence: sequence, mutations: keys.map { .delete(key: $0) })]) }
+        endMark.store(sequence + 1, ordering: .releasing)
+        advanceDeliverable(to: sequence)
+        if isFollowed { listener.notify(namespace) }
     }
 
     /// What a follower at `cursor` (it has every change through it) may read next.

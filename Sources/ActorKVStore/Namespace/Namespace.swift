@@ -64,6 +64,9 @@ public actor Namespace {
     /// The last attempt to reserve log space ahead failed (logged once, until one succeeds).
     var reservationFailed = false
     @exclusivity(unchecked) var closed = false
+    /// Removed from its store (``detachForRemoval(unregister:)``): closed, and empty; the store
+    /// runs what reaches it late on the namespace's next life instead.
+    @exclusivity(unchecked) var removed = false
     /// The planner's arrays, kept from one run to the next (``WritePlanner/Scratch``).
     @exclusivity(unchecked) private var plannerScratch = WritePlanner.Scratch()
     /// When this namespace was opened (wall-clock seconds): the periodic compaction counts from
@@ -586,7 +589,7 @@ public actor Namespace {
     }
 
     func writeBlocker() -> StoreError? {
-        if closed { return StoreError(.closed, "namespace '\(name)' is closed") }
+        if closed { return StoreError(.closed, "namespace '\(name)' \(removed ? "was removed" : "is closed")") }
         if let writeFailure { return writeFailure }
         if let failure = syncer.failure {
             writeFailure = failure

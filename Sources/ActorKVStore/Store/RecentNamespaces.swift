@@ -4,8 +4,9 @@
 /// taking the registry's lock.
 ///
 /// Sound without a lock because only the store's serial executor's thread touches it
-/// (`executeNow` checks that first), and because an open namespace is never replaced in, nor
-/// dropped from, the store's registry: a remembered pair stays right for the store's life.
+/// (`executeNow` checks that first), and because an open namespace is never replaced in the
+/// store's registry, and is dropped from it only on that thread, which forgets it here at once
+/// (``forget(_:)``, as the namespace is removed): a remembered pair is right while remembered.
 /// That registry also keeps each namespace alive, so they are held here unretained: a
 /// namespace's reference count lives in a side table (it is referenced weakly elsewhere), where
 /// every retain and release takes the runtime's slow path (2% of a lone GET's own CPU).
@@ -37,5 +38,13 @@ final class RecentNamespaces: @unchecked Sendable {
         }
         names.insert(name, at: 0)
         namespaces.insert(.passUnretained(namespace), at: 0)
+    }
+
+    /// Forgets the namespace remembered as `name`, if any (it is being removed from the store's
+    /// registry). On the store's serial executor's thread, as every use.
+    func forget(_ name: String) {
+        guard let index = names.firstIndex(of: name) else { return }
+        names.remove(at: index)
+        namespaces.remove(at: index)
     }
 }

@@ -20,22 +20,28 @@ public actor Store {
     nonisolated let system: SystemCalls
     /// The directory lock and the background work, shared with every namespace opened here.
     nonisolated let keeper: Housekeeper
-    private var onDisk: Set<String>
+    /// The namespaces in the data directory (open or not).
+    var onDisk: Set<String>
     private var opening: [String: Task<Namespace, any Error>] = [:]
     /// Namespaces whose files are corrupt: unavailable until the server restarts.
     private var failed: [String: StoreError] = [:]
     /// Namespaces that exist but could not be opened for another reason (a file's permissions,
     /// no space, no file descriptor left): the next access tries again; until it succeeds they
     /// are reported unavailable with this error.
-    private var openFailures: [String: StoreError] = [:]
-    /// The open namespaces. One is never replaced nor removed while the store lives
-    /// (``RecentNamespaces`` relies on it).
+    var openFailures: [String: StoreError] = [:]
+    /// The open namespaces. One is never replaced, and is removed only on the serial executor's
+    /// thread when there is one (``unregister(_:)``: ``RecentNamespaces`` relies on it).
     private nonisolated let openNamespaces = Mutex<[String: Namespace]>([:])
     /// What ``executeNow(_:inNamespace:)`` found last, on the serial executor's thread.
     private nonisolated let recentlyRun = RecentNamespaces()
-    private var isClosed = false
+    var isClosed = false
+    /// The sequence a namespace created from now on numbers its first write after
+    /// (``SequenceFloor``): the highest a removed namespace reached; 0 if none was ever removed.
+    var sequenceFloor: UInt64
+    /// The namespaces being removed, and who waits for that to finish before opening the name.
+    var removals: [String: [CheckedContinuation<Void, Never>]] = [:]
     /// Every namespace's change feed, made when the namespace opens or someone follows it first.
-    private nonisolated let feeds = Mutex<[String: ChangeFeed]>([:])
+    nonisolated let feeds = Mutex<[String: ChangeFeed]>([:])
     /// Told the name of each namespace whose followers have new changes to read.
     public nonisolated let changeListener = ChangeListener()
 
@@ -54,6 +60,8 @@ public actor Store {
                              everysec: options.durability == .everysec, compactionInterval: options.compaction.interval,
                              automatic: options.housekeepingTicks)
         onDisk = Set(try Self.namespaceDirectories(in: directory, system: system))
+        sequenceFloor = try SequenceFloor.read(directory: directory, system: system)
+        Self.deleteRemovedLeftovers(in: directory, system: system, log: options.log)
     }
 
     /// The namespaces in a data directory: its subdirectories whose names are valid namespace names.
@@ -118,22 +126,26 @@ public actor Store {
     /// empty (reads find nothing, deletes remove nothing) and it is not created. If the namespace
     /// cannot be opened (its files are corrupt, the store is closed), every operation fails with
     /// that error.
+    /// A namespace removed meanwhile is not written: the operations run on what the name holds
+    /// after the removal.
     public nonisolated func execute(_ operations: [Operation], inNamespace name: String) async -> Execution {
-        let namespace: Namespace?
-        do {
-            if let open = openNamespace(name) {
-                namespace = open
-            } else {
-                let create = operations.contains { $0.mayCreateNamespace && options.limits.problem(with: $0) == nil }
-                namespace = create ? try await self.namespace(name) : try await existingNamespace(name)
+        while true {
+            let namespace: Namespace?
+            do {
+                if let open = openNamespace(name) {
+                    namespace = open
+                } else {
+                    let create = operations.contains { $0.mayCreateNamespace && options.limits.problem(with: $0) == nil }
+                    namespace = create ? try await self.namespace(name) : try await existingNamespace(name)
+                }
+            } catch {
+                return Execution(outcomes: operations.map { _ in .failure(error) }, durability: .immediate)
             }
-        } catch {
-            return Execution(outcomes: operations.map { _ in .failure(error) }, durability: .immediate)
+            guard let namespace else {
+                return Execution(outcomes: operations.map(outcomeInMissingNamespace), durability: .immediate)
+            }
+            if let execution = await namespace.executeUnlessRemoved(operations) { return execution }
         }
-        guard let namespace else {
-            return Execution(outcomes: operations.map(outcomeInMissingNamespace), durability: .immediate)
-        }
-        return await namespace.execute(operations)
     }
 
     /// Runs `operations` on namespace `name` at once, as ``execute(_:inNamespace:)`` would, when
@@ -213,13 +225,19 @@ public actor Store {
     public func follow(_ name: String, from start: FollowFrom) async throws(StoreError) -> FollowStart {
         if let namespace = try await existingNamespace(name) { return try await namespace.follow(from: start) }
         // Nothing was written here yet, and no write can come before this returns: a namespace
-        // is created on this actor, and takes this feed.
-        if case .sequence(let after) = start, after > 0 {
-            throw StoreError(.invalidArgument, "FROM sequence \(after) is after the last sequence of namespace '\(name)' (0)")
+        // is created on this actor, and takes this feed. Its first write will come after the
+        // sequence floor (0 unless a namespace was removed): a follower from before it, but for
+        // one that saw nothing yet, may have seen keys of the name's earlier life.
+        let floor = sequenceFloor
+        if case .sequence(let after) = start {
+            guard after <= floor else {
+                throw StoreError(.invalidArgument, "FROM sequence \(after) is after the last sequence of namespace '\(name)' (\(floor))")
+            }
+            guard after == 0 || after == floor else { throw StoreError(.compacted, "oldest available sequence is \(floor + 1)") }
         }
         let feed = feed(for: name)
-        feed.addFollower(lastSequence: 0, deliverable: 0)
-        return FollowStart(feed: feed, sequence: 0, snapshot: start == .snapshot ? ChangeSnapshot(map: OrderedMap(), lifetimes: KeyLifetimes()) : nil, namespace: nil)
+        feed.addFollower(lastSequence: floor, deliverable: floor)
+        return FollowStart(feed: feed, sequence: floor, snapshot: start == .snapshot ? ChangeSnapshot(map: OrderedMap(), lifetimes: KeyLifetimes()) : nil, namespace: nil)
     }
 
     /// The namespace called `name`, created if it does not exist yet.
@@ -253,6 +271,7 @@ public actor Store {
 
     private func open(_ name: String, create: Bool) async throws(StoreError) -> Namespace? {
         let name = try NamespaceName.validate(name)
+        while removals[name] != nil { await withCheckedContinuation { removals[name]!.append($0) } }
         if isClosed { throw StoreError(.closed, "the store is closed") }
         if let ns = openNamespace(name) { return ns }
         if let error = failed[name] { throw error }
@@ -276,10 +295,11 @@ public actor Store {
         let parent = directory
         let isNew = !onDisk.contains(name)
         onDisk.insert(name)
+        let base = firstSequenceBase(of: name)
         let task = Task<Namespace, any Error> {
             do {
                 let recovered = try await BlockingIO.run { () throws(StoreError) in
-                    try Self.recover(name, files: files, parent: parent, isNew: isNew, options: options)
+                    try Self.recover(name, files: files, parent: parent, isNew: isNew, base: base, options: options)
                 }
                 let ns = Namespace(name: name, files: files, options: options, recovered: recovered, keeper: self.keeper,
                                    feed: self.feed(for: name))
@@ -305,12 +325,15 @@ public actor Store {
     /// only that one, so that the next attempt starts clean instead of finding an empty
     /// namespace directory (a log segment it made is removed where it was made, in
     /// ``NamespaceFiles/createSegment(_:)``).
-    private static func recover(_ name: String, files: NamespaceFiles, parent: String, isNew: Bool,
+    private static func recover(_ name: String, files: NamespaceFiles, parent: String, isNew: Bool, base: UInt64,
                                 options: StoreOptions) throws(StoreError) -> RecoveredNamespace {
         var created = false
         do throws(StoreError) {
             if isNew { try createDirectory(files.directory, parent: parent, system: files.system, created: &created) }
             try checkNamespaceDirectory(files.directory, allowShared: options.allowSharedDirectory)
+            let recovered = try NamespaceRecovery.recover(name: name, files: files, log: options.log)
+            guard recovered.lastSequence == 0 && base > 0 else { return recovered }
+            try writeBase(base, of: name, files: files)
             return try NamespaceRecovery.recover(name: name, files: files, log: options.log)
         } catch {
             if created { removeCreatedDirectory(files.directory, parent: parent, system: files.system, log: options.log) }
@@ -359,6 +382,16 @@ public actor Store {
     /// The error that keeps a namespace unavailable, if any: its files are corrupt, or its last
     /// attempt to open failed (the next access tries again).
     public func unavailability(of name: String) -> StoreError? { failed[name] ?? openFailures[name] }
+
+    /// Lets go of namespace `name`, which is being removed: on the serial executor's thread when
+    /// there is one (the namespace's, where ``detachForRemoval(unregister:)`` runs), so that
+    /// ``executeNow(_:inNamespace:)`` never finds it again.
+    nonisolated func unregister(_ name: String) {
+        _ = openNamespaces.withLock { $0.removeValue(forKey: name) }
+        guard let executor = options.serialExecutor else { return }
+        executor.checkIsolated()
+        recentlyRun.forget(name)
+    }
 
     /// Opens every namespace in the directory, for a backup; returns the errors of those that
     /// cannot be opened.

@@ -1,0 +1,124 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension Store {
+    /// The prefix of the hidden name a removed namespace's directory takes (`.removed-NAME-XXXXXXXX`)
+    /// until its files are deleted: a server stopped in between deletes them at its next start.
+    static let removedPrefix = ".removed-"
+
+    /// Removes namespace `name`: its keys, its files, and its place among the namespaces (listed
+    /// no more, and no longer counted by ``StoreOptions/maxNamespaces``). Returns whether there
+    /// was one; false, and nothing done, when there was none.
+    ///
+    /// In order: the writes made before are acknowledged as they would have been (the log is
+    /// fsync'd); the namespace takes no request from then on; the data directory's
+    /// ``SequenceFloor`` is raised to the removal's sequence; the namespace's directory is
+    /// renamed away (hidden) and the data directory fsync'd — the removal has then happened, and
+    /// a crash cannot undo it; its followers are sent a change deleting every key it held,
+    /// after which their stream ends (`LAGGING`, naming that change); the hidden directory is
+    /// deleted. A request for the name meanwhile waits, then finds it absent, and a write
+    /// creates it anew, numbering its first write after the floor: no version or change number
+    /// of the earlier life comes back. A ``Namespace`` obtained before refuses writes from then
+    /// on ("was removed") and holds no key.
+    ///
+    /// Throws the namespace's error if it cannot be opened (its files corrupt: it is not
+    /// removed), and `io` if the floor or the rename cannot be made durable; then nothing was
+    /// removed, and the name's next use opens its files again.
+    public func removeNamespace(_ name: String) async throws(StoreError) -> Bool {
+        while true {
+            guard let namespace = try await existingNamespace(name) else { return false }
+            // Another removal of it may have begun while this one waited: wait for it, then look again.
+            guard removals[namespace.name] == nil else { continue }
+            removals[namespace.name] = []
+            defer { finishRemoval(of: namespace.name) }
+            try await remove(namespace)
+            return true
+        }
+    }
+
+    private func remove(_ namespace: Namespace) async throws(StoreError) {
+        let name = namespace.name
+        let detached = await namespace.detachForRemoval { [self] in unregister(name) }
+        let (system, directory, log) = (self.system, self.directory, options.log)
+        let floor = max(sequenceFloor, detached.sequence)
+        if floor > sequenceFloor {
+            try await BlockingIO.run { () throws(StoreError) in try SequenceFloor.write(floor, directory: directory, system: system) }
+            sequenceFloor = floor
+        }
+        let hidden = directory + "/" + Self.removedPrefix + name + "-" + String(UInt32.random(in: .min ... .max), radix: 16)
+        try await BlockingIO.run { () throws(StoreError) in
+            try Self.takeAway(directory + "/" + name, to: hidden, parent: directory, system: system)
+        }
+        onDisk.remove(name)
+        openFailures[name] = nil
+        feeds.withLock { $0.removeValue(forKey: name) }?.end(deleting: detached.keys, at: detached.sequence)
+        log("namespace \(name): removed (\(detached.keys.count) keys, last sequence \(detached.sequence))")
+        _ = try? await BlockingIO.run { () throws(StoreError) in Self.deleteDirectory(hidden, parent: directory, system: system, log: log) }
+    }
+
+    /// Ends the removal of `name`: whoever waited to open it goes on.
+    private func finishRemoval(of name: String) {
+        for waiter in removals.removeValue(forKey: name) ?? [] { waiter.resume() }
+    }
+
+    /// Renames a namespace's directory `path` to `hidden` and fsyncs `parent`: the moment its
+    /// removal happens. If the fsync fails the rename is undone, as far as it can be.
+    private static func takeAway(_ path: String, to hidden: String, parent: String, system: SystemCalls) throws(StoreError) {
+        do { try system.rename(path, hidden) } catch { throw StoreError.io("renaming", path, error) }
+        do { try system.fsyncDirectory(parent) } catch {
+            try? system.rename(hidden, path)
+            throw StoreError.io("syncing", parent, error)
+        }
+    }
+
+    /// Deletes the directory of a removed namespace and every file in it, then fsyncs `parent`;
+    /// logs what it could not delete (the next start tries again).
+    static func deleteDirectory(_ path: String, parent: String, system: SystemCalls, log: @Sendable (String) -> Void) {
+        do {
+            for file in try system.listDirectory(path) { try system.unlink(path + "/" + file) }
+            try system.removeDirectory(path)
+            try system.fsyncDirectory(parent)
+        } catch {
+            log("deleting \(path), a removed namespace's files, failed (\(error)); the next start tries again")
+        }
+    }
+
+    /// Deletes what removals left behind in the data directory `directory` (a server stopped
+    /// between a removal and the deletion of its files).
+    static func deleteRemovedLeftovers(in directory: String, system: SystemCalls, log: @Sendable (String) -> Void) {
+        guard let names = try? system.listDirectory(directory) else { return }
+        for name in names where name.hasPrefix(removedPrefix) {
+            let path = directory + "/" + name
+            guard case .some(.some(let st)) = try? SystemCalls.linkStatus(path), st.st_mode & S_IFMT == S_IFDIR else { continue }
+            deleteDirectory(path, parent: directory, system: system, log: log)
+            log("deleted \(path), the files of a namespace removed before the server stopped")
+        }
+    }
+
+    /// The sequence of the last write to namespace `name` (Redis's WATCH compares it at EXEC);
+    /// for a namespace that does not exist, the ``sequenceFloor``, which every removal raises:
+    /// a name removed, or created and removed, since the WATCH is seen as written.
+    public func lastSequence(ofNamespace name: String) async throws(StoreError) -> UInt64 {
+        guard let namespace = try await existingNamespace(name) else { return sequenceFloor }
+        return await namespace.sequence
+    }
+
+    /// The sequence namespace `name`, about to be created, numbers its first write after: the
+    /// one its waiting followers were told (they followed it while it did not exist, and
+    /// expect its changes from there), or else the ``sequenceFloor``.
+    func firstSequenceBase(of name: String) -> UInt64 {
+        let waiting = feeds.withLock { $0[name] }
+        if let waiting, waiting.isFollowed { return waiting.windowStart - 1 }
+        return sequenceFloor
+    }
+
+    /// Writes an empty snapshot through sequence `base` into a namespace that holds nothing yet,
+    /// so that its first write is numbered `base + 1` and its history starts there.
+    static func writeBase(_ base: UInt64, of name: String, files: NamespaceFiles) throws(StoreError) {
+        let header = SnapshotCodec.Header(namespace: name, lastSequence: base, createdAt: UInt64(time(nil)))
+        _ = try SnapshotWriter.write(OrderedMap(), lifetimes: KeyLifetimes(), expiredAt: 0, header: header, files: files)
+    }
+}

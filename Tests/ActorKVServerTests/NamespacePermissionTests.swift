@@ -122,7 +122,7 @@ struct NamespacePermissionTests {
         }
     }
 
-    @Test("rights are the union of matching rules; write alone does not read; WATCH needs read on every namespace; ACL LOAD, BACKUP, CLIENT LIST and CLIENT KILL are the owner's")
+    @Test("rights are the union of matching rules; write alone does not read; WATCH needs read and UNLINK write on every namespace; ACL LOAD, BACKUP, CLIENT LIST and CLIENT KILL are the owner's")
     func unionAndDetails() throws {
         let rights = ConnectionRights(access: try access("""
             gid:3001 jobs-* write
@@ -144,6 +144,8 @@ struct NamespacePermissionTests {
                 == "only the server's own uid 0 may run BACKUP; this connection is uid 2001", "every right on every namespace is not the server's uid")
         #expect(refusal(["PUT", "ns", "k", "v", "EPHEMERAL"], rights) == "no write permission on namespace 'ns' for uid 2001")
         #expect(refusal(["COMPACT", "ns"], rights) == "no admin permission on namespace 'ns' for uid 2001")
+        #expect(refusal(["UNLINK", "jobs-a", "jobs-b"], rights) == nil, "write on each")
+        #expect(refusal(["UNLINK", "jobs-a", "ns"], rights) == "no write permission on namespace 'ns' for uid 2001")
         // A malformed request is refused for what it is, whatever the rights.
         #expect(refusal(["GET", "jobs-b"], rights)?.hasPrefix("not NOPERM") == true)
     }

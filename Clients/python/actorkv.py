@@ -1010,6 +1010,14 @@ class _Commands(object):
         # PROTO ("too big multibulk request") and the connection closed, as for put.
         return self._call(_batch_results, "BATCH", namespace, *_batch_arguments(ops))
 
+    def unlink(self, *namespaces):
+        """``UNLINK ns [ns ...]``: removes the namespaces (their keys, files and places among
+        the namespaces); returns how many of them existed. A name used again afterwards numbers
+        its versions on after every one it had: a version read before guards nothing."""
+        if not namespaces:
+            raise ValueError("unlink needs at least one namespace")
+        return self._call(_identity, "UNLINK", *namespaces)
+
     def compact(self, namespace):
         """``COMPACT ns``: writes a snapshot of the namespace and trims its log; returns True."""
         return self._call(_is_ok, "COMPACT", namespace)

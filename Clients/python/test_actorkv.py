@@ -876,6 +876,22 @@ class RoundTripTests(ServerTestCase):
             self.kv.compact("bad/name")
         self.assertEqual(caught.exception.code, "BADNS")
 
+    def test_unlink(self):
+        self.kv.put(self.ns, "k", "v")
+        version = self.kv.getv(self.ns, "k")[1]
+        self.assertIn(self.ns, self.kv.namespaces())
+        self.assertEqual(self.kv.unlink(self.ns, self.ns + "-missing"), 1)
+        self.assertNotIn(self.ns, self.kv.namespaces())
+        self.assertIsNone(self.kv.get(self.ns, "k"))
+        self.assertIsNone(self.kv.put(self.ns, "k", "w", if_version=version), "a version of its earlier life guards nothing")
+        self.assertGreater(self.kv.put(self.ns, "k", "w", if_version=0), version)
+        self.assertEqual(self.kv.unlink(self.ns + "-missing"), 0)
+        with self.assertRaises(ValueError):
+            self.kv.unlink()
+        with self.assertRaises(ServerError) as caught:
+            self.kv.unlink("bad/name")
+        self.assertEqual(caught.exception.code, "BADNS")
+
     @local_only("an agent keeps no data directory (BACKUP is refused)")
     def test_backup(self):
         self.kv.put(self.ns, "k", "v")

@@ -69,6 +69,7 @@ struct CommandRunner {
         case .batch: return try await batch()
         case .changes: return try await changes()
         case .compact: return try await compact()
+        case .unlink: return try await unlink()
         case .backup: return try await backup()
         case .namespaces: return try await namespaces()
         case .info: return try await info()
@@ -148,6 +149,12 @@ struct CommandRunner {
     private func delete() async throws -> Int32 {
         try need(2...Self.many, "del NS KEY...")
         try output.line(String(try await client.delete(namespace, Array(args[1...]))))
+        return Exit.ok
+    }
+
+    private func unlink() async throws -> Int32 {
+        try need(1...Self.many, "unlink NS...")
+        try output.line(String(try await client.removeNamespaces(args.map(text))))
         return Exit.ok
     }
 

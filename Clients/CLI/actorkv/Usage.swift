@@ -106,6 +106,8 @@ Commands:
                               file that is neither a binary nor a #! script is run with /bin/sh,
                               as flock(1) (execvp) runs it.
   compact NS                  snapshot NS and truncate its log
+  unlink NS...                remove namespaces, their keys and files; print how many existed.
+                              A name used again numbers its versions on after its earlier life
   backup DIR                  have the server write every namespace, as of one moment, to the
                               new directory DIR (its parent must exist; relative to actorkv's
                               working directory); print DIR's absolute path. DIR is a data

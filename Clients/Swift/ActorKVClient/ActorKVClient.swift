@@ -357,6 +357,20 @@ public final class ActorKVClient: Sendable {
         try Self.expectOK(reply, for: "COMPACT")
     }
 
+    /// Removes `namespaces` (UNLINK): each one's keys, files and place among the namespaces;
+    /// returns how many of them existed. A name used again afterwards numbers its versions on
+    /// after every one it had, so a version read before guards nothing. See protocol.md, "UNLINK".
+    @discardableResult
+    public func removeNamespaces(_ namespaces: [String]) async throws(ActorKVError) -> Int {
+        try await integer(["UNLINK"], namespaces.map { Array($0.utf8) })
+    }
+
+    /// Removes one namespace (UNLINK); returns whether it existed.
+    @discardableResult
+    public func removeNamespace(_ namespace: String) async throws(ActorKVError) -> Bool {
+        try await removeNamespaces([namespace]) == 1
+    }
+
     /// Writes a backup of every namespace, as of one moment, to the new directory `path`, which
     /// the server creates (its parent must exist; a relative path is taken from this process's
     /// working directory, since the server does not share it), and returns the absolute path.

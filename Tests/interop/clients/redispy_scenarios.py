@@ -710,6 +710,10 @@ def keyspace():
         pipe.type(b).exists(b).hdel(b, "f", "g").type(b).exists(b)
         expect_eq("type() and exists() inside a transaction see the writes queued before them",
                   [b"hash", 1, 2, b"none", 0], pipe.execute())
+    r.hset(b, "f", "1")
+    expect_eq("unlink() removes the hashes and counts those that existed", 2, r.unlink(a, b, a + ":never"))
+    expect_eq("... which are gone", (0, 0, {}, []), (r.exists(a), r.hlen(b), r.hgetall(a), sorted(r.keys(f"py-{MODE}-ks-{TAG}:[ab]"))))
+    expect_eq("... and may be written again", 1, r.hset(a, "f", "again"))
 
 
 def field_expiry():
@@ -801,7 +805,7 @@ def unknown_commands():
         expect_error("r.lpush() raises", lambda: r.lpush(key, "x"), "unknown command 'LPUSH'", UNKNOWN_TEXT)
         expect_error("r.incr() of a hash key raises", lambda: r.incr(key))
         # Redis calls whose arguments do not fit ActorKV's command of that name say where to go.
-        expect_error("r.delete(hash) raises, pointing to HDEL", lambda: r.delete(key), "wrong number of arguments", "HDEL")
+        expect_error("r.delete(hash) raises, pointing to UNLINK", lambda: r.delete(key), "wrong number of arguments", "UNLINK")
         expect_error("r.get(key) raises, pointing to HGET", lambda: r.get(key), "HGET ns field")
     expect_error(f"{MISSING} raises", lambda: r.execute_command(MISSING, key, "x"), "unknown command")
     expect_error("HSET with no field raises", lambda: r.execute_command("HSET", key),

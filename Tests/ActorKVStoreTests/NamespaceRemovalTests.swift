@@ -239,6 +239,7 @@ struct NamespaceRemovalTests {
         #expect(logged.contains { $0.contains(".removed-a-0badc0de") }, "\(logged)")
         try writeFile(dir.data + "/" + SequenceFloor.fileName, b("actorkv numbers new namespaces after sequence 12"))
         #expect(storeErrorSync { _ = try Store(directory: dir.data, options: testOptions()) }?.code == .corrupt, "no newline: cut short")
+        #expect(storeErrorSync { _ = try Store.check(directory: dir.data) }?.code == .corrupt, "actorkvd --check says so too")
         try writeFile(dir.data + "/" + SequenceFloor.fileName, Array(SequenceFloor.text(12).utf8))
         try await withStore(dir.data) { store in
             let version = try await store.namespace("n").put(b("k"), b("v"), ifVersion: 0)

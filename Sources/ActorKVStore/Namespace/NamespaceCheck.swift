@@ -54,6 +54,8 @@ extension Store {
         }
         let lock = try DirectoryLock(directory: directory, writingPID: false, system: .plain)
         defer { withExtendedLifetime(lock) {} }
+        // A floor file that does not read keeps the store from opening at all: say so as it would.
+        _ = try SequenceFloor.read(directory: directory, system: .plain)
         return try namespaceDirectories(in: directory, system: .plain).sorted().map { name in
             check(name: name, files: NamespaceFiles(directory: directory + "/" + name, system: .plain))
         }

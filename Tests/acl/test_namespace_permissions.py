@@ -191,6 +191,18 @@ class CommandFamilies(ServerTestCase):
         # On fam-w they ran: the keys they made are there.
         self.assertEqual(self.root.call("EXISTS", "fam-w", "n1", "b1", "h1", "h2", "e1", "x1"), 6)
 
+    def test_unlink_needs_write_on_each(self):
+        before = {ns: self.last_sequence(ns) for ns in self.NAMESPACES}
+        for names in (("fam-r",), ("fam-a",), ("fam-none",), ("fam-w", "fam-r")):
+            reply = self.client.call("UNLINK", *names)
+            refused = [ns for ns in names if ns != "fam-w"][0]
+            self.assertNoPerm(reply, "write", refused, self.UID, "UNLINK " + " ".join(names))
+            self.assertUsable(self.client, "UNLINK")
+        for ns in self.NAMESPACES:
+            self.assertUntouched(ns, before[ns])
+        self.assertEqual(self.client.call("UNLINK", "fam-w"), 1)
+        self.assertNotIn(b"fam-w", self.root.call("NAMESPACES"))
+
     def test_admin_command(self):
         for ns in self.NAMESPACES:
             reply = self.client.call("COMPACT", ns)

@@ -87,6 +87,37 @@ import Testing
         }
     }
 
+    @Test("after a removal, a transaction WATCHing a name that does not exist yet commits when nothing touched it, as before any removal; a removal in between aborts it")
+    func watchOfANewNameAfterARemoval() async throws {
+        let server = try await ServerProcess.started()
+        defer { server.stop() }
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            let other = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["PUT", "old", "k", "v"]) == .simple("OK"))
+            #expect(try c.command(["UNLINK", "old"]) == .integer(1))
+            for (name, queued) in [("new1", ["HSET", "new1", "f", "1"]), ("new2", ["HDEL", "new2", "f"])] {
+                #expect(try c.command(["WATCH", name]) == .simple("OK"))
+                #expect(try c.command(["MULTI"]) == .simple("OK"))
+                #expect(try c.command(queued) == .simple("QUEUED"))
+                let executed = try c.command(["EXEC"])
+                #expect(executed == .array([.integer(queued[0] == "HSET" ? 1 : 0)]), "\(queued): \(executed)")
+            }
+            // Another namespace removed between WATCH and EXEC: the watched name may have lived
+            // and gone meanwhile, so EXEC applies nothing (as for any write to it).
+            for queued in [["HSET", "new3", "f", "1"], ["HDEL", "new3", "f"]] {
+                #expect(try c.command(["WATCH", "new3"]) == .simple("OK"))
+                #expect(try other.command(["PUT", "gone", "k", "v"]) == .simple("OK"))
+                #expect(try other.command(["UNLINK", "gone"]) == .integer(1))
+                #expect(try c.command(["MULTI"]) == .simple("OK"))
+                #expect(try c.command(queued) == .simple("QUEUED"))
+                let executed = try c.command(["EXEC"])
+                #expect(executed == .null, "\(queued): \(executed)")
+            }
+            #expect(try c.command(["NAMESPACES"]) == .array([.bulk("new1")]), "the aborted and the delete-only transactions created nothing")
+        }
+    }
+
     @Test("a removed namespace frees its place among --max-namespaces")
     func freesItsPlace() async throws {
         let server = try await ServerProcess.started(arguments: ["--max-namespaces", "2"])

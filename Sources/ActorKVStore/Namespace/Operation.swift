@@ -146,24 +146,28 @@ public enum Operation: Sendable {
 
     /// Whether the operation may bring a namespace that does not exist into existence: a PUT, a
     /// batch that may write a value, an increment, or an update (which may compute a value).
-    /// Deletes and reads never do, nor a write whose condition cannot hold where nothing exists.
-    var mayCreateNamespace: Bool {
+    /// Deletes and reads never do, nor a write whose condition cannot hold where nothing exists
+    /// (`floor`: the sequence such a namespace stands at, its store's ``SequenceFloor``).
+    func mayCreateNamespace(floor: UInt64) -> Bool {
         switch self {
         case .put, .set, .update, .increment: return true
         case .conditionalPut(_, _, let version): return version == 0
         case .lifetimePut(let put): return (put.ifVersion ?? 0) == 0
         case .setAll(let setting): return setting.presence != .allPresent
-        case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps) && steps.contains { $0.mayWriteValue }
+        case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps, floor: floor) && steps.contains { $0.mayWriteValue }
         case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .sample, .setTimeToLive, .timeToLive, .expire, .deadlines: return false
         }
     }
 
-    /// Whether every guard among `steps` holds where the namespace does not exist (asks for
-    /// version 0, or for no change since sequence 0).
-    static func guardsHoldWhereNothingExists(_ steps: [BatchStep]) -> Bool {
+    /// Whether every guard among `steps` holds where the namespace does not exist: asks for
+    /// version 0 (absent), or for no change since `floor`, the sequence such a namespace stands
+    /// at (0 until a namespace is removed; what WATCH remembered of it, unless a removal came
+    /// since, when anything may have lived and gone under the name).
+    static func guardsHoldWhereNothingExists(_ steps: [BatchStep], floor: UInt64) -> Bool {
         steps.allSatisfy {
             switch $0 {
-            case .ifVersion(_, let version), .unchangedSince(let version): return version == 0
+            case .ifVersion(_, let version): return version == 0
+            case .unchangedSince(let sequence): return sequence == floor
             default: return true
             }
         }

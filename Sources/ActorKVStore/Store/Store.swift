@@ -131,18 +131,18 @@ public actor Store {
     public nonisolated func execute(_ operations: [Operation], inNamespace name: String) async -> Execution {
         while true {
             let namespace: Namespace?
+            var floor: UInt64 = 0
             do {
                 if let open = openNamespace(name) {
                     namespace = open
                 } else {
-                    let create = operations.contains { $0.mayCreateNamespace && options.limits.problem(with: $0) == nil }
-                    namespace = create ? try await self.namespace(name) : try await existingNamespace(name)
+                    (namespace, floor) = try await openForExecution(name, operations)
                 }
             } catch {
                 return Execution(outcomes: operations.map { _ in .failure(error) }, durability: .immediate)
             }
             guard let namespace else {
-                return Execution(outcomes: operations.map(outcomeInMissingNamespace), durability: .immediate)
+                return Execution(outcomes: operations.map { outcomeInMissingNamespace($0, floor: floor) }, durability: .immediate)
             }
             if let execution = await namespace.executeUnlessRemoved(operations) { return execution }
         }
@@ -176,8 +176,25 @@ public actor Store {
         return namespace._withUnsafeGuaranteedRef { execute($0, operations) }
     }
 
-    /// What an operation yields in a namespace that does not exist (and that it does not create).
-    private nonisolated func outcomeInMissingNamespace(_ operation: Operation) -> Outcome {
+    /// The namespace `operations` run on when it is not open: opened, once a removal of it has
+    /// finished, or created if one of the operations may write something valid where nothing
+    /// exists yet; nil when it does not exist. With the ``sequenceFloor`` the decision was made
+    /// on, which the guards of operations on a namespace that does not exist are judged by.
+    private func openForExecution(_ name: String, _ operations: [Operation]) async throws(StoreError) -> (Namespace?, UInt64) {
+        await waitForRemoval(of: try NamespaceName.validate(name))
+        let floor = sequenceFloor
+        let create = operations.contains { $0.mayCreateNamespace(floor: floor) && options.limits.problem(with: $0) == nil }
+        return (try await open(name, create: create), floor)
+    }
+
+    /// Waits until no removal of namespace `name` runs.
+    private func waitForRemoval(of name: String) async {
+        while removals[name] != nil { await withCheckedContinuation { removals[name]!.append($0) } }
+    }
+
+    /// What an operation yields in a namespace that does not exist (and that it does not create),
+    /// `floor` being the sequence such a namespace stands at.
+    private nonisolated func outcomeInMissingNamespace(_ operation: Operation, floor: UInt64) -> Outcome {
         if let problem = options.limits.problem(with: operation) { return .failure(problem) }
         switch operation {
         case .get: return .value(nil)
@@ -194,7 +211,7 @@ public actor Store {
         case .conditionalPut: return .conditionFailed  // a version other than 0: no key has it
         case .batch(let steps):
             // Deletes and guards only, or a guard of a version other than 0, which no key has.
-            if !Operation.guardsHoldWhereNothingExists(steps) { return .conditionFailed }
+            if !Operation.guardsHoldWhereNothingExists(steps, floor: floor) { return .conditionFailed }
             return .batch(steps.map {
                 switch $0 {
                 case .ifVersion, .unchangedSince: return .stored
@@ -271,7 +288,7 @@ public actor Store {
 
     private func open(_ name: String, create: Bool) async throws(StoreError) -> Namespace? {
         let name = try NamespaceName.validate(name)
-        while removals[name] != nil { await withCheckedContinuation { removals[name]!.append($0) } }
+        await waitForRemoval(of: name)
         if isClosed { throw StoreError(.closed, "the store is closed") }
         if let ns = openNamespace(name) { return ns }
         if let error = failed[name] { throw error }

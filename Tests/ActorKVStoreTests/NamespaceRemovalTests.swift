@@ -247,6 +247,26 @@ struct NamespaceRemovalTests {
         }
     }
 
+    @Test("a backup carries the floor: in the copy, a name removed before it and used again numbers on after its earlier life")
+    func backupCarriesTheFloor() async throws {
+        let dir = TemporaryDirectory("remove-backup")
+        defer { dir.remove() }
+        var removedAt: UInt64 = 0
+        try await withStore(dir.data) { store in
+            let a = try await store.namespace("a")
+            for i in 0..<3 { try await a.put(b("k\(i)"), b("v")) }
+            #expect(try await store.removeNamespace("a"))
+            removedAt = try SequenceFloor.read(directory: dir.data, system: .plain)
+            try await store.namespace("b").put(b("k"), b("v"))
+            _ = try await store.backup(to: dir.path + "/copy")
+        }
+        #expect(try SequenceFloor.read(directory: dir.path + "/copy", system: .plain) == removedAt)
+        try await withStore(dir.path + "/copy") { copy in
+            let version = try await copy.namespace("a").put(b("k0"), b("again"), ifVersion: 0)
+            #expect(version.map { $0 > removedAt } == true, "\(String(describing: version))")
+        }
+    }
+
     @Test("the floor file's text reads back exactly, and nothing else reads")
     func floorText() {
         for floor: UInt64 in [0, 1, 99, .max] {

@@ -78,7 +78,8 @@ enum BackupWriter {
     }
 
     /// Removes what ``prepare(_:dataDirectory:system:)`` and ``write(_:into:system:)`` made of a
-    /// backup that failed: the snapshots of `names` and their directories, then the hidden one.
+    /// backup that failed: the snapshots of `names` and their directories, the sequence floor's
+    /// file, then the hidden one.
     /// Anything else found there stays (and so does the directory holding it).
     static func discard(_ partial: String, names: [String], system: SystemCalls) {
         for name in names {
@@ -87,6 +88,8 @@ enum BackupWriter {
             try? system.unlink(files.snapshotPath)
             try? system.removeDirectory(files.directory)
         }
+        try? system.unlink(partial + "/" + SequenceFloor.fileName + ".tmp")
+        try? system.unlink(partial + "/" + SequenceFloor.fileName)
         try? system.removeDirectory(partial)
     }
 

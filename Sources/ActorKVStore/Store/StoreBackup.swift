@@ -5,7 +5,7 @@ extension Store {
     /// exist, and it must not be inside this store's directory), made durable before this returns.
     ///
     /// Each namespace is copied (copy-on-write: reads and writes go on) and written as a snapshot
-    /// off the actors. With a ``StoreOptions/serialExecutor`` (the server's default, `--execution
+    /// off the actors. The ``SequenceFloor`` goes with them, when a namespace was ever removed. With a ``StoreOptions/serialExecutor`` (the server's default, `--execution
     /// loop`), every namespace is copied at the same moment, between two runs: the backup holds
     /// a write only with every write performed before it, in every namespace. Without one (an
     /// embedded store, `--execution pool`), each namespace is copied at a moment of its own. Expired keys are left out; keys owned by a connection are in it, and
@@ -22,6 +22,8 @@ extension Store {
         let paths = try await BlockingIO.run { () throws(StoreError) in
             try BackupWriter.prepare(path, dataDirectory: self.directory, system: system)
         }
+        // A name removed before the copy, used again in it, must number on after its earlier life.
+        let floor = sequenceFloor
         let copies: [NamespaceCopy]
         if options.serialExecutor != nil, let first = openNamespacesNow().first {
             // The namespaces are listed again in the copy's own job: one created since the list
@@ -39,6 +41,7 @@ extension Store {
                     entries.append(.init(name: copy.name, keys: try BackupWriter.write(copy, into: paths.partial, system: system),
                                          lastSequence: copy.lastSequence))
                 }
+                if floor > 0 { try SequenceFloor.write(floor, directory: paths.partial, system: system) }
                 try BackupWriter.finish(paths, system: system)
             } catch {
                 BackupWriter.discard(paths.partial, names: copies.map(\.name), system: system)

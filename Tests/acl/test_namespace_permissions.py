@@ -198,8 +198,9 @@ class CommandFamilies(ServerTestCase):
             refused = [ns for ns in names if ns != "fam-w"][0]
             self.assertNoPerm(reply, "write", refused, self.UID, "UNLINK " + " ".join(names))
             self.assertUsable(self.client, "UNLINK")
-        for ns in self.NAMESPACES:
+        for ns in ("fam-r", "fam-a", "fam-none"):
             self.assertUntouched(ns, before[ns])
+        self.assertEqual(self.last_sequence("fam-w"), before["fam-w"], "fam-w removed though a name after it was refused")
         self.assertEqual(self.client.call("UNLINK", "fam-w"), 1)
         self.assertNotIn(b"fam-w", self.root.call("NAMESPACES"))
 

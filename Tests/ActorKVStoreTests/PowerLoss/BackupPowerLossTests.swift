@@ -43,35 +43,15 @@ struct BackupPowerLossTests {
             #expect(summary.namespaces.map(\.name) == expected.keys.sorted())
             _ = await store.close()
         }
-        let trace = recorder.operations
-        var model = CrashModel(root: directory.path)
-        for operation in trace.prefix(start) { try model.apply(operation) }
-        var random = SeededGenerator(seed: 7)
-        var (checked, whole) = (0, 0)
-        for point in start...end {
-            if point > start { try model.apply(trace[point - 1]) }
-            let quota = max(2, Self.states / (end - start + 1))
-            let dimensions = model.dimensions
-            var picks = [Array(repeating: 0, count: dimensions.count), CrashPicks.everything(dimensions)]
-            if CrashPicks.count(dimensions, limit: quota) <= quota {
-                picks = CrashPicks.all(dimensions)
-            } else {
-                while picks.count < quota { picks.append(CrashPicks.random(dimensions, using: &random)) }
+        var whole = 0
+        let checked = try await CrashSweep.forEachState(root: directory.path, trace: recorder.operations, from: start, through: end,
+                                                        states: Self.states, seed: 7) { root, point, context in
+            guard FileManager.default.fileExists(atPath: root + "/copy") else {
+                #expect(point < end, "the backup had returned, yet it is gone: \(context)")
+                return
             }
-            for pick in picks {
-                var garbage = SeededGenerator(seed: random.next())
-                let root = directory.path + "/state-\(checked)"
-                try model.image(pick, garbage: &garbage).write(to: root)
-                checked += 1
-                defer { try? FileManager.default.removeItem(atPath: root) }
-                let context = "power loss at trace point \(point) (backup from \(start) to \(end)): \(model.describe(pick))"
-                guard FileManager.default.fileExists(atPath: root + "/copy") else {
-                    #expect(point < end, "the backup had returned, yet it is gone: \(context)")
-                    continue
-                }
-                whole += 1
-                try await expectWhole(root + "/copy", expected, context)
-            }
+            whole += 1
+            try await expectWhole(root + "/copy", expected, context)
         }
         #expect(whole > 0 && whole < checked, "both outcomes were seen: \(whole) of \(checked) states hold the backup")
     }

@@ -47,34 +47,14 @@ struct RemovalPowerLossTests {
             end = recorder.count
             _ = await store.close()
         }
-        let trace = recorder.operations
         let toldAt = try #require(told.withLock { $0 }, "the removal was logged")
-        var model = CrashModel(root: directory.path)
-        for operation in trace.prefix(start) { try model.apply(operation) }
-        var random = SeededGenerator(seed: 5)
-        var (checked, gone) = (0, 0)
-        for point in start...end {
-            if point > start { try model.apply(trace[point - 1]) }
-            let quota = max(2, Self.states / (end - start + 1))
-            let dimensions = model.dimensions
-            var picks = [Array(repeating: 0, count: dimensions.count), CrashPicks.everything(dimensions)]
-            if CrashPicks.count(dimensions, limit: quota) <= quota {
-                picks = CrashPicks.all(dimensions)
+        var gone = 0
+        let checked = try await CrashSweep.forEachState(root: directory.path, trace: recorder.operations, from: start, through: end,
+                                                        states: Self.states, seed: 5) { root, point, context in
+            if try await expectWholeOrGone(root + "/data", expected, context) {
+                gone += 1
             } else {
-                while picks.count < quota { picks.append(CrashPicks.random(dimensions, using: &random)) }
-            }
-            for pick in picks {
-                var garbage = SeededGenerator(seed: random.next())
-                let root = directory.path + "/state-\(checked)"
-                try model.image(pick, garbage: &garbage).write(to: root)
-                checked += 1
-                defer { try? FileManager.default.removeItem(atPath: root) }
-                let context = "power loss at trace point \(point) (removal from \(start) to \(end)): \(model.describe(pick))"
-                if try await expectWholeOrGone(root + "/data", expected, context) {
-                    gone += 1
-                } else {
-                    #expect(point < toldAt, "followers were told of the removal at trace point \(toldAt), yet the namespace is back: \(context)")
-                }
+                #expect(point < toldAt, "followers were told of the removal at trace point \(toldAt), yet the namespace is back: \(context)")
             }
         }
         #expect(gone > 0 && gone < checked, "both outcomes were seen: \(gone) of \(checked) states have the namespace gone")

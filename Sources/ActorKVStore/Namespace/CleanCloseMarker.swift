@@ -26,16 +26,10 @@ enum CleanCloseMarker {
     static func path(in files: NamespaceFiles) -> String { files.directory + "/" + fileName }
 
     /// The marker's text for `sequence`.
-    static func text(through sequence: UInt64) -> String { prefix + String(sequence) + "\n" }
+    static func text(through sequence: UInt64) -> String { NumberLine.text(prefix, sequence) }
 
     /// The sequence a marker's bytes name, or nil unless they are exactly a marker's text.
-    static func sequence(in bytes: [UInt8]) -> UInt64? {
-        let text = String(decoding: bytes, as: UTF8.self)
-        guard text.hasPrefix(prefix), text.hasSuffix("\n") else { return nil }
-        let digits = text.dropFirst(prefix.count).dropLast()
-        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-        return UInt64(digits)
-    }
+    static func sequence(in bytes: [UInt8]) -> UInt64? { NumberLine.number(in: bytes, prefix: prefix) }
 
     /// Writes the marker (replacing an older one through a temporary file and a rename). Call it
     /// only once everything through `sequence` is fsync'd.

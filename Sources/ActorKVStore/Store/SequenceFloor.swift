@@ -23,16 +23,10 @@ enum SequenceFloor {
     private static let prefix = "actorkv numbers new namespaces after sequence "
 
     /// The file's text for `floor`.
-    static func text(_ floor: UInt64) -> String { prefix + String(floor) + "\n" }
+    static func text(_ floor: UInt64) -> String { NumberLine.text(prefix, floor) }
 
     /// The floor the file's bytes name, or nil unless they are exactly its text.
-    static func floor(in bytes: [UInt8]) -> UInt64? {
-        let text = String(decoding: bytes, as: UTF8.self)
-        guard text.hasPrefix(prefix), text.hasSuffix("\n") else { return nil }
-        let digits = text.dropFirst(prefix.count).dropLast()
-        guard !digits.isEmpty, digits.count <= 20, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-        return UInt64(digits)
-    }
+    static func floor(in bytes: [UInt8]) -> UInt64? { NumberLine.number(in: bytes, prefix: prefix) }
 
     /// The floor of the data directory `directory`: 0 when no namespace was ever removed there
     /// (no file); throws `corrupt` for a file that is not the floor's text.

@@ -90,6 +90,7 @@ __all__ = [
     "Snapshot",
     "Synced",
     "encode_command",
+    "parse_client_list",
     "parse_info",
 ]
 
@@ -677,6 +678,21 @@ def parse_info(text):
     return info
 
 
+def parse_client_list(text):
+    """Parses the text of ``CLIENT LIST`` into a list of dicts, one per connection in the
+    server's order: each ``name=value`` of its line an entry, decimal values as ``int``
+    (``id``, ``age``, ``uid``, ``gid``, ``pid``, ...), the others as ``str`` (``name`` is ``""``
+    for a connection without one)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", "replace")
+    clients = []
+    for line in text.splitlines():
+        if line.strip():
+            pairs = (field.partition("=") for field in line.split(" ") if field)
+            clients.append({name: _info_convert(value) if value else value for name, _, value in pairs})
+    return clients
+
+
 # --------------------------------------------------------------------------------------------
 # Commands, shared by Client (runs them now) and Pipeline (queues them)
 
@@ -1048,6 +1064,25 @@ class _Commands(object):
     def namespaces(self):
         """``NAMESPACES``: returns the names of the namespaces, as a list of str."""
         return self._call(_decode_list, "NAMESPACES")
+
+    def client_id(self):
+        """``CLIENT ID``: this connection's id (an int), as ``client_list()`` shows it."""
+        return self._call(_identity, "CLIENT", "ID")
+
+    def client_list(self):
+        """``CLIENT LIST``: the server's open connections, as :func:`parse_client_list` reads
+        them (``id``, ``name``, ``age``, ``flags``, ``uid``, ``gid``, ``pid``, ...), in id order.
+        Under ``--acl`` only the server's own uid may ask (``NOPERM`` otherwise)."""
+        return self._call(lambda reply: parse_client_list(_decode_text(reply)), "CLIENT", "LIST")
+
+    def kill_client(self, client_id):
+        """``CLIENT KILL ID client_id``: closes that connection, which releases its ephemeral
+        keys (a hung lock holder's locks) as any close does; returns True if it was open,
+        False if no connection has that id. ``client_id`` is an int from 1; ``TypeError`` or
+        ``ValueError`` otherwise, before anything is sent. Under ``--acl`` only the server's
+        own uid may ask."""
+        _check_int(client_id, "client_id", 1, _INT64_MAX)
+        return self._call(lambda reply: reply == 1, "CLIENT", "KILL", "ID", client_id)
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import actorkv  # noqa: E402
 from actorkv import (  # noqa: E402
     NOT_READY, ActorKVConnectionError, ActorKVError, Change, Client, CompactedError,
     ConflictError, ConnectionRefusedByServer, Lock, LockTimeout, PermissionDeniedError, ProtocolError, ReplyParser,
-    ServerError, Snapshot, Synced, encode_command, parse_info,
+    ServerError, Snapshot, Synced, encode_command, parse_client_list, parse_info,
 )
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -875,6 +875,31 @@ class RoundTripTests(ServerTestCase):
         with self.assertRaises(ServerError) as caught:
             self.kv.compact("bad/name")
         self.assertEqual(caught.exception.code, "BADNS")
+
+    def test_client_list_and_kill(self):
+        with self.server.client() as holder:
+            holder.put(self.ns, "lock", "me", ephemeral=True)
+            holder_id = holder.client_id()
+            listed = self.kv.client_list()
+            ids = [entry["id"] for entry in listed]
+            self.assertEqual(ids, sorted(ids), "in id order")
+            self.assertIn(self.kv.client_id(), ids)
+            entry = [entry for entry in listed if entry["id"] == holder_id]
+            self.assertEqual(len(entry), 1, listed)
+            self.assertEqual((entry[0]["pid"], entry[0]["uid"]), (os.getpid(), os.getuid()))
+            self.assertTrue(self.kv.kill_client(holder_id))
+            deadline = time.monotonic() + 5
+            while self.kv.get(self.ns, "lock") is not None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.assertIsNone(self.kv.get(self.ns, "lock"), "the killed holder's lock is released")
+            self.assertNotIn(holder_id, [entry["id"] for entry in self.kv.client_list()])
+            self.assertFalse(self.kv.kill_client(holder_id), "gone already")
+        for bad, error in ((0, ValueError), ("7", TypeError), (True, TypeError)):
+            with self.assertRaises(error):
+                self.kv.kill_client(bad)
+        self.assertEqual(parse_client_list(b"id=3 addr=/s.sock name= age=12 flags=N\nid=4 name=w flags=UP\n"),
+                         [{"id": 3, "addr": "/s.sock", "name": "", "age": 12, "flags": "N"},
+                          {"id": 4, "name": "w", "flags": "UP"}])
 
     def test_unlink(self):
         self.kv.put(self.ns, "k", "v")

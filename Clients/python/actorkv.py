@@ -1071,7 +1071,9 @@ class _Commands(object):
 
     def client_list(self):
         """``CLIENT LIST``: the server's open connections, as :func:`parse_client_list` reads
-        them (``id``, ``name``, ``age``, ``flags``, ``uid``, ``gid``, ``pid``, ...), in id order.
+        them (``id``, ``name``, ``age``, ``idle``, ``cmd``, ``flags``, ``uid``, ``gid``, ``pid``,
+        ...), in id order: a hung lock holder shows a growing ``idle`` (seconds since it last
+        sent a request).
         Under ``--acl`` only the server's own uid may ask (``NOPERM`` otherwise)."""
         return self._call(lambda reply: parse_client_list(_decode_text(reply)), "CLIENT", "LIST")
 

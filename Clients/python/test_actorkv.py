@@ -887,6 +887,8 @@ class RoundTripTests(ServerTestCase):
             entry = [entry for entry in listed if entry["id"] == holder_id]
             self.assertEqual(len(entry), 1, listed)
             self.assertEqual((entry[0]["pid"], entry[0]["uid"]), (os.getpid(), os.getuid()))
+            self.assertEqual(entry[0]["cmd"], "client|id", "the holder's last command")
+            self.assertIsInstance(entry[0]["idle"], int)
             self.assertTrue(self.kv.kill_client(holder_id))
             deadline = time.monotonic() + 5
             while self.kv.get(self.ns, "lock") is not None and time.monotonic() < deadline:

@@ -28,7 +28,7 @@ import Testing
         }
     }
 
-    @Test("CLIENT LIST shows every open connection by id: its name, whether it follows changes (TYPE pubsub), its age and peer; the one asking runs client|list; a connection that ends goes")
+    @Test("CLIENT LIST shows every open connection by id: its name, whether it follows changes (TYPE pubsub), its age, idle time, last command and peer; the one asking runs client|list; a connection that ends goes")
     func listsOpenConnections() async throws {
         let server = try await ServerProcess.started()
         defer { server.stop() }
@@ -42,18 +42,32 @@ import Testing
             _ = try follower.reply()  // the subscription's confirmation
             let asking = try RawConnection(path: server.socketPath)
             let askingID = try Self.id(of: asking)
+            let silent = try RawConnection(path: server.socketPath)  // sends nothing
             usleep(1_100_000)  // so that the first two are a second old
+            // `named` sends again, more than a second after the follower last did: their idle
+            // times differ by a second or more, however the machine is loaded.
+            #expect(try named.command(["PUT", "jobs", "a", "1"]) == .simple("OK"))
+            _ = try named.command(["NOSUCHCOMMAND"])  // an unknown command is noted as none
 
             let all = try Self.lines(try asking.command(["CLIENT", "LIST"]))
-            #expect(all.map { $0["id"] } == [namedID, followerID, askingID].map { String($0) }, "in id order: \(all)")
-            #expect(all.map { $0["name"] } == ["worker-1", "", ""])
-            #expect(all.map { $0["flags"] } == ["U", "UP", "U"])
-            #expect(all.map { $0["cmd"] } == ["NULL", "NULL", "client|list"])
+            #expect(all.map { $0["id"] }.prefix(3) == [namedID, followerID, askingID].map { String($0) }[...], "in id order: \(all)")
+            #expect(all.map { $0["name"] } == ["worker-1", "", "", ""])
+            #expect(all.map { $0["flags"] } == ["U", "UP", "U", "U"])
+            #expect(all.map { $0["cmd"] } == ["NULL", "changes", "client|list", "NULL"], "each connection's last command")
             #expect(all.allSatisfy { $0["pid"] == String(getpid()) && $0["uid"] == String(getuid()) })
             #expect(all.prefix(2).allSatisfy { Int($0["age"] ?? "") ?? 0 >= 1 }, "\(all.map { $0["age"] })")
+            let silentID = all.last?["id"]
+            let idle = all.map { Int($0["idle"] ?? "") ?? -1 }
+            #expect(idle[1] >= 1 && idle[3] >= 1, "the follower and the silent connection sent nothing for a second: \(idle)")
+            #expect(idle[0] >= 0 && idle[0] < idle[1], "the named connection sent since: \(idle)")
+            #expect(idle[2] == 0, "the connection asking is running its command")
+            #expect(try named.command(["CLIENT", "GETNAME"]) == .bulk("worker-1"))
+            #expect(try Self.lines(try asking.command(["CLIENT", "LIST", "ID", String(namedID)])).first?["cmd"] == "client|getname")
+            #expect(try named.command(["GET", "jobs", "a"]) == .bulk("1"))
+            #expect(try Self.lines(try asking.command(["CLIENT", "LIST", "ID", String(namedID)])).first?["cmd"] == "get")
             #expect(try Self.lines(try asking.command(["CLIENT", "LIST", "TYPE", "pubsub"])).map { $0["id"] } == [String(followerID)])
             #expect(try Self.lines(try asking.command(["client", "list", "type", "NORMAL"])).map { $0["id"] }
-                    == [namedID, askingID].map { String($0) })
+                    == [String(namedID), String(askingID), silentID])
             #expect(try Self.lines(try asking.command(["CLIENT", "LIST", "ID", String(askingID), String(namedID), "99999"])).map { $0["id"] }
                     == [namedID, askingID].map { String($0) })
             #expect(try Self.lines(try asking.command(["CLIENT", "LIST", "ID", String(namedID), "TYPE", "pubsub"])).isEmpty)
@@ -80,10 +94,11 @@ import Testing
             var ids: [String?] = []
             for _ in 0..<500 {
                 ids = try Self.lines(try asking.command(["CLIENT", "LIST"])).map { $0["id"] }
-                if ids.count == 2 { break }
+                if ids.count == 3 { break }
                 usleep(10_000)
             }
-            #expect(ids == [followerID, askingID].map { String($0) }, "the connection that quit is gone")
+            #expect(ids == [String(followerID), String(askingID), silentID], "the connection that quit is gone")
+            withExtendedLifetime(silent) {}
         }
     }
 

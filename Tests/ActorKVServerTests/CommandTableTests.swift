@@ -187,4 +187,31 @@ struct CommandTableTests {
         #expect(session.name == nil)
         await store.close()
     }
+
+    @Test("CommandTrace names what Redis's CLIENT LIST shows as cmd: the command in lower case, a container's subcommand after '|', none (NULL) for an unknown command or subcommand")
+    func commandTraceNames() {
+        func traced(_ words: [String]) -> String? {
+            var trace = CommandTrace(packed: 12345)
+            _ = Command(parsing: Request(words.map { Array($0.utf8) }), rights: nil, names: nil, trace: &trace)
+            return trace.name
+        }
+        #expect(traced(["get", "ns", "k"]) == "get")
+        #expect(traced(["HSET", "h", "f", "v"]) == "hset")
+        #expect(traced(["GET", "ns"]) == "get", "an arity error still names the command, as in Redis")
+        #expect(traced(["client", "List"]) == "client|list")
+        #expect(traced(["CLIENT", "SETINFO", "LIB-NAME", "x"]) == "client|setinfo")
+        #expect(traced(["CONFIG", "GET", "maxmemory"]) == "config|get")
+        #expect(traced(["ACL", "whoami"]) == "acl|whoami")
+        #expect(traced(["COMMAND"]) == "command")
+        #expect(traced(["COMMAND", "DOCS"]) == "command|docs")
+        #expect(traced(["CLIENT", "NOSUCH"]) == nil)
+        #expect(traced(["NOSUCH", "x"]) == nil)
+        for spec in CommandTable.all {
+            #expect(traced([spec.name]) == spec.name.lowercased())
+            for sub in spec.subcommands {
+                let name = String(decoding: sub, as: UTF8.self)
+                #expect(traced([spec.name, name]) == "\(spec.name)|\(name)".lowercased())
+            }
+        }
+    }
 }

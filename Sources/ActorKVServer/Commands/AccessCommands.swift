@@ -5,7 +5,8 @@ import ActorKVProtocol
 enum AccessCommands {
     /// Their specs. ACL itself needs no right; `ACL LOAD` declares its own (the server's uid only).
     static let specs: [CommandSpec] = [
-        CommandSpec(name: "ACL", usage: "ACL WHOAMI | LOAD", arity: .exactly(1), flags: [.unrestricted], parse: parseACL),
+        CommandSpec(name: "ACL", usage: "ACL WHOAMI | LOAD", arity: .exactly(1), flags: [.unrestricted],
+                    subcommands: ["WHOAMI", "LOAD"], parse: parseACL),
     ]
 
     private static let whoAmIWord = Array("WHOAMI".utf8)

@@ -25,11 +25,22 @@ public enum Command: Sendable {
     /// Parses one decoded request (its first argument is the command name, any case) and, with
     /// `rights`, judges it by the right its spec declares (`NOPERM` if the connection lacks it).
     static func parse(_ request: Request, rights: ConnectionRights?, names: NamespaceNames? = nil) throws(CommandError) -> Command {
+        var trace = CommandTrace.none
+        return try parse(request, rights: rights, names: names, trace: &trace)
+    }
+
+    /// Parses one decoded request as ``parse(_:rights:names:)`` does, and sets `trace` to the
+    /// command it names (``CommandTrace/none`` if none), refused or not, as Redis notes the last
+    /// command of a connection once it looked the name up.
+    static func parse(_ request: Request, rights: ConnectionRights?, names: NamespaceNames?,
+                      trace: inout CommandTrace) throws(CommandError) -> Command {
         guard !request.isEmpty else { throw CommandError(.syntax, "empty command") }
         let first = request[0]
         guard let spec = CommandTable.lookup(first) else {
+            trace = .none
             throw CommandError(.unknownCommand, "unknown command '\(printable(first))'; ActorKV keeps keys in namespaces: see protocol.md \"Differences from Redis\"")
         }
+        trace = CommandTrace(spec, request)
         guard spec.accepts(argumentCount: request.count - 1) else {
             throw CommandError(.arity, spec.arityMessage)
         }
@@ -60,6 +71,12 @@ public enum Command: Sendable {
     /// namespace name.
     init(parsing request: Request, rights: ConnectionRights?, names: NamespaceNames? = nil) {
         do { self = try Self.parse(request, rights: rights, names: names) } catch { self = .refused(error) }
+    }
+
+    /// Parses one decoded request as ``init(parsing:rights:names:)`` does, and sets `trace` to
+    /// the command it names (see ``parse(_:rights:names:trace:)``).
+    init(parsing request: Request, rights: ConnectionRights?, names: NamespaceNames?, trace: inout CommandTrace) {
+        do { self = try Self.parse(request, rights: rights, names: names, trace: &trace) } catch { self = .refused(error) }
     }
 
     /// This command as the connection of `session` runs it: an ``owned(namespace:_:)`` put becomes

@@ -24,17 +24,21 @@ final class CommandSpec: Sendable {
     let redisHint: String?
     /// Parses the arguments after the name into what runs. Pure: touches no state.
     let parse: @Sendable (CommandArguments) throws(CommandError) -> Command
+    /// The subcommands' names (upper case ASCII) of a container command (CLIENT, CONFIG): what
+    /// ``CommandTrace`` names after a `|`. Empty for the others.
+    let subcommands: [[UInt8]]
 
     /// A command called `name` (upper case ASCII) with `usage` shown in arity errors (and
     /// `redisHint` after it), taking `arity` arguments after its name, `flags` saying what it
-    /// does, parsed by `parse`.
-    init(name: String, usage: String, arity: Arity, flags: CommandFlags, redisHint: String? = nil,
+    /// does, parsed by `parse`; `subcommands` names a container's subcommands (upper case).
+    init(name: String, usage: String, arity: Arity, flags: CommandFlags, redisHint: String? = nil, subcommands: [String] = [],
          parse: @escaping @Sendable (CommandArguments) throws(CommandError) -> Command) {
         self.name = name
         self.usage = usage
         self.arity = arity
         self.flags = flags
         self.redisHint = redisHint
+        self.subcommands = subcommands.map { Array($0.utf8) }
         self.parse = parse
     }
 

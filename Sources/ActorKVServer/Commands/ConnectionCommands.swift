@@ -8,8 +8,8 @@ enum ConnectionCommands {
     static let specs: [CommandSpec] = [
         CommandSpec(name: "HELLO", usage: "HELLO [protover [AUTH username password] [SETNAME clientname]]", arity: .atLeast(0),
                     flags: [.unrestricted, .session], parse: parseHello),
-        CommandSpec(name: "CLIENT", usage: clientUsage, arity: .atLeast(1),
-                    flags: [.unrestricted, .session], parse: parseClient),
+        CommandSpec(name: "CLIENT", usage: clientUsage, arity: .atLeast(1), flags: [.unrestricted, .session],
+                    subcommands: ["ID", "INFO", "LIST", "KILL", "GETNAME", "SETNAME", "SETINFO"], parse: parseClient),
         CommandSpec(name: "SELECT", usage: "SELECT 0", arity: .exactly(1), flags: [.unrestricted, .session]) { (args) throws(CommandError) in
             guard args[0].elementsEqual("0".utf8) else {
                 throw CommandError(.syntax, "ActorKV has one database, 0; namespaces take the place of Redis's numbered databases")
@@ -128,7 +128,7 @@ enum ConnectionCommands {
             let socketPath = context.settings.first { $0.name == "unixsocket" }?.value
             var text = ""
             for session in context.clients.all where filter.shows(session) {
-                text += clientInfo(session, socketPath: socketPath, command: session === context.session ? "client|list" : "NULL")
+                text += clientInfo(session, socketPath: socketPath, command: session === context.session ? "client|list" : nil)
             }
             return .bulk(Array(text.utf8))
         }
@@ -277,10 +277,11 @@ enum ConnectionCommands {
     /// CLIENT INFO's line: Redis 7's fields, in Redis's order (clients such as node-redis 4 read
     /// them by position), then ActorKV's own (`uid`, `gid`, `pid` of the peer). Real values
     /// where ActorKV has them; the rest are fixed placeholders (protocol.md, "CLIENT", says which).
-    /// `command`: the `cmd` shown (the CLIENT subcommand running, or `NULL`: not tracked).
+    /// `command`: the `cmd` shown for the connection asking (the CLIENT subcommand running);
+    /// nil for another, whose last command the event loop noted (``ClientSession/lastCommandTrace``).
     /// CLIENT cannot run inside MULTI, so `multi` is -1 for the connection asking, as Redis shows
     /// outside MULTI; another connection shows 0 while it queues a transaction.
-    static func clientInfo(_ session: ClientSession, socketPath: String?, command: String) -> String {
+    static func clientInfo(_ session: ClientSession, socketPath: String?, command: String?) -> String {
         let library = session.library
         let multi = session.inTransaction ? "0" : "-1"
         // Redis shows a Unix-socket client's address as `path:0`; a path that would break the
@@ -291,7 +292,9 @@ enum ConnectionCommands {
         let flags = session.isFollowing ? "UP" : "U"
         let peer = session.peer.map { "uid=\($0.uid) gid=\($0.gid) pid=\($0.pid)" } ?? "uid=? gid=? pid=?"
         let age = max(0, Int(monotonicSeconds() - session.connectedAt))
-        return "id=\(session.id) addr=\(address) laddr=\(address) fd=-1 name=\(session.name ?? "") age=\(age) idle=0 flags=\(flags) db=0 "
+        let idle = command == nil ? session.idleSeconds(now: monotonicMilliseconds()) : 0
+        let command = command ?? session.lastCommandTrace.name ?? "NULL"
+        return "id=\(session.id) addr=\(address) laddr=\(address) fd=-1 name=\(session.name ?? "") age=\(age) idle=\(idle) flags=\(flags) db=0 "
             + "sub=0 psub=0 ssub=0 multi=\(multi) qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 "
             + "events=r cmd=\(command) user=\(AccessCommands.userName(of: session)) redir=-1 resp=\(session.version.rawValue) "
             + "lib-name=\(library.name) lib-ver=\(library.version) \(peer)\n"

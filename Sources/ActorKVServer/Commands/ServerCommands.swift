@@ -60,13 +60,15 @@ enum ServerCommands {
         // COMMAND DOCS is an error instead: interactive redis-cli 7 builds its HELP table from
         // COMMAND DOCS, and falls back to its own built-in help only when that is an error (an
         // empty array would leave HELP with nothing to print).
-        CommandSpec(name: "COMMAND", usage: "COMMAND [...]", arity: .atLeast(0), flags: [.unrestricted]) { (args) throws(CommandError) in
+        CommandSpec(name: "COMMAND", usage: "COMMAND [...]", arity: .atLeast(0), flags: [.unrestricted],
+                    subcommands: ["COUNT", "DOCS", "GETKEYS", "GETKEYSANDFLAGS", "INFO", "LIST"]) { (args) throws(CommandError) in
             if args.count > 0, CommandTable.matches(args[0], docsWord) {
                 throw CommandError(.syntax, "COMMAND DOCS is not supported: see protocol.md for ActorKV's commands")
             }
             return .local(LocalCommand { _ in .array([]) })
         },
-        CommandSpec(name: "CONFIG", usage: "CONFIG GET parameter [parameter ...]", arity: .atLeast(2), flags: [.unrestricted], parse: parseConfig),
+        CommandSpec(name: "CONFIG", usage: "CONFIG GET parameter [parameter ...]", arity: .atLeast(2), flags: [.unrestricted],
+                    subcommands: ["GET"], parse: parseConfig),
     ]
 
     private static let getWord = Array("GET".utf8)

@@ -48,6 +48,9 @@ final class EventLoop: @unchecked Sendable {
     /// Whether this turn's first read of each connection peeks (``readChunk(_:decoding:peeking:)``),
     /// as ``peeksReads(events:waited:)`` decided when epoll answered.
     @exclusivity(unchecked) private var peekingTurn = false
+    /// When this turn began (monotonic milliseconds, coarse): when the requests read in it came,
+    /// for CLIENT LIST's `idle` (one clock reading a turn, not one a request).
+    @exclusivity(unchecked) private var turnMilliseconds = monotonicMilliseconds(coarse: true)
     /// Connections that may hold peeked bytes (``Connection/peekedBytes``), all taken before
     /// the loop waits again.
     @exclusivity(unchecked) private var peekedConnections: [Connection] = []
@@ -179,6 +182,7 @@ final class EventLoop: @unchecked Sendable {
             takeAllPeeked()
             let n = actorkv_epoll_wait(epollFD, events, Int32(capacity), untilNextTimer(timeout))
             if n < 0 && errno != EINTR { log("epoll_wait failed: \(String(cString: strerror(errno)))"); break }
+            turnMilliseconds = monotonicMilliseconds(coarse: true)
             // Without the loop's executor (`--execution pool`) replies come back from other
             // threads after the turn has taken its peeked bytes: peeking would gain nothing.
             peekingTurn = executor != nil && Self.peeksReads(events: Int(n), waited: timeout != 0)
@@ -405,12 +409,16 @@ final class EventLoop: @unchecked Sendable {
     private func decode(_ c: Connection, upTo limit: Int) {
         let start = c.decoder.bufferedByteCount
         c.undecoded = false
+        var trace = CommandTrace.none, decoded = false
+        // For CLIENT LIST: when the connection last sent a request, and which command.
+        defer { if decoded { c.session.noteRequests(at: turnMilliseconds, lastCommand: trace) } }
         do {
             while let request = try c.decoder.nextRequest() {
                 // Room for a typical pipeline at once, rather than growing 1, 2, 4, 8, 16 (each
                 // step a new buffer and a copy) for every batch handed over.
                 if c.pending.capacity == 0 { c.pending.reserveCapacity(Self.pendingCapacity) }
-                c.appendPending(Command(parsing: request, rights: c.rights, names: c.namespaceNames))
+                c.appendPending(Command(parsing: request, rights: c.rights, names: c.namespaceNames, trace: &trace))
+                decoded = true
                 if start - c.decoder.bufferedByteCount >= limit { c.undecoded = true; return }
             }
         } catch {
@@ -615,4 +623,12 @@ func monotonicSeconds() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// Milliseconds on the monotonic clock of ``monotonicSeconds()``; with `coarse`, its cheaper
+/// reading, up to a few milliseconds behind (the kernel's last tick).
+func monotonicMilliseconds(coarse: Bool = false) -> Int64 {
+    var ts = timespec()
+    clock_gettime(coarse ? CLOCK_MONOTONIC_COARSE : CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
 }

@@ -22,6 +22,11 @@ public final class ClientSession: Sendable {
     public let transactionLimit: Int
     /// When the connection was accepted (monotonic seconds): CLIENT INFO's and LIST's `age`.
     public let connectedAt = monotonicSeconds()
+    /// When the connection last sent a request (monotonic milliseconds; its accept until then):
+    /// CLIENT LIST's `idle`. Written by the event loop, read by CLIENT LIST on any thread.
+    private let lastRequestAt: Atomic<Int64>
+    /// The command of the last request it sent (``CommandTrace/bits``): CLIENT LIST's `cmd`.
+    private let lastCommand = Atomic<UInt>(0)
 
     private struct State {
         var name: String?
@@ -61,7 +66,24 @@ public final class ClientSession: Sendable {
         self.id = id
         self.peer = peer
         self.transactionLimit = min(transactionLimit, 1 << 48)  // so that adding to a queue's weight cannot overflow
+        self.lastRequestAt = Atomic(monotonicMilliseconds())
     }
+
+    /// Notes that the connection sent requests at `milliseconds` (on ``monotonicMilliseconds()``'s
+    /// clock), the last of them naming `command` (the event loop, as it parses them).
+    func noteRequests(at milliseconds: Int64, lastCommand command: CommandTrace) {
+        lastRequestAt.store(milliseconds, ordering: .relaxed)
+        lastCommand.store(command.bits, ordering: .relaxed)
+    }
+
+    /// Whole seconds since the connection last sent a request (or was accepted), at `now`
+    /// (monotonic milliseconds).
+    func idleSeconds(now: Int64) -> Int64 {
+        max(0, now - lastRequestAt.load(ordering: .relaxed)) / 1000
+    }
+
+    /// The command of the last request the connection sent (``CommandTrace/none`` before any).
+    var lastCommandTrace: CommandTrace { CommandTrace(packed: lastCommand.load(ordering: .relaxed)) }
 
     /// The name the client gave itself (CLIENT SETNAME), if any.
     public var name: String? {

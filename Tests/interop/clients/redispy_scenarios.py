@@ -209,6 +209,11 @@ def connect_with_defaults():
     expect_eq("CLIENT LIST TYPE pubsub (client_list(_type='pubsub')): nobody follows here", [], r.client_list(_type="pubsub"))
     other = make_client()
     other_id = other.client_id()
+    other.hset(ns("clients"), "f", "v")
+    other_line = [entry for entry in r.client_list() if str(entry.get("id")) == str(other_id)]
+    expect_eq("CLIENT LIST: another connection's cmd is its last command", ["hset"], [entry.get("cmd") for entry in other_line])
+    check("CLIENT LIST: another connection's idle is a whole number of seconds",
+          len(other_line) == 1 and str(other_line[0].get("idle")).isdigit(), f"client_list(): {other_line!r}")
     expect_eq("CLIENT KILL ID (client_kill_filter(_id=...)) closes the other connection", 1, r.client_kill_filter(_id=other_id))
     check("the killed connection is gone from CLIENT LIST",
           all(str(entry.get("id")) != str(other_id) for entry in r.client_list()), f"client_list(): {r.client_list()!r}")

@@ -27,6 +27,9 @@ final class CommandSpec: Sendable {
     /// The subcommands' names (upper case ASCII) of a container command (CLIENT, CONFIG): what
     /// ``CommandTrace`` names after a `|`. Empty for the others.
     let subcommands: [[UInt8]]
+    /// Whether ``subcommands`` holds any: read on every request (``CommandTrace``), where
+    /// reading the array itself would retain and release it.
+    let hasSubcommands: Bool
 
     /// A command called `name` (upper case ASCII) with `usage` shown in arity errors (and
     /// `redisHint` after it), taking `arity` arguments after its name, `flags` saying what it
@@ -39,6 +42,7 @@ final class CommandSpec: Sendable {
         self.flags = flags
         self.redisHint = redisHint
         self.subcommands = subcommands.map { Array($0.utf8) }
+        self.hasSubcommands = !subcommands.isEmpty
         self.parse = parse
     }
 

@@ -24,18 +24,24 @@ struct CommandTrace: Equatable, Sendable {
 
     /// The request `request` of `spec`: with its subcommand if the spec has any (none if that
     /// word names none of them, or, as a bare container, the spec alone).
+    @inline(__always)
     init(_ spec: CommandSpec, _ request: Request) {
         let address = UInt(bitPattern: Unmanaged.passUnretained(spec).toOpaque())
-        guard !spec.subcommands.isEmpty, request.count > 1 else {
-            self.bits = address
+        guard spec.hasSubcommands, request.count > 1 else {
+            self.init(packed: address)
             return
         }
-        guard let position = spec.subcommands.firstIndex(where: { CommandTable.matches(request[1], $0) }),
+        self.init(container: spec, address: address, request[1])
+    }
+
+    /// A container command's trace: with the subcommand `word` names, or none.
+    private init(container spec: CommandSpec, address: UInt, _ word: ArraySlice<UInt8>) {
+        guard let position = spec.subcommands.firstIndex(where: { CommandTable.matches(word, $0) }),
               address & ~Self.addressMask == 0 else {
-            self.bits = 0
+            self.init(packed: 0)
             return
         }
-        self.bits = address | UInt(position + 1) << Self.subcommandShift
+        self.init(packed: address | UInt(position + 1) << Self.subcommandShift)
     }
 
     /// The name `CLIENT LIST` shows: lower case, `container|subcommand`; nil for ``none``.

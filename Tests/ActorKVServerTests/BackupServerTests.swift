@@ -128,6 +128,64 @@ import Testing
     }
 
     /// The integer under key `c` of namespace `name` in `store` (0 when absent).
+    @Test("a backup cut short by kill -9 leaves its hidden directory; the restarted server's next BACKUP of the same path removes it, says so in its log, and writes a whole backup")
+    func killedBackupLeftoverRemoved() async throws {
+        let server = try await ServerProcess.started()
+        defer { server.stop() }
+        let parent = server.directory.path + "/backups"
+        try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+        let fields = 1000, commands = 300
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            let value = String(repeating: "v", count: 100)
+            for i in 0..<commands {
+                let pairs = (0..<fields).flatMap { ["k\(i)-\($0)", value] }
+                #expect(try c.command(["HSET", "big"] + pairs) == .integer(Int64(fields)))
+            }
+        }
+        // Killed once its hidden directory appears, before the rename: tried again (on a new
+        // path) in the rare case the backup was done before the kill.
+        var cut: (target: String, hidden: String)?
+        for attempt in 0..<5 where cut == nil {
+            let target = parent + "/copy\(attempt)", prefix = ".copy\(attempt).partial-"
+            let hidden = try await onOwnThread { () throws -> String? in
+                let c = try RawConnection(path: server.socketPath)
+                try c.send("BACKUP \(target)\r\n")
+                let deadline = ContinuousClock.now + .seconds(30)
+                while ContinuousClock.now < deadline {
+                    let found = (try? FileManager.default.contentsOfDirectory(atPath: parent))?.first { $0.hasPrefix(prefix) }
+                    if found != nil || FileManager.default.fileExists(atPath: target) {
+                        kill(server.pid, SIGKILL)
+                        return found
+                    }
+                }
+                return nil
+            }
+            server.stop(signal: SIGKILL)
+            if let hidden, !FileManager.default.fileExists(atPath: target),
+               FileManager.default.fileExists(atPath: parent + "/" + hidden) {
+                cut = (target, parent + "/" + hidden)
+            }
+            try await server.restart()
+        }
+        let (target, hidden) = try #require(cut, "no backup was caught before its rename in 5 tries")
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["BACKUP", target]) == .simple("OK"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: hidden), "the leftover is removed")
+        #expect(server.log.contains("backup: removed \(hidden),"), "\(server.log)")
+        let copyDirectory = TemporaryDirectory("bk-killed")
+        defer { copyDirectory.remove() }
+        try FileManager.default.moveItem(atPath: target, toPath: copyDirectory.data)
+        let copy = try await ServerProcess.started(directory: copyDirectory)
+        defer { copy.stop() }
+        try await onOwnThread {
+            let d = try RawConnection(path: copy.socketPath)
+            #expect(try d.command(["HLEN", "big"]) == .integer(Int64(fields * commands)))
+        }
+    }
+
     private func counter(_ store: Store, _ name: String) async throws -> Int {
         guard let namespace = try await store.existingNamespace(name), let value = await namespace.get(Array("c".utf8)) else { return 0 }
         return Int(String(decoding: value, as: UTF8.self)) ?? -1

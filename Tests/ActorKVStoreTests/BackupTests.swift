@@ -1,6 +1,7 @@
 @testable import ActorKVStore
 import ActorKVTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -157,6 +158,73 @@ struct BackupTests {
             let c = try await copy.namespace("c")
             #expect(await c.get(b("k")) == b("c"))
         }
+    }
+
+    @Test("the next backup to a path removes the hidden directories that killed servers left there; those of a live process, of a backup of this process in progress, of another path or in an older form stay, and so does a file it does not know")
+    func removesLeftoversOfKilledBackups() async throws {
+        let dir = TemporaryDirectory("backup-leftovers")
+        defer { dir.remove() }
+        let dead = try Self.deadProcessID()
+        let live = Process()
+        live.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        live.arguments = ["30"]
+        try live.run()
+        defer { live.terminate() }
+        func leftover(_ name: String, files: [String]) throws -> String {
+            let path = dir.path + "/" + name
+            for file in files {
+                try FileManager.default.createDirectory(atPath: (path + "/" + file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                try writeFile(path + "/" + file, b("{"))
+            }
+            return path
+        }
+        let killed = try leftover(".copy.partial-\(dead)-1a2b3c", files: ["a/snapshot.json", "b/snapshot.json.tmp", ".sequence-floor"])
+        let restarted = try leftover(".copy.partial-\(getpid())-ff", files: ["a/snapshot.json"])
+        let inProgress = try leftover(".copy.partial-\(getpid())-abc", files: ["a/snapshot.json"])
+        let running = try leftover(".copy.partial-\(live.processIdentifier)-abcd", files: ["a/snapshot.json"])
+        let older = try leftover(".copy.partial-0123abcd", files: ["a/snapshot.json"])
+        let other = try leftover(".other.partial-\(dead)-1234", files: ["a/snapshot.json"])
+        let unknown = try leftover(".copy.partial-\(dead)-5678", files: ["a/snapshot.json", "a/notes.txt"])
+        BackupLeftovers.claim(inProgress)
+        defer { BackupLeftovers.release(inProgress) }
+        let logged = Mutex<[String]>([])
+        var options = testOptions()
+        options.log = { line in logged.withLock { $0.append(line) } }
+        try await withStore(dir.data, options) { store in
+            try await store.namespace("a").put(b("k"), b("v"))
+            _ = try await store.backup(to: dir.path + "/copy")
+        }
+        for gone in [killed, restarted] { #expect(!fileExists(gone), "\(gone)") }
+        for kept in [inProgress, running, older, other, unknown + "/a/notes.txt"] { #expect(fileExists(kept), "\(kept)") }
+        #expect(!fileExists(unknown + "/a/snapshot.json"), "what it knows of the leftover is removed")
+        let lines = logged.withLock { $0 }.filter { $0.hasPrefix("backup: removed") }
+        #expect(lines.count == 2 && [killed, restarted].allSatisfy { path in lines.contains { $0.contains(path + ",") } }, "\(lines)")
+        try await withStore(dir.path + "/copy") { copy in
+            let a = try await copy.namespace("a")
+            #expect(await a.get(b("k")) == b("v"))
+        }
+    }
+
+    @Test("the process id in a backup's hidden directory name is read back; other names give none")
+    func hiddenNames() {
+        let name = BackupLeftovers.hiddenName(of: "monday")
+        #expect(name.hasPrefix(".monday.partial-\(getpid())-"))
+        #expect(BackupLeftovers.owner(of: name, name: "monday") == getpid())
+        #expect(BackupLeftovers.owner(of: name, name: "mon") == nil)
+        for entry in [".monday.partial-1a2b", ".monday.partial-12-", ".monday.partial--12-ab", ".monday.partial-0-ab",
+                      ".monday.partial-12-xyz", ".monday.partial-12-ab-cd", "monday", ".monday.partial-99999999999-ab"] {
+            #expect(BackupLeftovers.owner(of: entry, name: "monday") == nil, "\(entry)")
+        }
+    }
+
+    /// The id of a process that ran and was reaped: no process has it now (unless the system
+    /// reuses it within the test, which would only keep its leftover in place).
+    static func deadProcessID() throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/true")
+        try process.run()
+        process.waitUntilExit()
+        return process.processIdentifier
     }
 
     @Test("a closed store refuses to back up")

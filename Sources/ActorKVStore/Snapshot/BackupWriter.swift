@@ -8,10 +8,12 @@ import Musl
 /// ``NamespaceCopy`` and nothing else (opening it creates the first log segment after the
 /// snapshot's sequence, as for a namespace whose log was compacted away).
 ///
-/// Everything goes into a hidden directory beside the target, `.NAME.partial-XXXXXXXX`, which is
-/// fsync'd file by file and renamed to the target only when complete: a target that exists is a
-/// whole backup, and a backup cut short (a failure, the server killed) leaves at most the hidden
-/// directory, which a failure removes. Blocking: run it off the actors.
+/// Everything goes into a hidden directory beside the target, `.NAME.partial-PID-XXXXXXXX` (PID:
+/// the process writing it), which is fsync'd file by file and renamed to the target only when
+/// complete: a target that exists is a whole backup, and a backup cut short (a failure, the
+/// server killed) leaves at most the hidden directory. A failure removes it; one a killed server
+/// left is removed by the next backup to the same target (``BackupLeftovers``). Blocking: run it
+/// off the actors.
 enum BackupWriter {
     /// Where a backup goes.
     struct Paths {
@@ -21,6 +23,9 @@ enum BackupWriter {
         var parent: String
         /// The hidden directory beside it, where the backup is written.
         var partial: String
+        /// The hidden directories of backups to the same target that a process killed while
+        /// writing them left, removed before this one began.
+        var removedLeftovers: [String] = []
     }
 
     /// The target `path` checked, and the hidden directory made beside it: refuses a path that is
@@ -50,13 +55,18 @@ enum BackupWriter {
         if realParent == realData || realParent.hasPrefix(realData == "/" ? "/" : realData + "/") {
             throw StoreError(.invalidArgument, "a backup cannot go inside the data directory \(dataDirectory) (the server would take it for a namespace): \(path)")
         }
-        let partial = parent + (parent == "/" ? "" : "/") + ".\(name).partial-" + String(UInt32.random(in: .min ... .max), radix: 16)
+        let removed = BackupLeftovers.removeStale(of: name, in: parent, system: system)
+        let partial = parent + (parent == "/" ? "" : "/") + BackupLeftovers.hiddenName(of: name)
+        // Claimed before it exists: another backup's search for leftovers then never takes it
+        // for one (``BackupLeftovers/removeStale(of:in:system:)``).
+        BackupLeftovers.claim(partial)
         do throws(Errno) {
             guard try system.mkdir(partial) else { throw Errno(EEXIST) }
         } catch {
+            BackupLeftovers.release(partial)
             throw StoreError.io("creating the backup directory", partial, error)
         }
-        return Paths(target: target, parent: parent, partial: partial)
+        return Paths(target: target, parent: parent, partial: partial, removedLeftovers: removed)
     }
 
     /// Writes `copy` as the snapshot of namespace directory `partial/name`; returns the keys written.
@@ -74,6 +84,7 @@ enum BackupWriter {
         // Checked again: rename would replace an empty directory made there meanwhile.
         try refuseExisting(paths.target)
         do { try system.rename(paths.partial, paths.target) } catch { throw StoreError.io("renaming \(paths.partial) to", paths.target, error) }
+        BackupLeftovers.release(paths.partial)
         do { try system.fsyncDirectory(paths.parent) } catch { throw StoreError.io("syncing", paths.parent, error) }
     }
 
@@ -82,6 +93,7 @@ enum BackupWriter {
     /// file, then the hidden one.
     /// Anything else found there stays (and so does the directory holding it).
     static func discard(_ partial: String, names: [String], system: SystemCalls) {
+        defer { BackupLeftovers.release(partial) }
         for name in names {
             let files = NamespaceFiles(directory: partial + "/" + name, system: system)
             try? system.unlink(files.temporarySnapshotPath)

@@ -12,7 +12,8 @@ extension Store {
     /// deleted when it is opened, as after a restart.
     ///
     /// The backup is written to a hidden directory beside `path` and renamed to `path` once
-    /// complete, so `path` never holds part of one. A namespace that cannot be opened is left out
+    /// complete, so `path` never holds part of one; the hidden directories of earlier backups to
+    /// `path` that a killed process left are removed first (``BackupLeftovers``). A namespace that cannot be opened is left out
     /// and named in ``BackupSummary/unavailable``. Throws `invalidArgument` for a bad path, `io`
     /// when writing fails (what was written is removed), `closed` if the store is closed.
     public func backup(to path: String) async throws(StoreError) -> BackupSummary {
@@ -21,6 +22,9 @@ extension Store {
         let system = self.system
         let paths = try await BlockingIO.run { () throws(StoreError) in
             try BackupWriter.prepare(path, dataDirectory: self.directory, system: system)
+        }
+        for leftover in paths.removedLeftovers {
+            options.log("backup: removed \(leftover), left by a backup to the same path whose server was killed while writing it")
         }
         // A name removed before the copy, used again in it, must number on after its earlier life.
         let floor = sequenceFloor

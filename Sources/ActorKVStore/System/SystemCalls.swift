@@ -145,6 +145,12 @@ struct SystemCalls: Sendable {
         throw Errno(errno)
     }
 
+    /// Whether a process numbered `pid` exists (it may be another user's). The corresponding C
+    /// function is `kill`, with signal 0.
+    static func processExists(_ pid: Int32) -> Bool {
+        Glibc.kill(pid, 0) == 0 || errno == EPERM
+    }
+
     /// The absolute path of `path` with every symbolic link, `.` and `..` resolved. The
     /// corresponding C function is `realpath`.
     static func realPath(_ path: String) throws(Errno) -> String {

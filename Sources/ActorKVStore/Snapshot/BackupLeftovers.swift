@@ -1,0 +1,66 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Synchronization
+
+/// The hidden directories backups are written in (`.NAME.partial-PID-XXXXXXXX`, beside the
+/// target NAME; see ``BackupWriter``), and the removal of those that a process killed while
+/// writing left behind.
+///
+/// A hidden directory is a leftover when the process its name gives no longer exists, or when
+/// it is this process and no backup of this process is writing it (the server restarted with
+/// the same process id, as in a container where it is always the first process). One whose
+/// process exists is left alone: it may be another server's backup in progress. So is a name
+/// this does not parse (written by an older version, which did not give its process id).
+enum BackupLeftovers {
+    /// The hidden directories this process's backups are writing now.
+    private static let claimed = Mutex<Set<String>>([])
+
+    /// A new hidden directory's name for a backup to NAME: this process's id and a random tag.
+    static func hiddenName(of name: String) -> String {
+        ".\(name).partial-\(getpid())-" + String(UInt32.random(in: .min ... .max), radix: 16)
+    }
+
+    /// The process id in `entry` if it is the name of a hidden directory of a backup to `name`
+    /// (``hiddenName(of:)``); nil otherwise. Pure.
+    static func owner(of entry: String, name: String) -> Int32? {
+        let prefix = ".\(name).partial-"
+        guard entry.hasPrefix(prefix) else { return nil }
+        let rest = entry.dropFirst(prefix.count).split(separator: "-", omittingEmptySubsequences: false)
+        guard rest.count == 2, let pid = Int32(rest[0]), pid > 0, !rest[1].isEmpty,
+              rest[1].allSatisfy(\.isHexDigit) else { return nil }
+        return pid
+    }
+
+    /// Notes that this process writes `partial`: a search for leftovers passes it by.
+    static func claim(_ partial: String) { _ = claimed.withLock { $0.insert(partial) } }
+
+    /// Notes that `partial` was renamed or removed.
+    static func release(_ partial: String) { _ = claimed.withLock { $0.remove(partial) } }
+
+    /// Removes the leftovers of backups to `name` in directory `parent`, as ``BackupWriter/discard(_:names:system:)``
+    /// removes a failed one's (what it does not know stays, and so does the directory holding
+    /// it); returns the paths it removed. Never fails: a leftover it cannot read or remove stays.
+    static func removeStale(of name: String, in parent: String, system: SystemCalls) -> [String] {
+        guard let entries = try? system.listDirectory(parent) else { return [] }
+        var removed: [String] = []
+        let me = getpid()
+        for entry in entries.sorted() {
+            guard let pid = owner(of: entry, name: name) else { continue }
+            let path = parent + (parent == "/" ? "" : "/") + entry
+            let stale = pid == me ? !claimed.withLock { $0.contains(path) } : !SystemCalls.processExists(pid)
+            guard stale, let status = try? SystemCalls.linkStatus(path), status.st_mode & S_IFMT == S_IFDIR else { continue }
+            let names = (try? system.listDirectory(path)) ?? []
+            BackupWriter.discard(path, names: names, system: system)
+            if isGone(path) { removed.append(path) }
+        }
+        return removed
+    }
+
+    /// Whether nothing is at `path` (false if that cannot be read).
+    private static func isGone(_ path: String) -> Bool {
+        do { return try SystemCalls.linkStatus(path) == nil } catch { return false }
+    }
+}

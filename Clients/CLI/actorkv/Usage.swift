@@ -119,7 +119,9 @@ Commands:
                               (the server's CRLF line ends made LF, as the other commands print)
   ping [MESSAGE]              print PONG (or MESSAGE)
   clients                     print a line per connection open on the server: id=… name=…
-                              age=… flags=… (UP: follows changes) … uid=… gid=… pid=… (CLIENT LIST)
+                              age=… idle=… (seconds since it last sent a request) flags=… (UP:
+                              follows changes) … cmd=… (its last command) … uid=… gid=… pid=…
+                              (CLIENT LIST)
   kill-client ID              close connection ID at once, which releases the keys it owned (its
                               locks, say); print 1, or print 0 and exit 1 if no connection has
                               that id. clients and kill-client: only the server's own user, under

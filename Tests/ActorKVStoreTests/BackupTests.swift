@@ -160,7 +160,7 @@ struct BackupTests {
         }
     }
 
-    @Test("the next backup to a path removes the hidden directories that killed servers left there; those of a live process, of a backup of this process in progress, of another path or in an older form stay, and so does a file it does not know")
+    @Test("the next backup to a path removes the hidden directories that killed servers left there; those of a live process, of a backup of this process in progress, of another path, of another user or in an older form stay, and so do a file it does not know and what a link points to")
     func removesLeftoversOfKilledBackups() async throws {
         let dir = TemporaryDirectory("backup-leftovers")
         defer { dir.remove() }
@@ -185,6 +185,14 @@ struct BackupTests {
         let older = try leftover(".copy.partial-0123abcd", files: ["a/snapshot.json"])
         let other = try leftover(".other.partial-\(dead)-1234", files: ["a/snapshot.json"])
         let unknown = try leftover(".copy.partial-\(dead)-5678", files: ["a/snapshot.json", "a/notes.txt"])
+        // A link in a leftover is not followed: what it points to stays.
+        let elsewhere = try leftover("elsewhere", files: ["ns/snapshot.json"])
+        let linking = try leftover(".copy.partial-\(dead)-11", files: [])
+        try FileManager.default.createDirectory(atPath: linking, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: linking + "/ns", withDestinationPath: elsewhere + "/ns")
+        // Another user's directory of that name is not touched (only root can make one here).
+        let foreign = try leftover(".copy.partial-\(dead)-22", files: ["a/snapshot.json"])
+        if geteuid() == 0 { #expect(chown(foreign, 2001, 2001) == 0) }
         BackupLeftovers.claim(inProgress)
         defer { BackupLeftovers.release(inProgress) }
         let logged = Mutex<[String]>([])
@@ -195,10 +203,14 @@ struct BackupTests {
             _ = try await store.backup(to: dir.path + "/copy")
         }
         for gone in [killed, restarted] { #expect(!fileExists(gone), "\(gone)") }
-        for kept in [inProgress, running, older, other, unknown + "/a/notes.txt"] { #expect(fileExists(kept), "\(kept)") }
+        for kept in [inProgress, running, older, other, unknown + "/a/notes.txt", elsewhere + "/ns/snapshot.json"] {
+            #expect(fileExists(kept), "\(kept)")
+        }
+        #expect(fileExists(linking + "/ns") || !fileExists(linking), "the link itself may go, not what it points to")
+        #expect(fileExists(foreign + "/a/snapshot.json") == (geteuid() == 0), "another user's directory stays")
         #expect(!fileExists(unknown + "/a/snapshot.json"), "what it knows of the leftover is removed")
         let lines = logged.withLock { $0 }.filter { $0.hasPrefix("backup: removed") }
-        #expect(lines.count == 2 && [killed, restarted].allSatisfy { path in lines.contains { $0.contains(path + ",") } }, "\(lines)")
+        #expect(lines.count == (geteuid() == 0 ? 2 : 3) && [killed, restarted].allSatisfy { path in lines.contains { $0.contains(path + ",") } }, "\(lines)")
         try await withStore(dir.path + "/copy") { copy in
             let a = try await copy.namespace("a")
             #expect(await a.get(b("k")) == b("v"))

@@ -27,6 +27,12 @@ struct CommandTrace: Equatable, Sendable {
     @inline(__always)
     init(_ spec: CommandSpec, _ request: Request) {
         let address = UInt(bitPattern: Unmanaged.passUnretained(spec).toOpaque())
+        // Never taken on Linux's 47- and 48-bit user address spaces; kept so that a larger one
+        // shows `NULL` rather than another spec's name.
+        guard address & ~Self.addressMask == 0 else {
+            self.init(packed: 0)
+            return
+        }
         guard spec.hasSubcommands, request.count > 1 else {
             self.init(packed: address)
             return
@@ -36,8 +42,7 @@ struct CommandTrace: Equatable, Sendable {
 
     /// A container command's trace: with the subcommand `word` names, or none.
     private init(container spec: CommandSpec, address: UInt, _ word: ArraySlice<UInt8>) {
-        guard let position = spec.subcommands.firstIndex(where: { CommandTable.matches(word, $0) }),
-              address & ~Self.addressMask == 0 else {
+        guard let position = spec.subcommands.firstIndex(where: { CommandTable.matches(word, $0) }) else {
             self.init(packed: 0)
             return
         }

@@ -13,7 +13,8 @@ import Synchronization
 /// it is this process and no backup of this process is writing it (the server restarted with
 /// the same process id, as in a container where it is always the first process). One whose
 /// process exists is left alone: it may be another server's backup in progress. So is a name
-/// this does not parse (written by an older version, which did not give its process id).
+/// this does not parse (written by an older version, which did not give its process id), and
+/// one that is not a directory of this process's user (see ``isOwnDirectory(_:)``).
 enum BackupLeftovers {
     /// The hidden directories this process's backups are writing now.
     private static let claimed = Mutex<Set<String>>([])
@@ -51,12 +52,20 @@ enum BackupLeftovers {
             guard let pid = owner(of: entry, name: name) else { continue }
             let path = parent + (parent == "/" ? "" : "/") + entry
             let stale = pid == me ? !claimed.withLock { $0.contains(path) } : !SystemCalls.processExists(pid)
-            guard stale, let status = try? SystemCalls.linkStatus(path), status.st_mode & S_IFMT == S_IFDIR else { continue }
-            let names = (try? system.listDirectory(path)) ?? []
+            guard stale, isOwnDirectory(path) else { continue }
+            let names = ((try? system.listDirectory(path)) ?? []).filter { isOwnDirectory(path + "/" + $0) }
             BackupWriter.discard(path, names: names, system: system)
             if isGone(path) { removed.append(path) }
         }
         return removed
+    }
+
+    /// Whether `path` is a directory (not a symbolic link to one) of this process's user, as
+    /// the hidden directories it writes are (mode 0700): a directory another user made under
+    /// that name, perhaps holding links to elsewhere, is not touched.
+    private static func isOwnDirectory(_ path: String) -> Bool {
+        guard let status = try? SystemCalls.linkStatus(path) else { return false }
+        return status.st_mode & S_IFMT == S_IFDIR && status.st_uid == geteuid()
     }
 
     /// Whether nothing is at `path` (false if that cannot be read).

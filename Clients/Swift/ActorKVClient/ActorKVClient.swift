@@ -332,12 +332,19 @@ public final class ActorKVClient: Sendable {
     }
 
     /// `CLIENT LIST`: one line per open connection, as `CLIENT INFO` gives its own (`id=… name=…
-    /// age=… flags=… uid=… gid=… pid=…`), each ended by a newline. Only the server's own uid may
-    /// ask under `--acl`.
+    /// age=… idle=… flags=… cmd=… uid=… gid=… pid=…`), each ended by a newline. Only the server's
+    /// own uid may ask under `--acl`. ``clients()`` reads the lines.
     public func clientList() async throws(ActorKVError) -> String {
         let reply = try await send([Array("CLIENT".utf8), Array("LIST".utf8)])
         guard case .bulk(let bytes) = reply else { throw Self.unexpected(reply, for: "CLIENT LIST") }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `CLIENT LIST`, read: the open connections in id order, each with its id, name, age, idle
+    /// time, last command and peer (``ConnectedClient``). Only the server's own uid may ask under
+    /// `--acl`.
+    public func clients() async throws(ActorKVError) -> [ConnectedClient] {
+        ConnectedClient.list(try await clientList())
     }
 
     /// `CLIENT KILL ID id`: closes connection `id` at once, which releases what it held (its

@@ -165,11 +165,8 @@ struct BackupTests {
         let dir = TemporaryDirectory("backup-leftovers")
         defer { dir.remove() }
         let dead = try Self.deadProcessID()
-        let live = Process()
-        live.executableURL = URL(fileURLWithPath: "/bin/sleep")
-        live.arguments = ["30"]
-        try live.run()
-        defer { live.terminate() }
+        let live = try ChildProcess("/bin/sleep", ["30"])
+        defer { live.signal(SIGKILL); _ = live.waitForExit() }
         func leftover(_ name: String, files: [String]) throws -> String {
             let path = dir.path + "/" + name
             for file in files {
@@ -181,7 +178,7 @@ struct BackupTests {
         let killed = try leftover(".copy.partial-\(dead)-1a2b3c", files: ["a/snapshot.json", "b/snapshot.json.tmp", ".sequence-floor"])
         let restarted = try leftover(".copy.partial-\(getpid())-ff", files: ["a/snapshot.json"])
         let inProgress = try leftover(".copy.partial-\(getpid())-abc", files: ["a/snapshot.json"])
-        let running = try leftover(".copy.partial-\(live.processIdentifier)-abcd", files: ["a/snapshot.json"])
+        let running = try leftover(".copy.partial-\(live.pid)-abcd", files: ["a/snapshot.json"])
         let older = try leftover(".copy.partial-0123abcd", files: ["a/snapshot.json"])
         let other = try leftover(".other.partial-\(dead)-1234", files: ["a/snapshot.json"])
         let unknown = try leftover(".copy.partial-\(dead)-5678", files: ["a/snapshot.json", "a/notes.txt"])
@@ -232,11 +229,9 @@ struct BackupTests {
     /// The id of a process that ran and was reaped: no process has it now (unless the system
     /// reuses it within the test, which would only keep its leftover in place).
     static func deadProcessID() throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/true")
-        try process.run()
-        process.waitUntilExit()
-        return process.processIdentifier
+        let process = try ChildProcess("/bin/true", [])
+        _ = process.waitForExit()
+        return process.pid
     }
 
     @Test("a closed store refuses to back up")

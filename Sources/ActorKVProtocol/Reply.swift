@@ -28,6 +28,10 @@ public enum Reply: Sendable, Equatable {
     /// A map, its keys and values alternating (an even count): RESP3 `%N\r\n` (N pairs), RESP2
     /// the flat array `*2N\r\n`, as Redis sends HGETALL and HELLO to each.
     indirect case map([Reply])
+    /// Keys and values alternating (an even count), sent as pairs: RESP3 an array of
+    /// two-element arrays `*N\r\n*2\r\n…` (N pairs), RESP2 the flat array `*2N\r\n`, as Redis
+    /// sends HRANDFIELD … WITHVALUES to each.
+    indirect case pairs([Reply])
     /// A floating-point number: RESP3 `,1.5\r\n`, RESP2 the bulk string of the same text.
     case double(Double)
     /// A boolean: RESP3 `#t\r\n`/`#f\r\n`, RESP2 the integer 1 or 0.
@@ -55,6 +59,18 @@ public enum Reply: Sendable, Equatable {
         case .array(let elements), .map(let elements), .push(let elements):
             RESPWriter.appendHeader(type: headerType(in: version), count: Int64(headerCount(elements.count, in: version)), to: &buffer)
             for element in elements { element.encode(into: &buffer, version: version) }
+        case .pairs(let elements):
+            guard version == .resp3 else {
+                RESPWriter.appendHeader(type: ASCII.star, count: Int64(elements.count), to: &buffer)
+                for element in elements { element.encode(into: &buffer, version: version) }
+                return
+            }
+            RESPWriter.appendHeader(type: ASCII.star, count: Int64(elements.count / 2), to: &buffer)
+            for pair in stride(from: 0, to: elements.count - 1, by: 2) {
+                RESPWriter.appendHeader(type: ASCII.star, count: 2, to: &buffer)
+                elements[pair].encode(into: &buffer, version: version)
+                elements[pair + 1].encode(into: &buffer, version: version)
+            }
         case .double(let value):
             let text = RESPWriter.doubleText(value)
             if version == .resp3 { RESPWriter.appendLine(type: ASCII.comma, text, to: &buffer) } else { RESPWriter.appendBulk(text.utf8, to: &buffer) }
@@ -63,6 +79,14 @@ public enum Reply: Sendable, Equatable {
         case .switching(let newVersion, let reply):
             reply.encode(into: &buffer, version: newVersion)
         }
+    }
+
+    /// This reply as the arrays `version` sends it: a ``pairs(_:)`` reply as RESP3's array of
+    /// two-element arrays or RESP2's flat array; any other reply as it is.
+    public func arrayForm(in version: RESPVersion) -> Reply {
+        guard case .pairs(let elements) = self else { return self }
+        guard version == .resp3 else { return .array(elements) }
+        return .array(stride(from: 0, to: elements.count - 1, by: 2).map { .array([elements[$0], elements[$0 + 1]]) })
     }
 
     /// The type byte of an aggregate's header (`*`, `%` or `>`) in `version`.

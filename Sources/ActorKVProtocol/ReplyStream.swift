@@ -133,6 +133,9 @@ public struct ReplyStream: Sendable {
             return bytes.count <= room - bulkOverhead
         case .array(let elements), .map(let elements), .push(let elements):
             return encodedSize(of: elements, budget: room, depth: estimateDepth) != nil
+        case .pairs(let elements):
+            // Each pair's RESP3 header, `*2\r\n`, is 2 bytes per element.
+            return encodedSize(of: elements, budget: room - 2 * elements.count, depth: estimateDepth) != nil
         case .switching(_, let inner):
             return fitsWhole(inner, room: room)
         case .simple, .error, .integer, .null, .nullArray, .double, .boolean:
@@ -164,6 +167,11 @@ public struct ReplyStream: Sendable {
                     return nil
                 }
                 total += size
+            case .pairs(let inner):
+                guard depth > 0, let size = encodedSize(of: inner, budget: budget - total - 2 * inner.count, depth: depth - 1) else {
+                    return nil
+                }
+                total += size + 2 * inner.count
             }
             if total > budget { return nil }
         }
@@ -185,6 +193,9 @@ public struct ReplyStream: Sendable {
             if !elements.isEmpty {
                 frames.append(Frame(elements: elements, next: 0))
             }
+        case .pairs:
+            // Walked as the arrays it is sent as (made only for a reply too large to write whole).
+            start(reply.arrayForm(in: version), into: &buffer)
         case .switching(_, let inner):
             start(inner, into: &buffer)
         case .simple, .error, .integer, .null, .nullArray, .double, .boolean:

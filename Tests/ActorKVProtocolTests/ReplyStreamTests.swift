@@ -11,10 +11,15 @@ struct ReplyStreamTests {
     /// The longest header or integer line: type byte, sign, 19 digits, CRLF.
     static let headerLine = 23
 
-    /// The concatenated `Reply.encode` of `replies`.
+    /// The concatenated `Reply.encode` of `replies`, each in the version the stream is in then
+    /// (RESP2 until a switching reply).
     static func expected(_ replies: [Reply]) -> [UInt8] {
         var bytes: [UInt8] = []
-        for reply in replies { reply.encode(into: &bytes) }
+        var version = RESPVersion.resp2
+        for reply in replies {
+            if case .switching(let next, _) = reply { version = next }
+            reply.encode(into: &bytes, version: version)
+        }
         return bytes
     }
 
@@ -51,13 +56,15 @@ struct ReplyStreamTests {
         }
     }
 
-    @Test("random reply trees under random limits give Reply.encode's bytes, in bounded pieces")
+    @Test("random reply trees under random limits give Reply.encode's bytes, in bounded pieces, in RESP2 and RESP3")
     func randomTrees() {
         var rng = SeededGenerator(seed: Self.seed)
         for iteration in 0..<TestEnvironment.fuzzIterations(default: 1000) {
-            let batches = (0..<Int.random(in: 1...4, using: &rng)).map { _ in
+            var batches = (0..<Int.random(in: 1...4, using: &rng)).map { _ in
                 (0..<Int.random(in: 0...6, using: &rng)).map { _ in Self.randomReply(depth: 3, using: &rng) }
             }
+            // Every other one in RESP3, switched to first, as HELLO 3 does.
+            if iteration % 2 == 1 { batches[0].insert(.switching(to: .resp3, .simple("OK")), at: 0) }
             guard let failure = Self.check(batches, using: &rng) else { continue }
             Issue.record("iteration \(iteration) (seed \(Self.seed)): \(failure)")
             return
@@ -156,6 +163,10 @@ struct ReplyStreamTests {
             let huge = Int.random(in: 0..<8, using: &rng) == 0
             return .bulk(pattern(count: Int.random(in: huge ? 20_000...150_000 : 41...3_000, using: &rng), using: &rng))
         case 7: return .array([])
+        case 8 where Bool.random(using: &rng):
+            // Pairs: flat in RESP2, an array of arrays of two in RESP3 (see the RESP3 test below).
+            let count = 2 * Int.random(in: 0...(Int.random(in: 0..<4, using: &rng) == 0 ? 20 : 3), using: &rng)
+            return .pairs((0..<count).map { _ in randomReply(depth: depth - 1, using: &rng) })
         default:
             let count = Int.random(in: 0...(Int.random(in: 0..<4, using: &rng) == 0 ? 40 : 5), using: &rng)
             return .array((0..<count).map { _ in randomReply(depth: depth - 1, using: &rng) })
@@ -177,7 +188,7 @@ struct ReplyStreamTests {
     static func longestLine(in reply: Reply) -> Int {
         switch reply {
         case .simple(let text), .error(let text): text.utf8.count + 3
-        case .array(let elements), .map(let elements), .push(let elements): elements.map(longestLine(in:)).max() ?? 0
+        case .array(let elements), .map(let elements), .push(let elements), .pairs(let elements): elements.map(longestLine(in:)).max() ?? 0
         case .switching(_, let inner): longestLine(in: inner)
         case .double, .boolean: 32
         case .integer, .bulk, .null, .nullArray: 0

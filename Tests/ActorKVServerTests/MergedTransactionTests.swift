@@ -14,6 +14,8 @@ struct MergedTransactionTests {
         [["HSET", "h", "f1", "v1"], ["HSET", "h", "f2", "v2", "f3", "v3"], ["HGET", "h", "f1"], ["INCR", "h", "n"], ["INCR", "h", "n", "5"]],
         [["PUT", "h", "k", "v"], ["GET", "h", "k"], ["DEL", "h", "k", "missing"], ["EXISTS", "h", "k"], ["HSETNX", "h", "k", "w"]],
         [["PUT", "h", "word", "abc"], ["INCR", "h", "word"]],  // a refused step: nothing applied
+        // Draws from one field, the same each time: HRANDFIELD sees the write before it.
+        [["HRANDFIELD", "h"], ["HSET", "h", "only", "1"], ["HRANDFIELD", "h", "-3", "WITHVALUES"], ["HRANDFIELD", "h", "2"]],
     ]
 
     /// Sends `transaction` (MULTI ... EXEC) in one write, or one command at a time, and returns

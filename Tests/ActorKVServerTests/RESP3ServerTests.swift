@@ -30,7 +30,7 @@ struct RESP3ServerTests {
         return try receive(c, endingWith: expect)
     }
 
-    @Test("HELLO 3: nulls are _, HGETALL and CONFIG GET are maps, HELLO 2 and RESET go back to RESP2")
+    @Test("HELLO 3: nulls are _, HGETALL and CONFIG GET are maps, HRANDFIELD's pairs arrays of two, HELLO 2 and RESET go back to RESP2")
     func resp3Replies() async throws {
         try await onOwnThread {
             let server = try ServerProcess(arguments: [])
@@ -45,8 +45,16 @@ struct RESP3ServerTests {
             #expect(try Self.exchange(c, "CONFIG GET appendonly\r\nMULTI\r\nPUT r3 a 2\r\nEXEC\r\n",
                                       expect: "%1\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n")
                     == "%1\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n")
+            // HRANDFIELD … WITHVALUES: each field and value an array of two, alone and in EXEC's
+            // reply (sent in one write, the transaction runs whole: MergedTransactionTests).
+            let pair = "*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+            let drawn = ":1\r\n*2\r\n\(pair)\(pair)+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:0\r\n*1\r\n\(pair)"
+            #expect(try Self.exchange(c, "HSET r3one f v\r\nHRANDFIELD r3one -2 WITHVALUES\r\nMULTI\r\nHDEL r3one g\r\nHRANDFIELD r3one 3 WITHVALUES\r\nEXEC\r\n",
+                                      expect: drawn) == drawn)
             let back = try Self.exchange(c, "HELLO 2\r\nHGET r3 missing\r\n", expect: "$-1\r\n")
             #expect(back.hasPrefix("*14\r\n$6\r\nserver\r\n") && back.contains("$5\r\nproto\r\n:2\r\n"))
+            let flat = "*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\nf\r\n$1\r\nv\r\n+OK\r\n+QUEUED\r\n*1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+            #expect(try Self.exchange(c, "HRANDFIELD r3one -2 WITHVALUES\r\nMULTI\r\nHRANDFIELD r3one 1 WITHVALUES\r\nEXEC\r\n", expect: flat) == flat)
             _ = try Self.exchange(c, "HELLO 3\r\n", expect: "*0\r\n")
             #expect(try Self.exchange(c, "RESET\r\nGET r3 missing\r\n", expect: "$-1\r\n") == "+RESET\r\n$-1\r\n")
             #expect(try Self.exchange(c, "HELLO 4\r\nHGET r3 missing\r\n", expect: "$-1\r\n") == "-NOPROTO unsupported protocol version\r\n$-1\r\n")

@@ -283,7 +283,7 @@ struct RedisCommandsTests {
         }
     }
 
-    @Test("HRANDFIELD: one field, count distinct ones, -count with repeats, WITHVALUES flat in RESP2 and in pairs in RESP3; Redis's errors")
+    @Test("HRANDFIELD: one field, count distinct ones, -count with repeats, WITHVALUES as pairs (flat in RESP2, arrays of two in RESP3); Redis's errors")
     func randomFields() async throws {
         try await withProcessor { p in
             let session = ClientSession(id: 1, peer: nil)
@@ -294,7 +294,7 @@ struct RedisCommandsTests {
             #expect(Array(replies[0...2]) == [.null, .array([]), .array([])])
             #expect(replies[3].bulkText.map { ["a", "b", "c"].contains($0) } == true, "\(replies[3])")
             guard case .array(let all) = replies[4], case .array(let two) = replies[5], case .array(let seven) = replies[6],
-                  case .array(let flat) = replies[7], case .array(let repeated) = replies[8] else { Issue.record("\(replies)"); return }
+                  case .pairs(let flat) = replies[7], case .pairs(let repeated) = replies[8] else { Issue.record("\(replies)"); return }
             let names = { (replies: [Reply]) in replies.map { $0.bulkText ?? "\($0)" } }
             #expect(all.count == 3 && Set(names(all)) == fields, "a count past the size: every field once")
             #expect(two.count == 2 && Set(names(two)).count == 2 && Set(names(two)).isSubset(of: fields), "distinct")
@@ -306,15 +306,32 @@ struct RedisCommandsTests {
                     #expect(pairs[i].bulkText.flatMap { value[$0] } == pairs[i + 1].bulkText, "\(pairs)")
                 }
             }
-            // RESP3: each field and value an array of two.
-            _ = await run(p, ["HELLO 3"], on: session)
-            guard case .array(let nested) = await run(p, ["HRANDFIELD r -3 WITHVALUES"], on: session)[0] else { Issue.record("RESP3"); return }
-            #expect(nested.count == 3 && nested.allSatisfy { if case .array(let pair) = $0 { pair.count == 2 } else { false } }, "\(nested)")
+            // RESP3 sends each field and value as an array of two (the encoding: RESP3EncodingTests).
+            guard case .array(let nested) = replies[8].arrayForm(in: .resp3) else { Issue.record("RESP3"); return }
+            #expect(nested.count == 4 && nested.allSatisfy { if case .array(let pair) = $0 { pair.count == 2 } else { false } }, "\(nested)")
+            #expect(replies[8].arrayForm(in: .resp2) == .array(repeated))
             let errors = await run(p, ["HRANDFIELD r x", "HRANDFIELD r 1 VALUES", "HRANDFIELD r -100001", "HRANDFIELD r -9223372036854775808",
-                                       "HRANDFIELD r 1 WITHVALUES x", "MULTI", "HRANDFIELD r", "EXEC"], on: session)
+                                       "HRANDFIELD r 1 WITHVALUES x"], on: session)
             #expect(errors[0] == .error("ERR value is not an integer or out of range") && errors[1] == .error("ERR syntax error"))
             #expect(errors[2].errorCode == "ERR" && errors[3].errorCode == "ERR" && errors[4].errorCode == "ERR")
-            #expect(errors[6].errorCode == "ERR" && errors[7].errorCode == "EXECABORT", "not queueable: \(errors)")
+        }
+    }
+
+    @Test("HRANDFIELD queues in MULTI and draws from the namespace as the commands queued before it leave it")
+    func randomFieldsInTransaction() async throws {
+        try await withProcessor { p in
+            let session = ClientSession(id: 1, peer: nil)
+            let replies = await run(p, ["MULTI", "HRANDFIELD q", "HRANDFIELD q 3", "HSET q only 1", "HRANDFIELD q", "HRANDFIELD q -3 WITHVALUES",
+                                        "HSET q other 2", "HRANDFIELD q 5", "HDEL q only other", "HRANDFIELD q -2", "EXEC"], on: session)
+            #expect(Array(replies[0...9]) == [.simple("OK")] + Array(repeating: .simple("QUEUED"), count: 9), "\(replies)")
+            guard case .array(let exec) = replies[10], exec.count == 9, case .array(let both) = exec[6] else { Issue.record("\(replies)"); return }
+            #expect(Array(exec[0...5]) == [.null, .array([]), .integer(1), bulk("only"),
+                                           .pairs([bulk("only"), bulk("1"), bulk("only"), bulk("1"), bulk("only"), bulk("1")]), .integer(1)], "\(exec)")
+            #expect(Set(both.map { $0.bulkText ?? "\($0)" }) == ["only", "other"] && both.count == 2, "\(both)")
+            #expect(Array(exec[7...8]) == [.integer(2), .array([])], "\(exec)")
+            // Refused when queued like any command: a bad count makes EXEC abort, nothing applied.
+            let refused = await run(p, ["MULTI", "HSET q a 1", "HRANDFIELD q x", "EXEC", "HLEN q"], on: session)
+            #expect(refused[2].errorCode == "ERR" && refused[3].errorCode == "EXECABORT" && refused[4] == .integer(0), "\(refused)")
         }
     }
 
@@ -329,7 +346,7 @@ struct RedisCommandsTests {
                        "HSETEX": "HSETEX q FXX EX 10 FIELDS 1 k v", "HEXPIRE": "HEXPIRE q 10 FIELDS 1 k", "HPEXPIRE": "HPEXPIRE q 10 FIELDS 1 k",
                        "HEXPIREAT": "HEXPIREAT q 1 FIELDS 1 k", "HPEXPIREAT": "HPEXPIREAT q 1 FIELDS 1 k", "HPERSIST": "HPERSIST q FIELDS 1 k",
                        "HTTL": "HTTL q FIELDS 1 k", "HPTTL": "HPTTL q FIELDS 1 k", "HEXPIRETIME": "HEXPIRETIME q FIELDS 1 k",
-                       "HPEXPIRETIME": "HPEXPIRETIME q FIELDS 1 k", "PING": "PING", "ECHO": "ECHO hi"]
+                       "HPEXPIRETIME": "HPEXPIRETIME q FIELDS 1 k", "HRANDFIELD": "HRANDFIELD q 2 WITHVALUES", "PING": "PING", "ECHO": "ECHO hi"]
         try await withProcessor { p in
             let refused = await run(p, ["MULTI", "SCAN q 0", "DISCARD"])[1]
             guard case .error(let text) = refused,

@@ -53,7 +53,9 @@ struct TransactionEquivalenceTests {
             let presence = [[], ["FNX"], ["FXX"]].randomElement(using: &random)!
             let lifetime = [[], time, ["KEEPTTL"]].randomElement(using: &random)!
             return ["HSETEX", ns] + presence + lifetime + ["FIELDS", String(named.count)] + named.flatMap { [$0, "s"] }
-        case 10: return [["HGETALL", ns], ["HLEN", ns], ["HGET", ns, field], ["HMGET", ns, field, "b"]].randomElement(using: &random)!
+        // HRANDFIELD of more fields than there are: every field, in key order, the same each time.
+        case 10: return [["HGETALL", ns], ["HLEN", ns], ["HGET", ns, field], ["HMGET", ns, field, "b"], ["HRANDFIELD", ns, "100", "WITHVALUES"]]
+            .randomElement(using: &random)!
         case 11: return ["HEXPIRE", ns, "0", "FIELDS", "1", field]
         case 12: return ["HGETDEL", ns, "FIELDS", "1", field]
         default: return ["HSETNX", ns, field, "9"]

@@ -149,7 +149,8 @@ struct WritePlannerTests {
             switch Int.random(in: 0..<10, using: &random) {
             case 0: return .put(key: key, value: value())
             case 8: return .read(.count)
-            case 9: return .read(.entries)
+            // A draw of at least as many distinct keys as there can be is every entry, in key order.
+            case 9: return Bool.random(using: &random) ? .read(.entries) : .read(.sample(.distinct(keys.count + Int.random(in: 0...2, using: &random))))
             case 1: return .delete(key: key)
             case 2: return .increment(key: key, by: Int64.random(in: -5...5, using: &random))
             case 3: return .ifVersion(key: key, guardVersion(key))
@@ -355,7 +356,7 @@ struct WritePlannerTests {
                     results.append(.stored)
                 case .read(.count):
                     results.append(.integer(next.count))
-                case .read(.entries):
+                case .read(.entries), .read(.sample(.distinct)):
                     let sorted = next.keys.sorted { $0.lexicographicallyPrecedes($1) }
                     results.append(.page(ScanPage(entries: sorted.map { KeyValue(key: $0, value: next[$0]!.value) }, next: .start)))
                 case .set(let key, let value):
@@ -410,6 +411,7 @@ struct WritePlannerTests {
                     if inner.sequence != sequence { wrote = true }
                     (next, nextLifetimes) = (inner.entries, inner.lifetimes)
                 case .deadlines: preconditionFailure("not generated: the model keeps no times")
+                case .read(.sample): preconditionFailure("not generated: only draws of every entry")
                 }
             }
             entries = next

@@ -152,9 +152,10 @@ public enum BatchResolver {
             case .read(.count):
                 outcomes.append(.integer(state.values.reduce(0) { $0 + ($1 == nil ? 0 : 1) }))
             case .read(.entries):
-                let entries = state.compactMap { key, value in value.map { KeyValue(key: key, value: $0.value) } }
-                    .sorted { $0.key.lexicographicallyPrecedes($1.key) }
-                outcomes.append(.page(ScanPage(entries: entries, next: .start)))
+                outcomes.append(.page(ScanPage(entries: liveEntries(of: state), next: .start)))
+            case .read(.sample(let draw)):
+                var generator = SystemRandomNumberGenerator()
+                outcomes.append(.page(ScanPage(entries: draw.draw(from: liveEntries(of: state), using: &generator), next: .start)))
             case .deadlines(let keys):
                 outcomes.append(.batch(keys.map { key in
                     guard (state[key] ?? nil) != nil else { return .integer(-2) }
@@ -198,4 +199,10 @@ public enum BatchResolver {
         return .apply(writes: order.map { ($0, state[$0]??.value, leases[$0]!) }, outcomes: outcomes)
     }
 
+    /// The entries of `state` that hold a value, in key order (a whole namespace's, as the steps
+    /// before the read left it).
+    private static func liveEntries(of state: [[UInt8]: State]) -> [KeyValue] {
+        state.compactMap { key, value in value.map { KeyValue(key: key, value: $0.value) } }
+            .sorted { $0.key.lexicographicallyPrecedes($1.key) }
+    }
 }

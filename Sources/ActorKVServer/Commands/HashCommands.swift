@@ -2,10 +2,10 @@ import ActorKVProtocol
 import ActorKVStore
 
 /// Redis's hash commands, a namespace being the hash and its keys the fields (protocol.md,
-/// "Namespaces as Redis hashes"). All but HSCAN and HRANDFIELD are data commands, run in the
-/// namespace's run like GET and PUT, with Redis's replies (``ReplyShape``), and can be queued in
-/// MULTI; HSCAN, which resolves a cursor first, and HRANDFIELD run on their own. The field
-/// expiry commands are ``FieldExpiryCommands``.
+/// "Namespaces as Redis hashes"). All but HSCAN are data commands, run in the namespace's run
+/// like GET and PUT, with Redis's replies (``ReplyShape``), and can be queued in MULTI; HSCAN,
+/// which resolves a cursor first, runs on its own. The field expiry commands are
+/// ``FieldExpiryCommands``.
 enum HashCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [
@@ -118,8 +118,13 @@ enum HashCommands {
         stride(from: 1, to: args.count, by: 2).map { BatchStep.set(key: args.array($0), value: args.array($0 + 1)) }
     }
 
+    /// The most fields a negative HRANDFIELD count may ask for (its reply holds that many,
+    /// whatever the namespace's size).
+    static let mostRepeated = KeyValueCommands.maxScanCount
+
     /// HRANDFIELD: one field at random, or `count` of them (distinct; with a negative count,
-    /// that many drawn with repeats), with their values after WITHVALUES.
+    /// that many drawn with repeats), with their values after WITHVALUES. The namespace draws
+    /// them (``Operation/sample(_:)``), reading only those it draws (locally).
     private static func parseRandomFields(_ args: CommandArguments) throws(CommandError) -> Command {
         let ns = try args.namespace(0)
         var draw: RandomDraw = .one
@@ -127,16 +132,16 @@ enum HashCommands {
             guard let count = ASCIIDecimal.parse(args[1]), count > Int64.min else {
                 throw CommandError(.syntax, "value is not an integer or out of range")
             }
-            guard count >= -Int64(RandomFields.mostRepeated) else {
-                throw CommandError(.syntax, "a negative HRANDFIELD count repeats fields, and may be at least -\(RandomFields.mostRepeated)")
+            guard count >= -Int64(mostRepeated) else {
+                throw CommandError(.syntax, "a negative HRANDFIELD count repeats fields, and may be at least -\(mostRepeated)")
             }
             draw = count >= 0 ? .distinct(Int(count)) : .repeating(Int(-count))
         }
         if args.count > 2 {
             guard CommandTable.matches(args[2], withValuesOption) else { throw CommandError(.syntax, "syntax error") }
         }
-        let fields = RandomFields(namespace: ns, draw: draw, withValues: args.count > 2)
-        return .local(LocalCommand { context in await fields.run(context) })
+        let shape: ReplyShape = args.count > 2 ? .randomEntries : args.count > 1 ? .randomKeys : .randomKey
+        return .data(namespace: ns, .sample(draw), shape: shape)
     }
 
     /// A command that replies with all of a namespace's entries (read at once, in key order),
@@ -210,30 +215,4 @@ struct HashScan: Sendable {
 
     /// Milliseconds on the monotonic clock (cursor lifetimes are not moved by clock changes).
     static func now() -> UInt64 { UInt64(monotonicSeconds() * 1000) }
-}
-
-/// One HRANDFIELD (``HashCommands``): entries drawn at random by the namespace
-/// (``Operation/sample(_:)``), which reads only those it draws (locally), in the reply's shape.
-struct RandomFields: Sendable {
-    /// The most fields a negative count may ask for (its reply holds that many, whatever the
-    /// namespace's size).
-    static let mostRepeated = KeyValueCommands.maxScanCount
-
-    let namespace: String
-    let draw: RandomDraw
-    let withValues: Bool
-
-    /// Draws from the namespace's entries and makes the reply.
-    func run(_ context: CommandContext) async -> Reply {
-        // Redis nests each field and value in an array of two in RESP3, and sends them flat in
-        // RESP2: the shape differs, not only the encoding, so it is chosen here.
-        let nested = context.session.version == .resp3
-        return await HashCommands.read([.sample(draw)], in: namespace, context) { outcomes in
-            guard case .page(let page) = outcomes[0] else { return KeyValueCommands.reply(for: outcomes[0]) }
-            let drawn = page.entries
-            if case .one = draw { return drawn.first.map { .bulk($0.key) } ?? .null }
-            guard withValues else { return .array(drawn.map { .bulk($0.key) }) }
-            return .array(nested ? drawn.map { .array([.bulk($0.key), .bulk($0.value)]) } : KeyValueCommands.flattened(drawn))
-        }
-    }
 }

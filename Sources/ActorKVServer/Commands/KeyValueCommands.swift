@@ -258,8 +258,12 @@ enum KeyValueCommands {
         case (.secondsLeft, .batch(let deadlines)), (.millisecondsLeft, .batch(let deadlines)), (.secondsDeadline, .batch(let deadlines)),
              (.millisecondsDeadline, .batch(let deadlines)):
             return FieldExpiryCommands.reply(deadlines: deadlines, shape: shape, now: WallClock.milliseconds())
+        case (.randomKey, .page(let page)): return page.entries.first.map { .bulk($0.key) } ?? .null
+        case (.randomKeys, .page(let page)): return .array(page.entries.map { .bulk($0.key) })
+        case (.randomEntries, .page(let page)): return .pairs(flattened(page.entries))
         case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _), (.keyType, _), (.nonEmpty, _), (.stored, _),
-             (.updatedValue, _), (.takenValues, _), (.secondsLeft, _), (.millisecondsLeft, _), (.secondsDeadline, _), (.millisecondsDeadline, _):
+             (.updatedValue, _), (.takenValues, _), (.secondsLeft, _), (.millisecondsLeft, _), (.secondsDeadline, _), (.millisecondsDeadline, _),
+             (.randomKey, _), (.randomKeys, _), (.randomEntries, _):
             return reply(for: outcome, ofBatch: isBatch)
         }
     }

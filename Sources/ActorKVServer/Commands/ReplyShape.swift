@@ -35,4 +35,10 @@ public enum ReplyShape: UInt8, Sendable {
     case secondsDeadline
     /// Of deadlines: each key's deadline in milliseconds since the epoch (HPEXPIRETIME).
     case millisecondsDeadline
+    /// Of a draw of one key: the key drawn, null from an empty namespace (HRANDFIELD ns).
+    case randomKey
+    /// Of a draw of keys: the keys drawn, in the order drawn (HRANDFIELD ns count).
+    case randomKeys
+    /// Of a draw of keys: each key drawn and its value, as pairs (HRANDFIELD ns count WITHVALUES).
+    case randomEntries
 }

@@ -69,12 +69,12 @@ struct TransactionStep: Sendable {
         case .batch(let steps) where shape == .stored: return TransactionStep(stepCount: steps.count, kind: .stored)
         case .batch(let steps) where shape == .updatedValue && steps.count == 1: return TransactionStep(stepCount: 1, kind: .outcome)
         case .batch(let steps) where shape == .takenValues: return TransactionStep(stepCount: steps.count, kind: .shaped(shape))
-        case .expire, .deadlines: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
+        case .expire, .deadlines, .sample: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
         case .setAll: return TransactionStep(stepCount: 1, kind: .outcome)
         case .lifetimePut(let put) where put.owner == 0 && put.ifVersion == nil: return TransactionStep(stepCount: 1, kind: .stored)
         case .setTimeToLive: return TransactionStep(stepCount: 1, kind: .expiryCount)
         case .timeToLive: return TransactionStep(stepCount: 1, kind: .millisecondsLeft)
-        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .scan, .sample:
+        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .scan:
             return nil
         }
     }
@@ -85,7 +85,7 @@ struct TransactionStep: Sendable {
         switch shape {
         case .hashEntries, .hashKeys, .hashValues: return true
         case .plain, .added, .length, .keyType, .nonEmpty, .stored, .updatedValue, .takenValues, .secondsLeft, .millisecondsLeft, .secondsDeadline,
-             .millisecondsDeadline:
+             .millisecondsDeadline, .randomKey, .randomKeys, .randomEntries:
             return false
         }
     }
@@ -136,6 +136,7 @@ struct TransactionStep: Sendable {
         case .batch(let batch): steps += batch
         case .count: steps.append(.read(.count))
         case .scan: steps.append(.read(.entries))
+        case .sample(let draw): steps.append(.read(.sample(draw)))
         case .expire(let expiry): steps.append(.expire(expiry))
         case .deadlines(let keys): steps.append(.deadlines(keys))
         case .setAll(let setting): steps.append(.setAll(setting))
@@ -146,7 +147,7 @@ struct TransactionStep: Sendable {
             let deadline: KeyExpiry.Deadline = milliseconds.map { .after(milliseconds: UInt64(max(0, $0))) } ?? .none
             steps.append(.expire(KeyExpiry(keys: [key], deadline: deadline)))
         case .timeToLive(let key): steps.append(.deadlines([key]))
-        case .getVersioned, .conditionalPut, .update, .sample:
+        case .getVersioned, .conditionalPut, .update:
             preconditionFailure("TransactionStep: \(operation) has no steps in a transaction")
         }
     }

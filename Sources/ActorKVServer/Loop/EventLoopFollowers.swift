@@ -233,7 +233,7 @@ extension EventLoop {
     /// About how many bytes a message takes on the wire (for sharing turns, not for limits).
     private static func size(of message: Reply) -> Int {
         switch message {
-        case .array(let elements), .map(let elements), .push(let elements): return elements.reduce(8) { $0 + size(of: $1) }
+        case .array(let elements), .map(let elements), .push(let elements), .pairs(let elements): return elements.reduce(8) { $0 + size(of: $1) }
         case .switching(_, let inner): return size(of: inner)
         case .bulk(let bytes): return bytes.count + 8
         case .simple, .error, .integer, .null, .nullArray, .double, .boolean: return 24

@@ -129,12 +129,15 @@ public enum NamespaceRead: Sendable, Equatable {
     case count
     /// Every entry, in key order (Redis's HGETALL, HKEYS, HVALS).
     case entries
+    /// Entries drawn at random (Redis's HRANDFIELD).
+    case sample(RandomDraw)
 
     /// The operation that reads the same outside a batch.
     public var operation: Operation {
         switch self {
         case .count: return .count
         case .entries: return .scan(.start, prefix: [], limit: .max)
+        case .sample(let draw): return .sample(draw)
         }
     }
 }

@@ -215,7 +215,7 @@ public actor Store {
             return .batch(steps.map {
                 switch $0 {
                 case .ifVersion, .unchangedSince: return .stored
-                case .read(.entries): return .page(ScanPage(entries: [], next: .start))
+                case .read(.entries), .read(.sample): return .page(ScanPage(entries: [], next: .start))
                 default: return .integer(0)
                 }
             })

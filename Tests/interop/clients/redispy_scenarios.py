@@ -260,6 +260,10 @@ def hash_commands():
     drawn = r.hrandfield(key, -9, withvalues=True)
     check("hrandfield(-9, withvalues=True): 9 fields with their values, repeats allowed",
           len(drawn) == 18 and all(r.hget(key, f) == v for f, v in zip(drawn[::2], drawn[1::2])), f"{drawn!r}")
+    solo = ns("hash-solo")
+    pipe = r.pipeline()  # transaction=True: MULTI ... EXEC
+    pipe.hset(solo, "only", "1").hrandfield(solo, -2, withvalues=True).hrandfield(solo)
+    expect_eq("pipeline(): hrandfield queued in MULTI sees the HSET before it", [1, [b"only", b"1", b"only", b"1"], b"only"], pipe.execute())
     r.hset(key, "nf", "x")
     expect_error("hincrbyfloat of a value that is not a float raises", lambda: r.hincrbyfloat(key, "nf", 1), "hash value is not a float")
     r.hdel(key, "fl", "nf")

@@ -235,6 +235,20 @@ import Glibc
         }
     }
 
+    /// HRANDFIELD weighs its count: a negative one of 100,000 replies with that many fields
+    /// however small the namespace, from a request of 30 bytes.
+    @Test func pipelinedRandomFieldsFromClientsThatNeverReadStayBounded() async throws {
+        // Three clients each pipeline 300 draws of 20,000 fields with their values (about 2.5 MB
+        // of reply each, 750 MB in all) in one write of under 10 KB, and never read; a third of
+        // them queued in MULTI.
+        let request = String(repeating: "HRANDFIELD rf -20000 WITHVALUES\r\nMULTI\r\nHRANDFIELD rf 20000 WITHVALUES\r\nEXEC\r\nHRANDFIELD rf -20000\r\n", count: 100)
+        try await expectBoundedWhileClientsDoNotRead(namespace: "rf", request: request, waitSeconds: 2, limitMiB: 48) { (server, _) throws in
+            let reader = try RawConnection(path: server.socketPath)
+            guard case .array(let drawn) = try reader.command(["HRANDFIELD", "rf", "-20000", "WITHVALUES"]) else { Issue.record("not an array"); return }
+            #expect(drawn.count == 40000)
+        }
+    }
+
     /// Fills `namespace` with 20,000 keys of 100 bytes, has three clients each send `request` and
     /// never read, and expects the server to grow by less than `limitMiB` within `waitSeconds`
     /// and still answer; then runs `afterwards` with the server and the connection that filled it.

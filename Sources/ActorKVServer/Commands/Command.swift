@@ -131,9 +131,10 @@ public enum Command: Sendable {
     /// About how many reply entries (keys and values) this can produce: a SCAN's COUNT,
     /// ``wholeNamespaceWeight`` for a command that replies with a whole namespace (HGETALL, HKEYS,
     /// HVALS: a scan without a limit; queued in MULTI too, as EXEC replies with it), an
-    /// HRANDFIELD's count, 1 for anything else, whose reply is no larger than what the request itself carries or one stored
-    /// value (held by reference until it is sent). The event loop bounds by this what one
-    /// connection has in flight, since a short SCAN or HGETALL request can ask for a great many entries.
+    /// HRANDFIELD's count, 1 for anything else, whose reply is no larger than what the request
+    /// itself carries or one stored value (held by reference until it is sent). The event loop
+    /// bounds by this what one connection has in flight, since a short SCAN, HGETALL or
+    /// HRANDFIELD request can ask for a great many entries.
     var replyWeight: Int {
         switch self {
         case .data(_, .scan(_, _, let limit), _): return min(limit, Self.wholeNamespaceWeight)

@@ -37,8 +37,7 @@ struct CommandTableTests {
     /// The command names in protocol.md's "## Commands" table: the first word of each
     /// backticked request in the first column (`COMMAND …`, `CONFIG …` are two).
     static func documentedCommands() throws -> Set<String> {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let text = try String(contentsOf: root.appendingPathComponent("protocol.md"), encoding: .utf8)
+        let text = try PackageFiles.text("protocol.md")
         let section = try #require(text.components(separatedBy: "\n## Commands\n").dropFirst().first)
             .components(separatedBy: "\n#").first!
         var names: Set<String> = []

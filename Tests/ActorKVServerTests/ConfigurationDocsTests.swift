@@ -47,9 +47,7 @@ struct ConfigurationDocsTests {
 
     /// A Markdown file of the repository.
     static func document(_ name: String) throws -> String {
-        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(name)
-        return try String(contentsOf: url, encoding: .utf8)
+        try PackageFiles.text(name)
     }
 
     /// The rows of a Markdown table that name a flag: `--flag` (from the cell at `flagColumn`) →

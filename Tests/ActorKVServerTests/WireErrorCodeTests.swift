@@ -10,9 +10,6 @@ import Testing
 /// protocol.md documents for it.
 @Suite("Wire error codes")
 struct WireErrorCodeTests {
-    /// The repository's root directory (this file is Tests/ActorKVServerTests/WireErrorCodeTests.swift).
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
 
     /// The codes in the first column of the table under `## Errors` in `markdown`, in table order.
     static func documentedCodes(_ markdown: String) throws -> [String] {
@@ -37,7 +34,7 @@ struct WireErrorCodeTests {
 
     @Test("protocol.md's error table lists exactly WireErrorCode.allCases, each once")
     func protocolDocumentListsEveryCode() throws {
-        let text = try String(contentsOf: Self.root.appendingPathComponent("protocol.md"), encoding: .utf8)
+        let text = try PackageFiles.text("protocol.md")
         let documented = try Self.documentedCodes(text)
         let known = WireErrorCode.allCases.map(\.rawValue)
         #expect(documented.count == Set(documented).count, "a code appears twice: \(documented)")
@@ -47,7 +44,7 @@ struct WireErrorCodeTests {
 
     @Test("the Python client's ERROR_CODES is WireErrorCode.allCases, and _FATAL_CODES the codes that close the connection")
     func pythonClientListsEveryCode() async throws {
-        let clientDirectory = Self.root.appendingPathComponent("Clients/python").path
+        let clientDirectory = PackageFiles.path("Clients/python")
         let script = """
         import sys
         sys.path.insert(0, sys.argv[1])

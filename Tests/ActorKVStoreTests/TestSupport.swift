@@ -77,9 +77,8 @@ func contents(_ ns: Namespace, pageSize: Int = 1000) async -> [[UInt8]: [UInt8]]
 
 /// Copies `Tests/Fixtures/<fixture>/<namespace>`, a namespace an earlier build wrote, into the
 /// data directory `data` (created 0700 if need be), as that namespace.
-func copyFixture(_ fixture: String, namespace: String, into data: String, file: StaticString = #filePath) throws {
-    let source = URL(fileURLWithPath: "\(file)").deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Fixtures/\(fixture)/\(namespace)").path
+func copyFixture(_ fixture: String, namespace: String, into data: String) throws {
+    let source = PackageFiles.path("Tests/Fixtures/\(fixture)/\(namespace)")
     try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     try FileManager.default.copyItem(atPath: source, toPath: data + "/" + namespace)
 }

@@ -33,10 +33,7 @@ public func builtBinary(_ name: String, environment: String) throws -> String {
         candidates.append(directory.appendingPathComponent(".build/debug/\(name)").path)
         directory.deleteLastPathComponent()
     }
-    // This file is <package>/Tests/ActorKVTestSupport/BuiltBinary.swift.
-    let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-    candidates.append(package.appendingPathComponent(".build/debug/\(name)").path)
+    candidates.append(PackageFiles.path(".build/debug/\(name)"))
     if let found = candidates.first(where: { files.isExecutableFile(atPath: $0) }) { return found }
     throw TestFailure("cannot find the '\(name)' binary next to the test binary (looked in: "
         + candidates.joined(separator: ", ") + "). Build it first (swift build), or set \(environment) to its path.")

@@ -154,7 +154,7 @@ public enum BatchResolver {
             case .read(.entries):
                 outcomes.append(.page(ScanPage(entries: liveEntries(of: state), next: .start)))
             case .read(.sample(let draw)):
-                var generator = SystemRandomNumberGenerator()
+                var generator = DrawGenerator()
                 outcomes.append(.page(ScanPage(entries: draw.draw(from: liveEntries(of: state), using: &generator), next: .start)))
             case .deadlines(let keys):
                 outcomes.append(.batch(keys.map { key in

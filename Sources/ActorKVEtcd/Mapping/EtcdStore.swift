@@ -262,7 +262,7 @@ public final class EtcdStore: Sendable {
             return .page(try await scan(ns, after: cursor.afterKey, prefix: keyPrefix, limit: limit))
         case .sample(let draw):
             // etcd reads a range from its start, not from a position in it: every key is read.
-            var generator = SystemRandomNumberGenerator()
+            var generator = DrawGenerator()
             let all = try await scan(ns, after: nil, prefix: [], limit: .max).entries
             return .page(ScanPage(entries: draw.draw(from: all, using: &generator), next: .start))
         }

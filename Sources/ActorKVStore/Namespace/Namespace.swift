@@ -69,6 +69,8 @@ public actor Namespace {
     @exclusivity(unchecked) var removed = false
     /// The planner's arrays, kept from one run to the next (``WritePlanner/Scratch``).
     @exclusivity(unchecked) private var plannerScratch = WritePlanner.Scratch()
+    /// The random numbers of HRANDFIELD's draws, seeded at the first.
+    private lazy var drawGenerator = DrawGenerator()
     /// When this namespace was opened (wall-clock seconds): the periodic compaction counts from
     /// here when its snapshot is older.
     nonisolated let openedAt = UInt64(time(nil))
@@ -203,13 +205,12 @@ public actor Namespace {
         let total = data.map.count
         let live = total - data.lifetimes.expiredCount(at: runNow)
         guard live > 0 else { return [] }
-        var generator = SystemRandomNumberGenerator()
         guard draw.samples(live: live), live * 4 >= total else {
-            return draw.draw(from: scanPage(from: .start, prefix: [], limit: .max).entries, using: &generator)
+            return draw.draw(from: scanPage(from: .start, prefix: [], limit: .max).entries, using: &drawGenerator)
         }
         return draw.draw {
             while true {
-                guard let (key, entry) = data.map.randomEntry(using: &generator) else { preconditionFailure("a live entry exists") }
+                guard let (key, entry) = data.map.randomEntry(using: &drawGenerator) else { preconditionFailure("a live entry exists") }
                 if !(entry.isMarked && hasExpired(key)) { return KeyValue(key: key, value: entry.value) }
             }
         }

@@ -25,7 +25,11 @@ public enum RandomDraw: Sendable, Equatable {
         switch self {
         case .one: return [entries.randomElement(using: &generator)!]
         case .distinct(let count) where count >= entries.count: return entries
-        case .distinct(let count): return Array(entries.shuffled(using: &generator).prefix(count))
+        case .distinct(let count):
+            // The first `count` places of a shuffle: a random number per key drawn, not per entry.
+            var pool = entries
+            for place in 0..<count { pool.swapAt(place, Int.random(in: place..<pool.count, using: &generator)) }
+            return Array(pool[..<count])
         case .repeating(let count): return (0..<count).map { _ in entries.randomElement(using: &generator)! }
         }
     }

@@ -99,6 +99,38 @@ struct RandomDrawTests {
         #expect(RandomDraw.one.samples(live: 1) && RandomDraw.repeating(100).samples(live: 1))
     }
 
+    @Test("distinct draws from all the entries (a partial shuffle) take each entry equally often, first or anywhere")
+    func partialShuffleIsUniform() {
+        var generator = SeededGenerator(seed: 13)
+        let entries = (0..<20).map { KeyValue(key: Array("k\($0)".utf8), value: []) }
+        let position = Dictionary(uniqueKeysWithValues: entries.enumerated().map { ($1.key, $0) })
+        let draws = 20_000
+        var first = Array(repeating: 0, count: entries.count)
+        var anywhere = Array(repeating: 0, count: entries.count)
+        for _ in 0..<draws {
+            let drawn = RandomDraw.distinct(5).draw(from: entries, using: &generator)
+            first[position[drawn[0].key]!] += 1
+            for entry in drawn { anywhere[position[entry.key]!] += 1 }
+        }
+        // 19 degrees of freedom: about 19, give or take 6; a shuffle that left the order
+        // alone, or drew from the whole array each time, gives thousands.
+        #expect(chiSquared(first, draws: draws) < 19 + 6 * 38.0.squareRoot(), "\(first)")
+        #expect(chiSquared(anywhere, draws: draws * 5) < 19 + 6 * 38.0.squareRoot(), "\(anywhere)")
+    }
+
+    @Test("DrawGenerator is xoshiro256** (the reference's outputs for the state 1, 2, 3, 4), never all-zero, and seeded anew by default")
+    func drawGenerator() {
+        var known = DrawGenerator(seed: (1, 2, 3, 4))
+        #expect((0..<6).map { _ in known.next() } == [11520, 0, 1_509_978_240, 1_215_971_899_390_074_240, 1_216_172_134_540_287_360, 607_988_272_756_665_600])
+        var zero = DrawGenerator(seed: (0, 0, 0, 0))
+        #expect((0..<4).map { _ in zero.next() }.contains { $0 != 0 }, "an all-zero state would give zeros forever")
+        var (a, b) = (DrawGenerator(), DrawGenerator())
+        #expect((0..<4).map { _ in a.next() } != (0..<4).map { _ in b.next() })
+        var buckets = Array(repeating: 0, count: 16)
+        for _ in 0..<16_000 { buckets[Int.random(in: 0..<16, using: &a)] += 1 }
+        #expect(chiSquared(buckets, draws: 16_000) < 15 + 6 * 30.0.squareRoot(), "\(buckets)")
+    }
+
     @Test("a namespace's sample: live keys only (never one whose deadline passed), with their values, as many as asked; a namespace that does not exist gives none")
     func namespaceSamples() async throws {
         let dir = TemporaryDirectory("random-draw")

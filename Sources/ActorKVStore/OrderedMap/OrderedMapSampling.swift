@@ -25,17 +25,24 @@ extension OrderedMap {
     /// a million keys (`d` = 3) a draw takes about three tries of four node visits each.
     private static func draw<G: RandomNumberGenerator>(below root: Node, _ layout: Layout,
                                                        using generator: inout G) -> (key: [UInt8], entry: Entry)? {
-        var node = root
-        var isRoot = true
-        while !node.isLeaf {
-            let count = node.children.count
-            if !isRoot && Int.random(in: 0..<layout.branchCapacity, using: &generator) >= count { return nil }
-            node = node.children[Int.random(in: 0..<count, using: &generator)]
-            isRoot = false
+        // Unretained, as ``withLeaf(for:_:)`` walks: the root, held for the walk, keeps the
+        // nodes alive (retaining each was a third of a draw's CPU).
+        withExtendedLifetime(root) {
+            var node = Unmanaged.passUnretained(root)
+            var isRoot = true
+            while !node._withUnsafeGuaranteedRef({ $0.isLeaf }) {
+                let count = node._withUnsafeGuaranteedRef { $0.children.count }
+                if !isRoot && Int.random(in: 0..<layout.branchCapacity, using: &generator) >= count { return nil }
+                let index = Int.random(in: 0..<count, using: &generator)
+                node = node._withUnsafeGuaranteedRef { $0.children.withUnsafeBufferPointer { Unmanaged.passUnretained($0[index]) } }
+                isRoot = false
+            }
+            return node._withUnsafeGuaranteedRef { leaf in
+                let count = leaf.entries.count
+                if !isRoot && Int.random(in: 0..<layout.leafCapacity, using: &generator) >= count { return nil }
+                let index = Int.random(in: 0..<count, using: &generator)
+                return (leaf.keys[index], leaf.entries[index])
+            }
         }
-        let count = node.entries.count
-        if !isRoot && Int.random(in: 0..<layout.leafCapacity, using: &generator) >= count { return nil }
-        let index = Int.random(in: 0..<count, using: &generator)
-        return (node.keys[index], node.entries[index])
     }
 }

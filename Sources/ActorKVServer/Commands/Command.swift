@@ -146,7 +146,9 @@ public enum Command: Sendable {
 
     /// The weight of a command that replies with every entry of a namespace, however many: more
     /// than any SCAN's COUNT, so that it runs alone and its reply is sent before the next request
-    /// runs (30 pipelined HGETALLs of 173,000 keys, never read, held 570 MB without it).
+    /// runs (30 pipelined HGETALLs of 173,000 keys, never read, held 570 MB without it). The
+    /// event loop weighs it by the namespace's keys instead when it can count them at once
+    /// (``EventLoop/replyWeight(of:keyCount:)``).
     static let wholeNamespaceWeight = 1 << 30
 
     static func namespace(_ bytes: ArraySlice<UInt8>) throws(CommandError) -> String {

@@ -145,9 +145,10 @@ enum HashCommands {
     }
 
     /// A command that replies with all of a namespace's entries (read at once, in key order),
-    /// in `shape`: a scan without a limit, which weighs more than a connection's whole budget of
-    /// reply entries in flight (``Command/replyWeight``), so it runs alone, and the connection's
-    /// next requests wait until its reply has been sent.
+    /// in `shape`: a scan without a limit, which weighs the keys the namespace holds against a
+    /// connection's budget of reply entries in flight, or more than the whole budget when that
+    /// is not known at once (``EventLoop/replyWeight(of:keyCount:)``): a read of a large
+    /// namespace runs alone, and the connection's next requests wait until its reply has been sent.
     private static func wholeHash(_ name: String, shape: ReplyShape) -> CommandSpec {
         CommandSpec(name: name, usage: "\(name) ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .scan(.start, prefix: [], limit: .max), shape: shape)

@@ -436,7 +436,7 @@ final class EventLoop: @unchecked Sendable {
         if taken > 1 {
             var weight = 0
             for (index, command) in c.pending.enumerated() {
-                weight += command.replyWeight
+                weight += Self.replyWeight(of: command) { processor.backend.keyCountNow(inNamespace: $0) }
                 if weight > Self.replyBudget && index > 0 { taken = index; break }
             }
         }
@@ -452,6 +452,19 @@ final class EventLoop: @unchecked Sendable {
         let (commands, namespace) = c.takePending(taken)
         outgoing.append(CommandProcessor.Work(session: c.session, commands: commands, namespace: plain ? namespace : nil,
                                               mergingTransaction: plain && namespace == nil && c.session.watchesNothing))
+    }
+
+    /// `command`'s ``Command/replyWeight``, but a read of a whole namespace (HGETALL, HKEYS, HVALS)
+    /// weighs the keys the namespace holds now, plus one, when `keyCount` can tell at once (the
+    /// local engine, the namespace open): so pipelined reads of small namespaces run together,
+    /// where each would otherwise wait for the reply before it to be sent (a turn each), and one
+    /// of a namespace larger than the budget still runs alone. The count is taken before the
+    /// requests before it in the pipeline run: a bound of about the budget, not an exact one.
+    static func replyWeight(of command: Command, keyCount: (String) -> Int?) -> Int {
+        let weight = command.replyWeight
+        guard weight == Command.wholeNamespaceWeight, case .data(let namespace, _, _) = command,
+              let keys = keyCount(namespace) else { return weight }
+        return keys + 1
     }
 
     /// Runs this turn's requests, from every connection (``CommandProcessor/start(batch:executor:deliver:)``),

@@ -58,6 +58,13 @@ extension DataBackend {
         return await execute(operations, inNamespace: name)
     }
 
+    /// How many keys namespace `name` holds, when the back end can tell at once, on the event
+    /// loop's thread (``executeNow(_:inNamespace:)``); nil when it cannot.
+    func keyCountNow(inNamespace name: String) -> Int? {
+        guard case .integer(let count)? = executeNow([.count], inNamespace: name)?.outcomes.first else { return nil }
+        return count
+    }
+
     /// Nothing to drive.
     public func attach(to reactor: any Reactor) {}
     /// Nothing to let go of.

@@ -214,8 +214,9 @@ import Glibc
         }
     }
 
-    /// HGETALL, HKEYS and HVALS each reply with a whole namespace: a connection runs one at a
-    /// time, and the next only once its reply has been sent. Before (2026-11-29), each counted as
+    /// HGETALL, HKEYS and HVALS each reply with a whole namespace, and weigh its keys: of one
+    /// larger than a connection's budget, a connection runs one at a time, and the next only
+    /// once its reply has been sent. Before (2026-11-29), each counted as
     /// one reply entry, so a connection ran thousands of them at once: 30 pipelined HGETALLs of a
     /// 173,000-key namespace, never read, held 570 MB.
     @Test func pipelinedWholeNamespaceReadsFromClientsThatNeverReadStayBounded() async throws {

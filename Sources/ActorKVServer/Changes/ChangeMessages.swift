@@ -22,14 +22,8 @@ enum ChangeMessages {
     }
 
     /// `snapshot ns :S [key value ...]`: one page of the state as of change `sequence`.
-    static func snapshot(namespace: String, sequence: UInt64, entries: [(key: [UInt8], value: [UInt8])]) -> Reply {
-        var pairs: [Reply] = []
-        pairs.reserveCapacity(entries.count * 2)
-        for entry in entries {
-            pairs.append(.bulk(entry.key))
-            pairs.append(.bulk(entry.value))
-        }
-        return .push([snapshotWord, .bulk(Array(namespace.utf8)), .integer(Int64(sequence)), .array(pairs)])
+    static func snapshot(namespace: String, sequence: UInt64, entries: [KeyValue]) -> Reply {
+        .push([snapshotWord, .bulk(Array(namespace.utf8)), .integer(Int64(sequence)), .array(KeyValueCommands.flattened(entries))])
     }
 
     /// The `change` message of `change` for a follower of keys under `prefix`, or nil when it

@@ -59,13 +59,13 @@ public struct ChangeSnapshot: Sendable {
     /// at, where the next page goes on; nil when every key was looked at. A page may still come
     /// back empty with `next` nil: nothing was left (the last page was exactly full, or what
     /// was left expired meanwhile).
-    public func page(after: [UInt8]?, prefix: [UInt8], limit: Int) -> (entries: [(key: [UInt8], value: [UInt8])], next: [UInt8]?) {
+    public func page(after: [UInt8]?, prefix: [UInt8], limit: Int) -> (entries: [KeyValue], next: [UInt8]?) {
         guard lifetimes.hasDeadlines else {
             let entries = map.entries(after: after, prefix: prefix, limit: limit)
             return (entries, entries.count < limit ? nil : entries.last?.key)
         }
         let now = WallClock.milliseconds()
-        var entries: [(key: [UInt8], value: [UInt8])] = []
+        var entries: [KeyValue] = []
         var cursor = after
         while true {
             // Read on in steps at least this big, so that a long run of expired keys costs a

@@ -186,13 +186,11 @@ public actor Namespace {
             found.removeLast()
             next = .after(found[found.count - 1].key)
         }
+        guard data.lifetimes.hasDeadlines else { return ScanPage(entries: found, next: next) }
         var entries: [KeyValue] = []
         entries.reserveCapacity(found.count)
         // Loops rather than closures given to the standard library: see ``perform(_:version:)``.
-        let mayExpire = data.lifetimes.hasDeadlines
-        for entry in found where !(mayExpire && hasExpired(entry.key)) {
-            entries.append(KeyValue(key: entry.key, value: entry.value))
-        }
+        for entry in found where !hasExpired(entry.key) { entries.append(entry) }
         return ScanPage(entries: entries, next: next)
     }
 

@@ -330,7 +330,7 @@ public struct OrderedMap: Sendable {
     /// O(log n + limit): seeks to the first candidate, then walks leaves in order and stops at
     /// the first key past the prefix. Pass the last key of one page as `after` of the next: a key
     /// present for the whole walk appears exactly once, whatever is written between pages.
-    public func entries(after: [UInt8]?, prefix: [UInt8], limit: Int) -> [(key: [UInt8], value: [UInt8])] {
+    public func entries(after: [UInt8]?, prefix: [UInt8], limit: Int) -> [KeyValue] {
         guard limit > 0, var node = root else { return [] }
         // Keys with `prefix` are the contiguous range starting at `prefix`; all of them are
         // greater than an `after` that sorts before `prefix`.
@@ -349,12 +349,14 @@ public struct OrderedMap: Sendable {
         var (index, found) = node.keys.find(start)
         if found && strict { index += 1 }
 
-        var result: [(key: [UInt8], value: [UInt8])] = []
+        var result: [KeyValue] = []
         result.reserveCapacity(Swift.min(limit, entryCount, 1024))
         while true {
-            while index < node.keys.count {
-                guard node.keys.hasPrefix(at: index, prefix) else { return result }
-                result.append((node.keys[index], node.entries[index].value))
+            // Read from the leaf once: each read of a node's property retains its arrays.
+            let (keys, entries) = (node.keys, node.entries)
+            while index < keys.count {
+                guard keys.hasPrefix(at: index, prefix) else { return result }
+                result.append(KeyValue(key: keys[index], value: entries[index].value))
                 if result.count == limit { return result }
                 index += 1
             }

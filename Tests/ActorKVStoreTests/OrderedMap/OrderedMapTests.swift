@@ -269,7 +269,7 @@ struct OrderedMapTests {
             let want = expected.filter { entry in
                 entry.key.starts(with: prefix) && (after.map { precedes($0, entry.key) } ?? true)
             }.prefix(limit)
-            #expect(same(got, Array(want)), "seed \(seed): entries(after: \(String(describing: after)), prefix: \(prefix), limit: \(limit))")
+            #expect(same(got.map { ($0.key, $0.value) }, Array(want)), "seed \(seed): entries(after: \(String(describing: after)), prefix: \(prefix), limit: \(limit))")
         }
         // Group lookups give, in order, what one lookup at a time gives (groups of any size,
         // across several groups of walks, present and absent keys).
@@ -640,7 +640,7 @@ struct OrderedMapTests {
             for key in keys { #expect(map[key] == key + [0xAB]) }
             #expect(map[[0x00, 0x01]] == nil && map[[0xFF, 0xFF, 0xFF, 0xFF]] == nil)
 
-            func keysOf(_ page: [(key: [UInt8], value: [UInt8])]) -> [[UInt8]] { page.map(\.key) }
+            func keysOf(_ page: [KeyValue]) -> [[UInt8]] { page.map(\.key) }
             #expect(keysOf(map.entries(after: nil, prefix: [], limit: 100)) == sorted)
             #expect(keysOf(map.entries(after: [], prefix: [], limit: 100)) == Array(sorted.dropFirst()), "after the empty key")
             #expect(keysOf(map.entries(after: nil, prefix: [0x00], limit: 100)) == sorted.filter { $0.first == 0x00 })

@@ -352,7 +352,7 @@ public struct OrderedMap: Sendable {
         var result: [KeyValue] = []
         result.reserveCapacity(Swift.min(limit, entryCount, 1024))
         while true {
-            // Read from the leaf once: each read of a node's property retains its arrays.
+            // The leaf's arrays read once, not once per entry.
             let (keys, entries) = (node.keys, node.entries)
             while index < keys.count {
                 guard keys.hasPrefix(at: index, prefix) else { return result }

@@ -32,6 +32,11 @@ public enum Reply: Sendable, Equatable {
     /// two-element arrays `*N\r\n*2\r\n…` (N pairs), RESP2 the flat array `*2N\r\n`, as Redis
     /// sends HRANDFIELD … WITHVALUES to each.
     indirect case pairs([Reply])
+    /// Bulk strings packed in one buffer, sent as ``array(_:)`` of their ``bulk(_:)``s would be
+    /// or, `asMap`, as ``map(_:)`` of them (keys and values alternating, an even count): one
+    /// value instead of one per string, for replies of many small strings (HGETALL's, HKEYS', a
+    /// scan page's entries). Decoders read it as the array or map it is sent as.
+    indirect case bulks(BulkStrings, asMap: Bool)
     /// A floating-point number: RESP3 `,1.5\r\n`, RESP2 the bulk string of the same text.
     case double(Double)
     /// A boolean: RESP3 `#t\r\n`/`#f\r\n`, RESP2 the integer 1 or 0.
@@ -55,7 +60,7 @@ public enum Reply: Sendable, Equatable {
             RESPWriter.appendBulk(bytes, to: &buffer)
         case .null, .nullArray:
             if version == .resp3 { RESPWriter.appendNull(to: &buffer); return }
-            RESPWriter.appendHeader(type: self == .null ? ASCII.dollar : ASCII.star, count: -1, to: &buffer)
+            RESPWriter.appendHeader(type: isNullArray ? ASCII.star : ASCII.dollar, count: -1, to: &buffer)
         case .array(let elements), .map(let elements), .push(let elements):
             RESPWriter.appendHeader(type: headerType(in: version), count: Int64(headerCount(elements.count, in: version)), to: &buffer)
             for element in elements { element.encode(into: &buffer, version: version) }
@@ -71,6 +76,9 @@ public enum Reply: Sendable, Equatable {
                 elements[pair].encode(into: &buffer, version: version)
                 elements[pair + 1].encode(into: &buffer, version: version)
             }
+        case .bulks(let strings, _):
+            RESPWriter.appendHeader(type: headerType(in: version), count: Int64(headerCount(strings.count, in: version)), to: &buffer)
+            strings.encode(0..<strings.count, into: &buffer)
         case .double(let value):
             let text = RESPWriter.doubleText(value)
             if version == .resp3 { RESPWriter.appendLine(type: ASCII.comma, text, to: &buffer) } else { RESPWriter.appendBulk(text.utf8, to: &buffer) }
@@ -79,6 +87,54 @@ public enum Reply: Sendable, Equatable {
         case .switching(let newVersion, let reply):
             reply.encode(into: &buffer, version: newVersion)
         }
+    }
+
+    /// Whether this is ``nullArray``.
+    private var isNullArray: Bool {
+        if case .nullArray = self { return true }
+        return false
+    }
+
+    /// Whether two replies are the same value: the same case and contents, packed strings
+    /// (``bulks(_:asMap:)``) being equal to the array or map of ``bulk(_:)``s they stand for,
+    /// which they are sent as.
+    public static func == (lhs: Reply, rhs: Reply) -> Bool {
+        if case .bulks(let strings, let asMap) = lhs {
+            if case .bulks(let other, let otherAsMap) = rhs { return asMap == otherAsMap && strings == other }
+            return rhs == unpacked(strings, asMap: asMap)
+        }
+        if case .bulks(let strings, let asMap) = rhs { return lhs == unpacked(strings, asMap: asMap) }
+        switch lhs {
+        case .simple(let a): if case .simple(let b) = rhs { return a == b }
+        case .error(let a): if case .error(let b) = rhs { return a == b }
+        case .integer(let a): if case .integer(let b) = rhs { return a == b }
+        case .bulk(let a): if case .bulk(let b) = rhs { return a == b }
+        case .null: if case .null = rhs { return true }
+        case .nullArray: if case .nullArray = rhs { return true }
+        case .array(let a): if case .array(let b) = rhs { return a == b }
+        case .map(let a): if case .map(let b) = rhs { return a == b }
+        case .pairs(let a): if case .pairs(let b) = rhs { return a == b }
+        case .push(let a): if case .push(let b) = rhs { return a == b }
+        case .double(let a): if case .double(let b) = rhs { return a == b }
+        case .boolean(let a): if case .boolean(let b) = rhs { return a == b }
+        case .switching(let a, let reply): if case .switching(let b, let other) = rhs { return a == b && reply == other }
+        case .bulks: preconditionFailure("handled above")
+        }
+        return false
+    }
+
+    /// This reply, packed strings (``bulks(_:asMap:)``) as the array or map of ``bulk(_:)``s
+    /// they stand for (for a reader that matches on arrays: a client, a test); the elements of
+    /// an array are left as they are.
+    public var unpacked: Reply {
+        guard case .bulks(let strings, let asMap) = self else { return self }
+        return Self.unpacked(strings, asMap: asMap)
+    }
+
+    /// The array or map of ``bulk(_:)``s that packed `strings` stand for.
+    private static func unpacked(_ strings: BulkStrings, asMap: Bool) -> Reply {
+        let bulks = (0..<strings.count).map { Reply.bulk(Array(strings[$0])) }
+        return asMap ? .map(bulks) : .array(bulks)
     }
 
     /// This reply as the arrays `version` sends it: a ``pairs(_:)`` reply as RESP3's array of
@@ -92,7 +148,7 @@ public enum Reply: Sendable, Equatable {
     /// The type byte of an aggregate's header (`*`, `%` or `>`) in `version`.
     func headerType(in version: RESPVersion) -> UInt8 {
         switch self {
-        case .map where version == .resp3: return ASCII.percent
+        case .map where version == .resp3, .bulks(_, asMap: true) where version == .resp3: return ASCII.percent
         case .push where version == .resp3: return ASCII.greaterThan
         default: return ASCII.star
         }
@@ -100,8 +156,11 @@ public enum Reply: Sendable, Equatable {
 
     /// The count an aggregate's header gives for `elements` elements: pairs for a RESP3 map.
     func headerCount(_ elements: Int, in version: RESPVersion) -> Int {
-        if case .map = self, version == .resp3 { return elements / 2 }
-        return elements
+        guard version == .resp3 else { return elements }
+        switch self {
+        case .map, .bulks(_, asMap: true): return elements / 2
+        default: return elements
+        }
     }
 
     /// The RESP2 encoding of this reply.

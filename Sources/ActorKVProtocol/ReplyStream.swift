@@ -22,8 +22,9 @@ public struct ReplyStream: Sendable {
     /// Arrays being walked, outermost first. Each frame holds a reference to the array (never a
     /// copy of its elements) and the index of the next element to start.
     @usableFromInline private(set) var frames: [Frame] = []
-    /// The bulk string whose content is being written, when `inBulk`.
-    private var bulk: [UInt8] = []
+    /// The bulk string whose content is being written, when `inBulk` (a slice of the packed
+    /// strings it is one of, for ``Reply/bulks(_:asMap:)``).
+    private var bulk: ArraySlice<UInt8> = []
     /// How much of `bulk`'s content has been written.
     private var bulkOffset = 0
     @usableFromInline private(set) var inBulk = false
@@ -32,8 +33,22 @@ public struct ReplyStream: Sendable {
     public private(set) var version: RESPVersion = .resp2
 
     @usableFromInline struct Frame: Sendable {
-        let elements: [Reply]
+        /// The array's elements, or its packed strings.
+        let elements: Elements
         var next: Int
+
+        @usableFromInline enum Elements: Sendable {
+            case replies([Reply])
+            case strings(BulkStrings)
+        }
+
+        /// How many elements the array has.
+        var count: Int {
+            switch elements {
+            case .replies(let replies): return replies.count
+            case .strings(let strings): return strings.count
+            }
+        }
     }
 
     /// Room a bulk string needs besides its content: the longest `$<len>\r\n` plus the trailing CRLF.
@@ -136,6 +151,8 @@ public struct ReplyStream: Sendable {
         case .pairs(let elements):
             // Each pair's RESP3 header, `*2\r\n`, is 2 bytes per element.
             return encodedSize(of: elements, budget: room - 2 * elements.count, depth: estimateDepth) != nil
+        case .bulks(let strings, _):
+            return lineBound + strings.encodedSize <= room
         case .switching(_, let inner):
             return fitsWhole(inner, room: room)
         case .simple, .error, .integer, .null, .nullArray, .double, .boolean:
@@ -172,6 +189,8 @@ public struct ReplyStream: Sendable {
                     return nil
                 }
                 total += size + 2 * inner.count
+            case .bulks(let strings, _):
+                total += lineBound + strings.encodedSize
             }
             if total > budget { return nil }
         }
@@ -183,15 +202,18 @@ public struct ReplyStream: Sendable {
     private mutating func start(_ reply: Reply, into buffer: inout [UInt8]) {
         switch reply {
         case .bulk(let bytes):
-            RESPWriter.appendHeader(type: ASCII.dollar, count: Int64(bytes.count), to: &buffer)
-            bulk = bytes
-            bulkOffset = 0
-            inBulk = true
+            startBulk(bytes[...], into: &buffer)
         case .array(let elements), .map(let elements), .push(let elements):
             let count = reply.headerCount(elements.count, in: version)
             RESPWriter.appendHeader(type: reply.headerType(in: version), count: Int64(count), to: &buffer)
             if !elements.isEmpty {
-                frames.append(Frame(elements: elements, next: 0))
+                frames.append(Frame(elements: .replies(elements), next: 0))
+            }
+        case .bulks(let strings, _):
+            let count = reply.headerCount(strings.count, in: version)
+            RESPWriter.appendHeader(type: reply.headerType(in: version), count: Int64(count), to: &buffer)
+            if !strings.isEmpty {
+                frames.append(Frame(elements: .strings(strings), next: 0))
             }
         case .pairs:
             // Walked as the arrays it is sent as (made only for a reply too large to write whole).
@@ -203,11 +225,19 @@ public struct ReplyStream: Sendable {
         }
     }
 
+    /// Writes a bulk string's header; its content follows (``continueBulk(into:upTo:)``).
+    private mutating func startBulk(_ bytes: ArraySlice<UInt8>, into buffer: inout [UInt8]) {
+        RESPWriter.appendHeader(type: ASCII.dollar, count: Int64(bytes.count), to: &buffer)
+        bulk = bytes
+        bulkOffset = bytes.startIndex
+        inBulk = true
+    }
+
     /// Writes as much of the current bulk's content as fits below `limit`; when the content is
     /// done, its CRLF, and then releases it.
     private mutating func continueBulk(into buffer: inout [UInt8], upTo limit: Int) {
         let room = limit - buffer.count
-        let remaining = bulk.count - bulkOffset
+        let remaining = bulk.endIndex - bulkOffset
         if remaining > room {
             let end = bulkOffset + room
             buffer.append(contentsOf: bulk[bulkOffset..<end])
@@ -222,10 +252,15 @@ public struct ReplyStream: Sendable {
         popFinishedFrames()
     }
 
-    /// Starts the next element of the innermost array being walked.
+    /// Starts the next element of the innermost array being walked (all the packed strings
+    /// that fit, for ``Reply/bulks(_:asMap:)``).
     private mutating func walkStep(into buffer: inout [UInt8], upTo limit: Int) {
         let top = frames.count - 1
-        let element = frames[top].elements[frames[top].next]
+        guard case .replies(let elements) = frames[top].elements else {
+            walkStrings(into: &buffer, upTo: limit)
+            return
+        }
+        let element = elements[frames[top].next]
         frames[top].next += 1
         if Self.fitsWhole(element, room: limit - buffer.count) {
             element.encode(into: &buffer, version: version)
@@ -235,11 +270,35 @@ public struct ReplyStream: Sendable {
         if !inBulk { popFinishedFrames() }
     }
 
+    /// Writes the innermost frame's packed strings from the next one on: those that fit whole,
+    /// then the start of one that does not.
+    private mutating func walkStrings(into buffer: inout [UInt8], upTo limit: Int) {
+        let top = frames.count - 1
+        guard case .strings(let strings) = frames[top].elements else { return }
+        var next = frames[top].next, size = 0
+        // Those that fit, found from their framing and content, then written in one call.
+        let first = next
+        while next < strings.count {
+            let length = strings.range(of: next).count
+            let more = length + BulkStrings.framing(ofLength: length)
+            guard buffer.count + size + more <= limit else { break }
+            size += more
+            next += 1
+        }
+        strings.encode(first..<next, into: &buffer)
+        if next == first {
+            startBulk(strings[next], into: &buffer)
+            next += 1
+        }
+        frames[top].next = next
+        if !inBulk { popFinishedFrames() }
+    }
+
     /// Drops the innermost frames whose elements have all been started, releasing their arrays.
     /// Afterwards the innermost frame, if any, has an element left, so a non-empty stream always
     /// has bytes to write.
     private mutating func popFinishedFrames() {
-        while let top = frames.indices.last, frames[top].next == frames[top].elements.count {
+        while let top = frames.indices.last, frames[top].next == frames[top].count {
             frames.removeLast()
         }
     }

@@ -12,15 +12,32 @@ struct ReplyStreamTests {
     static let headerLine = 23
 
     /// The concatenated `Reply.encode` of `replies`, each in the version the stream is in then
-    /// (RESP2 until a switching reply).
+    /// (RESP2 until a switching reply), packed strings encoded as the array or map of bulks they
+    /// stand for.
     static func expected(_ replies: [Reply]) -> [UInt8] {
         var bytes: [UInt8] = []
         var version = RESPVersion.resp2
         for reply in replies {
             if case .switching(let next, _) = reply { version = next }
-            reply.encode(into: &bytes, version: version)
+            unpacked(reply).encode(into: &bytes, version: version)
         }
         return bytes
+    }
+
+    /// `reply` with every ``Reply/bulks(_:asMap:)`` in it replaced by the array or map of
+    /// ``Reply/bulk(_:)``s it stands for.
+    static func unpacked(_ reply: Reply) -> Reply {
+        switch reply {
+        case .bulks(let strings, let asMap):
+            let bulks = (0..<strings.count).map { Reply.bulk(Array(strings[$0])) }
+            return asMap ? .map(bulks) : .array(bulks)
+        case .array(let elements): return .array(elements.map(unpacked))
+        case .map(let elements): return .map(elements.map(unpacked))
+        case .pairs(let elements): return .pairs(elements.map(unpacked))
+        case .push(let elements): return .push(elements.map(unpacked))
+        case .switching(let version, let inner): return .switching(to: version, unpacked(inner))
+        case .simple, .error, .integer, .bulk, .null, .nullArray, .double, .boolean: return reply
+        }
     }
 
     /// Encodes everything in `stream`, `limit` bytes at a time into an emptied buffer (as a
@@ -167,6 +184,22 @@ struct ReplyStreamTests {
             // Pairs: flat in RESP2, an array of arrays of two in RESP3 (see the RESP3 test below).
             let count = 2 * Int.random(in: 0...(Int.random(in: 0..<4, using: &rng) == 0 ? 20 : 3), using: &rng)
             return .pairs((0..<count).map { _ in randomReply(depth: depth - 1, using: &rng) })
+        case 9 where Bool.random(using: &rng):
+            // Packed strings, as an array or a map: small ones written many at a time, a huge
+            // one split as a bulk is.
+            let count = 2 * Int.random(in: 0...(Int.random(in: 0..<4, using: &rng) == 0 ? 60 : 4), using: &rng)
+            var strings = (0..<count).map { _ in
+                switch Int.random(in: 0..<20, using: &rng) {
+                case 0: return [UInt8]()
+                case 1..<5: return pattern(count: Int.random(in: 8...12, using: &rng), using: &rng)
+                default: return pattern(count: Int.random(in: 1...300, using: &rng), using: &rng)
+                }
+            }
+            // Now and then one huge (a check drains a copy of the stream at every step: more would be slow).
+            if count > 0 && Int.random(in: 0..<16, using: &rng) == 0 {
+                strings[Int.random(in: 0..<count, using: &rng)] = pattern(count: Int.random(in: 20_000...60_000, using: &rng), using: &rng)
+            }
+            return .bulks(BulkStrings(strings), asMap: Bool.random(using: &rng))
         default:
             let count = Int.random(in: 0...(Int.random(in: 0..<4, using: &rng) == 0 ? 40 : 5), using: &rng)
             return .array((0..<count).map { _ in randomReply(depth: depth - 1, using: &rng) })
@@ -191,7 +224,7 @@ struct ReplyStreamTests {
         case .array(let elements), .map(let elements), .push(let elements), .pairs(let elements): elements.map(longestLine(in:)).max() ?? 0
         case .switching(_, let inner): longestLine(in: inner)
         case .double, .boolean: 32
-        case .integer, .bulk, .null, .nullArray: 0
+        case .integer, .bulk, .bulks, .null, .nullArray: 0
         }
     }
 

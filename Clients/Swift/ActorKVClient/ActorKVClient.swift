@@ -428,6 +428,7 @@ public final class ActorKVClient: Sendable {
         case .array(let elements): shown = "an array of \(elements.count)"
         case .map(let elements): shown = "a map of \(elements.count / 2)"
         case .pairs(let elements): shown = "an array of \(elements.count / 2) pairs"
+        case .bulks(let strings, let asMap): shown = asMap ? "a map of \(strings.count / 2)" : "an array of \(strings.count)"
         case .push(let elements): shown = "a push message of \(elements.count)"
         case .double(let value): shown = ",\(value)"
         case .boolean(let value): shown = value ? "#t" : "#f"

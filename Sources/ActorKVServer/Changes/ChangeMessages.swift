@@ -23,7 +23,7 @@ enum ChangeMessages {
 
     /// `snapshot ns :S [key value ...]`: one page of the state as of change `sequence`.
     static func snapshot(namespace: String, sequence: UInt64, entries: [KeyValue]) -> Reply {
-        .push([snapshotWord, .bulk(Array(namespace.utf8)), .integer(Int64(sequence)), .array(KeyValueCommands.flattened(entries))])
+        .push([snapshotWord, .bulk(Array(namespace.utf8)), .integer(Int64(sequence)), KeyValueCommands.entries(entries)])
     }
 
     /// The `change` message of `change` for a follower of keys under `prefix`, or nil when it

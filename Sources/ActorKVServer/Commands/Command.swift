@@ -138,6 +138,7 @@ public enum Command: Sendable {
     var replyWeight: Int {
         switch self {
         case .data(_, .scan(_, _, let limit), _): return min(limit, Self.wholeNamespaceWeight)
+        case .data(_, .packedEntries, _): return Self.wholeNamespaceWeight
         case .data(_, .sample(.distinct(let count)), _), .data(_, .sample(.repeating(let count)), _):
             return min(max(count, 1), Self.wholeNamespaceWeight)
         default: return 1

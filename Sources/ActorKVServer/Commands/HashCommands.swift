@@ -61,9 +61,9 @@ enum HashCommands {
         CommandSpec(name: "HMGET", usage: "HMGET ns field [field ...]", arity: .atLeast(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .getMany(args.rest(from: 1)))
         },
-        wholeHash("HGETALL", shape: .hashEntries),
-        wholeHash("HKEYS", shape: .hashKeys),
-        wholeHash("HVALS", shape: .hashValues),
+        wholeHash("HGETALL", .both, shape: .hashEntries),
+        wholeHash("HKEYS", .keys, shape: .hashKeys),
+        wholeHash("HVALS", .values, shape: .hashValues),
         CommandSpec(name: "HRANDFIELD", usage: "HRANDFIELD ns [count [WITHVALUES]]", arity: .between(1, 3), flags: [.namespaced, .readOnly],
                     parse: parseRandomFields),
         CommandSpec(name: "HSCAN", usage: "HSCAN ns cursor [MATCH pattern] [COUNT count] [NOVALUES]", arity: .between(2, 7),
@@ -149,9 +149,9 @@ enum HashCommands {
     /// connection's budget of reply entries in flight, or more than the whole budget when that
     /// is not known at once (``EventLoop/replyWeight(of:keyCount:)``): a read of a large
     /// namespace runs alone, and the connection's next requests wait until its reply has been sent.
-    private static func wholeHash(_ name: String, shape: ReplyShape) -> CommandSpec {
+    private static func wholeHash(_ name: String, _ parts: EntryParts, shape: ReplyShape) -> CommandSpec {
         CommandSpec(name: name, usage: "\(name) ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try args.namespace(0), .scan(.start, prefix: [], limit: .max), shape: shape)
+            .data(namespace: try args.namespace(0), .packedEntries(parts, within: KeyValueCommands.packing), shape: shape)
         }
     }
 

@@ -247,9 +247,11 @@ enum KeyValueCommands {
         case (.added, .batch(let counts)):
             return .integer(sumOfCounts(counts))
         case (.length, .value(let value)): return .integer(Int64(value?.count ?? 0))
-        case (.hashEntries, .page(let page)): return .map(flattened(page.entries))
-        case (.hashKeys, .page(let page)): return .array(page.entries.map { .bulk($0.key) })
-        case (.hashValues, .page(let page)): return .array(page.entries.map { .bulk($0.value) })
+        case (.hashEntries, .page(let page)): return entries(page.entries, asMap: true)
+        case (.hashKeys, .page(let page)): return entries(page.entries, .keys)
+        case (.hashValues, .page(let page)): return entries(page.entries, .values)
+        case (.hashEntries, .strings(let strings)): return .bulks(strings, asMap: true)
+        case (.hashKeys, .strings(let strings)), (.hashValues, .strings(let strings)): return .bulks(strings, asMap: false)
         case (.keyType, .integer(let n)): return .simple(n > 0 ? "hash" : "none")
         case (.nonEmpty, .integer(let n)): return .integer(n > 0 ? 1 : 0)
         case (.stored, .batch): return .simple("OK")
@@ -259,7 +261,7 @@ enum KeyValueCommands {
              (.millisecondsDeadline, .batch(let deadlines)):
             return FieldExpiryCommands.reply(deadlines: deadlines, shape: shape, now: WallClock.milliseconds())
         case (.randomKey, .page(let page)): return page.entries.first.map { .bulk($0.key) } ?? .null
-        case (.randomKeys, .page(let page)): return .array(page.entries.map { .bulk($0.key) })
+        case (.randomKeys, .page(let page)): return entries(page.entries, .keys)
         case (.randomEntries, .page(let page)): return .pairs(flattened(page.entries))
         case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _), (.keyType, _), (.nonEmpty, _), (.stored, _),
              (.updatedValue, _), (.takenValues, _), (.secondsLeft, _), (.millisecondsLeft, _), (.secondsDeadline, _), (.millisecondsDeadline, _),
@@ -284,7 +286,38 @@ enum KeyValueCommands {
         return reply(for: outcome)
     }
 
-    /// Entries as key, value, key, value, …: a SCAN page's array, HGETALL's map.
+    /// How many bytes of keys and values a reply packs into one buffer (a copy, where the arrays
+    /// of ``flattened(_:)`` share the map's values): ``entries(_:_:asMap:)``, and the engine's
+    /// ``Operation/packedEntries(_:within:)`` for HGETALL, HKEYS and HVALS. At most 512 bytes
+    /// per key, so what a connection's replies in flight hold stays about proportional to the
+    /// reply entries it may have in flight (the event loop's budget of 10,000: about 5 MB).
+    static let packing = PackingBound(totalBytes: 256 * 1024, bytesPerKey: 512)
+
+    /// Entries' keys, values, or both (key, value, key, value, …) as an array or map of bulk
+    /// strings: HGETALL's, HKEYS', HVALS', a SCAN page's. Packed into one ``BulkStrings`` when
+    /// ``packing`` allows, which costs a copy of each instead of a
+    /// `Reply` per string, each retained and released twice (HGETALL of 1,000 fields: HOTPATHS.md
+    /// round 73); otherwise an array of ``Reply/bulk(_:)``s, which shares the values with the map.
+    static func entries(_ entries: [KeyValue], _ parts: EntryParts = .both, asMap: Bool = false) -> Reply {
+        var total = 0
+        for entry in entries {
+            if parts != .values { total += entry.key.count }
+            if parts != .keys { total += entry.value.count }
+        }
+        guard packing.allows(bytes: total, keys: entries.count) else {
+            let flat: [Reply]
+            switch parts {
+            case .keys: flat = entries.map { .bulk($0.key) }
+            case .values: flat = entries.map { .bulk($0.value) }
+            case .both: flat = flattened(entries)
+            }
+            return asMap ? .map(flat) : .array(flat)
+        }
+        return .bulks(parts.packed(entries, bytes: total), asMap: asMap)
+    }
+
+    /// Entries as key, value, key, value, …: HRANDFIELD's pairs, and the arrays of
+    /// ``entries(_:_:asMap:)`` too large to pack.
     static func flattened(_ entries: [KeyValue]) -> [Reply] {
         var flat: [Reply] = []
         flat.reserveCapacity(entries.count * 2)
@@ -304,7 +337,8 @@ enum KeyValueCommands {
         case .version(let version): return .integer(Int64(clamping: version))
         case .conditionFailed: return .null
         case .batch(let results): return .array(results.map(reply(for:)))
-        case .page(let page): return .array([.bulk(page.next.text), .array(flattened(page.entries))])
+        case .page(let page): return .array([.bulk(page.next.text), entries(page.entries)])
+        case .strings(let strings): return .bulks(strings, asMap: false)
         case .failure(let error): return ErrorMapping.reply(for: error)
         }
     }

@@ -58,7 +58,7 @@ struct TransactionStep: Sendable {
     static func plan(for operation: Operation, shape: ReplyShape) -> TransactionStep? {
         switch operation {
         case .get, .count: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
-        case .scan where isWholeNamespace(shape): return TransactionStep(stepCount: 1, kind: .value(operation, shape))
+        case .scan where isWholeNamespace(shape), .packedEntries: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
         case .put: return TransactionStep(stepCount: 1, kind: .stored)
         case .set: return TransactionStep(stepCount: 1, kind: .sumOfCounts)
         case .increment: return TransactionStep(stepCount: 1, kind: .outcome)
@@ -108,7 +108,7 @@ struct TransactionStep: Sendable {
         case .setAll(let setting): return zip(setting.keys, setting.values).reduce(0) { $0 + commandOverhead + $1.0.count + $1.1.count }
         case .lifetimePut(let put): return commandOverhead + put.key.count + put.value.count
         case .setTimeToLive(let key, _), .timeToLive(let key): return commandOverhead + key.count
-        case .getVersioned, .conditionalPut, .update, .count, .scan, .sample:
+        case .getVersioned, .conditionalPut, .update, .count, .scan, .sample, .packedEntries:
             return commandOverhead
         }
     }
@@ -135,7 +135,7 @@ struct TransactionStep: Sendable {
         case .exists(let keys), .getMany(let keys): for key in keys { steps.append(.update(key: key, .keep)) }
         case .batch(let batch): steps += batch
         case .count: steps.append(.read(.count))
-        case .scan: steps.append(.read(.entries))
+        case .scan, .packedEntries: steps.append(.read(.entries))
         case .sample(let draw): steps.append(.read(.sample(draw)))
         case .expire(let expiry): steps.append(.expire(expiry))
         case .deadlines(let keys): steps.append(.deadlines(keys))

@@ -236,6 +236,7 @@ extension EventLoop {
         case .array(let elements), .map(let elements), .push(let elements), .pairs(let elements): return elements.reduce(8) { $0 + size(of: $1) }
         case .switching(_, let inner): return size(of: inner)
         case .bulk(let bytes): return bytes.count + 8
+        case .bulks(let strings, _): return strings.encodedSize + 8
         case .simple, .error, .integer, .null, .nullArray, .double, .boolean: return 24
         }
     }

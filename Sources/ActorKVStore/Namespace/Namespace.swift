@@ -1,3 +1,4 @@
+import ActorKVProtocol
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -192,6 +193,16 @@ public actor Namespace {
         // Loops rather than closures given to the standard library: see ``perform(_:version:)``.
         for entry in found where !hasExpired(entry.key) { entries.append(entry) }
         return ScanPage(entries: entries, next: next)
+    }
+
+    /// The live entries' `parts`, packed (``Operation/packedEntries(_:within:)``): keys read
+    /// in place from the map's leaves, values copied, no array per entry.
+    private func packedEntries(_ parts: EntryParts) -> BulkStrings {
+        let strings = parts == .both ? data.map.count * 2 : data.map.count
+        var packed = BulkStrings(reservingStrings: strings, bytes: parts == .keys ? 0 : data.bytes)
+        // A key with a lifetime is marked: only those are looked up, and only once one may be due.
+        data.map.pack(parts, into: &packed) { key in runNow != 0 && hasExpired(Array(key.assumingMemoryBound(to: UInt8.self))) }
+        return packed
     }
 
     /// Live entries drawn at random as `draw` says (``Operation/sample(_:)``). One at a time
@@ -539,6 +550,9 @@ public actor Namespace {
         case .count: return .integer(data.map.count - data.lifetimes.expiredCount(at: runNow))
         case .scan(let cursor, let prefix, let limit): return .page(scanPage(from: cursor, prefix: prefix, limit: limit))
         case .sample(let draw): return .page(ScanPage(entries: sample(draw), next: .start))
+        case .packedEntries(let parts, let bound):
+            guard bound.allows(bytes: data.bytes, keys: data.map.count) else { return .page(scanPage(from: .start, prefix: [], limit: .max)) }
+            return .strings(packedEntries(parts))
         case .timeToLive(let key):
             let deadline = deadline(of: key)
             guard deadline > 0 else { return .integer(deadline) }

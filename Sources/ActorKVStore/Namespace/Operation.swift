@@ -69,6 +69,12 @@ public enum Operation: Sendable {
     /// `HRANDFIELD`): a ``Outcome/page(_:)`` of them in the order drawn. Costs about what its
     /// reply holds, not what the namespace does.
     case sample(RandomDraw)
+    /// Every live entry's key, value or both, in key order, packed into one buffer: a
+    /// ``Outcome/strings(_:)`` (what Redis's HGETALL, HKEYS and HVALS send, without an array
+    /// per key and a reference per value). When the namespace's keys and values take more than
+    /// the bound allows, a ``Outcome/page(_:)`` of all its entries instead, which shares the
+    /// values rather than copying them.
+    case packedEntries(EntryParts, within: PackingBound)
 
     /// `count` operations to be overwritten in place: ``count`` each, which holds nothing to
     /// release. Appended into reserved room: `Array(repeating:count:)` of them looked the array
@@ -130,7 +136,7 @@ public enum Operation: Sendable {
     public var isWrite: Bool {
         switch self {
         case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive, .expire, .setAll: return true
-        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .timeToLive, .deadlines: return false
+        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines: return false
         }
     }
 
@@ -140,7 +146,7 @@ public enum Operation: Sendable {
         switch self {
         case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive, .expire, .setAll, .delete: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
-        case .get, .getVersioned, .exists, .getMany, .put, .set, .count, .scan, .sample, .timeToLive, .deadlines: return false
+        case .get, .getVersioned, .exists, .getMany, .put, .set, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines: return false
         }
     }
 
@@ -155,7 +161,9 @@ public enum Operation: Sendable {
         case .lifetimePut(let put): return (put.ifVersion ?? 0) == 0
         case .setAll(let setting): return setting.presence != .allPresent
         case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps, floor: floor) && steps.contains { $0.mayWriteValue }
-        case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .sample, .setTimeToLive, .timeToLive, .expire, .deadlines: return false
+        case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .sample, .packedEntries, .setTimeToLive, .timeToLive, .expire,
+             .deadlines:
+            return false
         }
     }
 

@@ -1,3 +1,5 @@
+import ActorKVProtocol
+
 /// The result of one ``Operation``.
 public enum Outcome: Sendable, Equatable {
     /// A value, or nil for a missing key.
@@ -18,6 +20,8 @@ public enum Outcome: Sendable, Equatable {
     case batch([Outcome])
     /// A scan page.
     case page(ScanPage)
+    /// Entries' keys, values or both, packed (``Operation/packedEntries(_:within:)``).
+    case strings(BulkStrings)
     /// The operation failed and changed nothing.
     case failure(StoreError)
 }

@@ -210,7 +210,7 @@ struct WritePlanner {
             resolveLifetimes(.expire(expiry), at: index)
         case .setAll(let setting):
             resolveLifetimes(.setAll(setting), at: index)
-        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .timeToLive, .deadlines:
+        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines:
             return
         }
     }
@@ -597,7 +597,7 @@ struct WritePlanner {
             case .delete(let keys): overlay.note(keys.lazy.map { .delete(key: $0) }, version: version)
             case .batch(let steps): overlay.note(steps.lazy.map { $0.plainMutation! }, version: version)
             case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire, .setAll, .get, .getVersioned, .exists, .getMany,
-                 .count, .scan, .sample, .timeToLive, .deadlines:
+                 .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines:
                 preconditionFailure("WritePlanner: no plain record for this operation")
             }
         }

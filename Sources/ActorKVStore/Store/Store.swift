@@ -1,3 +1,4 @@
+import ActorKVProtocol
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -208,6 +209,7 @@ public actor Store {
         case .setAll: return .integer(0)  // FXX: no key exists
         case .lifetimePut: return .conditionFailed  // a version other than 0: no key has it
         case .scan, .sample: return .page(ScanPage(entries: [], next: .start))
+        case .packedEntries: return .strings(BulkStrings())
         case .conditionalPut: return .conditionFailed  // a version other than 0: no key has it
         case .batch(let steps):
             // Deletes and guards only, or a guard of a version other than 0, which no key has.

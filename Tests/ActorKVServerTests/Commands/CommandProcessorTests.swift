@@ -69,7 +69,7 @@ import Testing
             var keys: [String] = []
             repeat {
                 let reply = await run(p, ["SCAN s \(cursor) PREFIX key COUNT 10"])[0]
-                guard case .array(let parts) = reply, case .bulk(let next) = parts[0], case .array(let flat) = parts[1] else {
+                guard case .array(let parts) = reply, case .bulk(let next) = parts[0], case .array(let flat) = parts[1].unpacked else {
                     Issue.record("unexpected reply \(reply)"); return
                 }
                 for i in stride(from: 0, to: flat.count, by: 2) {

@@ -61,6 +61,28 @@ struct RESP3ServerTests {
         }
     }
 
+    @Test("HGETALL, HKEYS and HVALS of a namespace packed into one buffer (40 KB) and of one past that (400 KB, arrays that share the values): the same bytes, in RESP2 and RESP3")
+    func wholeNamespaceReadsPackedOrNot() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess(arguments: [])
+            defer { server.stop() }
+            let c = try RawConnection(path: server.socketPath)
+            for (name, size) in [("small", 100), ("large", 1000)] {
+                let fields = (0..<400).map { String(format: "f%03d", $0) }
+                let values = fields.indices.map { i in String(repeating: Character(UnicodeScalar(UInt8(97 + i % 26))), count: size - i % 3) }
+                #expect(try c.command(["HSET", name] + zip(fields, values).flatMap { [$0, $1] }) == .integer(400))
+                func bulk(_ text: String) -> String { "$\(text.utf8.count)\r\n\(text)\r\n" }
+                let both = zip(fields, values).map { bulk($0) + bulk($1) }.joined()
+                let keys = fields.map(bulk).joined(), vals = values.map(bulk).joined()
+                for version in [2, 3] {
+                    _ = try Self.exchange(c, "HELLO \(version)\r\n", expect: "$7\r\nmodules\r\n*0\r\n")
+                    let expected = (version == 3 ? "%400\r\n" : "*800\r\n") + both + "*400\r\n" + keys + "*400\r\n" + vals
+                    #expect(try Self.exchange(c, "HGETALL \(name)\r\nHKEYS \(name)\r\nHVALS \(name)\r\n", expect: expected) == expected, "\(name), RESP\(version)")
+                }
+            }
+        }
+    }
+
     @Test("a RESP3 connection that follows changes gets them as > pushes (a delete's value as _) and keeps running commands")
     func resp3ChangePushes() async throws {
         try await onOwnThread {

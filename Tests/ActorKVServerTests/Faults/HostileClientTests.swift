@@ -236,6 +236,23 @@ import Glibc
         }
     }
 
+    /// A read of a small namespace of large values (four fields of 60 KB: it weighs five reply
+    /// entries) replies with arrays that share the values with the map: packing them into one
+    /// buffer, as the replies of small values are, would copy 240 KB per reply, and a connection
+    /// runs thousands of such reads in one turn.
+    @Test func pipelinedReadsOfLargeValuesFromClientsThatNeverReadStayBounded() async throws {
+        // Three clients each pipeline 300 reads of 240 KB (72 MB of reply each) in one write of
+        // under 8 KB, and never read.
+        let value = String(repeating: "w", count: 60_000)
+        let request = String(repeating: "HGETALL wide\r\nHVALS wide\r\n", count: 150)
+        try await expectBoundedWhileClientsDoNotRead(namespace: "rf", request: request, waitSeconds: 2, limitMiB: 48,
+                                                     setup: [["HSET", "wide", "a", value, "b", value, "c", value, "d", value]]) { (server, _) throws in
+            let reader = try RawConnection(path: server.socketPath)
+            guard case .array(let values) = try reader.command(["HVALS", "wide"]) else { Issue.record("not an array"); return }
+            #expect(values == Array(repeating: .bulk(Array(value.utf8)), count: 4))
+        }
+    }
+
     /// HRANDFIELD weighs its count: a negative one of 100,000 replies with that many fields
     /// however small the namespace, from a request of 30 bytes.
     @Test func pipelinedRandomFieldsFromClientsThatNeverReadStayBounded() async throws {
@@ -250,10 +267,12 @@ import Glibc
         }
     }
 
-    /// Fills `namespace` with 20,000 keys of 100 bytes, has three clients each send `request` and
-    /// never read, and expects the server to grow by less than `limitMiB` within `waitSeconds`
-    /// and still answer; then runs `afterwards` with the server and the connection that filled it.
+    /// Fills `namespace` with 20,000 keys of 100 bytes and runs the `setup` commands, has three
+    /// clients each send `request` and never read, and expects the server to grow by less than
+    /// `limitMiB` within `waitSeconds` and still answer; then runs `afterwards` with the server and
+    /// the connection that filled it.
     private func expectBoundedWhileClientsDoNotRead(namespace: String, request: String, waitSeconds: Double, limitMiB: Int,
+                                                   setup commands: [[String]] = [],
                                                    afterwards: @escaping @Sendable (ServerProcess, RawConnection) throws -> Void) async throws {
         try await onOwnThread {
             let server = try ServerProcess()
@@ -266,6 +285,9 @@ import Glibc
                 guard case .array(let replies) = try setup.command(arguments), replies.count == 1000 else {
                     Issue.record("BATCH \(batch) did not answer 1000 replies"); return
                 }
+            }
+            for command in commands {
+                if case .error(let message) = try setup.command(command) { Issue.record("\(command[0]): \(message)"); return }
             }
             let before = server.residentKiB()
             var hogs: [RawConnection] = []

@@ -177,6 +177,12 @@ struct WritePlannerTests {
                     case 4: operations.append(.increment(key: key, by: Int64.random(in: -5...5, using: &random)))
                     case 5: operations.append(.conditionalPut(key: key, value: value()[...], ifVersion: guardVersion(key)))
                     case 6: operations.append(.getVersioned(key[...]))
+                    case 7 where Int.random(in: 0..<3, using: &random) == 0:
+                        // HGETALL's packed read, sometimes over its limit (the page instead).
+                        let parts = [EntryParts.keys, .values, .both].randomElement(using: &random)!
+                        let bound = Bool.random(using: &random) ? PackingBound.none
+                            : PackingBound(totalBytes: Int.random(in: 0...20, using: &random), bytesPerKey: Int.random(in: 2...6, using: &random))
+                        operations.append(.packedEntries(parts, within: bound))
                     default: operations.append(.get(key[...]))
                     }
                 }
@@ -316,6 +322,11 @@ struct WritePlannerTests {
                 }
                 if changed { sequence = version }
                 return .integer(1)
+            case .packedEntries(let parts, let bound):
+                let sorted = entries.keys.sorted { $0.lexicographicallyPrecedes($1) }.map { KeyValue(key: $0, value: entries[$0]!.value) }
+                let bytes = sorted.reduce(0) { $0 + $1.key.count + $1.value.count }
+                guard bound.allows(bytes: bytes, keys: sorted.count) else { return .page(ScanPage(entries: sorted, next: .start)) }
+                return .strings(parts.packed(sorted))
             case .exists, .count, .scan, .sample, .timeToLive, .deadlines: preconditionFailure("not generated")
             }
         }

@@ -195,17 +195,13 @@ struct HashScan: Sendable {
         let prefix = pattern.map(Self.literalPrefix) ?? []
         return await HashCommands.read([.scan(start, prefix: prefix, limit: count)], in: namespace, context) { outcomes in
             guard case .page(let page) = outcomes[0] else { return KeyValueCommands.reply(for: outcomes[0]) }
-            let glob = pattern.map { RedisGlob($0) }
-            var flat: [Reply] = []
-            for entry in page.entries where glob.map({ $0.isMatchAll || $0.matches(entry.key) }) ?? true {
-                flat.append(.bulk(entry.key))
-                if withValues { flat.append(.bulk(entry.value)) }
-            }
+            var entries = page.entries
+            if let glob = pattern.map({ RedisGlob($0) }), !glob.isMatchAll { entries.removeAll { !glob.matches($0.key) } }
             var next: UInt64 = 0
             if case .after(let key) = page.next { next = cursors.issue(namespace: namespace, after: key, now: Self.now(), following: cursor) }
             var text: [UInt8] = []
             ASCIIDecimal.append(Int64(next), to: &text)
-            return .array([.bulk(text), .array(flat)])
+            return .array([.bulk(text), KeyValueCommands.entries(entries, withValues ? .both : .keys)])
         }
     }
 

@@ -508,7 +508,7 @@ struct RedisCommandsTests {
         var seen: [String] = []
         repeat {
             let reply = await run(p, ["HSCAN \(ns) \(cursor) \(options)"], on: ClientSession(id: UInt64.random(in: 100...1_000_000), peer: nil))[0]
-            guard case .array(let parts) = reply, case .bulk(let next) = parts[0], case .array(let flat) = parts[1] else {
+            guard case .array(let parts) = reply, case .bulk(let next) = parts[0], case .array(let flat) = parts[1].unpacked else {
                 throw TestFailure("HSCAN reply: \(reply)")
             }
             cursor = String(decoding: next, as: UTF8.self)
@@ -546,7 +546,7 @@ struct RedisCommandsTests {
                 var fields: [Reply] = []
                 repeat {
                     guard case .array(let parts) = await run(p, ["HSCAN h \(cursor) \(options)"])[0], case .bulk(let next) = parts[0],
-                          case .array(let page) = parts[1] else { Issue.record("HSCAN \(options)"); break }
+                          case .array(let page) = parts[1].unpacked else { Issue.record("HSCAN \(options)"); break }
                     fields += page
                     cursor = String(decoding: next, as: UTF8.self)
                 } while cursor != "0"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the ActorKVProtocol libFuzzer target (Fuzz/ProtocolFuzzer/main.swift plus
-# Sources/ActorKVProtocol/*.swift) with -sanitize=fuzzer,address and runs it for a bounded time.
+# every Swift file under Sources/ActorKVProtocol) with -sanitize=fuzzer,address and runs it for a bounded time.
 #
 # Usage: Fuzz/run.sh [seconds]       (default 20; extra arguments go to libFuzzer)
 # Output (corpus, crash artifacts, binary) goes to .build-fuzz/ at the package root, or to
@@ -16,9 +16,10 @@ out="${ACTORKV_FUZZ_OUT:-$root/.build-fuzz}"
 mkdir -p "$out/corpus" "$out/artifacts"
 
 echo "== building ProtocolFuzzer"
+mapfile -t sources < <(find "$root/Sources/ActorKVProtocol" -name "*.swift" | sort)
 swiftc -sanitize=fuzzer,address -parse-as-library -swift-version 6 -O -g -use-ld=lld \
   -module-name ProtocolFuzzer -package-name ActorKV \
-  "$here/ProtocolFuzzer/main.swift" "$root"/Sources/ActorKVProtocol/*.swift \
+  "$here/ProtocolFuzzer/main.swift" "${sources[@]}" \
   -o "$out/protocol-fuzzer"
 
 # Seed corpus: the first byte is the control byte (limits and cut point), then the wire bytes.

@@ -25,7 +25,7 @@ public struct ReplyStream: Sendable {
     /// The bulk string whose content is being written, when `inBulk` (a slice of the packed
     /// strings it is one of, for ``Reply/bulks(_:asMap:)``).
     private var bulk: ArraySlice<UInt8> = []
-    /// How much of `bulk`'s content has been written.
+    /// Where in `bulk` (an index of the slice) the content not yet written starts.
     private var bulkOffset = 0
     @usableFromInline private(set) var inBulk = false
     /// The protocol the replies are encoded in: RESP2 until a ``Reply/switching(to:_:)`` reply

@@ -262,8 +262,8 @@ public final class EtcdStore: Sendable {
             return .page(try await scan(ns, after: cursor.afterKey, prefix: keyPrefix, limit: limit))
         case .packedEntries(let parts, let bound):
             let page = try await scan(ns, after: nil, prefix: [], limit: .max)
-            let bytes = page.entries.reduce(0) { $0 + $1.key.count + $1.value.count }
-            return bound.allows(bytes: bytes, keys: page.entries.count) ? .strings(parts.packed(page.entries)) : .page(page)
+            // Weighed as the engine weighs a namespace: its keys and values, whichever parts are sent.
+            return bound.allows(bytes: EntryParts.both.bytes(of: page.entries), keys: page.entries.count) ? .strings(parts.packed(page.entries)) : .page(page)
         case .sample(let draw):
             // etcd reads a range from its start, not from a position in it: every key is read.
             var generator = DrawGenerator()

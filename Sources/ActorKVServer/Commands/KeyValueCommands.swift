@@ -299,11 +299,7 @@ enum KeyValueCommands {
     /// `Reply` per string, each retained and released twice (HGETALL of 1,000 fields: HOTPATHS.md
     /// round 73); otherwise an array of ``Reply/bulk(_:)``s, which shares the values with the map.
     static func entries(_ entries: [KeyValue], _ parts: EntryParts = .both, asMap: Bool = false) -> Reply {
-        var total = 0
-        for entry in entries {
-            if parts != .values { total += entry.key.count }
-            if parts != .keys { total += entry.value.count }
-        }
+        let total = parts.bytes(of: entries)
         guard packing.allows(bytes: total, keys: entries.count) else {
             let flat: [Reply]
             switch parts {

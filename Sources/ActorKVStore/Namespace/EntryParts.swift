@@ -10,6 +10,16 @@ public enum EntryParts: Sendable, Equatable {
     /// Each key followed by its value.
     case both
 
+    /// The bytes these parts of `entries` take (what ``PackingBound`` weighs).
+    public func bytes(of entries: [KeyValue]) -> Int {
+        var total = 0
+        for entry in entries {
+            if self != .values { total += entry.key.count }
+            if self != .keys { total += entry.value.count }
+        }
+        return total
+    }
+
     /// These parts of `entries`, packed in order (for a back end that reads pages), with room
     /// for `bytes` bytes of them.
     public func packed(_ entries: [KeyValue], bytes: Int = 0) -> BulkStrings {

@@ -122,6 +122,16 @@ public enum Command: Sendable {
         return true
     }
 
+    /// Whether it can run at once, with no task: a refusal, or a local command that needs no
+    /// waiting (``LocalCommand/runsNow``).
+    var runsNow: Bool {
+        switch self {
+        case .refused: return true
+        case .local(let local): return local.runsNow
+        case .data, .owned: return false
+        }
+    }
+
     /// Whether it runs at once inside MULTI rather than being queued.
     var controlsTransaction: Bool {
         guard case .local(let local) = self else { return false }

@@ -14,13 +14,13 @@ enum ConnectionCommands {
             guard args[0].elementsEqual("0".utf8) else {
                 throw CommandError(.syntax, "ActorKV has one database, 0; namespaces take the place of Redis's numbered databases")
             }
-            return .local(LocalCommand { _ in .simple("OK") })
+            return .local(LocalCommand(now: { _ in .simple("OK") }))
         },
         CommandSpec(name: "RESET", usage: "RESET", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl, .allowedWhileFollowing]) { (_) throws(CommandError) in
-            .local(LocalCommand { context in
+            .local(LocalCommand(now: { context in
                 context.session.reset()
                 return .switching(to: .resp2, .simple("RESET"))
-            })
+            }))
         },
     ]
 
@@ -56,12 +56,12 @@ enum ConnectionCommands {
             i += 2
         }
         let (newVersion, newName) = (version, name)
-        return .local(LocalCommand { context in
+        return .local(LocalCommand(now: { context in
             let session = context.session
             if let version = newVersion { session.version = version }
             if let name = newName { session.name = name.isEmpty ? nil : name }
             return .switching(to: session.version, helloMap(session))
-        })
+        }))
     }
 
     /// The facts HELLO answers, as Redis gives them.
@@ -97,20 +97,20 @@ enum ConnectionCommands {
         if CommandTable.matches(subcommand, killWord) { return try parseKill(args) }
         switch args.count {
         case 1 where CommandTable.matches(subcommand, idWord):
-            return .local(LocalCommand { context in .integer(Int64(context.session.id)) })
+            return .local(LocalCommand(now: { context in .integer(Int64(context.session.id)) }))
         case 1 where CommandTable.matches(subcommand, infoWord):
-            return .local(LocalCommand { context in
+            return .local(LocalCommand(now: { context in
                 let socketPath = context.settings.first { $0.name == "unixsocket" }?.value
                 return .bulk(Array(clientInfo(context.session, socketPath: socketPath, command: "client|info").utf8))
-            })
+            }))
         case 1 where CommandTable.matches(subcommand, getNameWord):
-            return .local(LocalCommand { context in context.session.name.map { .bulk(Array($0.utf8)) } ?? .null })
+            return .local(LocalCommand(now: { context in context.session.name.map { .bulk(Array($0.utf8)) } ?? .null }))
         case 2 where CommandTable.matches(subcommand, setNameWord):
             let name = try clientName(args[1])
-            return .local(LocalCommand { context in
+            return .local(LocalCommand(now: { context in
                 context.session.name = name.isEmpty ? nil : name
                 return .simple("OK")
-            })
+            }))
         case 3 where CommandTable.matches(subcommand, setInfoWord):
             return try parseSetInfo(args)
         default:
@@ -254,12 +254,12 @@ enum ConnectionCommands {
         guard isName || CommandTable.matches(args[1], libVersionWord) else {
             throw CommandError(.syntax, "Unrecognized option '\(Command.printable(args[1]))'")
         }
-        return .local(LocalCommand { context in
+        return .local(LocalCommand(now: { context in
             var library = context.session.library
             if isName { library.name = text } else { library.version = text }
             context.session.library = library
             return .simple("OK")
-        })
+        }))
     }
 
     /// A client name as Redis allows them (printable ASCII without spaces; empty clears it).

@@ -14,10 +14,10 @@ enum ServerCommands {
             .local(LocalCommand(replying: .bulk(args.array(0))))
         },
         CommandSpec(name: "QUIT", usage: "QUIT", arity: .exactly(0), flags: [.unrestricted, .session, .allowedWhileFollowing, .transactionControl]) { (_) throws(CommandError) in
-            .local(LocalCommand { context in
+            .local(LocalCommand(now: { context in
                 context.session.requestClose()
                 return .simple("OK")
-            })
+            }))
         },
         CommandSpec(name: "INFO", usage: "INFO [section ...]", arity: .atLeast(0), flags: [.readOnly]) { (args) throws(CommandError) in
             let sections = InfoSections(args)
@@ -65,7 +65,7 @@ enum ServerCommands {
             if args.count > 0, CommandTable.matches(args[0], docsWord) {
                 throw CommandError(.syntax, "COMMAND DOCS is not supported: see protocol.md for ActorKV's commands")
             }
-            return .local(LocalCommand { _ in .array([]) })
+            return .local(LocalCommand(now: { _ in .array([]) }))
         },
         CommandSpec(name: "CONFIG", usage: "CONFIG GET parameter [parameter ...]", arity: .atLeast(2), flags: [.unrestricted],
                     subcommands: ["GET"], parse: parseConfig),
@@ -86,15 +86,16 @@ enum ServerCommands {
             throw CommandError(.syntax, "only CONFIG GET is supported: actorkvd is configured by its options (actorkvd --help), not at run time")
         }
         // Redis matches parameter names without regard to case; its names are lower case.
-        let patterns = (1..<args.count).map { lowercasedASCII(args[$0]) }
-        return .local(LocalCommand { context in
+        // Parsed once here, not once per setting each time it runs.
+        let globs = (1..<args.count).map { RedisGlob(lowercasedASCII(args[$0])) }
+        return .local(LocalCommand(now: { context in
             var pairs: [Reply] = []
-            for setting in context.settings where patterns.contains(where: { RedisGlob.matches($0, Array(setting.name.utf8)) }) {
+            for setting in context.settings where globs.contains(where: { $0.matches(setting.name.utf8) }) {
                 pairs.append(.bulk(Array(setting.name.utf8)))
                 pairs.append(.bulk(Array(setting.value.utf8)))
             }
             return .map(pairs)
-        })
+        }))
     }
 }
 

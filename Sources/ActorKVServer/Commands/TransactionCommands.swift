@@ -8,17 +8,17 @@ enum TransactionCommands {
     /// Their specs. All run at once even inside MULTI (``CommandFlags/transactionControl``).
     static let specs: [CommandSpec] = [
         CommandSpec(name: "MULTI", usage: "MULTI", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
-            .local(LocalCommand(.multi) { context in
+            .local(LocalCommand(.multi, now: { context in
                 context.session.beginTransaction() ? .simple("OK") : .error(.err, "MULTI calls can not be nested")
-            })
+            }))
         },
         CommandSpec(name: "EXEC", usage: "EXEC", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand(.exec) { context in await exec(context) })
         },
         CommandSpec(name: "DISCARD", usage: "DISCARD", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
-            .local(LocalCommand { context in
+            .local(LocalCommand(now: { context in
                 context.session.endTransaction().transaction == nil ? .error(.err, "DISCARD without MULTI") : .simple("OK")
-            })
+            }))
         },
         CommandSpec(name: "WATCH", usage: "WATCH ns [ns ...]", arity: .atLeast(1), flags: [.session, .readOnly, .namespacedArguments, .transactionControl]) { (args) throws(CommandError) in
             let names = try (0..<args.count).map { (i) throws(CommandError) in try args.namespace(i) }
@@ -34,10 +34,10 @@ enum TransactionCommands {
             })
         },
         CommandSpec(name: "UNWATCH", usage: "UNWATCH", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
-            .local(LocalCommand { context in
+            .local(LocalCommand(now: { context in
                 context.session.unwatchAll()
                 return .simple("OK")
-            })
+            }))
         },
     ]
 

@@ -72,14 +72,9 @@ public struct CommandProcessor: Sendable {
         var group = Group()
         for unbound in commands {
             let command = unbound.bound(to: session)
-            if session.inTransaction && !command.controlsTransaction {
+            if let reply = Self.replyWithoutRunning(command, session: session) {
                 await flush(&group, into: &replies, loop: loop)
-                replies.append(TransactionCommands.queue(command, on: session))
-                continue
-            }
-            if session.isFollowing && session.version == .resp2 && !command.isAllowedWhileFollowing {
-                await flush(&group, into: &replies, loop: loop)
-                replies.append(ErrorMapping.notWhileFollowing)
+                replies.append(reply)
                 continue
             }
             switch command {
@@ -89,21 +84,49 @@ public struct CommandProcessor: Sendable {
                 group.operations.append(operation)
                 group.shapes.append(shape)
                 continue
-            case .owned:
-                preconditionFailure("process: an owned put is bound to its session above")
-            case .refused(let error):
-                await flush(&group, into: &replies, loop: loop)
-                replies.append(ErrorMapping.reply(for: error))
+            case .owned, .refused:
+                preconditionFailure("process: an owned put is bound to its session above, a refusal replied to")
             case .local(let local):
                 await flush(&group, into: &replies, loop: loop)
-                replies.append(await local.run(CommandContext(backend: backend, session: session, info: info, settings: settings,
-                                                                   hashScanCursors: hashScanCursors, clients: clients, access: access,
-                                                                   loop: loop)))
+                replies.append(await local.run(context(of: session, loop: loop)))
                 if session.closeRequested { return replies }
             }
         }
         await flush(&group, into: &replies, loop: loop)
         return replies
+    }
+
+    /// ``process(_:session:loop:)`` done at once, with no task, when every command can be
+    /// (``Command/runsNow``: PING, CLIENT SETNAME, CONFIG GET, a refusal, …); nil otherwise,
+    /// having run nothing.
+    func processNow(_ commands: [Command], session: ClientSession, loop: LoopExecutor?) -> [Reply]? {
+        guard commands.allSatisfy(\.runsNow) else { return nil }
+        var replies: [Reply] = []
+        replies.reserveCapacity(commands.count)
+        for command in commands {
+            if let reply = Self.replyWithoutRunning(command, session: session) {
+                replies.append(reply)
+            } else if case .local(let local) = command, let reply = local.runNow(context(of: session, loop: loop)) {
+                replies.append(reply)
+                if session.closeRequested { break }
+            }
+        }
+        return replies
+    }
+
+    /// The reply to a command that does not run as itself: queued inside MULTI, refused on a
+    /// RESP2 connection that follows changes, or refused when it was parsed. Nil: it runs.
+    private static func replyWithoutRunning(_ command: Command, session: ClientSession) -> Reply? {
+        if session.inTransaction && !command.controlsTransaction { return TransactionCommands.queue(command, on: session) }
+        if session.isFollowing && session.version == .resp2 && !command.isAllowedWhileFollowing { return ErrorMapping.notWhileFollowing }
+        if case .refused(let error) = command { return ErrorMapping.reply(for: error) }
+        return nil
+    }
+
+    /// What a local command of `session` is given to run.
+    private func context(of session: ClientSession, loop: LoopExecutor?) -> CommandContext {
+        CommandContext(backend: backend, session: session, info: info, settings: settings, hashScanCursors: hashScanCursors,
+                       clients: clients, access: access, loop: loop)
     }
 
     /// Releases what `session` held, once its connection has ended and its last command has
@@ -255,7 +278,7 @@ public struct CommandProcessor: Sendable {
     /// global executor).
     public func process(batch: [Work], executor: (any TaskExecutor)? = nil, deliver: @escaping @Sendable ([Done]) -> Void) async {
         var ready: [Done] = []
-        for (namespace, parts) in startUnmerged(batch, executor: executor, deliver: deliver).groups {
+        for (namespace, parts) in startUnmerged(batch, executor: executor, deliver: deliver, now: false, ready: &ready).groups {
             await execute(parts, on: namespace, executor: executor, deliver: deliver, ready: &ready)
         }
         if !ready.isEmpty { deliver(ready) }
@@ -272,7 +295,7 @@ public struct CommandProcessor: Sendable {
             // One connection's work (one client, or clients taking turns): nothing to group.
             start(CollectionOfOne(MergedWork.Part(work: batch[0], operations: merge.operations)), on: merge.namespace, executor: executor, deliver: deliver, ready: &ready)
         } else {
-            for (namespace, parts) in startUnmerged(batch, executor: executor, deliver: deliver).groups {
+            for (namespace, parts) in startUnmerged(batch, executor: executor, deliver: deliver, now: true, ready: &ready).groups {
                 start(parts, on: namespace, executor: executor, deliver: deliver, ready: &ready)
             }
         }
@@ -294,11 +317,19 @@ public struct CommandProcessor: Sendable {
     }
 
     /// Starts a task for each work that is not merged (``Work/merge`` nil, or a back end that
-    /// does not merge connections); returns the rest grouped by namespace.
-    private func startUnmerged(_ batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void) -> MergedWork {
+    /// does not merge connections); returns the rest grouped by namespace. `now` (on the event
+    /// loop's thread): a work whose commands all run at once (``processNow(_:session:loop:)``)
+    /// runs here, its replies added to `ready`.
+    private func startUnmerged(_ batch: [Work], executor: (any TaskExecutor)?, deliver: @escaping @Sendable ([Done]) -> Void,
+                               now: Bool, ready: inout [Done]) -> MergedWork {
         var merged = MergedWork()
         for work in batch {
             guard let merge = work.merge, backend.mergesConnections else {
+                if now, work.merge == nil,
+                   let replies = processNow(work.commands, session: work.session, loop: executor as? LoopExecutor) {
+                    ready.append(Done(connection: work.session.id, replies: replies, quit: work.session.closeRequested))
+                    continue
+                }
                 Task(executorPreference: executor) {
                     let replies = await process(work.merge == nil ? work.commands : work.dataCommands, session: work.session,
                                                 loop: executor as? LoopExecutor)

@@ -255,4 +255,35 @@ import Testing
             #expect(replies.last == .array([]))
         }
     }
+
+    /// Commands that need no waiting (``LocalCommand/runsNow``), which the event loop runs at
+    /// once with no task (``CommandProcessor/processNow(_:session:loop:)``): random runs of them,
+    /// refusals, MULTI queueing and QUIT among them, answer and leave the session as the same
+    /// commands run through ``CommandProcessor/process(_:session:)`` on a twin session.
+    @Test func commandsThatNeedNoWaitingAnswerAtOnceAsInATask() async throws {
+        let store = try Store(directory: directory.path + "/data")
+        let processor = CommandProcessor(store: store, settings: [("save", ""), ("appendonly", "yes")]) { _ in [] }
+        let words = ["PING", "PING hi", "ECHO x", "MULTI", "DISCARD", "UNWATCH", "CLIENT SETNAME a", "CLIENT SETNAME b",
+                     "CLIENT GETNAME", "CLIENT ID", "CLIENT SETINFO LIB-NAME py", "SELECT 0", "SELECT 1", "FROB", "HELLO 3",
+                     "HELLO 2", "RESET", "CONFIG GET a*", "CONFIG GET *", "COMMAND", "QUIT"]
+        var random = SeededGenerator(seed: 48)
+        for round in 0..<300 {
+            let lines = (0..<Int.random(in: 1...12, using: &random)).map { _ in words.randomElement(using: &random)! }
+            let requests = lines.map { Request($0.split(separator: " ").map { Array($0.utf8) }) }
+            let (now, task) = (ClientSession(id: 9, peer: nil), ClientSession(id: 9, peer: nil))
+            let atOnce = try #require(processor.processNow(requests.map(Command.init(parsing:)), session: now, loop: nil), "round \(round)")
+            let inTask = await processor.process(requests.map(Command.init(parsing:)), session: task)
+            #expect(atOnce == inTask, "round \(round): \(lines)")
+            #expect(now.name == task.name && now.version == task.version && now.inTransaction == task.inTransaction
+                    && now.closeRequested == task.closeRequested, "round \(round): \(lines)")
+        }
+        // One command that waits among them: nothing runs at once, the session is left as it was.
+        for waiting in ["EXEC", "DBSIZE", "GET ns k", "WATCH ns"] {
+            let session = ClientSession(id: 9, peer: nil)
+            let commands = ["CLIENT SETNAME early", "MULTI", waiting, "PING"].map { Command(parsing: Request($0.split(separator: " ").map { Array($0.utf8) })) }
+            #expect(processor.processNow(commands, session: session, loop: nil) == nil, "\(waiting)")
+            #expect(session.name == nil && !session.inTransaction, "\(waiting)")
+        }
+        await store.close()
+    }
 }

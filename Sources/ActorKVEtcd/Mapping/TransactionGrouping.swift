@@ -21,7 +21,7 @@ public enum TransactionGrouping {
             let (reads, writes): ([ArraySlice<UInt8>], [ArraySlice<UInt8>])
             switch operation {
             case .get(let key), .getVersioned(let key): (reads, writes) = ([key], [])
-            case .exists(let keys), .getMany(let keys): (reads, writes) = (keys.map { $0[...] }, [])
+            case .exists(let keys), .getMany(let keys): (reads, writes) = (keys, [])
             case .put(let key, _), .set(let key, _): (reads, writes) = ([], [key])
             case .delete(let keys): (reads, writes) = ([], unique(keys).map { $0[...] })
             case .batch(let steps):

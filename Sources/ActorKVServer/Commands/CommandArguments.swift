@@ -26,4 +26,6 @@ struct CommandArguments {
     }
     /// The arguments from `index` on, each as an array of its own.
     func rest(from index: Int) -> [[UInt8]] { (index..<count).map(array) }
+    /// The arguments from `index` on, each read in place (no copy: each shares the request's bytes).
+    func slices(from index: Int) -> [ArraySlice<UInt8>] { (index..<count).map { self[$0] } }
 }

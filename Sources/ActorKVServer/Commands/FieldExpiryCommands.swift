@@ -50,7 +50,7 @@ enum FieldExpiryCommands {
         let ns = try args.namespace(0)
         let countProblem = "Number of fields must be a positive integer"
         if CommandTable.matches(args[1], fieldsWord) {
-            return .data(namespace: ns, .getMany(try fields(args, at: 1, countProblem: countProblem)))
+            return .data(namespace: ns, .getMany(try fieldSlices(args, at: 1, countProblem: countProblem)))
         }
         if CommandTable.matches(args[1], persistWord) {
             let keys = try fields(args, at: 2, countProblem: countProblem)
@@ -160,6 +160,18 @@ enum FieldExpiryCommands {
     /// The fields after `FIELDS numfields` at argument `index`: `numfields` must be a positive
     /// integer (else `countProblem`) and the number of fields after it.
     static func fields(_ args: CommandArguments, at index: Int, countProblem: String) throws(CommandError) -> [[UInt8]] {
+        try checkFields(args, at: index, countProblem: countProblem)
+        return args.rest(from: index + 2)
+    }
+
+    /// ``fields(_:at:countProblem:)``, each read in place (for a read, which keeps no key).
+    static func fieldSlices(_ args: CommandArguments, at index: Int, countProblem: String) throws(CommandError) -> [ArraySlice<UInt8>] {
+        try checkFields(args, at: index, countProblem: countProblem)
+        return args.slices(from: index + 2)
+    }
+
+    /// Checks `FIELDS numfields field …` at argument `index`.
+    private static func checkFields(_ args: CommandArguments, at index: Int, countProblem: String) throws(CommandError) {
         guard index + 1 < args.count, CommandTable.matches(args[index], fieldsWord) else {
             throw CommandError(.syntax, "Mandatory argument FIELDS is missing or not at the right position")
         }
@@ -167,7 +179,6 @@ enum FieldExpiryCommands {
         guard count == args.count - index - 2 else {
             throw CommandError(.syntax, "The `numfields` parameter must match the number of arguments")
         }
-        return args.rest(from: index + 2)
     }
 
     private static let fieldsWord = Array("FIELDS".utf8)

@@ -40,7 +40,7 @@ enum HashCommands {
             return .data(namespace: ns, .batch(steps), shape: .takenValues)
         },
         CommandSpec(name: "HEXISTS", usage: "HEXISTS ns field", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try args.namespace(0), .exists([args.array(1)]))
+            .data(namespace: try args.namespace(0), .exists([args[1]]))
         },
         CommandSpec(name: "HLEN", usage: "HLEN ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .count)
@@ -59,7 +59,7 @@ enum HashCommands {
             return .data(namespace: ns, .batch([.update(key: args.array(1), FloatIncrement.update(adding: increment))]), shape: .updatedValue)
         },
         CommandSpec(name: "HMGET", usage: "HMGET ns field [field ...]", arity: .atLeast(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
-            .data(namespace: try args.namespace(0), .getMany(args.rest(from: 1)))
+            .data(namespace: try args.namespace(0), .getMany(args.slices(from: 1)))
         },
         wholeHash("HGETALL", .both, shape: .hashEntries),
         wholeHash("HKEYS", .keys, shape: .hashKeys),

@@ -39,7 +39,7 @@ enum KeyValueCommands {
         CommandSpec(name: "EXISTS", usage: "EXISTS ns key [key ...] | EXISTS ns", arity: .atLeast(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             let ns = try args.namespace(0)
             guard args.count > 1 else { return .data(namespace: ns, .count, shape: .nonEmpty) }
-            return .data(namespace: ns, .exists(args.rest(from: 1)))
+            return .data(namespace: ns, .exists(args.slices(from: 1)))
         },
         CommandSpec(name: "COUNT", usage: "COUNT ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .count)

@@ -101,7 +101,8 @@ struct TransactionStep: Sendable {
         case .get(let key): return commandOverhead + key.count
         case .put(let key, let value), .set(let key, let value): return commandOverhead + key.count + value.count
         case .increment(let key, _): return commandOverhead + key.count
-        case .delete(let keys), .exists(let keys), .getMany(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
+        case .delete(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
+        case .exists(let keys), .getMany(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
         case .batch(let steps): return steps.reduce(0) { $0 + commandOverhead + weight(of: $1) }
         case .expire(let expiry): return expiry.keys.reduce(0) { $0 + commandOverhead + $1.count }
         case .deadlines(let keys): return keys.reduce(0) { $0 + commandOverhead + $1.count }
@@ -132,7 +133,7 @@ struct TransactionStep: Sendable {
         case .set(let key, let value): steps.append(.set(key: Array(key), value: Array(value)))
         case .increment(let key, let delta): steps.append(.increment(key: key, by: delta))
         case .delete(let keys): for key in keys { steps.append(.delete(key: key)) }
-        case .exists(let keys), .getMany(let keys): for key in keys { steps.append(.update(key: key, .keep)) }
+        case .exists(let keys), .getMany(let keys): for key in keys { steps.append(.update(key: Array(key), .keep)) }
         case .batch(let batch): steps += batch
         case .count: steps.append(.read(.count))
         case .scan, .packedEntries: steps.append(.read(.entries))

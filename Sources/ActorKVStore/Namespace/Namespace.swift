@@ -541,7 +541,7 @@ public actor Namespace {
         case .getMany(let keys):
             var values: [Outcome] = []
             values.reserveCapacity(keys.count)
-            for key in keys { values.append(.value(liveValue(key[...]))) }
+            for key in keys { values.append(.value(liveValue(key))) }
             return .batch(values)
         case .exists(let keys):
             var present = 0

@@ -3,11 +3,14 @@ public enum Operation: Sendable {
     /// The value of a key. (The key is a slice so that a server can pass a request's key where
     /// the request holds it; ``get(_:)-swift.type.method`` takes an array.)
     case get(ArraySlice<UInt8>)
-    /// How many of the keys exist.
-    case exists([[UInt8]])
+    /// How many of the keys exist. (Slices, as ``get(_:)-swift.enum.case``'s key, so that a
+    /// server can pass a request's keys where the request holds them; ``exists(_:)-swift.type.method``
+    /// takes arrays.)
+    case exists([ArraySlice<UInt8>])
     /// The values of several keys, read together: a ``Outcome/batch(_:)`` of one
-    /// ``Outcome/value(_:)`` per key, in order, nil where it is absent (Redis's HMGET).
-    case getMany([[UInt8]])
+    /// ``Outcome/value(_:)`` per key, in order, nil where it is absent (Redis's HMGET). (Slices
+    /// as ``exists(_:)-swift.enum.case``'s; ``getMany(_:)-swift.type.method`` takes arrays.)
+    case getMany([ArraySlice<UInt8>])
     /// The value of a key and its version (a ``Outcome/versioned(_:)``).
     case getVersioned(ArraySlice<UInt8>)
     /// Set a key. (A slice key as for ``get(_:)-swift.enum.case``.)
@@ -93,6 +96,12 @@ public enum Operation: Sendable {
 
     /// Set `key` to `value`.
     public static func put(key: [UInt8], value: [UInt8]) -> Operation { .put(key: key[...], value: value[...]) }
+
+    /// How many of `keys` exist.
+    public static func exists(_ keys: [[UInt8]]) -> Operation { .exists(keys.map { $0[...] }) }
+
+    /// The values of `keys`, read together.
+    public static func getMany(_ keys: [[UInt8]]) -> Operation { .getMany(keys.map { $0[...] }) }
 
     /// Whether the operation is a plain put (``put(key:value:)-swift.enum.case`` or
     /// ``set(key:value:)``), whose record is encoded from the request as it is. (No payload is

@@ -59,7 +59,8 @@ extension StoreLimits {
     public func problem(with operation: Operation) -> StoreError? {
         switch operation {
         case .get(let key), .getVersioned(let key): return keyProblem(key)
-        case .exists(let keys), .getMany(let keys), .delete(let keys), .deadlines(let keys): return keys.lazy.compactMap(keyProblem).first
+        case .delete(let keys), .deadlines(let keys): return keys.lazy.compactMap(keyProblem).first
+        case .exists(let keys), .getMany(let keys): return keys.lazy.compactMap(keyProblem).first
         case .expire(let expiry): return expiry.keys.lazy.compactMap(keyProblem).first
         case .setAll(let setting):
             return zip(setting.keys, setting.values).lazy.compactMap { self.keyProblem($0) ?? self.valueProblem($1) }.first

@@ -227,7 +227,7 @@ struct WritePlannerTests {
             switch operation {
             case .get(let key): return .value(entries[Array(key)]?.value)
             case .getVersioned(let key): return .versioned(entries[Array(key)])
-            case .getMany(let keys): return .batch(keys.map { .value(entries[$0]?.value) })
+            case .getMany(let keys): return .batch(keys.map { .value(entries[Array($0)]?.value) })
             case .put(let key, let value): return apply(steps: [.put(key: Array(key), value: Array(value))], single: true)
             case .set(let key, let value): return apply(steps: [.set(key: Array(key), value: Array(value))], single: true)
             case .delete(let keys):

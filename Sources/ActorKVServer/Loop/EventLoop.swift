@@ -126,11 +126,14 @@ final class EventLoop: @unchecked Sendable {
     static let followerTurnBytes = 64 * 1024
     /// Bytes of history read from the log files at a time for a follower catching up.
     static let historyReadBytes = 256 * 1024
-    static let maxLingering = 1024
+    /// The most sockets lingering at once (``DescriptorBudget/lingering``).
+    let lingeringLimit: Int
 
     init(listener: Int32, wakeSignal: WakeSignal, executor: LoopExecutor?, configuration: ServerConfiguration, processor: CommandProcessor,
-         statistics: ServerStatistics, log: @escaping @Sendable (String) -> Void) throws(SocketCalls.Failure) {
+         statistics: ServerStatistics, log: @escaping @Sendable (String) -> Void,
+         lingeringLimit: Int = DescriptorBudget.lingeringWanted) throws(SocketCalls.Failure) {
         self.listener = listener
+        self.lingeringLimit = lingeringLimit
         self.configuration = configuration
         changeTapes = ChangeTapes(byteBudget: configuration.changesLagBytes)
         self.processor = processor

@@ -16,7 +16,7 @@ extension EventLoop {
     func linger(_ fd: Int32, id: UInt64) {
         SocketCalls.shutdownWrite(fd)
         let events = ACTORKV_EPOLLIN | ACTORKV_EPOLLRDHUP | ACTORKV_EPOLLET
-        guard !draining, lingering.count < Self.maxLingering,
+        guard !draining, lingering.count < lingeringLimit,
               actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_ADD, fd, events, id) == 0 else {
             SocketCalls.close(fd)
             return

@@ -17,6 +17,9 @@ public final class Server: Sendable {
     private let startedAt = time(nil)
     /// The store, kept until the server object goes: see ``run()``.
     private let openStore = Mutex<Store?>(nil)
+    /// The client limit in force: `--max-clients`, or fewer under a low open files limit
+    /// (``DescriptorBudget``), set when the server starts.
+    private let clientLimit: Atomic<Int>
 
     /// Creates a server; nothing happens until ``run()``.
     public init(configuration: ServerConfiguration, log: @escaping @Sendable (String) -> Void = ServerLog.line) {
@@ -24,6 +27,7 @@ public final class Server: Sendable {
         configuration.ownUID = getuid()
         self.configuration = configuration
         self.log = log
+        clientLimit = Atomic(configuration.maxClients)
     }
 
     /// A startup failure, printed and turned into exit status 1.
@@ -42,9 +46,11 @@ public final class Server: Sendable {
         let config = configuration
         // Clients, sockets closing in the background (at most 1024), a log per namespace, and
         // 256 for the other files (epoll, snapshots being written, history being read).
-        let wanted = config.maxClients + 1024 + config.maxNamespaces + 256
+        let wanted = DescriptorBudget.wanted(maxClients: config.maxClients, maxNamespaces: config.maxNamespaces)
         let limit = SocketCalls.raiseOpenFileLimit(to: wanted)
-        let namespaceLimit = Self.namespaceLimit(configured: config.maxNamespaces, openFiles: limit, wanted: wanted)
+        let budget = DescriptorBudget(openFiles: limit, maxClients: config.maxClients, maxNamespaces: config.maxNamespaces)
+        clientLimit.store(budget.clients, ordering: .relaxed)
+        let namespaceLimit = budget.namespaces
         try checkSocketDirectory()
         let staleSocket = try checkSocketPath()
         let wake: WakeSignal
@@ -55,13 +61,13 @@ public final class Server: Sendable {
         // (its jobs wait until the loop runs).
         let executor = config.execution == .loop ? LoopExecutor { wake.signal() } : nil
         if !config.etcdEndpoints.isEmpty {
-            try await runAgent(wake: wake, access: access, executor: executor, staleSocket: staleSocket)
+            try await runAgent(wake: wake, access: access, executor: executor, staleSocket: staleSocket, budget: budget)
             return
         }
         let store = try makeStore(executor: executor, namespaceLimit: namespaceLimit, openFiles: limit)
-        log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(config.maxClients), open files limit \(limit)")
+        log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(budget.clients), open files limit \(limit)")
         if limit < wanted {
-            log("warning: the open files limit (\(limit), hard limit reached) is below the \(wanted) that --max-clients \(config.maxClients) and --max-namespaces \(config.maxNamespaces) need: namespaces are limited to \(namespaceLimit), and new connections get -MAXCLIENTS once the descriptors run out")
+            log("warning: the open files limit (\(limit), hard limit reached) is below the \(wanted) that --max-clients \(config.maxClients) and --max-namespaces \(config.maxNamespaces) need: namespaces are limited to \(namespaceLimit), and clients to \(budget.clients) (more get -MAXCLIENTS), so that \(budget.spare) descriptors are always left")
         }
         // Descriptors kept for the loop (epoll, the listener) while the namespaces open, however
         // many namespaces there are: a data directory with more than fit still starts, those
@@ -73,10 +79,10 @@ public final class Server: Sendable {
             return try await close(store, duringStartup: true)
         }
         let (listener, socketFile) = try bindSocket(replacingStale: staleSocket)
-        let processor = CommandProcessor(store: store, settings: config.redisSettings, access: access) { [self] shows in
+        let processor = CommandProcessor(store: store, settings: settings(clients: budget.clients), access: access) { [self] shows in
             await self.infoText(store, access: access, shows: shows)
         }
-        try await serve(listener: listener, socketFile: socketFile, wake: wake, executor: executor, processor: processor) {
+        try await serve(listener: listener, socketFile: socketFile, wake: wake, executor: executor, processor: processor, budget: budget) {
             self.log("ready: \(await store.namespaceNames().count) namespaces (\(unavailable.count) unavailable), accepting connections")
         }
         try await close(store, duringStartup: false)
@@ -113,13 +119,11 @@ public final class Server: Sendable {
                           : "shut down cleanly (signal \(signal)); every namespace fsync'd")
     }
 
-    /// How many namespaces the store may hold: `--max-namespaces`, or, when the open files limit
-    /// cannot cover everything (`wanted`), at most half of what is left of it after 256 for the
-    /// server's own files, so that namespaces cannot take every descriptor from the connections
-    /// (and the connections cannot stop namespaces from opening).
-    static func namespaceLimit(configured: Int, openFiles limit: Int, wanted: Int) -> Int {
-        guard limit < wanted else { return configured }
-        return min(configured, max(16, (limit - 256) / 2))
+    /// What CONFIG GET answers: the configuration's, with the client limit in force.
+    private func settings(clients: Int) -> [(name: String, value: String)] {
+        var inForce = configuration
+        inForce.maxClients = clients
+        return inForce.redisSettings
     }
 
     /// What bounds the namespaces when the open files limit, not `--max-namespaces`, does: named
@@ -131,12 +135,13 @@ public final class Server: Sendable {
     /// Runs the event loop on a thread of its own until a shutdown signal, then removes the
     /// socket; `ready` is called once the loop exists.
     private func serve(listener: Int32, socketFile: (device: UInt64, inode: UInt64)?, wake: WakeSignal, executor: LoopExecutor?,
-                       processor: CommandProcessor, ready: () async -> Void) async throws {
-        let config = configuration
+                       processor: CommandProcessor, budget: DescriptorBudget, ready: () async -> Void) async throws {
+        var config = configuration
+        config.maxClients = budget.clients
         let loop: EventLoop
         do {
             loop = try EventLoop(listener: listener, wakeSignal: wake, executor: executor, configuration: config, processor: processor,
-                                 statistics: statistics, log: log)
+                                 statistics: statistics, log: log, lingeringLimit: budget.lingering)
         } catch {
             throw StartupError(description: "\(error)")
         }
@@ -159,7 +164,8 @@ public final class Server: Sendable {
     /// Cluster mode (`--etcd`): serves the socket as an agent of the etcd cluster, with no data
     /// directory. It starts whether or not etcd answers (commands get `-UNAVAILABLE` until it
     /// does); at shutdown it revokes its connections' leases (their ephemeral keys go).
-    private func runAgent(wake: WakeSignal, access: AccessControl?, executor: LoopExecutor?, staleSocket: Bool) async throws {
+    private func runAgent(wake: WakeSignal, access: AccessControl?, executor: LoopExecutor?, staleSocket: Bool,
+                          budget: DescriptorBudget) async throws {
         let config = configuration
         let endpoints: [EtcdEndpoint]
         do { endpoints = try config.etcdEndpoints.map { (url) throws(EtcdError) in try EtcdEndpoint(url: url) } } catch {
@@ -168,16 +174,16 @@ public final class Server: Sendable {
         let store = EtcdStore(client: EtcdClient(endpoints: endpoints), prefix: config.etcdPrefix,
                               limits: StoreLimits(maxValueBytes: config.maxValueBytes), ephemeralTTL: config.ephemeralTTL,
                               changesHistory: config.changesHistory, log: log)
-        log("actorkvd starting as an etcd agent: socket \(config.socketPath), etcd \(config.etcdEndpoints.joined(separator: ",")), prefix \(config.etcdPrefix), ephemeral TTL \(config.ephemeralTTL) s, max clients \(config.maxClients)")
+        log("actorkvd starting as an etcd agent: socket \(config.socketPath), etcd \(config.etcdEndpoints.joined(separator: ",")), prefix \(config.etcdPrefix), ephemeral TTL \(config.ephemeralTTL) s, max clients \(budget.clients)")
         do { log("etcd revision \(try await store.revision()) at \(store.client.currentEndpoint)") } catch {
             log("warning: etcd does not answer yet (\(error.message)); commands get -UNAVAILABLE until it does")
         }
         let (listener, socketFile) = try bindSocket(replacingStale: staleSocket)
         let backend = ClusterBackend(store: store, followerBufferBytes: min(config.changesLagBytes, 1 << 20))
-        let processor = CommandProcessor(backend: backend, settings: config.redisSettings, access: access) { [self] shows in
+        let processor = CommandProcessor(backend: backend, settings: settings(clients: budget.clients), access: access) { [self] shows in
             await self.agentInfoText(store, access: access)
         }
-        try await serve(listener: listener, socketFile: socketFile, wake: wake, executor: executor, processor: processor) {
+        try await serve(listener: listener, socketFile: socketFile, wake: wake, executor: executor, processor: processor, budget: budget) {
             self.log("ready: serving the etcd cluster's data, accepting connections")
         }
         await store.close()
@@ -274,7 +280,7 @@ public final class Server: Sendable {
             "",
             "# Clients",
             "connected_clients:\(statistics.connectedClients.load(ordering: .relaxed))",
-            "max_clients:\(configuration.maxClients)",
+            "max_clients:\(clientLimit.load(ordering: .relaxed))",
             "total_connections_received:\(statistics.totalConnections.load(ordering: .relaxed))",
             "rejected_connections:\(statistics.rejectedConnections.load(ordering: .relaxed))",
             "total_commands_processed:\(statistics.commandsProcessed.load(ordering: .relaxed))",

@@ -130,7 +130,8 @@ extension ServerConfiguration {
       --fsync POLICY             always | everysec | no                    (default everysec)
       --socket-mode OCTAL        permission bits of the socket, with a write bit
                                  (connecting takes write permission)       (default 600)
-      --max-clients N            most connections at once                  (default 10000)
+      --max-clients N            most connections at once (a low ulimit -n
+                                 allows fewer: said at start)              (default 10000)
       --max-namespaces N         most namespaces; a write that would create one
                                  more gets -ERR (each keeps its log open, so a low
                                  ulimit -n allows fewer: said at start and in the -ERR;

@@ -30,14 +30,15 @@ struct DescriptorBudget: Equatable, Sendable {
     }
 
     /// The budget under the open files limit `limit`. When it covers ``wanted(maxClients:maxNamespaces:)``,
-    /// everything is as configured. Otherwise namespaces get half of what is left after the
-    /// spare (at least 16); the spare is a quarter of the limit (32 to 256); and of what
-    /// remains, clients get three quarters (at most `maxClients`) and lingering sockets the rest.
+    /// or is not known (0: `getrlimit` failed), everything is as configured. Otherwise namespaces
+    /// get half of what is left after 256 (at least 16); the spare is a quarter of the limit (32
+    /// to 256); and of what remains, clients get three quarters (at most `maxClients`) and
+    /// lingering sockets the rest.
     init(openFiles limit: Int, maxClients: Int, maxNamespaces: Int) {
         let wanted = Self.wanted(maxClients: maxClients, maxNamespaces: maxNamespaces)
-        guard limit < wanted else {
+        guard limit > 0 && limit < wanted else {
             (namespaces, clients, lingering) = (maxNamespaces, maxClients, Self.lingeringWanted)
-            spare = limit - maxNamespaces - maxClients - Self.lingeringWanted
+            spare = max(0, limit - maxNamespaces - maxClients - Self.lingeringWanted)
             return
         }
         namespaces = min(maxNamespaces, max(16, (limit - Self.spareWanted) / 2))

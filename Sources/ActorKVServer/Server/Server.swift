@@ -66,7 +66,7 @@ public final class Server: Sendable {
         }
         let store = try makeStore(executor: executor, namespaceLimit: namespaceLimit, openFiles: limit)
         log("actorkvd starting: socket \(config.socketPath), data \(config.dataDirectory), fsync \(config.durability.rawValue), max clients \(budget.clients), open files limit \(limit)")
-        if limit < wanted {
+        if limit > 0 && limit < wanted {
             log("warning: the open files limit (\(limit), hard limit reached) is below the \(wanted) that --max-clients \(config.maxClients) and --max-namespaces \(config.maxNamespaces) need: namespaces are limited to \(namespaceLimit), and clients to \(budget.clients) (more get -MAXCLIENTS), so that \(budget.spare) descriptors are always left")
         }
         // Descriptors kept for the loop (epoll, the listener) while the namespaces open, however

@@ -15,6 +15,8 @@ import Testing
         #expect(Self.shares(exact) == [1024, 10_000, 1024, 256])
         let large = DescriptorBudget(openFiles: 1 << 20, maxClients: 10_000, maxNamespaces: 1024)
         #expect(Self.shares(large) == [1024, 10_000, 1024, (1 << 20) - 12_048])
+        // A limit not known (getrlimit failed): as configured, rather than one client.
+        #expect(Self.shares(DescriptorBudget(openFiles: 0, maxClients: 10_000, maxNamespaces: 1024)) == [1024, 10_000, 1024, 0])
     }
 
     /// Namespaces, clients, lingering sockets, spare.

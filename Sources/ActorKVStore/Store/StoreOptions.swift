@@ -136,7 +136,10 @@ public struct StoreOptions: Sendable {
     /// The most namespaces the data directory may hold: a write that would create one more fails
     /// with ``StoreError/Code/tooManyNamespaces``. Each open namespace keeps its log open (a
     /// file descriptor), so the server bounds them as it bounds connections (an idle one costs
-    /// no background work). Namespaces already there are opened whatever their number. No limit by default.
+    /// no background work). Namespaces already there are opened whatever their number. No limit by
+    /// default: an embedding app that makes many should set one well below its open files limit
+    /// (a process out of descriptors can be aborted by the Dispatch library; README, "Embedding and
+    /// clients").
     public var maxNamespaces = Int.max
     /// What sets ``maxNamespaces``, named in parentheses where the limit is told: in the refusal
     /// of a namespace past it and in the warning about a data directory that holds more. The

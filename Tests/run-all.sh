@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every ActorKV test: the Swift packages' tests, the Python client's tests, the namespace
 # permission tests over the wire (clients under other uids: run as root, as CI does), the shell
-# interop tests (socat, nc, redis-cli, redis-benchmark, and the Redis client libraries redis-py,
-# node-redis and ruby-redis), both again under AddressSanitizer (Tests/sanitizers), cluster mode
+# interop tests (socat, nc, redis-cli, redis-benchmark, the Redis client libraries redis-py,
+# node-redis and ruby-redis, and random commands compared with a real redis-server's), both again under AddressSanitizer (Tests/sanitizers), cluster mode
 # on local etcd clusters (Tests/Cluster), 20 s of libFuzzer on the protocol decoder and the
 # benchmark script in its quick mode.
 # Needs: swift, python3, socat, netcat-openbsd, redis-tools, redis-server, nodejs + node-redis,

@@ -5,7 +5,8 @@
 # (ActorKVClientTests, built by `swift build --build-tests` before) and the argument fuzz
 # (ArgumentFuzzTests) and MULTI/EXEC against the same commands one by one
 # (TransactionEquivalenceTests), both through an etcd-backed processor, the interop suites (nc,
-# socat, redis-cli and redis-benchmark, redis-py, node-redis, ruby-redis, actorkv lock, sharing
+# socat, redis-cli and redis-benchmark, redis-py, node-redis, ruby-redis, the random commands
+# compared with a real redis-server's replies, actorkv lock, sharing
 # between shell, Python and Swift clients) and the Python client's tests. The client tests skip,
 # saying why, what protocol.md lists as different in cluster mode; the Swift ones run first,
 # before any suite compacts the cluster's history. That cluster runs with --max-txn-ops 1024, as an operator
@@ -39,7 +40,7 @@ if ENDPOINTS=$(bash "$HERE/etcd-cluster.sh" start "$WORK" 23990 --max-txn-ops 10
     # and node-redis's and ruby-redis's ran past it. So each scenario gets 120 s and each script
     # 600 s; the clients' relays allow for it (test_redispy.sh, test_node_redis.sh, test_ruby_redis.sh).
     ACTORKV_ETCD=$ENDPOINTS SCRIPT_LIMIT=600 SCENARIO_LIMIT=120 bash "$HERE/../interop/run.sh" nc socat redis_tools rediscli redispy node_redis ruby_redis \
-        lock sharing || status=1
+        differential lock sharing || status=1
     # The suites before leave leases behind (keys given a deadline, each a lease of its own):
     # one expiring during the Python tests would delete its key there, and so take one of the
     # cluster's revisions, which are the sequences those tests count on. Revoked now, they take

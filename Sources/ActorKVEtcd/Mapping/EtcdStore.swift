@@ -375,7 +375,11 @@ public final class EtcdStore: Sendable {
             let lifetimes = readsLifetimes ? try await self.lifetimes(of: keys, read) : [:]
             switch BatchResolver.resolve(steps, current: current, namespace: namespace, lifetimes: lifetimes, now: clock(), limits: limits) {
             case .conditionFailed: return .conditionFailed
-            case .refused(let error): return .failure(error)
+            case .refused(let error):
+                // WATCH's guard comes first, as in Redis and the local engine: a transaction
+                // whose namespace was written since is not run (*-1), so none of its steps fails.
+                if !unchanged.isEmpty, try await lastChange(of: ns) > steps.watchedSequence { return .conditionFailed }
+                return .failure(error)
             case .apply(let writes, let outcomes):
                 guard !writes.isEmpty || !unchanged.isEmpty else { return .batch(outcomes) }
                 let compare = zip(etcdKeys, read).map { EtcdCompare(key: $0, modRevision: $1?.modRevision ?? 0) }

@@ -12,8 +12,10 @@ enum TransactionCommands {
                 context.session.beginTransaction() ? .simple("OK") : .error(.err, "MULTI calls can not be nested")
             }))
         },
-        CommandSpec(name: "EXEC", usage: "EXEC", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
-            .local(LocalCommand(.exec) { context in await exec(context) })
+        // Any arity: an EXEC with arguments ends the transaction, as Redis's does (``abortedExec``).
+        CommandSpec(name: "EXEC", usage: "EXEC", arity: .atLeast(0), flags: [.unrestricted, .session, .transactionControl]) { (args) throws(CommandError) in
+            guard args.count == 0 else { return abortedExec }
+            return .local(LocalCommand(.exec) { context in await exec(context) })
         },
         CommandSpec(name: "DISCARD", usage: "DISCARD", arity: .exactly(0), flags: [.unrestricted, .session, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand(now: { context in
@@ -40,6 +42,14 @@ enum TransactionCommands {
             }))
         },
     ]
+
+    /// EXEC with arguments: Redis discards the transaction (and forgets what was watched),
+    /// inside MULTI or not, and answers `EXECABORT` with the arity error. A client that sent
+    /// EXEC then knows its transaction is over, whatever the reply.
+    private static let abortedExec = Command.local(LocalCommand(now: { context in
+        _ = context.session.endTransaction()  // and forgets what was watched
+        return .error(.execAbort, "Transaction discarded because of: wrong number of arguments for 'EXEC' (usage: EXEC)")
+    }))
 
     /// The reply to a command sent inside MULTI: it is queued (`+QUEUED`), or refused with an
     /// error that makes EXEC apply nothing.

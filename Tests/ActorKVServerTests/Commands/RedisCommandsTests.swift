@@ -109,6 +109,21 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("EXEC with arguments ends the transaction as Redis's does: EXECABORT, the queue dropped and nothing watched, inside MULTI or not")
+    func execWithArguments() async throws {
+        try await withProcessor { p in
+            let other = ClientSession(id: 2, peer: nil)
+            let replies = await run(p, ["WATCH w", "MULTI", "HSET w a 1", "EXEC now", "EXEC", "HGET w a", "HSET w b 1"])
+            #expect(replies[3] == .error("EXECABORT Transaction discarded because of: wrong number of arguments for 'EXEC' (usage: EXEC)"), "\(replies)")
+            #expect(Array(replies[4...]) == [.error("ERR EXEC without MULTI"), .null, .integer(1)], "not queued: \(replies)")
+            // The WATCH went with it: another connection's write no longer fails the next EXEC.
+            _ = await run(p, ["HSET w c 1"], on: other)
+            #expect(await run(p, ["MULTI", "HSET w d 1", "EXEC"]).last == .array([.integer(1)]))
+            // Outside MULTI too (Redis answers EXECABORT there as well), and the connection goes on.
+            #expect(await run(p, ["EXEC x y", "PING"]) == [replies[3], .simple("PONG")])
+        }
+    }
+
     @Test("HMGET, HLEN, HGETALL, HKEYS and HVALS inside MULTI read the namespace where they stand, the queue's earlier writes applied, later ones not; a failure after them applies nothing")
     func wholeNamespaceReadsInsideMulti() async throws {
         try await withProcessor { p in

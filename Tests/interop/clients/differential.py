@@ -71,6 +71,13 @@ class Connection:
         self.sock.sendall(encode(args))
         return self.reply()
 
+    def pipeline(self, commands):
+        """Sends `commands` in one write, then reads their replies: the server takes them in
+        one turn, so its merged paths run (data commands of a namespace in one run, a whole
+        MULTI…EXEC as one batch)."""
+        self.sock.sendall(b"".join(encode(c) for c in commands))
+        return [self.reply() for _ in commands]
+
     def _line(self):
         while b"\r\n" not in self.buffer:
             self._fill()
@@ -131,7 +138,7 @@ def show(reply):
 # --- What is drawn: few hashes, fields and values, so that commands meet.
 
 HASHES = [f"diff:{TAG}:{i}" for i in range(3)]
-FIELDS = ["a", "b", "c", "n", "fl", "two words", "caf\u00e9", "x" * 40]
+FIELDS = ["a", "b", "c", "n", "fl", "two words", "caf\u00e9", "x" * 40, b"\x00bin", b"cr\r\nlf", b"\xff\xfe"]
 VALUES = ["", "1", "-7", "42", "3.5", "x", "9223372036854775806", "-9223372036854775808", "1e3",
           " 1", "0x1A", "-0", "v" * 70]
 INT_INCREMENTS = ["1", "-1", "100", "0", "9223372036854775807", "-9223372036854775808", "-3"]
@@ -196,6 +203,13 @@ class Draw:
             return ["HRANDFIELD", h]
         count = str(self.rng.choice([1, 2, 3, 5, 20, -1, -4, -30, 0]))
         return ["HRANDFIELD", h, count] + (["WITHVALUES"] if r < 0.65 else [])
+
+    def malformed_unqueued(self):
+        """A malformed command that does not touch a transaction's state."""
+        while True:
+            command = self.malformed()
+            if command[0] not in ("MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "HSCAN"):
+                return command
 
     def malformed(self):
         h = self.hash()
@@ -322,9 +336,13 @@ class Round:
         r = self.redis[on].call(command)
         self.history.append((on, command))
         self.last_reply = a
-        if not compare:
-            return True
-        na, nr = normalize(command, a, self.akv[on]), normalize(command, r, self.redis[on])
+        return not compare or self.compare(command, a, r, on)
+
+    def compare(self, command, a, r, on, look=True):
+        """Whether replies `a` (ActorKV's) and `r` (Redis's) to `command` on connection `on`
+        agree; reports them if not. `look`: HRANDFIELD's draw is checked against the hash now."""
+        na = normalize(command, a, self.akv[on] if look else None)
+        nr = normalize(command, r, self.redis[on] if look else None)
         self.compared += 1
         if same(command, na, nr):
             return True
@@ -357,6 +375,12 @@ class Round:
             steps.append((0, command))
         steps.append((0, ["EXEC"] if self.rng.random() < 0.85 else ["DISCARD"]))
         self.queued = []
+        if self.rng.random() < 0.5:  # MULTI to EXEC in one write
+            start = next(i for i, (_, c) in enumerate(steps) if c == ["MULTI"])
+            for on, command in steps[:start]:
+                if not self.send(command, on):
+                    return False
+            return self.pipelined_transaction([c for _, c in steps[start:]])
         for on, command in steps:
             if command[0] == "EXEC":
                 if not self.exec(command):
@@ -367,13 +391,48 @@ class Round:
                 self.queued.append(command)
         return True
 
+    def pipelined_transaction(self, commands):
+        """MULTI, the queue and EXEC (or DISCARD) sent in one write to each server."""
+        replies = zip(commands, self.akv[0].pipeline(commands), self.redis[0].pipeline(commands))
+        for command, a, r in replies:
+            if command[0] == "EXEC":
+                self.history.append((0, command))
+                return self.exec_compare(command, a, r)
+            self.history.append((0, command))
+            if not self.compare(command, a, r, 0, look=False):
+                return False
+            if a == ("simple", b"QUEUED"):
+                self.queued.append(command)
+        return True
+
+    def pipelined(self):
+        """A few random commands outside MULTI sent in one write (each reply compared, an
+        HRANDFIELD's by its shape: the commands after it may change the hash)."""
+        commands = []
+        for _ in range(self.rng.randint(2, 12)):
+            r = self.rng.random()
+            d = self.draw
+            commands.append(d.write() if r < 0.4 else d.read() if r < 0.7 else d.increment() if r < 0.85
+                            else d.random_field() if r < 0.9 else self.rng.choice([["PING"], ["EXISTS", d.hash()], ["TYPE", d.hash()]])
+                            if r < 0.95 else d.malformed_unqueued())
+        on = self.rng.randrange(2)
+        for command, a, r in zip(commands, self.akv[on].pipeline(commands), self.redis[on].pipeline(commands)):
+            self.history.append((on, command))
+            if not self.compare(command, a, r, on, look=False):
+                return False
+        return True
+
     def exec(self, command):
-        """EXEC. Where Redis applied the commands around one that failed (an increment of a
-        value that is no number, or one that overflows), ActorKV applies none and answers that
-        failure (protocol.md: all or nothing): the hash then differs, so both servers drop it."""
         a = self.akv[0].call(command)
         r = self.redis[0].call(command)
         self.history.append((0, command))
+        return self.exec_compare(command, a, r)
+
+    def exec_compare(self, command, a, r):
+        """EXEC's replies. Where Redis applied the commands around one that failed (an
+        increment of a value that is no number, or one that overflows), ActorKV applies none and
+        answers that failure (protocol.md: all or nothing): the hash then differs, so both
+        servers drop it."""
         failed = [e for e in (r[1] or []) if e[0] == "error"] if r[0] == "array" else []
         if failed:
             if normalize(command, a) != normalize(command, failed[0]):
@@ -400,6 +459,16 @@ class Round:
                f"seed {SEED} (rerun with DIFF_SEED={SEED}); the last commands:", *recent,
                f"ActorKV: {show(a)}", f"Redis:   {show(r)}")
         return False
+
+    def fill(self, h):
+        """Many fields at once, or many deleted: the hash grows past one leaf of ActorKV's tree
+        (and past Redis's small encoding), or shrinks back."""
+        names = [f"k{i:04d}" for i in self.rng.sample(range(400), self.rng.randint(20, 300))]
+        if self.rng.random() < 0.7:
+            command = ["HSET", h] + [x for name in names for x in (name, self.draw.value())]
+        else:
+            command = ["HDEL", h] + names
+        return self.send(command)
 
     def scan_all(self, h):
         """HSCAN from cursor 0 to the end on each server, a few fields a page: the cursors differ
@@ -458,30 +527,34 @@ class Round:
     def one(self):
         r = self.rng.random()
         d = self.draw
-        if r < 0.25:
+        if r < 0.2:
             return self.send(d.write(), self.rng.randrange(2))
-        if r < 0.45:
+        if r < 0.35:
             return self.send(d.read(), self.rng.randrange(2))
-        if r < 0.57:
+        if r < 0.45:
             return self.send(d.increment())
-        if r < 0.6:
+        if r < 0.47:
             return self.send(["HINCRBY", d.hash(), d.field(), self.rng.choice(BAD_INT_INCREMENTS)])
-        if r < 0.66:
+        if r < 0.52:
             return self.send(d.random_field())
-        if r < 0.69:
-            return self.send(["HSCAN", d.hash(), "0", "COUNT", "100"] + (["MATCH", "*a*"] if self.rng.random() < 0.3 else []))
-        if r < 0.73:
+        if r < 0.53:
+            return self.fill(d.hash())
+        if r < 0.55:
+            return self.scan_all(d.hash())
+        if r < 0.59:
             return self.send(self.rng.choice([
                 ["EXISTS", d.hash()], ["TYPE", d.hash()], ["KEYS", f"diff:{TAG}:*"],
                 ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "COUNT", "1000"], ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "TYPE", "hash", "COUNT", "1000"],
                 ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "TYPE", "string", "COUNT", "1000"], ["PING"], ["PING", d.value()], ["ECHO", d.value()],
                 ["SELECT", "0"], ["CLIENT", "SETNAME", self.rng.choice(["", "differential"])], ["CLIENT", "GETNAME"],
                 ["UNWATCH"], ["DISCARD"], ["EXEC"]]), self.rng.randrange(2))
-        if r < 0.74:
+        if r < 0.61:
             return self.scan_all(d.hash())
-        if r < 0.76:
+        if r < 0.63:
             return self.unlink([d.hash() for _ in range(self.rng.randint(1, 2))])
-        if r < 0.83:
+        if r < 0.76:
+            return self.pipelined()
+        if r < 0.81:
             command = d.malformed()
             return self.malformed_scan(command) if command[0] == "HSCAN" else self.send(command)
         return self.transaction()

@@ -4,7 +4,8 @@
 # whose behaviour is the same in both modes: the Swift client's and the actorkv CLI's tests
 # (ActorKVClientTests, built by `swift build --build-tests` before) and the argument fuzz
 # (ArgumentFuzzTests) and MULTI/EXEC against the same commands one by one
-# (TransactionEquivalenceTests), both through an etcd-backed processor, the interop suites (nc,
+# (TransactionEquivalenceTests), both through an etcd-backed processor, random ActorKV commands
+# to such a processor and a local one, whose replies must agree (AgentEquivalenceTests), the interop suites (nc,
 # socat, redis-cli and redis-benchmark, redis-py, node-redis, ruby-redis, the random commands
 # compared with a real redis-server's replies, actorkv lock, sharing
 # between shell, Python and Swift clients) and the Python client's tests. The client tests skip,
@@ -33,7 +34,7 @@ WORK=$(mktemp -d /tmp/akvci.XXXXXX)
 trap 'bash "$HERE/etcd-cluster.sh" stop "$WORK"; rm -rf "$WORK"' EXIT
 if ENDPOINTS=$(bash "$HERE/etcd-cluster.sh" start "$WORK" 23990 --max-txn-ops 1024); then
     echo "# the Swift client's and the CLI's tests against agents"
-    (cd "$HERE/../.." && ACTORKV_ETCD=$ENDPOINTS swift test --skip-build --filter "ActorKVClientTests|ArgumentFuzzTests|TransactionEquivalenceTests") || status=1
+    (cd "$HERE/../.." && ACTORKV_ETCD=$ENDPOINTS swift test --skip-build --filter "ActorKVClientTests|ArgumentFuzzTests|TransactionEquivalenceTests|AgentEquivalenceTests") || status=1
     # Each request through an agent is an etcd round trip: redis-py's four modes took 180 s of
     # the default 180 s script limit on a loaded CI host (45 s each), and on a host loaded more a
     # transactions scenario (processes racing WATCH/MULTI/EXEC, retried) took 38.9 s of its 40 s

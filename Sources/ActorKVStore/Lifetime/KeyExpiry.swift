@@ -83,13 +83,20 @@ public struct KeyExpiry: Sendable, Equatable {
     /// What the change does to one key whose lifetime is `current` (nil: the key is absent), at
     /// `now` (milliseconds since the epoch): the result, and the key's lifetime afterwards (nil:
     /// deleted; unchanged when the result changes nothing). The owner of an ephemeral key stays.
-    public func apply(to current: Lifetime?, now: UInt64) -> (result: Result, lifetime: Lifetime?) {
+    ///
+    /// `granularity`: the milliseconds deadlines are kept to (an etcd agent keeps them to the
+    /// end of their second, 1,000, and gives `current` so). `GT` and `LT` compare the new
+    /// deadline rounded up to it, so that one in the same second as `current` is neither later
+    /// nor earlier.
+    public func apply(to current: Lifetime?, now: UInt64, granularity: UInt64 = 1) -> (result: Result, lifetime: Lifetime?) {
         guard let current else { return (.absent, nil) }
         guard let target = absoluteDeadline(now: now) else {
             guard current.deadline != 0 else { return (.noDeadline, current) }
             return (.changed, Lifetime(deadline: 0, owner: current.owner))
         }
-        guard holds(for: current.deadline, target: target) else { return (.conditionNotMet, current) }
+        let (steps, overflow) = target.addingReportingOverflow(granularity - 1)
+        let compared = overflow ? target : steps / granularity * granularity
+        guard holds(for: current.deadline, target: compared) else { return (.conditionNotMet, current) }
         if target <= now { return (.deleted, nil) }
         return (.changed, Lifetime(deadline: target, owner: current.owner))
     }

@@ -7,13 +7,14 @@ import Testing
 
 /// An etcd agent answers as the local engine does: the same random ActorKV commands (PUT, GET,
 /// GETV, conditional PUTs with the version each server gave, INCR, DEL, EXISTS, COUNT, SCAN,
-/// BATCH with guards, PEXPIRE, PERSIST, PTTL, MULTI/EXEC under WATCH, and pipelines of them) go
+/// BATCH with guards, PEXPIRE, PERSIST, PTTL, the hash commands with field expiry, MULTI/EXEC
+/// under WATCH, and pipelines of them) go
 /// to a processor on a local store and to one keeping its data in etcd, and their replies must
 /// be the same bytes but where protocol.md "Cluster mode" says they differ: versions are etcd
 /// revisions (each server's own are used for its conditions, and a version in a reply is
 /// compared by its kind only), `PEXPIRE` and `PERSIST` change a key's version there (a version
 /// read before is not used after them), and deadlines are kept to the second (`PTTL` compared
-/// by its sign). Runs with $ACTORKV_ETCD (Tests/Cluster/run.sh); $ACTORKV_AGENT_ROUNDS turns
+/// by its sign, as the hash fields' `HTTL` family). Runs with $ACTORKV_ETCD (Tests/Cluster/run.sh); $ACTORKV_AGENT_ROUNDS turns
 /// (default 3,000), seed $ACTORKV_FUZZ_SEED.
 @Suite("An etcd agent answers ActorKV's commands as the local engine does")
 struct AgentEquivalenceTests {
@@ -35,20 +36,43 @@ struct AgentEquivalenceTests {
         }
     }
 
+    /// The random draws, and the durations of the deadlines given: each 100 s longer than the
+    /// one before, so that no two deadlines fall within a second of each other (the run takes
+    /// far less than 100 s), and `GT`/`LT`, which the agent judges to the second (protocol.md),
+    /// compare as the local engine's do.
+    struct Draw: RandomNumberGenerator {
+        var random: SeededGenerator
+        var deadlines = 0
+
+        mutating func next() -> UInt64 { random.next() }
+
+        /// The next duration, in seconds.
+        mutating func seconds() -> String {
+            deadlines += 1
+            return String(60 + 100 * deadlines)
+        }
+
+        /// The next duration, in milliseconds.
+        mutating func milliseconds() -> String { seconds() + "000" }
+    }
+
     /// One random turn: a command, or a pipeline of a few, each as words, with `VERSION(ns key)`
     /// standing for the version each server last gave that key.
-    static func turn(_ random: inout SeededGenerator) -> [[String]] {
+    static func turn(_ random: inout Draw) -> [[String]] {
         let count = Int.random(in: 0..<10, using: &random) < 7 ? 1 : Int.random(in: 2...8, using: &random)
         return (0..<count).map { _ in command(&random) }
     }
 
-    static func command(_ random: inout SeededGenerator) -> [String] {
+    static func command(_ random: inout Draw) -> [String] {
         let ns = namespaces.randomElement(using: &random)!
         func key() -> String { keys.randomElement(using: &random)! }
         func value() -> String { values.randomElement(using: &random)! }
         func condition(_ k: String) -> String {
-            ["VERSION(\(ns) \(k))", "VERSION(\(ns) \(k))", "0", "1"].randomElement(using: &random)!
+            // Its version as each server gave it, absent, or one no key has (versions differ
+            // between the two: a small literal one may be a key's on one server only).
+            ["VERSION(\(ns) \(k))", "VERSION(\(ns) \(k))", "0", "999999999999"].randomElement(using: &random)!
         }
+        if Int.random(in: 0..<3, using: &random) == 0 { return hashCommand(ns, &random) }
         switch Int.random(in: 0..<16, using: &random) {
         case 0, 1: return ["PUT", ns, key(), value()]
         case 2: return ["GET", ns, key()]
@@ -73,10 +97,42 @@ struct AgentEquivalenceTests {
                 }
             }
             return words
-        case 12: return ["PEXPIRE", ns, key(), ["600000", "0", "-5"].randomElement(using: &random)!]
+        case 12: return ["PEXPIRE", ns, key(), [random.milliseconds(), "0", "-5"].randomElement(using: &random)!]
         case 13: return ["PERSIST", ns, key()]
         case 14: return ["PTTL", ns, key()]
-        default: return ["PUT", ns, key(), value(), "PX", "600000"]
+        default: return ["PUT", ns, key(), value(), "PX", random.milliseconds()]
+        }
+    }
+
+    /// A hash command, field expiry among them.
+    static func hashCommand(_ ns: String, _ random: inout Draw) -> [String] {
+        func key() -> String { keys.randomElement(using: &random)! }
+        func fields() -> [String] {
+            let chosen = (0..<Int.random(in: 1...3, using: &random)).map { _ in key() }
+            return ["FIELDS", String(chosen.count)] + chosen
+        }
+        func condition() -> [String] { Bool.random(using: &random) ? [] : [["NX", "XX", "GT", "LT"].randomElement(using: &random)!] }
+        switch Int.random(in: 0..<14, using: &random) {
+        case 0: return ["HSET", ns] + (0..<Int.random(in: 1...3, using: &random)).flatMap { _ in [key(), values.randomElement(using: &random)!] }
+        case 1: return ["HDEL", ns, key(), key()]
+        case 2: return ["HINCRBY", ns, key(), ["1", "-4", "x"].randomElement(using: &random)!]
+        case 3: return ["HINCRBYFLOAT", ns, key(), ["0.5", "-1e3", "inf"].randomElement(using: &random)!]
+        case 4: return ["HSETNX", ns, key(), "s"]
+        case 5: return [["HGETALL", ns], ["HKEYS", ns], ["HVALS", ns], ["HLEN", ns], ["HMGET", ns, key(), key()]].randomElement(using: &random)!
+        case 6: return ["HEXPIRE", ns, [random.seconds(), random.seconds(), "0"].randomElement(using: &random)!] + condition() + fields()
+        case 7: return ["HPEXPIRE", ns, random.milliseconds()] + condition() + fields()
+        case 8: return ["HEXPIREAT", ns, "1"] + fields()
+        case 9: return ["HPERSIST", ns] + fields()
+        case 10: return [["HTTL", "HPTTL", "HEXPIRETIME", "HPEXPIRETIME"].randomElement(using: &random)!, ns] + fields()
+        case 11:
+            let option = [[], ["EX", random.seconds()], ["PX", random.milliseconds()], ["PERSIST"], ["EXAT", "1"]].randomElement(using: &random)!
+            return ["HGETEX", ns] + option + fields()
+        case 12:
+            let chosen = (0..<Int.random(in: 1...2, using: &random)).map { _ in key() }
+            let presence = [[], ["FNX"], ["FXX"]].randomElement(using: &random)!
+            let deadline = [[], ["EX", random.seconds()], ["KEEPTTL"], ["PX", random.milliseconds()]].randomElement(using: &random)!
+            return ["HSETEX", ns] + presence + deadline + ["FIELDS", String(chosen.count)] + chosen.flatMap { [$0, "h"] }
+        default: return ["HGETDEL", ns] + fields()
         }
     }
 
@@ -102,29 +158,31 @@ struct AgentEquivalenceTests {
             return .integer(-1)
         case ("PTTL", .integer(let left)) where left > 0:
             return .integer(1)
+        case ("HTTL", .array(let entries)), ("HPTTL", .array(let entries)), ("HEXPIRETIME", .array(let entries)), ("HPEXPIRETIME", .array(let entries)):
+            return .array(entries.map { if case .integer(let n) = $0, n > 0 { .integer(1) } else { $0 } })
         default:
             return reply
         }
     }
 
-    /// Keys whose recorded versions a command makes stale on one server only: any write but a
-    /// conditional PUT (whose reply gives the new version).
+    /// Keys whose recorded versions a command may make stale on one server only: those of its
+    /// namespace, for any command that may write but a conditional PUT (whose reply gives the
+    /// new version); every key, for EXEC.
     static func written(by words: [String]) -> [String] {
-        let ns = words.count > 1 ? words[1] : ""
-        switch words[0] {
-        case "PUT" where !words.contains("IFVERSION"), "INCR", "PEXPIRE", "PERSIST": return ["\(ns) \(words[2])"]
-        case "DEL": return words.dropFirst(2).map { "\(ns) \($0)" }
-        case "BATCH", "EXEC": return keys.flatMap { k in namespaces.map { "\($0) \(k)" } }
-        default: return []
-        }
+        guard !readOnly.contains(words[0]), !(words[0] == "PUT" && words.contains("IFVERSION")) else { return [] }
+        let spaces = words[0] == "EXEC" ? namespaces : [words[1]]
+        return keys.flatMap { k in spaces.map { "\($0) \(k)" } }
     }
+
+    static let readOnly: Set<String> = ["GET", "GETV", "EXISTS", "COUNT", "SCAN", "PTTL", "HGETALL", "HKEYS", "HVALS", "HLEN", "HMGET",
+                                        "HTTL", "HPTTL", "HEXPIRETIME", "HPEXPIRETIME", "WATCH", "MULTI"]
 
     @Test("random turns of versions, conditions, counters, batches, deadlines and transactions: the agent's replies are the local engine's",
           .enabled(if: ArgumentFuzzTests.etcd != nil, "needs an etcd cluster: ACTORKV_ETCD (Tests/Cluster/run.sh)"))
     func agentAnswersAsLocal() async throws {
         try await RedisCommandsTests().withProcessor { local in
             try await ArgumentFuzzTests().withProcessor { agent in
-                var random = SeededGenerator(seed: UInt64(ArgumentFuzzTests.environment["ACTORKV_FUZZ_SEED"] ?? "") ?? 0xA6E7)
+                var random = Draw(random: SeededGenerator(seed: UInt64(ArgumentFuzzTests.environment["ACTORKV_FUZZ_SEED"] ?? "") ?? 0xA6E7))
                 var versions = Versions()
                 // Two connections to each: the second writes between a WATCH and its MULTI.
                 let sessions = (local: [ClientSession(id: 1, peer: nil), ClientSession(id: 2, peer: nil)],
@@ -177,7 +235,7 @@ struct AgentEquivalenceTests {
     /// The turns of a transaction, each with the connection (0 or 1) that sends it: at times a
     /// WATCH of the namespace, and a write of it or another by the other connection; then
     /// MULTI, a few of the commands a transaction takes on that namespace, and EXEC in one turn.
-    static func transaction(_ random: inout SeededGenerator) -> [(Int, [[String]])] {
+    static func transaction(_ random: inout Draw) -> [(Int, [[String]])] {
         let ns = namespaces.randomElement(using: &random)!
         var turns: [(Int, [[String]])] = []
         if Bool.random(using: &random) {

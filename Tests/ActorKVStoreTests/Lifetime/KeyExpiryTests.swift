@@ -52,6 +52,28 @@ struct KeyExpiryTests {
         #expect(persist.apply(to: nil, now: Self.now).result == .absent)
     }
 
+    @Test("kept to the second (an etcd agent's deadlines): GT and LT compare the new deadline rounded up to its second, so one in the same second as the current is neither later nor earlier")
+    func toTheSecond() {
+        let now: UInt64 = 1_000_250
+        let current = Lifetime(deadline: 1_005_000)  // the end of the second 1,004.x
+        func result(_ condition: KeyExpiry.Condition, at deadline: UInt64) -> KeyExpiry.Result {
+            KeyExpiry(keys: [], deadline: .at(milliseconds: deadline), condition: condition).apply(to: current, now: now, granularity: 1000).result
+        }
+        // Within that second: neither (by the millisecond, LT would hold at 1,004,500).
+        for deadline: UInt64 in [1_004_001, 1_004_500, 1_005_000] {
+            #expect(result(.earlier, at: deadline) == .conditionNotMet, "\(deadline)")
+            #expect(result(.later, at: deadline) == .conditionNotMet, "\(deadline)")
+        }
+        #expect(result(.earlier, at: 1_004_000) == .changed)
+        #expect(result(.later, at: 1_005_001) == .changed)
+        #expect(KeyExpiry(keys: [], deadline: .at(milliseconds: 1_004_500), condition: .earlier).apply(to: current, now: now).result == .changed,
+                "by the millisecond, as the local engine keeps deadlines")
+        // The deadline kept is the one asked; a time at or before now still deletes.
+        #expect(KeyExpiry(keys: [], deadline: .at(milliseconds: 1_003_200), condition: .earlier).apply(to: current, now: now, granularity: 1000).lifetime == Lifetime(deadline: 1_003_200))
+        #expect(KeyExpiry(keys: [], deadline: .at(milliseconds: 5), condition: .earlier).apply(to: current, now: now, granularity: 1000).result == .deleted)
+        #expect(KeyExpiry(keys: [], deadline: .at(milliseconds: .max), condition: .later).apply(to: current, now: now, granularity: 1000).result == .changed)
+    }
+
     @Test("a change of several keys is one record; each key sees the ones before it; deadlines read back exactly, after a restart and a compaction too")
     func oneRecord() async throws {
         let dir = TemporaryDirectory("key-expiry")

@@ -5,7 +5,7 @@ protocol.md "Differences from Redis" lists.
     python3 differential.py ACTORKV_SOCKET REDIS_SOCKET [COMMANDS]
 
 Each round opens two connections to each server (RESP2 in even rounds, RESP3 after HELLO 3 in
-odd ones) and sends the same random commands, drawn from a small set of hashes, fields and
+odd ones, then switched by random HELLO 2, HELLO 3 and RESET) and sends the same random commands, drawn from a small set of hashes, fields and
 values so that they meet: HSET, HMSET, HSETNX, HGET, HMGET, HDEL, HEXISTS, HLEN, HSTRLEN,
 HINCRBY, HINCRBYFLOAT, HKEYS, HVALS, HGETALL, HRANDFIELD, HSCAN, EXISTS, TYPE, KEYS, UNLINK,
 PING, ECHO, MULTI/EXEC/DISCARD, WATCH/UNWATCH (the second connection writing in between), and
@@ -460,6 +460,18 @@ class Round:
                f"ActorKV: {show(a)}", f"Redis:   {show(r)}")
         return False
 
+    def switch(self):
+        """HELLO 2 or 3 (its reply, the server's facts, differs: only its type is compared),
+        or RESET (back to RESP2, no name, no transaction, nothing watched) on one connection."""
+        on = self.rng.randrange(2)
+        if self.rng.random() < 0.3:
+            return self.send(["RESET"], on)
+        command = ["HELLO", self.rng.choice(["2", "3"])] + (["SETNAME", "hello"] if self.rng.random() < 0.3 else [])
+        a, r = self.akv[on].call(command), self.redis[on].call(command)
+        self.history.append((on, command))
+        self.compared += 1
+        return a[0] == r[0] or self.report_exec(a, r, f"{' '.join(command)} answers a {r[0]}")
+
     def fill(self, h):
         """Many fields at once, or many deleted: the hash grows past one leaf of ActorKV's tree
         (and past Redis's small encoding), or shrinks back."""
@@ -547,7 +559,9 @@ class Round:
                 ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "COUNT", "1000"], ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "TYPE", "hash", "COUNT", "1000"],
                 ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "TYPE", "string", "COUNT", "1000"], ["PING"], ["PING", d.value()], ["ECHO", d.value()],
                 ["SELECT", "0"], ["CLIENT", "SETNAME", self.rng.choice(["", "differential"])], ["CLIENT", "GETNAME"],
-                ["UNWATCH"], ["DISCARD"], ["EXEC"]]), self.rng.randrange(2))
+                ["UNWATCH"], ["DISCARD"], ["EXEC"], ["CLIENT", "SETNAME", "two words"]]), self.rng.randrange(2))
+        if r < 0.595:
+            return self.switch()
         if r < 0.61:
             return self.scan_all(d.hash())
         if r < 0.63:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ActorKV against a real redis-server, command for command (clients/differential.py): random
-# hash, keyspace and transaction commands, the same to both servers, on RESP2 and RESP3; every
-# reply must be Redis's but for what protocol.md "Differences from Redis" lists. The seed is
+# hash, keyspace and transaction commands, the same to both servers, on RESP2 and RESP3 and
+# pipelined, then random inline lines; every reply must be Redis's but for what protocol.md
+# "Differences from Redis" lists. The seed is
 # printed; DIFF_SEED=N replays one, DIFF_COMMANDS sets the commands a round (default 10000; 4000 through an etcd agent).
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -14,6 +14,8 @@ tree (a RESP3 map stays a map, a double a double) and compared after `normalize`
 sorts what Redis leaves unordered (a hash's fields) and reduces what is drawn at random
 (HRANDFIELD) to what must hold of it.
 
+Then random inline lines (quotes, escapes, separators), each on a connection of its own.
+
 The seed is `DIFF_SEED` or drawn, and printed; a mismatch prints it with the commands that led
 there, and stops the round. Prints TAP-like `ok - ...` / `not ok - ...` lines (diagnostics as
 `#   ...`) and exits 1 if any check failed. Only Python's standard library is used.
@@ -582,6 +584,42 @@ class Round:
         return True
 
 
+# Inline requests (a line typed by hand, `nc`): bytes their words are split at, quoted and
+# escaped by, as Redis's sdssplitargs reads them (protocol.md, "Requests").
+INLINE_PIECES = [b"a", b"b", b" ", b"\t", b'"', b"'", b"\\", b"x", b"4", b"1", b"n", b"\v", b"\f", b"\r",
+                 b"\\x4", b"\\x41", b"\\'", b'\\"', b"\\n"]
+
+
+def inline_round(rng, lines):
+    """Random inline lines, each on a connection of its own followed by PING: the same
+    replies (errors by their code), but where protocol.md says: on a line Redis refuses as
+    unbalanced quotes, a PROTO error from ActorKV, the connection closed by both; an empty
+    field, which ActorKV refuses (BADKEY)."""
+    def ask(path, line):
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(10)
+        conn.connect(path)
+        conn.sendall(line + b"\r\nPING\r\n")
+        conn.shutdown(socket.SHUT_WR)
+        out = b""
+        while chunk := conn.recv(65536):
+            out += chunk
+        conn.close()
+        return b"".join(l.split(b" ")[0] if l.startswith(b"-") else l for l in out.split(b"\r\n"))
+
+    for _ in range(lines):
+        body = b"".join(rng.choice(INLINE_PIECES) for _ in range(rng.randint(0, 12)))
+        line = rng.choice([b"ECHO ", b"PING ", b"HSET diff:%s:inline " % TAG.encode(), b"ECHO a "]) + body
+        a, r = ask(ACTORKV_SOCK, line), ask(REDIS_SOCK, line)
+        # An empty field (`""`), which Redis takes: ActorKV's keys are 1 byte or more.
+        empty_field = line.startswith(b"HSET") and a == b"-BADKEY+PONG"
+        if a != r and not (a == b"-PROTO" and r == b"-ERR") and not empty_field:
+            not_ok("an inline request answers as redis-server's", f"seed {SEED}; the line {line!r}",
+                   f"ActorKV: {a!r}", f"Redis:   {r!r}")
+            return
+    ok(f"{lines} random inline requests (quotes, escapes, separators) answer as redis-server's")
+
+
 def main():
     print(f"#   seed {SEED}, {COMMANDS} commands a round, {ROUNDS} rounds (RESP2, RESP3, …)")
     rng = random.Random(SEED)
@@ -595,6 +633,10 @@ def main():
                    f"seed {SEED}; the last commands:", *[' '.join(map(str, c)) for _, c in round_.history[-10:]])
         finally:
             round_.close()
+    try:
+        inline_round(rng, max(200, COMMANDS // 5))
+    except (OSError, ConnectionError) as error:
+        not_ok("the inline requests ran to their end", f"{type(error).__name__}: {error}")
     sys.exit(1 if FAILED else 0)
 
 

@@ -6,16 +6,17 @@ import Foundation
 import Testing
 
 /// An etcd agent answers as the local engine does: the same random ActorKV commands (PUT, GET,
-/// GETV, conditional PUTs with the version each server gave, INCR, DEL, EXISTS, COUNT, SCAN,
-/// BATCH with guards, PEXPIRE, PERSIST, PTTL, the hash commands with field expiry, MULTI/EXEC
-/// under WATCH, and pipelines of them) go
-/// to a processor on a local store and to one keeping its data in etcd, and their replies must
-/// be the same bytes but where protocol.md "Cluster mode" says they differ: versions are etcd
+/// GETV, conditional PUTs with the version each server gave, INCR, DEL, EXISTS, COUNT, SCAN
+/// paged, BATCH with guards, PEXPIRE, PERSIST, PTTL, EPHEMERAL, the hash commands with field
+/// expiry, MULTI/EXEC under a WATCH another connection breaks, and pipelines of them) go to a
+/// processor on a local store and to one keeping its data in etcd, and their replies must be
+/// the same bytes but where protocol.md "Cluster mode" says they differ: versions are etcd
 /// revisions (each server's own are used for its conditions, and a version in a reply is
-/// compared by its kind only), `PEXPIRE` and `PERSIST` change a key's version there (a version
-/// read before is not used after them), and deadlines are kept to the second (`PTTL` compared
-/// by its sign, as the hash fields' `HTTL` family). Runs with $ACTORKV_ETCD (Tests/Cluster/run.sh); $ACTORKV_AGENT_ROUNDS turns
-/// (default 3,000), seed $ACTORKV_FUZZ_SEED.
+/// compared by its kind only); a deadline given changes a key's version there (a version read
+/// before a write is not used after it); deadlines are kept to the second (`PTTL` and the
+/// `HTTL` family compared by their sign, and deadlines given 100 s apart). Runs with
+/// $ACTORKV_ETCD (Tests/Cluster/run.sh); $ACTORKV_AGENT_ROUNDS turns (default 3,000), seed
+/// $ACTORKV_FUZZ_SEED.
 @Suite("An etcd agent answers ActorKV's commands as the local engine does")
 struct AgentEquivalenceTests {
     static let rounds = Int(ArgumentFuzzTests.environment["ACTORKV_AGENT_ROUNDS"] ?? "") ?? 3_000
@@ -73,7 +74,7 @@ struct AgentEquivalenceTests {
             ["VERSION(\(ns) \(k))", "VERSION(\(ns) \(k))", "0", "999999999999"].randomElement(using: &random)!
         }
         if Int.random(in: 0..<3, using: &random) == 0 { return hashCommand(ns, &random) }
-        switch Int.random(in: 0..<16, using: &random) {
+        switch Int.random(in: 0..<18, using: &random) {
         case 0, 1: return ["PUT", ns, key(), value()]
         case 2: return ["GET", ns, key()]
         case 3, 4: return ["GETV", ns, key()]
@@ -100,6 +101,8 @@ struct AgentEquivalenceTests {
         case 12: return ["PEXPIRE", ns, key(), [random.milliseconds(), "0", "-5"].randomElement(using: &random)!]
         case 13: return ["PERSIST", ns, key()]
         case 14: return ["PTTL", ns, key()]
+        case 15: return ["PUT", ns, key(), value()] + [["EPHEMERAL"], ["PX", random.milliseconds(), "EPHEMERAL"], ["EPHEMERAL", "IFVERSION", "0"]].randomElement(using: &random)!
+        case 16: return ["SCAN", ns, "CURSOR", "COUNT", "2"]
         default: return ["PUT", ns, key(), value(), "PX", random.milliseconds()]
         }
     }
@@ -136,13 +139,30 @@ struct AgentEquivalenceTests {
         }
     }
 
-    /// `words` as one server gets them: each `VERSION(ns key)` its version (0 when it gave none yet).
-    static func resolve(_ words: [String], _ versions: [String: Int64]) -> Command {
+    /// `words` as one server gets them: each `VERSION(ns key)` its version (0 when it gave none
+    /// yet), `CURSOR` the cursor of the namespace's last SCAN page (the same on both: it names a
+    /// key; `0` once a scan ended).
+    static func resolve(_ words: [String], _ versions: [String: Int64], cursors: [String: [UInt8]]) -> Command {
         let resolved = words.map { word in
+            if word == "CURSOR" { return cursors[words[1]] ?? Array("0".utf8) }
             guard word.hasPrefix("VERSION("), word.hasSuffix(")") else { return Array(word.utf8) }
             return Array(String(versions[String(word.dropFirst(8).dropLast())] ?? 0).utf8)
         }
         return Command(parsing: Request(resolved))
+    }
+
+    /// `turn` with each `VERSION(…)` of a namespace an earlier command of the turn may write
+    /// made one no key has: the versions are those from before the turn, and a write may make
+    /// one stale on one server only (a deadline given changes a key's version in etcd).
+    static func staleAfterWrites(_ turn: [[String]]) -> [[String]] {
+        var written: Set<String> = []
+        return turn.map { words in
+            let resolved = words.map { word in
+                word.hasPrefix("VERSION(") && written.contains(where: { word.hasPrefix("VERSION(\($0) ") }) ? "999999999999" : word
+            }
+            if !Self.written(by: words).isEmpty { written.formUnion(words[0] == "EXEC" ? namespaces : [words[1]]) }
+            return resolved
+        }
     }
 
     /// The reply as compared: a version given (GETV's second entry, a conditional PUT's
@@ -188,13 +208,15 @@ struct AgentEquivalenceTests {
                 let sessions = (local: [ClientSession(id: 1, peer: nil), ClientSession(id: 2, peer: nil)],
                                 agent: [ClientSession(id: 1, peer: nil), ClientSession(id: 2, peer: nil)])
                 var history: [String] = []
+                var cursors: [String: [UInt8]] = [:]
                 var compared = 0
                 var tally: [String: Int] = [:]
                 for round in 0..<Self.rounds {
                     let turns = Int.random(in: 0..<12, using: &random) == 0 ? Self.transaction(&random) : [(0, Self.turn(&random))]
                     for (connection, turn) in turns {
-                        let localReplies = await local.process(turn.map { Self.resolve($0, versions.local) }, session: sessions.local[connection])
-                        let agentReplies = await agent.process(turn.map { Self.resolve($0, versions.agent) }, session: sessions.agent[connection])
+                        let turn = Self.staleAfterWrites(turn)
+                        let localReplies = await local.process(turn.map { Self.resolve($0, versions.local, cursors: cursors) }, session: sessions.local[connection])
+                        let agentReplies = await agent.process(turn.map { Self.resolve($0, versions.agent, cursors: cursors) }, session: sessions.agent[connection])
                         history.append("\(connection): " + turn.map { $0.joined(separator: " ") }.joined(separator: " | "))
                         for (index, words) in turn.enumerated() {
                             let l = Self.normalize(localReplies[index], to: words, noting: &versions.local)
@@ -206,6 +228,9 @@ struct AgentEquivalenceTests {
                                 return
                             }
                             for key in Self.written(by: words) { versions.forget(key) }
+                            if words[0] == "SCAN", case .array(let page) = localReplies[index], case .bulk(let cursor) = page[0] {
+                                cursors[words[1]] = cursor
+                            }
                         }
                     }
                 }

@@ -15,15 +15,18 @@ enum KeyValueCommands {
         },
         CommandSpec(name: "PUT", usage: "PUT ns key value [PX ms | EX s] [EPHEMERAL] [IFVERSION version]", arity: .between(3, 8),
                     flags: [.namespaced, .write], parse: parsePut),
-        CommandSpec(name: "PEXPIRE", usage: "PEXPIRE ns key ms", arity: .exactly(3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+        CommandSpec(name: "PEXPIRE", usage: "PEXPIRE ns key ms", arity: .exactly(3), flags: [.namespaced, .write],
+                    redisHint: wholeHashDeadline) { (args) throws(CommandError) in
             let ns = try args.namespace(0)
             guard let ms = ASCIIDecimal.parse(args[2]), ms <= 0 || deadlineFits(ms) else { throw invalidExpireTime("PEXPIRE") }
             return .data(namespace: ns, .setTimeToLive(key: args.array(1), milliseconds: ms))
         },
-        CommandSpec(name: "PERSIST", usage: "PERSIST ns key", arity: .exactly(2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+        CommandSpec(name: "PERSIST", usage: "PERSIST ns key", arity: .exactly(2), flags: [.namespaced, .write],
+                    redisHint: wholeHashDeadline) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .setTimeToLive(key: args.array(1), milliseconds: nil))
         },
-        CommandSpec(name: "PTTL", usage: "PTTL ns key", arity: .exactly(2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+        CommandSpec(name: "PTTL", usage: "PTTL ns key", arity: .exactly(2), flags: [.namespaced, .readOnly],
+                    redisHint: wholeHashDeadline) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .timeToLive(args.array(1)))
         },
         CommandSpec(name: "INCR", usage: "INCR ns key [delta]", arity: .between(2, 3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
@@ -163,6 +166,10 @@ enum KeyValueCommands {
     }
 
     /// SCAN's usage line: a namespace's page, or Redis's SCAN of the keyspace.
+    /// The hint of PEXPIRE's, PERSIST's and PTTL's arity errors, for Redis's forms of them
+    /// (`PEXPIRE h ms`, `PTTL h`): a hash has no deadline of its own here, its fields do.
+    static let wholeHashDeadline = "a namespace (Redis's hash) has no deadline of its own: its keys (fields) do, as HPEXPIRE ns ms FIELDS n field ... and HPTTL give them"
+
     static let scanUsage = "SCAN ns cursor [PREFIX prefix] [COUNT count] | SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"
 
     private static func parseScan(_ args: CommandArguments) throws(CommandError) -> Command {

@@ -109,6 +109,19 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("Redis's forms of PEXPIRE, PTTL and PERSIST (a whole hash's deadline) are refused, saying that a namespace's keys have deadlines and it has none; EXPIRE and TTL are unknown; nothing changes")
+    func wholeHashDeadline() async throws {
+        try await withProcessor { p in
+            let replies = await run(p, ["HSET h a 1", "PEXPIRE h 1000", "PTTL h", "PERSIST h", "EXPIRE h 10", "TTL h", "HPTTL h FIELDS 1 a", "HGET h a"])
+            let hint = "; a namespace (Redis's hash) has no deadline of its own: its keys (fields) do, as HPEXPIRE ns ms FIELDS n field ... and HPTTL give them"
+            #expect(replies[1] == .error("ERR wrong number of arguments for 'PEXPIRE' (usage: PEXPIRE ns key ms)" + hint), "\(replies)")
+            #expect(replies[2] == .error("ERR wrong number of arguments for 'PTTL' (usage: PTTL ns key)" + hint))
+            #expect(replies[3] == .error("ERR wrong number of arguments for 'PERSIST' (usage: PERSIST ns key)" + hint))
+            #expect(replies[4].errorCode == "ERR" && replies[5].errorCode == "ERR", "unknown: \(replies)")
+            #expect(replies.suffix(2) == [.array([.integer(-1)]), bulk("1")], "no deadline given: \(replies)")
+        }
+    }
+
     @Test("EXEC with arguments ends the transaction as Redis's does: EXECABORT, the queue dropped and nothing watched, inside MULTI or not")
     func execWithArguments() async throws {
         try await withProcessor { p in

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Cluster mode on a real local etcd cluster: two agents (two sockets, as two machines would
 # have) over one 3-member cluster. Checks that what one agent writes the other reads, with
-# versions, guarded writes, counters and transactions atomic across agents; that ephemeral keys
+# versions, guarded writes, counters and transactions atomic across agents; that CHANGES through
+# an agent take a namespace through the states a local server's do, on the same random writes
+# (changes_equivalence.py); that ephemeral keys
 # go when their connection ends or their agent is killed (within --ephemeral-ttl); that killing
 # one etcd member under load loses no acknowledged write; that with two members down commands
 # get -UNAVAILABLE and writes resume when one returns; that --acl binds local clients.
@@ -187,6 +189,16 @@ for _ in $(seq 1 50); do [ -n "$(cb GET locks L)" ] && break; sleep 0.1; done
 rc=$?
 wait "$HOLD"
 expect_eq "actorkv lock through B waits for A's holder (it follows the lock's changes), then runs" "0 first second" "$rc $(tr '\n' ' ' <"$WORK/order" | sed 's/ $//')"
+
+# --- CHANGES through agent B against CHANGES of a local server, on the same random writes
+"$ACTORKVD" --socket "$WORK/local.sock" --data-dir "$WORK/local-data" </dev/null >>"$WORK/local.log" 2>&1 &
+LOCAL_PID=$!
+if wait_ping "$WORK/local.sock" "$LOCAL_PID"; then
+    relay "CHANGES through an agent and locally" 120 python3 "$HERE/changes_equivalence.py" "$WORK/local.sock" "$B" 600
+else
+    not_ok "a local actorkvd started"; sed 's/^/#   /' "$WORK/local.log"
+fi
+kill -TERM "$LOCAL_PID" 2>/dev/null; wait "$LOCAL_PID" 2>/dev/null
 
 # --- locks and ephemeral keys
 coproc HOLDER { nc -U "$A"; }

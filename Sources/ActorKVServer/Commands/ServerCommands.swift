@@ -2,7 +2,7 @@ import ActorKVProtocol
 import ActorKVStore
 
 /// The commands that are not one operation on a namespace's data: the connection's own
-/// (PING, ECHO, QUIT), the server's (INFO, NAMESPACES, COMPACT, BACKUP), and the probes that
+/// (PING, ECHO, QUIT), the server's (INFO, NAMESPACES, COMPACT, BACKUP, TIME), and the probes that
 /// Redis tools send on connecting (COMMAND, CONFIG).
 enum ServerCommands {
     /// Their specs.
@@ -65,7 +65,15 @@ enum ServerCommands {
             if args.count > 0, CommandTable.matches(args[0], docsWord) {
                 throw CommandError(.syntax, "COMMAND DOCS is not supported: see protocol.md for ActorKV's commands")
             }
-            return .local(LocalCommand(now: { _ in .array([]) }))
+            // COUNT is Redis's number of commands: 0 here, as the others' lists are empty.
+            let reply: Reply = args.count == 1 && CommandTable.matches(args[0], countWord) ? .integer(0) : .array([])
+            return .local(LocalCommand(now: { _ in reply }))
+        },
+        CommandSpec(name: "TIME", usage: "TIME", arity: .exactly(0), flags: [.unrestricted]) { (_) throws(CommandError) in
+            .local(LocalCommand(now: { _ in
+                let now = WallClock.secondsAndMicroseconds()
+                return .array([.bulk(Array(String(now.seconds).utf8)), .bulk(Array(String(now.microseconds).utf8))])
+            }))
         },
         CommandSpec(name: "CONFIG", usage: "CONFIG GET parameter [parameter ...]", arity: .atLeast(2), flags: [.unrestricted],
                     subcommands: ["GET"], parse: parseConfig),
@@ -79,6 +87,7 @@ enum ServerCommands {
         word.map { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 | 0x20 : $0 }
     }
     private static let docsWord = Array("DOCS".utf8)
+    private static let countWord = Array("COUNT".utf8)
 
     /// CONFIG GET: the settings whose names match any of the (glob) patterns, as a map.
     private static func parseConfig(_ args: CommandArguments) throws(CommandError) -> Command {

@@ -45,4 +45,11 @@ public enum WallClock {
         clock_gettime(CLOCK_REALTIME, &spec)
         return UInt64(max(0, spec.tv_sec)) * 1000 + UInt64(max(0, spec.tv_nsec)) / 1_000_000
     }
+
+    /// Now, as whole seconds since the epoch and the microseconds into the current one (TIME).
+    public static func secondsAndMicroseconds() -> (seconds: UInt64, microseconds: UInt64) {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return (UInt64(max(0, spec.tv_sec)), UInt64(max(0, spec.tv_nsec)) / 1_000)
+    }
 }

@@ -92,7 +92,7 @@ struct RedisToolsServerTests {
         }
     }
 
-    @Test("COMMAND DOCS is an error, so redis-cli falls back to its own HELP; COMMAND and COMMAND COUNT stay empty")
+    @Test("COMMAND DOCS is an error, so redis-cli falls back to its own HELP; COMMAND lists nothing, and COMMAND COUNT is 0, an integer as Redis's; TIME answers the clock as Redis does")
     func commandDocs() async throws {
         try await onOwnThread {
             let server = try ServerProcess(arguments: [])
@@ -101,8 +101,21 @@ struct RedisToolsServerTests {
             #expect(try c.command(["COMMAND", "DOCS"]).errorCode == "ERR")
             #expect(try c.command(["command", "docs", "HSET"]).errorCode == "ERR")
             #expect(try c.command(["COMMAND"]) == .array([]))
-            #expect(try c.command(["COMMAND", "COUNT"]) == .array([]))
+            #expect(try c.command(["COMMAND", "COUNT"]) == .integer(0))
+            #expect(try c.command(["COMMAND", "LIST"]) == .array([]))
             #expect(try c.command(["PING"]) == .simple("PONG"), "the connection goes on")
+            // TIME: the seconds since the epoch and the microseconds into the second, as bulk strings.
+            let before = Date().timeIntervalSince1970
+            let time = try c.command(["TIME"])
+            let after = Date().timeIntervalSince1970
+            guard case .array(let parts) = time, parts.count == 2, case .bulk(let s) = parts[0], case .bulk(let us) = parts[1],
+                  let seconds = Double(String(decoding: s, as: UTF8.self)), let micros = Double(String(decoding: us, as: UTF8.self)) else {
+                Issue.record("TIME: \(time)")
+                return
+            }
+            #expect(micros >= 0 && micros < 1_000_000, "\(time)")
+            #expect(seconds + micros / 1e6 >= before.rounded(.down) && seconds + micros / 1e6 <= after + 1, "\(time) between \(before) and \(after)")
+            #expect(try c.command(["TIME", "x"]).errorCode == "ERR")
         }
     }
 

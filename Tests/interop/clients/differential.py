@@ -242,6 +242,8 @@ def normalize(command, reply, conn=None):
         return reply if any(reply[1].startswith(t) for t in REDIS_TEXTS) else (kind, reply[1].split(b" ")[0])
     if payload is None or kind == "simple":
         return reply
+    if name == "TIME" or (name == "COMMAND" and len(command) > 1):  # the clock; Redis's own count of commands
+        return (kind, [r[0] for r in payload]) if kind == "array" else (kind,)
     if name in ("HKEYS", "HVALS", "KEYS") and kind in ("array", "set"):
         return (kind, sorted(payload))
     if name == "SCAN":
@@ -561,7 +563,7 @@ class Round:
                 ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "COUNT", "1000"], ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "TYPE", "hash", "COUNT", "1000"],
                 ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "TYPE", "string", "COUNT", "1000"], ["PING"], ["PING", d.value()], ["ECHO", d.value()],
                 ["SELECT", "0"], ["CLIENT", "SETNAME", self.rng.choice(["", "differential"])], ["CLIENT", "GETNAME"],
-                ["UNWATCH"], ["DISCARD"], ["EXEC"], ["CLIENT", "SETNAME", "two words"]]), self.rng.randrange(2))
+                ["UNWATCH"], ["DISCARD"], ["EXEC"], ["CLIENT", "SETNAME", "two words"], ["TIME"], ["COMMAND", "COUNT"]]), self.rng.randrange(2))
         if r < 0.595:
             return self.switch()
         if r < 0.61:

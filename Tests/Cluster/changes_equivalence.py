@@ -18,84 +18,26 @@ Prints `ok - ...` / `not ok - ...` lines and exits 1 if any failed. Standard lib
 
 import os
 import random
-import socket
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop", "clients"))
+import resp_connection as resp  # noqa: E402
+from resp_connection import failed, not_ok, ok  # noqa: E402
 
 LOCAL, AGENT = sys.argv[1], sys.argv[2]
 WRITES = int(sys.argv[3]) if len(sys.argv) > 3 else 600
 SEED = int(os.environ.get("CHANGES_SEED") or random.SystemRandom().randrange(1 << 32))
 NS = f"chg{os.getpid()}"
-FAILED = 0
 
 
-def ok(name):
-    print(f"ok - {name}")
+class Connection(resp.Connection):
+    """A connection whose replies are plain values (``resp_connection.plain``)."""
 
-
-def not_ok(name, *details):
-    global FAILED
-    FAILED += 1
-    print(f"not ok - {name}")
-    for line in details:
-        print(f"#   {line}")
-
-
-def encode(args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
-class Connection:
     def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(30)
-        self.sock.connect(path)
-        self.buffer = b""
-
-    def close(self):
-        self.sock.close()
-
-    def send(self, commands):
-        self.sock.sendall(b"".join(encode(c) for c in commands))
-
-    def call(self, command):
-        self.send([command])
-        return self.reply()
-
-    def _line(self):
-        while b"\r\n" not in self.buffer:
-            self._fill()
-        line, _, self.buffer = self.buffer.partition(b"\r\n")
-        return line
-
-    def _fill(self):
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the server closed the connection")
-        self.buffer += chunk
+        super().__init__(path, timeout=30)
 
     def reply(self):
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind in (b"+", b"-"):
-            return rest if kind == b"+" else ("error", rest)
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buffer) < n + 2:
-                self._fill()
-            data, self.buffer = self.buffer[:n], self.buffer[n + 2:]
-            return data
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.reply() for _ in range(n)]
-        raise ValueError(f"not a RESP2 reply: {line!r}")
+        return resp.plain(super().reply())
 
 
 class Follower:
@@ -260,7 +202,7 @@ def main():
             ok(f"{name}: the changes add up to the namespace's contents ({len(held)} keys)")
         else:
             not_ok(f"{name}: the changes add up to the namespace's contents", f"changes: {follower.states[-1]}", f"HGETALL: {held}")
-    sys.exit(1 if FAILED else 0)
+    sys.exit(1 if failed() else 0)
 
 
 main()

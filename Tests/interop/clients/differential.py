@@ -26,107 +26,16 @@ import random
 import socket
 import sys
 
+from resp_connection import Connection, failed, not_ok, ok
+
 ACTORKV_SOCK, REDIS_SOCK = sys.argv[1], sys.argv[2]
 COMMANDS = int(sys.argv[3]) if len(sys.argv) > 3 else 10000
 ROUNDS = 4
 SEED = int(os.environ.get("DIFF_SEED") or random.SystemRandom().randrange(1 << 32))
 TAG = os.environ.get("RUN_TAG") or str(os.getpid())
-FAILED = 0
 
 
-def ok(name):
-    print(f"ok - {name}")
-
-
-def not_ok(name, *details):
-    global FAILED
-    FAILED += 1
-    print(f"not ok - {name}")
-    for line in details:
-        for part in str(line).splitlines():
-            print(f"#   {part}")
-
-
-# --- RESP: requests out, typed replies in.
-
-def encode(args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
-class Connection:
-    """One blocking connection that sends commands and decodes whole replies."""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
-        self.sock.connect(path)
-        self.buffer = b""
-
-    def close(self):
-        self.sock.close()
-
-    def call(self, args):
-        self.sock.sendall(encode(args))
-        return self.reply()
-
-    def pipeline(self, commands):
-        """Sends `commands` in one write, then reads their replies: the server takes them in
-        one turn, so its merged paths run (data commands of a namespace in one run, a whole
-        MULTI…EXEC as one batch)."""
-        self.sock.sendall(b"".join(encode(c) for c in commands))
-        return [self.reply() for _ in commands]
-
-    def _line(self):
-        while b"\r\n" not in self.buffer:
-            self._fill()
-        line, _, self.buffer = self.buffer.partition(b"\r\n")
-        return line
-
-    def _exactly(self, n):
-        while len(self.buffer) < n + 2:
-            self._fill()
-        data, self.buffer = self.buffer[:n], self.buffer[n + 2:]
-        return data
-
-    def _fill(self):
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the server closed the connection")
-        self.buffer += chunk
-
-    def reply(self):
-        """A reply as a tuple (type, payload): types keep RESP2 and RESP3 apart."""
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return ("simple", rest)
-        if kind == b"-":
-            return ("error", rest)
-        if kind == b":":
-            return ("integer", int(rest))
-        if kind in (b"$", b"="):
-            n = int(rest)
-            return ("bulk", None) if n < 0 else ("bulk" if kind == b"$" else "verbatim", self._exactly(n))
-        if kind in (b"*", b"~", b">"):
-            n = int(rest)
-            name = {b"*": "array", b"~": "set", b">": "push"}[kind]
-            return (name, None) if n < 0 else (name, [self.reply() for _ in range(n)])
-        if kind == b"%":
-            return ("map", [(self.reply(), self.reply()) for _ in range(int(rest))])
-        if kind == b"_":
-            return ("null", None)
-        if kind == b",":
-            return ("double", rest)
-        if kind == b"#":
-            return ("boolean", rest)
-        if kind == b"(":
-            return ("bignumber", rest)
-        raise ValueError(f"not a RESP reply: {line!r}")
-
+# --- RESP: requests out, typed replies in (resp_connection.py).
 
 def show(reply):
     kind, payload = reply
@@ -639,7 +548,7 @@ def main():
         inline_round(rng, max(200, COMMANDS // 5))
     except (OSError, ConnectionError) as error:
         not_ok("the inline requests ran to their end", f"{type(error).__name__}: {error}")
-    sys.exit(1 if FAILED else 0)
+    sys.exit(1 if failed() else 0)
 
 
 main()

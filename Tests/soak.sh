@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The long reliability run (not part of CI): 500 kill -9 cycles, millions of decoder fuzz inputs,
-# tens of thousands of hostile live connections, over 200,000 simulated power-loss crash states. Prints the figures RELIABILITY.md quotes.
+# tens of thousands of hostile live connections, over 200,000 simulated power-loss crash states,
+# 400,000 commands compared with a real redis-server's replies. Prints the figures RELIABILITY.md quotes.
 #
 # It builds release binaries with testing enabled (in .build-soak): the crash loop re-verifies
 # every key it ever wrote after each restart, and debug builds slow that to minutes per cycle
@@ -19,3 +20,9 @@ swift build "${BUILD[@]}" --build-tests
 # ACTORKV_SOAK_FILTER picks some of them (e.g. PowerLoss, to rerun only the power-loss states).
 swift test "${BUILD[@]}" --skip-build --filter "${ACTORKV_SOAK_FILTER:-ServerCrashLoopTests|LiveFuzzTests|Fuzz|Crash|PowerLoss}" 2>&1 |
     tee /tmp/actorkv-soak.log | grep -E 'crash loop|fuzz|cycles|inputs|kill -9|power loss|Test run|✘'
+# Then the differential test against a real redis-server (Tests/interop/test_differential.sh)
+# against the release server, 100,000 commands a round (DIFF_COMMANDS), unless a filter was given.
+if [ -z "${ACTORKV_SOAK_FILTER:-}" ]; then
+    ACTORKVD="$PWD/.build-soak/release/actorkvd" DIFF_COMMANDS="${DIFF_COMMANDS:-100000}" SCRIPT_LIMIT=3600 \
+        bash Tests/interop/run.sh differential | grep -E '^(not )?ok|seed|passed'
+fi

@@ -6,9 +6,9 @@ A follower on each server (`CHANGES ns`) receives the changes of the same random
 DEL of keys there and not, INCR, BATCH (with a guard that fails at times), conditional PUTs,
 HSET and HDEL of several fields, HSETNX, HINCRBYFLOAT, HGETDEL, MULTI/EXEC, PEXPIRE and PERSIST.
 Each follower's changes are applied in order to a map: the states it goes through must be the
-same on both (a change that leaves the map as it was, such as a PEXPIRE that the agent shows as
+same on both (also for a follower with `PREFIX b`) (a change that leaves the map as it was, such as a PEXPIRE that the agent shows as
 a put of the same value, is not a state of its own), and the last the namespace's contents as
-HGETALL gives them. Halfway, each follower is dropped and resumed with `FROM` the last sequence
+HGETALL gives them, as a `SNAPSHOT` gives them too. Halfway, each follower is dropped and resumed with `FROM` the last sequence
 it received (each server's own numbers), the writes made meanwhile then reaching it from the
 history. Then the writes are pipelined: the agent may send several as one change (protocol.md),
 so its states must be among the local follower's, in the same order, and the last the same.
@@ -43,8 +43,9 @@ class Connection(resp.Connection):
 class Follower:
     """A connection following NS: the states its changes take the namespace through."""
 
-    def __init__(self, path, start=None):
+    def __init__(self, path, start=None, prefix=None):
         self.path = path
+        self.prefix = prefix
         self.state = {}
         self.states = []
         self.last = 0
@@ -52,16 +53,13 @@ class Follower:
 
     def connect(self, start):
         self.conn = Connection(self.path)
-        self.conn.send([["CHANGES", NS] + (["FROM", str(start)] if start is not None else [])])
+        self.conn.send([["CHANGES", NS] + (["PREFIX", self.prefix] if self.prefix else [])
+                        + (["FROM", str(start)] if start is not None else [])])
         head = self.conn.reply()
         if not (isinstance(head, list) and head[0] == b"changes"):
             raise ValueError(f"CHANGES answered {head!r}")
         if start is None:
             self.last = head[2]
-
-    def resume(self):
-        self.conn.close()
-        self.connect(self.last)
 
     def read_until(self, key):
         """Applies change messages until one that writes `key`."""
@@ -77,6 +75,8 @@ class Follower:
             self.last = seq
             keys = []
             for k, v in zip(items[0::2], items[1::2]):
+                if self.prefix and not k.startswith(self.prefix.encode()):
+                    raise ValueError(f"a change of {k!r}, outside PREFIX {self.prefix}")
                 keys.append(k)
                 if v is None:
                     self.state.pop(k, None)
@@ -137,31 +137,61 @@ def write(writers, commands):
             w.reply()
 
 
+def within(some, states):
+    """Whether `some` are among `states`, in the same order, ending with the same one."""
+    position = 0
+    for state in some:
+        while position < len(states) and states[position] != state:
+            position += 1
+        if position == len(states):
+            return False
+    return bool(some) and some[-1] == states[-1]
+
+
+def read_snapshot(path):
+    """The keys and values of `CHANGES NS SNAPSHOT`'s pages, sorted."""
+    conn = Connection(path)
+    conn.send([["CHANGES", NS, "SNAPSHOT"]])
+    entries = []
+    while True:
+        message = conn.reply()
+        if message[0] == b"snapshot":
+            entries += zip(message[3][0::2], message[3][1::2])
+        elif message[0] == b"synced":
+            break
+        elif message[0] != b"changes":
+            raise ValueError(f"unexpected message {message!r}")
+    conn.close()
+    return sorted(entries)
+
+
 def main():
     rng = random.Random(SEED)
     print(f"#   seed {SEED}, {WRITES} writes one by one, then {WRITES} pipelined; namespace {NS}")
     writers = [Connection(LOCAL), Connection(AGENT)]
     followers = [Follower(LOCAL), Follower(AGENT)]
+    prefixed = [Follower(LOCAL, prefix="b"), Follower(AGENT, prefix="b")]
     marker = 0
 
     def sync():
+        """A write every follower gets (its key under the prefix), once all before it."""
         nonlocal marker
         marker += 1
-        write(writers, [["PUT", NS, f"~{marker}", "m"]])
-        for f in followers:
-            f.read_until(f"~{marker}".encode())
+        write(writers, [["PUT", NS, f"b~{marker}", "m"]])
+        for f in followers + prefixed:
+            f.read_until(f"b~{marker}".encode())
 
     for i in range(WRITES):
         command = random_write(rng)
         write(writers, transaction(rng) if command is None else [command])
         if i == WRITES // 2:
             sync()
-            for f in followers:
+            for f in followers + prefixed:
                 f.conn.close()
             for _ in range(20):  # written while nobody follows: resumed from the history
                 command = random_write(rng) or ["PUT", NS, "a", "z"]
                 write(writers, [command])
-            for f in followers:
+            for f in followers + prefixed:
                 f.connect(f.last)
     sync()
     local, agent = followers
@@ -184,24 +214,26 @@ def main():
             batch += transaction(rng) if command is None else [command]
         write(writers, batch)
     sync()
-    position = 0
-    for state in agent.states:
-        while position < len(local.states) and local.states[position] != state:
-            position += 1
-        if position == len(local.states):
-            break
-    if position < len(local.states) and local.states[-1] == agent.states[-1]:
+    if within(agent.states, local.states):
         ok(f"pipelined: the agent's {len(agent.states)} states are among the local engine's {len(local.states)}, in order, the last the same")
     else:
         not_ok("pipelined: the agent's states are among the local engine's, in order, the last the same", f"seed {SEED}")
 
-    for follower, writer, name in ((local, writers[0], "local"), (agent, writers[1], "agent")):
+    for follower, prefix_follower, writer, name in ((local, prefixed[0], writers[0], "local"), (agent, prefixed[1], writers[1], "agent")):
         contents = writer.call(["HGETALL", NS])
         held = sorted(zip(contents[0::2], contents[1::2]))
-        if follower.states[-1] == held:
-            ok(f"{name}: the changes add up to the namespace's contents ({len(held)} keys)")
+        under_b = [(k, v) for k, v in held if k.startswith(b"b")]
+        snapshot = read_snapshot(follower.path)
+        if follower.states[-1] == held and prefix_follower.states[-1] == under_b and snapshot == held:
+            ok(f"{name}: the changes add up to the namespace's contents ({len(held)} keys), those under PREFIX b to its keys "
+               f"under b ({len(under_b)}), and a SNAPSHOT is the same")
         else:
-            not_ok(f"{name}: the changes add up to the namespace's contents", f"changes: {follower.states[-1]}", f"HGETALL: {held}")
+            not_ok(f"{name}: the changes, those under PREFIX b and a SNAPSHOT add up to the namespace's contents",
+                   f"changes: {follower.states[-1]}", f"under b: {prefix_follower.states[-1]}", f"snapshot: {snapshot}", f"HGETALL: {held}")
+    if within(prefixed[1].states, prefixed[0].states):
+        ok(f"PREFIX b: the agent's {len(prefixed[1].states)} states are among the local engine's {len(prefixed[0].states)}, in order, the last the same")
+    else:
+        not_ok("PREFIX b: the agent's states are among the local engine's, in order, the last the same", f"seed {SEED}")
     sys.exit(1 if failed() else 0)
 
 

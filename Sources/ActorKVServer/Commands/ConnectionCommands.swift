@@ -25,7 +25,7 @@ enum ConnectionCommands {
     ]
 
     /// CLIENT's subcommands, for its usage and the refusal of another.
-    static let clientUsage = "CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value"
+    static let clientUsage = "CLIENT ID | INFO | LIST [TYPE normal|pubsub] [ID id ...] | KILL [ID id] [TYPE normal|pubsub] [USER name] [MAXAGE seconds] [SKIPME yes|no] | GETNAME | SETNAME name | SETINFO LIB-NAME|LIB-VER value"
 
     private static let authWord = Array("AUTH".utf8)
     private static let setNameWord = Array("SETNAME".utf8)
@@ -86,6 +86,7 @@ enum ConnectionCommands {
     private static let killWord = Array("KILL".utf8)
     private static let userWord = Array("USER".utf8)
     private static let skipMeWord = Array("SKIPME".utf8)
+    private static let maxAgeWord = Array("MAXAGE".utf8)
     private static let typeWord = Array("TYPE".utf8)
     private static let libNameWord = Array("LIB-NAME".utf8)
     private static let libVersionWord = Array("LIB-VER".utf8)
@@ -189,22 +190,24 @@ enum ConnectionCommands {
         }
     }
 
-    /// CLIENT KILL with Redis's filters `ID id`, `TYPE normal|pubsub|master|replica`, `USER name`
-    /// and `SKIPME yes|no` (default yes), all of which a connection must match: closes those
+    /// CLIENT KILL with Redis's filters `ID id`, `TYPE normal|pubsub|master|replica`, `USER name`,
+    /// `MAXAGE seconds` (connected longer than that, Redis 7.4's) and `SKIPME yes|no` (default
+    /// yes), all of which a connection must match: closes those
     /// connections at once and answers how many. The connection asking, when it matches and
     /// `SKIPME no` says so, is closed after the reply. Only the server's own uid may ask under
     /// `--acl`. Redis's older form, `CLIENT KILL addr:port`, cannot name one connection here
     /// (every client's address is the socket's path): refused.
     private static func parseKill(_ args: CommandArguments) throws(CommandError) -> Command {
         guard args.count > 1, args.count % 2 == 1 else {
-            let filterWords = [idWord, typeWord, userWord, skipMeWord]
+            let filterWords = [idWord, typeWord, userWord, skipMeWord, maxAgeWord]
             let oldForm = args.count == 2 && !filterWords.contains { CommandTable.matches(args[1], $0) }
             throw CommandError(.syntax, oldForm
                 ? "CLIENT KILL addr:port cannot name one connection here (every client's address is the socket's path): use CLIENT KILL ID id (CLIENT LIST shows the ids)"
-                : "syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no])")
+                : "syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [MAXAGE seconds] [SKIPME yes|no])")
         }
         var filter = ClientFilter()
         var user: String?, skipMe = true
+        var maxAge: Double?
         for index in stride(from: 1, to: args.count, by: 2) {
             let (word, value) = (args[index], args[index + 1])
             if CommandTable.matches(word, idWord), filter.ids == nil {
@@ -213,6 +216,11 @@ enum ConnectionCommands {
                 try filter.setType(value)
             } else if CommandTable.matches(word, userWord), user == nil {
                 user = String(decoding: value, as: UTF8.self)
+            } else if CommandTable.matches(word, maxAgeWord), maxAge == nil {
+                guard let seconds = ASCIIDecimal.parse(value), seconds > 0 else {
+                    throw CommandError(.syntax, "syntax error (MAXAGE takes a whole number of seconds, 1 or more)")
+                }
+                maxAge = Double(seconds)
             } else if CommandTable.matches(word, skipMeWord) {
                 switch String(decoding: ServerCommands.lowercasedASCII(value), as: UTF8.self) {
                 case "yes": skipMe = true
@@ -220,13 +228,15 @@ enum ConnectionCommands {
                 default: throw CommandError(.syntax, "syntax error (SKIPME takes yes or no)")
                 }
             } else {
-                throw CommandError(.syntax, "syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no])")
+                throw CommandError(.syntax, "syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [MAXAGE seconds] [SKIPME yes|no])")
             }
         }
-        let (matching, userName, skippingMe) = (filter, user, skipMe)
+        let (matching, userName, skippingMe, oldest) = (filter, user, skipMe, maxAge)
         var kill = LocalCommand { context in
+            let now = monotonicSeconds()
             let victims = context.clients.all.filter { session in
                 matching.shows(session) && (userName.map { AccessCommands.userName(of: session) == $0 } ?? true)
+                    && (oldest.map { now - session.connectedAt > $0 } ?? true)
                     && !(skippingMe && session === context.session)
             }
             context.clients.kill(victims.filter { $0 !== context.session }.map(\.id))

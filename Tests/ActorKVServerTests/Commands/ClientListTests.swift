@@ -133,11 +133,13 @@ import Testing
 
             for (request, error) in [
                 (["CLIENT", "KILL", "127.0.0.1:6379"], "ERR CLIENT KILL addr:port cannot name one connection here (every client's address is the socket's path): use CLIENT KILL ID id (CLIENT LIST shows the ids)"),
-                (["CLIENT", "KILL", "ID"], "ERR syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no])"),
+                (["CLIENT", "KILL", "ID"], "ERR syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [MAXAGE seconds] [SKIPME yes|no])"),
                 (["CLIENT", "KILL", "ID", "x"], "ERR Invalid client ID"),
                 (["CLIENT", "KILL", "TYPE", "bogus"], "ERR Unknown client type 'bogus'"),
                 (["CLIENT", "KILL", "SKIPME", "maybe"], "ERR syntax error (SKIPME takes yes or no)"),
-                (["CLIENT", "KILL", "NAME", "x"], "ERR syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [SKIPME yes|no])"),
+                (["CLIENT", "KILL", "MAXAGE", "0"], "ERR syntax error (MAXAGE takes a whole number of seconds, 1 or more)"),
+                (["CLIENT", "KILL", "MAXAGE", "x"], "ERR syntax error (MAXAGE takes a whole number of seconds, 1 or more)"),
+                (["CLIENT", "KILL", "NAME", "x"], "ERR syntax error (usage: CLIENT KILL [ID id] [TYPE normal|pubsub] [USER name] [MAXAGE seconds] [SKIPME yes|no])"),
             ] {
                 #expect(try admin.command(request) == .error(error), "\(request)")
             }
@@ -149,6 +151,26 @@ import Testing
             #expect(admin.isClosedByServer())
             let after = try RawConnection(path: server.socketPath)
             #expect(try after.command(["PING"]) == .simple("PONG"), "the server goes on")
+        }
+    }
+
+    @Test("CLIENT KILL MAXAGE closes the connections older than that many seconds (their age in CLIENT LIST), with the other filters; a younger one stays")
+    func killByAge() async throws {
+        let server = try await ServerProcess.started()
+        defer { server.stop() }
+        try await onOwnThread {
+            let old = try RawConnection(path: server.socketPath)
+            let oldID = try Self.id(of: old)
+            Thread.sleep(forTimeInterval: 3.2)
+            let young = try RawConnection(path: server.socketPath)
+            let admin = try RawConnection(path: server.socketPath)
+            // 3 s old at least, against the young ones' moments: a younger one would need the
+            // host to stall for 2 s between its connect and this command.
+            #expect(try admin.command(["CLIENT", "KILL", "MAXAGE", "2", "ID", "99999"]) == .integer(0), "every filter must match")
+            #expect(try admin.command(["CLIENT", "KILL", "MAXAGE", "2"]) == .integer(1))
+            #expect(old.isClosedByServer())
+            #expect(try young.command(["PING"]) == .simple("PONG"), "younger than 2 s: kept")
+            #expect(try !Self.lines(try admin.command(["CLIENT", "LIST"])).contains { $0["id"] == String(oldID) })
         }
     }
 }

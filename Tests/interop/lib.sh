@@ -181,11 +181,14 @@ use_server() {
 
 # also_on_exit COMMAND: runs COMMAND (text, evaluated then) when the script exits, before the
 # exit trap already set, which it keeps (use_server's stops the private server it started).
+# May be called any number of times: the last COMMAND given runs first. (The trap holds the
+# earlier trap's text itself: one kept in a variable, as it once was, made a second call's trap
+# evaluate itself without end, until bash crashed.)
 also_on_exit() {
-    local command=$1
-    ALSO_ON_EXIT_PREVIOUS=""
-    if [ -n "$(trap -p EXIT)" ]; then eval "set -- $(trap -p EXIT)"; ALSO_ON_EXIT_PREVIOUS=$3; fi
-    trap "$command; eval \"\$ALSO_ON_EXIT_PREVIOUS\"" EXIT
+    local command=$1 previous=""
+    if [ -n "$(trap -p EXIT)" ]; then eval "set -- $(trap -p EXIT)"; previous=$3; fi
+    trap -- "$command
+$previous" EXIT
 }
 
 # relay NAME LIMIT COMMAND...: runs a client program that prints its own `ok`/`not ok` lines

@@ -75,6 +75,14 @@ expect_eq "... the batch's PUT was not applied" 1 "$(ca GET tx a)"
 expect_eq "COUNT through B" 2 "$(cb COUNT tx)"
 expect_eq "SCAN through B pages in key order" "$(printf '0\na\n1\nn\n5')" "$(cb SCAN tx 0 COUNT 10)"
 expect_contains "NAMESPACES through B lists the namespaces with keys" "tx" "$(cb NAMESPACES)"
+# Names that sort next to one another's keys and markers (`<prefix>ns/…`, then `<prefix>ns0`):
+# the listing steps over each namespace and its marker at once, and must miss none; one emptied
+# (its keys deleted, its marker written) is not listed.
+for n in ls ls-b ls.b ls0 ls00 ls0b ls:x lsz; do ca HSET "$n" f 1 >/dev/null; done
+ca HSET ls0 g 1 >/dev/null; ca HDEL ls0 g >/dev/null; ca HDEL ls f >/dev/null
+expect_eq "KEYS through B lists exactly the namespaces with keys, in order, past their markers" \
+    "ls-b ls.b ls0 ls00 ls0b ls:x lsz" "$(cb KEYS 'ls*' | tr '\n' ' ' | sed 's/ $//')"
+expect_eq "DBSIZE through B counts them" "$(cb KEYS '*' | wc -l)" "$(cb DBSIZE)"
 # watch_then NS [CMD...]: on one connection to A, WATCH NS; then CMD through B; then MULTI, PUT w a x,
 # EXEC on A. Prints EXEC's reply header: *1 (applied) or *-1 (aborted: a watched namespace changed).
 watch_then() {

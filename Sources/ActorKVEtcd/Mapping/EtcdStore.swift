@@ -753,7 +753,10 @@ public final class EtcdStore: Sendable {
             }
             let name = String(decoding: rest[..<slash], as: UTF8.self)
             names.append(name)
-            start = EtcdKeys.rangeEnd(ofPrefix: prefix + Array(name.utf8) + [UInt8(ascii: "/")])
+            // Past the namespace's keys and its marker, which comes right after them (one round
+            // trip a namespace, not two). No other namespace's key lies in between: a name that
+            // continues this one sorts its next byte after the marker's last, or before `/`.
+            start = EtcdKeys.after(marker(of: name))
         }
     }
 

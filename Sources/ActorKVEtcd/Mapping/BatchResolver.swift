@@ -167,7 +167,7 @@ public enum BatchResolver {
                 for key in expiry.keys {
                     let value = (state[key] ?? nil)?.value
                     let before = value == nil ? nil : lifetime(of: key)
-                    let (result, after) = expiry.apply(to: before, now: clock, granularity: 1000)
+                    let (result, after) = expiry.apply(to: before, now: clock, granularity: EtcdLeases.deadlineGranularity)
                     results.append(expiry.yields == .values ? .value(value) : .integer(result.rawValue))
                     switch result {
                     case .deleted: write(key, nil)

@@ -128,6 +128,11 @@ public final class EtcdLeases: Sendable {
     /// cannot be kept by a lease (etcd answers "too large lease TTL").
     static let longestLeaseSeconds: Int64 = 9_000_000_000
 
+    /// The milliseconds deadlines are kept to: a key expires at the end of the second its
+    /// deadline falls in (``endingSecond(of:)``), so `GT` and `LT` compare deadlines so
+    /// (``ActorKVStore/KeyExpiry/apply(to:now:granularity:)``).
+    static let deadlineGranularity: UInt64 = 1000
+
     /// The second (since the epoch) at whose end a key with `deadline` (milliseconds since the
     /// epoch) expires: the end of the second the deadline falls in.
     static func endingSecond(of deadline: UInt64) -> Int64 { Int64((deadline + 999) / 1000) }

@@ -558,7 +558,7 @@ public final class EtcdStore: Sendable {
         for _ in 0..<Self.maxAttempts {
             guard let kv = try await read(key), let deadline = try await deadline(of: kv) else { return yield(.absent, nil) }
             let now = clock()
-            let (result, lifetime) = expiry.apply(to: Lifetime(deadline: deadline), now: now, granularity: 1000)
+            let (result, lifetime) = expiry.apply(to: Lifetime(deadline: deadline), now: now, granularity: EtcdLeases.deadlineGranularity)
             let newDeadline: UInt64?
             switch result {
             case .absent, .noDeadline, .conditionNotMet: return yield(result, kv)

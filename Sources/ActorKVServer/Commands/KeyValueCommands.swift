@@ -165,11 +165,11 @@ enum KeyValueCommands {
         return n
     }
 
-    /// SCAN's usage line: a namespace's page, or Redis's SCAN of the keyspace.
     /// The hint of PEXPIRE's, PERSIST's and PTTL's arity errors, for Redis's forms of them
     /// (`PEXPIRE h ms`, `PTTL h`): a hash has no deadline of its own here, its fields do.
     static let wholeHashDeadline = "a namespace (Redis's hash) has no deadline of its own: its keys (fields) do, as HPEXPIRE ns ms FIELDS n field ... and HPTTL give them"
 
+    /// SCAN's usage line: a namespace's page, or Redis's SCAN of the keyspace.
     static let scanUsage = "SCAN ns cursor [PREFIX prefix] [COUNT count] | SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"
 
     private static func parseScan(_ args: CommandArguments) throws(CommandError) -> Command {

@@ -75,6 +75,8 @@ import Testing
         #expect(String(decoding: put.body, as: UTF8.self) == #"{"key":"cC9ucy9r","value":"AP8=","lease":"7"}"#)
         let range = EtcdRequest.range(key: Array("a".utf8), rangeEnd: Array("b".utf8), limit: 3, countOnly: true)
         #expect(String(decoding: range.body, as: UTF8.self) == #"{"key":"YQ==","range_end":"Yg==","limit":"3","count_only":true}"#)
+        let keys = EtcdRequest.range(key: Array("a".utf8), limit: 2, keysOnly: true)
+        #expect(String(decoding: keys.body, as: UTF8.self) == #"{"key":"YQ==","limit":"2","keys_only":true}"#)
         let txn = EtcdTransaction(compare: [EtcdCompare(key: Array("a".utf8), modRevision: 0)],
                                   success: [.put(key: Array("a".utf8), value: Array("1".utf8)), .deleteRange(key: Array("b".utf8))])
         let json = try JSONSerialization.jsonObject(with: Data(txn.body)) as! [String: Any]

@@ -737,27 +737,18 @@ public final class EtcdStore: Sendable {
 
     // MARK: - Namespaces and the cluster
 
-    /// The namespaces that hold at least one key, in name order (one small range per namespace).
+    /// The namespaces that hold at least one key, in name order, as a local server lists them
+    /// (etcd's order of their keys puts `ns-b/…` before `ns/…`): keys-only ranges, a page of keys
+    /// giving the names of as many namespaces as it reaches (``NamespaceNameWalk``).
     public func namespaceNames() async throws(EtcdError) -> [String] {
-        var names: [String] = []
-        var start = prefix
+        var walk = NamespaceNameWalk(prefix: prefix)
         let end = EtcdKeys.rangeEnd(ofPrefix: prefix)
-        while true {
-            let request = EtcdRequest.range(key: start, rangeEnd: end, limit: 1)
+        while let start = walk.start {
+            let request = EtcdRequest.range(key: start, rangeEnd: end, limit: walk.limit, keysOnly: true)
             let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
-            guard let key = answer.kvs?.first?.keyBytes else { return names }
-            let rest = key.dropFirst(prefix.count)
-            guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else {
-                start = EtcdKeys.after(key)  // a namespace's sync marker (or a key of no namespace)
-                continue
-            }
-            let name = String(decoding: rest[..<slash], as: UTF8.self)
-            names.append(name)
-            // Past the namespace's keys and its marker, which comes right after them (one round
-            // trip a namespace, not two). No other namespace's key lies in between: a name that
-            // continues this one sorts its next byte after the marker's last, or before `/`.
-            start = EtcdKeys.after(marker(of: name))
+            walk.take(answer.kvs?.map(\.keyBytes) ?? [], more: answer.more ?? false)
         }
+        return walk.names.sorted()
     }
 
     /// The cluster's current revision (WATCH's and CHANGES's sequence).

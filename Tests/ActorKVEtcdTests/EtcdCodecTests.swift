@@ -85,6 +85,8 @@ import Testing
         let success = json["success"] as! [[String: Any]]
         #expect(success.count == 2 && success[0]["request_put"] != nil && success[1]["request_delete_range"] != nil)
         #expect(json["failure"] == nil)
+        let newest = EtcdRequest.range(key: Array("a".utf8), limit: 1, newestFirst: true)
+        #expect(String(decoding: newest.body, as: UTF8.self) == #"{"key":"YQ==","limit":"1","sort_order":"DESCEND","sort_target":"MOD"}"#)
         let watched = EtcdTransaction(compare: [EtcdCompare(key: Array("a".utf8), rangeEnd: Array("b".utf8), modRevision: 8, less: true)])
         let guardJSON = try JSONSerialization.jsonObject(with: Data(watched.body)) as! [String: Any]
         let rangeCompare = (guardJSON["compare"] as! [[String: Any]])[0]

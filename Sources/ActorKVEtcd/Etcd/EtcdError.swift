@@ -39,7 +39,7 @@ public struct EtcdError: Error, Sendable, CustomStringConvertible {
             return EtcdError(.tooLarge, "etcd refused the request: \(message) (etcd's limits: 1.5 MiB per request by default, and its --quota-backend-bytes in all)")
         }
         if lower.contains("too many operations in txn") {
-            return EtcdError(.tooLarge, "etcd refused the request: \(message) (etcd's --max-txn-ops, 128 by default: in cluster mode a BATCH, MULTI/EXEC, HSET, HSETEX or DEL writes at most one fewer keys at once: each write also puts its namespace's marker)")
+            return EtcdError(.tooLarge, "etcd refused the request: \(message) (etcd's --max-txn-ops, 128 by default: in cluster mode a BATCH, MULTI/EXEC, HSET, HSETEX or DEL writes at most that many keys at once, one fewer with a delete)")
         }
         if lower.contains("lease not found") { return EtcdError(.leaseNotFound, message) }
         if code == 14 || code == 4 || lower.contains("no leader") || lower.contains("timed out") || lower.contains("unavailable") {

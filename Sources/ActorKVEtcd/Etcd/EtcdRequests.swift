@@ -4,8 +4,10 @@ import ActorKVStore
 /// base64). Pure: no I/O.
 public enum EtcdRequest: Sendable, Equatable {
     /// Keys from `key` (to `rangeEnd`, exclusive, if given), at most `limit` (0: all), as of
-    /// `revision` (0: the latest); with `keysOnly`, without their values.
-    case range(key: [UInt8], rangeEnd: [UInt8]? = nil, limit: Int = 0, countOnly: Bool = false, revision: Int64 = 0, keysOnly: Bool = false)
+    /// `revision` (0: the latest); with `newestFirst`, the most recently written first; with
+    /// `keysOnly`, without their values.
+    case range(key: [UInt8], rangeEnd: [UInt8]? = nil, limit: Int = 0, countOnly: Bool = false, revision: Int64 = 0, newestFirst: Bool = false,
+               keysOnly: Bool = false)
     /// Stores `value` under `key`, attached to `lease` (0: none); with `previous`, the answer
     /// holds the key-value it replaced.
     case put(key: [UInt8], value: [UInt8], lease: Int64 = 0, previous: Bool = false)
@@ -31,13 +33,17 @@ public enum EtcdRequest: Sendable, Equatable {
     func write(into out: inout JSONWriter) {
         out.open()
         switch self {
-        case .range(let key, let rangeEnd, let limit, let countOnly, let revision, let keysOnly):
+        case .range(let key, let rangeEnd, let limit, let countOnly, let revision, let newestFirst, let keysOnly):
             out.field("key", base64: key)
             if let rangeEnd { out.field("range_end", base64: rangeEnd) }
             if limit > 0 { out.field("limit", Int64(limit)) }
             if countOnly { out.field("count_only", true) }
             if keysOnly { out.field("keys_only", true) }
             if revision > 0 { out.field("revision", revision) }
+            if newestFirst {
+                out.field("sort_order", string: "DESCEND")
+                out.field("sort_target", string: "MOD")
+            }
         case .put(let key, let value, let lease, let previous):
             out.field("key", base64: key)
             out.field("value", base64: value)

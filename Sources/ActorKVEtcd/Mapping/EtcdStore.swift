@@ -69,7 +69,7 @@ public final class EtcdStore: Sendable {
                 index += 1
                 continue
             }
-            // One request of each transaction is kept for the marker put that goes with writes.
+            // One request of each transaction is kept for the marker put that goes with deletes.
             let end = TransactionGrouping.end(of: operations, from: index, limits: limits, maxRequests: Self.maxTransactionOperations - 1)
             do {
                 if end - index >= 2 || Self.isBlindBatch(operations[index]) {
@@ -106,16 +106,18 @@ public final class EtcdStore: Sendable {
         return Self.plainOutcomes(operations, from: &responses, deletesRan: ran.contains(where: \.isDelete))
     }
 
-    /// The transaction of plain `requests` on `ns`. With writes, the namespace's marker is put
-    /// too, so that WATCH sees them (``marker(of:)``), but deletes alone put it only if a key
-    /// deleted exists: a delete of keys that do not exist changes nothing, as locally. Without a
-    /// put, the deletes and the marker are the failure branch of a compare that holds when none
-    /// of the deleted keys exists (each `mod_revision` 0), and the reads alone the success branch.
+    /// The transaction of plain `requests` on `ns`. With deletes, the namespace's marker is put
+    /// too, so that WATCH sees them (``marker(of:)``), but only if a key deleted exists: a delete
+    /// of keys that do not exist changes nothing, as locally. With a put among the requests the
+    /// namespace changes anyway; without one, the deletes and the marker are the failure branch
+    /// of a compare that holds when none of the deleted keys exists (each `mod_revision` 0), and
+    /// the reads alone the success branch.
     func transaction(of requests: [EtcdRequest], in ns: String) -> EtcdTransaction {
-        guard requests.contains(where: \.isWrite) else { return EtcdTransaction(success: requests) }
+        let deleted = requests.compactMap(\.deletedKey)
+        guard !deleted.isEmpty else { return EtcdTransaction(success: requests) }
         let marked = requests + [markerPut(ns)]
         if requests.contains(where: \.isPut) { return EtcdTransaction(success: marked) }
-        return EtcdTransaction(compare: requests.compactMap(\.deletedKey).map { EtcdCompare(key: $0, modRevision: 0) },
+        return EtcdTransaction(compare: deleted.map { EtcdCompare(key: $0, modRevision: 0) },
                                success: requests.filter { !$0.isDelete }, failure: marked)
     }
 
@@ -204,11 +206,16 @@ public final class EtcdStore: Sendable {
             return .integer(try await exists(keys.map { etcdKey(ns, $0) }))
         case .getMany(let keys):
             return .batch(try await readAll(keys.map { etcdKey(ns, $0) }).map { .value($0?.valueBytes) })
-        case .put, .set:
-            // With the namespace's marker: one `txn`.
-            return try await runTogether([operation], in: ns)[0]
+        case .put(let key, let value):
+            let request = EtcdRequest.put(key: etcdKey(ns, key), value: Array(value))
+            _ = try await client.call(request.path, body: request.body, write: true)
+            return .stored
+        case .set(let key, let value):
+            let request = EtcdRequest.put(key: etcdKey(ns, key), value: Array(value), previous: true)
+            let answer = try await client.call(EtcdResponses.Put.self, request.path, body: request.body, write: true)
+            return .integer(answer.prev_kv == nil ? 1 : 0)
         case .conditionalPut(let key, let value, let version):
-            return try await conditionalPut(etcdKey(ns, key), value: Array(value), ifVersion: version, lease: 0, in: ns)
+            return try await conditionalPut(etcdKey(ns, key), value: Array(value), ifVersion: version, lease: 0)
         case .delete(let keys):
             return .integer(try await delete(keys.map { etcdKey(ns, $0) }, in: ns))
         case .increment(let key, let delta):
@@ -322,10 +329,9 @@ public final class EtcdStore: Sendable {
 
     // MARK: - Writes
 
-    private func conditionalPut(_ key: [UInt8], value: [UInt8], ifVersion version: UInt64, lease: Int64, in ns: String) async throws(EtcdError) -> Outcome {
+    private func conditionalPut(_ key: [UInt8], value: [UInt8], ifVersion version: UInt64, lease: Int64) async throws(EtcdError) -> Outcome {
         guard version <= UInt64(Int64.max) else { return .conditionFailed }
-        let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: Int64(version))],
-                                  success: [.put(key: key, value: value, lease: lease), markerPut(ns)])
+        let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: Int64(version))], success: [.put(key: key, value: value, lease: lease)])
         let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
         guard answer.succeeded == true else { return .conditionFailed }
         return .version(UInt64(answer.header?.revisionValue ?? 0))
@@ -393,7 +399,7 @@ public final class EtcdStore: Sendable {
                     let key = etcdKey(ns, write.key)
                     return write.value.map { .put(key: key, value: $0, lease: leaseIDs[write.key] ?? 0) } ?? .deleteRange(key: key)
                 }
-                if !success.isEmpty { success.append(markerPut(ns)) }
+                if success.contains(where: \.isDelete) { success.append(markerPut(ns)) }
                 let txn = EtcdTransaction(compare: unchanged + readGuard + compare, success: success)
                 let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: !writes.isEmpty)
                 if answer.succeeded == true { return .batch(outcomes) }
@@ -461,9 +467,9 @@ public final class EtcdStore: Sendable {
             throw EtcdError(.unavailable, "this connection's lease is gone (it is ending)")
         }
         let key = etcdKey(ns, put.key)
-        if let version = put.ifVersion { return try await conditionalPut(key, value: Array(put.value), ifVersion: version, lease: lease, in: ns) }
-        let txn = EtcdTransaction(success: [.put(key: key, value: Array(put.value), lease: lease), markerPut(ns)])
-        _ = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
+        if let version = put.ifVersion { return try await conditionalPut(key, value: Array(put.value), ifVersion: version, lease: lease) }
+        let request = EtcdRequest.put(key: key, value: Array(put.value), lease: lease)
+        _ = try await client.call(request.path, body: request.body, write: true)
         return .stored
     }
 
@@ -518,7 +524,7 @@ public final class EtcdStore: Sendable {
         // Its connection ended meanwhile: the lease the key has is revoked, and the key with it.
         guard let lease = granted else { return .integer(0) }
         let txn = EtcdTransaction(compare: [EtcdCompare(key: key, modRevision: kv.modRevision)],
-                                  success: [.put(key: key, value: kv.valueBytes, lease: lease), markerPut(ns)])
+                                  success: [.put(key: key, value: kv.valueBytes, lease: lease)])
         let answer = try await client.call(EtcdResponses.Txn.self, "/v3/kv/txn", body: txn.body, write: true)
         return answer.succeeded == true ? .integer(1) : nil
     }
@@ -632,27 +638,33 @@ public final class EtcdStore: Sendable {
     }
 
     /// The marker of `namespace` (``WatchUpdate``): `<prefix>ns0`, where its key range ends. Put
-    /// (empty) in the same `txn` as every write to the namespace, so that its mod_revision shows
-    /// the namespace's last change, for WATCH to read and EXEC to compare at the cost of one key
-    /// however many the namespace holds; and by a CHANGES follower catching up.
+    /// (empty) by a CHANGES follower catching up, and with every delete, so that the newest
+    /// mod_revision of the namespace's keys and marker shows its last change, deletes included.
     func marker(of namespace: String) -> [UInt8] { EtcdKeys.rangeEnd(ofPrefix: etcdKey(namespace, [])) }
 
     /// The put of `namespace`'s marker.
     private func markerPut(_ namespace: String) -> EtcdRequest { .put(key: marker(of: namespace), value: []) }
 
-    /// The revision of `namespace`'s last change (WATCH's sequence): its marker's mod_revision,
-    /// which every write moves (0: none). A key deleted by its lease (an expiry, an ephemeral
+    /// The range of `namespace`'s keys and its marker, which WATCH's sequence and guard cover.
+    private func markedRange(of namespace: String) -> (key: [UInt8], end: [UInt8]) {
+        (etcdKey(namespace, []), EtcdKeys.after(marker(of: namespace)))
+    }
+
+    /// The revision of `namespace`'s last change (WATCH's sequence): the newest mod_revision of
+    /// its keys and its marker (0: none). A key deleted by its lease (an expiry, an ephemeral
     /// key's release) moves no marker: such a delete is not seen here.
     public func lastChange(of namespace: String) async throws(EtcdError) -> UInt64 {
-        let request = EtcdRequest.range(key: marker(of: namespace))
+        let range = markedRange(of: namespace)
+        let request = EtcdRequest.range(key: range.key, rangeEnd: range.end, limit: 1, newestFirst: true)
         let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
         return UInt64(answer.kvs?.first?.modRevision ?? 0)
     }
 
-    /// WATCH's guard in a transaction: `namespace`'s marker, which every write to it moves, was
-    /// not written after revision `sequence` (one key compared, not the namespace's range).
-    func unchangedSince(_ sequence: UInt64, in namespace: String) -> EtcdCompare {
-        EtcdCompare(key: marker(of: namespace), rangeEnd: nil, modRevision: Int64(sequence) + 1, less: true)
+    /// WATCH's guard in a transaction: no key of `namespace`, nor its marker, was written after
+    /// revision `sequence`.
+    private func unchangedSince(_ sequence: UInt64, in namespace: String) -> EtcdCompare {
+        let range = markedRange(of: namespace)
+        return EtcdCompare(key: range.key, rangeEnd: range.end, modRevision: Int64(sequence) + 1, less: true)
     }
 
     /// The keys and values of `namespace` at one revision, `revision` first, and that revision.
@@ -822,9 +834,6 @@ extension EtcdRequest {
         if case .put = self { return true }
         return false
     }
-
-    /// Whether it puts or deletes.
-    var isWrite: Bool { isPut || isDelete }
 }
 
 extension [BatchStep] {

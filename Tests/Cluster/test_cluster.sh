@@ -105,6 +105,14 @@ expect_eq "WATCH, then a PUT in the namespace through B: EXEC applies nothing" "
 expect_eq "WATCH, then a DEL in the namespace through B: EXEC applies nothing" "*-1" "$(watch_then w DEL w b)"
 expect_eq "WATCH, then a write to another namespace: EXEC applies" "*1" "$(watch_then w PUT other z 1)"
 expect_eq "WATCH of another namespace written through B meanwhile: EXEC applies nothing" "*-1" "$(watch_then w2 PUT w2 q 1)"
+expect_eq "WATCH of another namespace, another written through B: EXEC applies" "*1" "$(watch_then w2 PUT other z 2)"
+# Each kind of write through B breaks the WATCH (a put, a txn, a lease), and a delete of an
+# absent key, which writes nothing, does not.
+ca PUT w e 1 >/dev/null
+for write in "HSET w f 1 g 2" "INCR w n" "PUT w b 3 PX 60000" "PUT w c 1 IFVERSION 0" "HEXPIRE w 60 FIELDS 1 e" "BATCH w PUT d 1 DEL b"; do
+    expect_eq "WATCH, then $write through B: EXEC applies nothing" "*-1" "$(watch_then w $write)"
+done
+expect_eq "WATCH, then a DEL of an absent key through B: EXEC applies" "*1" "$(watch_then w DEL w nosuchkey)"
 expect_contains "INFO shows the cluster's members and leader" "etcd_members:3" "$(ca INFO)"
 big=$WORK/big; head -c 2000000 /dev/zero | tr '\0' x >"$big"
 expect_contains "a value over etcd's request limit gets -TOOBIG" "TOOBIG" "$(timeout "$T" redis-cli -s "$A" -x PUT cfg big <"$big" 2>&1)"

@@ -29,7 +29,7 @@ enum TransactionCommands {
                 guard context.session.mayWatch(names) else { return tooLarge(limit: context.session.transactionLimit, then: "this WATCH watches nothing") }
                 for name in names {
                     let sequence: UInt64
-                    do { sequence = try await context.backend.lastSequence(of: name) } catch { return ErrorMapping.reply(for: error) }
+                    do { sequence = try await context.backend.watchPoint(of: name) } catch { return ErrorMapping.reply(for: error) }
                     context.session.watch(name, at: sequence)
                 }
                 return .simple("OK")
@@ -152,8 +152,8 @@ enum TransactionCommands {
         if let refusal = refusalByCurrentRules(queued.commands, watched: watched, context) { return ErrorMapping.reply(for: refusal) }
         // Watched namespaces the transaction does not write are checked here, just before it;
         // its own namespace is checked in the same run that applies it.
-        for (name, sequence) in watched where name != namespace {
-            guard await currentSequence(of: name, context) == sequence else { return .nullArray }
+        for (name, point) in watched where name != namespace {
+            if await context.backend.changed(name, since: point) { return .nullArray }
         }
         guard let namespace else { return queued.withConstantReplies(.array([])) }
         return queued.withConstantReplies(await apply(queued.commands, in: namespace, guardedSince: watched[namespace], context))
@@ -171,11 +171,6 @@ enum TransactionCommands {
             if let refusal = context.refusal(needing: .read, on: name) { return refusal }
         }
         return nil
-    }
-
-    /// The sequence of `name` now (0 for a namespace that does not exist or cannot be opened).
-    private static func currentSequence(of name: String, _ context: CommandContext) async -> UInt64 {
-        (try? await context.backend.lastSequence(of: name)) ?? 0
     }
 
     /// Runs the queued operations as one batch (or, if none writes, as one run of reads) and

@@ -18,8 +18,13 @@ public protocol DataBackend: Sendable {
     /// The namespaces that hold at least one key, in name order: Redis's keys (KEYS, SCAN of
     /// the keyspace, DBSIZE).
     func listNamespacesHoldingKeys() async throws(StoreError) -> [String]
-    /// The sequence of the last write to namespace `name` (0: none), which WATCH remembers.
-    func lastSequence(of name: String) async throws(StoreError) -> UInt64
+    /// What WATCH remembers of namespace `name`: a point after which any write to it makes
+    /// ``changed(_:since:)`` true, and fails the guard (``ActorKVStore/BatchStep/unchangedSince(_:)``)
+    /// of a transaction on it.
+    func watchPoint(of name: String) async throws(StoreError) -> UInt64
+    /// Whether namespace `name` was written after `point` (a ``watchPoint(of:)``); true when
+    /// that cannot be known (the namespace cannot be read).
+    func changed(_ name: String, since point: UInt64) async -> Bool
     /// COMPACT: writes a snapshot of `name` and drops the log it covers.
     func compact(_ name: String) async throws(StoreError)
     /// UNLINK: removes namespace `name` (its keys; for the local engine its files and its place
@@ -89,8 +94,14 @@ extension Store: DataBackend {
         return names
     }
 
-    public func lastSequence(of name: String) async throws(StoreError) -> UInt64 {
+    /// The sequence of the namespace's last write (its sequence floor if it does not exist).
+    public func watchPoint(of name: String) async throws(StoreError) -> UInt64 {
         try await lastSequence(ofNamespace: name)
+    }
+
+    /// Whether the namespace's last sequence is another.
+    public func changed(_ name: String, since point: UInt64) async -> Bool {
+        (try? await lastSequence(ofNamespace: name)) ?? 0 != point
     }
 
     public func compact(_ name: String) async throws(StoreError) {
@@ -140,9 +151,18 @@ public final class ClusterBackend: DataBackend {
         try await listNamespaces()
     }
 
-    /// The revision of the namespace's last change (``ActorKVEtcd/EtcdStore/lastChange(of:)``).
-    public func lastSequence(of name: String) async throws(StoreError) -> UInt64 {
-        do { return try await store.lastChange(of: name) } catch { throw error.storeError }
+    /// The cluster's revision now: every later write, to any key, has a higher one. (One small
+    /// request: the revision of the namespace's last change would be a read of all its keys,
+    /// sorted.)
+    public func watchPoint(of name: String) async throws(StoreError) -> UInt64 {
+        do { return UInt64(try await store.revision()) } catch { throw error.storeError }
+    }
+
+    /// Whether the revision of the namespace's last change (``ActorKVEtcd/EtcdStore/lastChange(of:)``)
+    /// is after `point`.
+    public func changed(_ name: String, since point: UInt64) async -> Bool {
+        guard let last = try? await store.lastChange(of: name) else { return true }
+        return last > point
     }
 
     /// Deletes the namespace's keys in one `txn` (``ActorKVEtcd/EtcdStore/removeNamespace(_:)``).

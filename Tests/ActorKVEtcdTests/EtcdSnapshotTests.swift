@@ -39,4 +39,17 @@ import Testing
         #expect(start.snapshot?.map.entries(after: nil, prefix: [], limit: 10).map { String(decoding: $0.key, as: UTF8.self) } == ["a", "b"])
         #expect(revisionsAsked.load(ordering: .relaxed) == 2)
     }
+
+    @Test("a snapshot's pages double, up to 65,536 keys and about 16 MiB of keys and values a page")
+    func pageSizes() {
+        #expect(EtcdStore.nextSnapshotPage(after: 1000, keys: 1000, bytes: 20_000) == 2000)
+        var limit = EtcdStore.firstSnapshotPage
+        for _ in 0..<10 { limit = EtcdStore.nextSnapshotPage(after: limit, keys: limit, bytes: limit * 30) }
+        #expect(limit == EtcdStore.maxSnapshotPage)
+        // 1 MiB values: 16 to a page.
+        #expect(EtcdStore.nextSnapshotPage(after: 1000, keys: 1000, bytes: 1000 << 20) == 16)
+        // A value larger than the page's bytes: one at a time.
+        #expect(EtcdStore.nextSnapshotPage(after: 16, keys: 1, bytes: 32 << 20) == 1)
+        #expect(EtcdStore.nextSnapshotPage(after: 4, keys: 0, bytes: 0) == 8)
+    }
 }

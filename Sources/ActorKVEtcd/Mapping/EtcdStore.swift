@@ -690,14 +690,37 @@ public final class EtcdStore: Sendable {
         let end = EtcdKeys.rangeEnd(ofPrefix: base)
         var out: [(key: [UInt8], value: [UInt8])] = []
         var start = base
+        var limit = Self.firstSnapshotPage
         while true {
-            let request = EtcdRequest.range(key: start, rangeEnd: end, limit: 1000, revision: Int64(revision))
+            let request = EtcdRequest.range(key: start, rangeEnd: end, limit: limit, revision: Int64(revision))
             let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
             let kvs = answer.kvs ?? []
-            for kv in kvs { out.append((Array(kv.keyBytes.dropFirst(base.count)), kv.valueBytes)) }
+            var bytes = 0
+            for kv in kvs {
+                out.append((Array(kv.keyBytes.dropFirst(base.count)), kv.valueBytes))
+                bytes += out[out.count - 1].key.count + out[out.count - 1].value.count
+            }
             guard answer.more == true, let last = kvs.last else { return out }
             start = EtcdKeys.after(last.keyBytes)
+            limit = Self.nextSnapshotPage(after: limit, keys: kvs.count, bytes: bytes)
         }
+    }
+
+    /// The keys the first page of a snapshot asks for.
+    static let firstSnapshotPage = 1000
+    /// The most keys a page of a snapshot asks for.
+    static let maxSnapshotPage = 65_536
+    /// About the most bytes of keys and values a page of a snapshot asks for.
+    static let snapshotPageBytes = 16 << 20
+
+    /// The keys the next page of a snapshot asks for, after a page of `keys` keys holding
+    /// `bytes` bytes read with `limit`: twice as many, up to ``maxSnapshotPage`` and to what
+    /// ``snapshotPageBytes`` holds at that page's size per key (at least one). etcd 3.4 counts
+    /// every key from a page's start to the namespace's end whatever its limit, so pages that
+    /// stayed at 1,000 keys made a snapshot's cost grow with the square of the namespace's size.
+    static func nextSnapshotPage(after limit: Int, keys: Int, bytes: Int) -> Int {
+        let perKey = max(1, bytes / max(1, keys))
+        return max(1, min(limit * 2, maxSnapshotPage, snapshotPageBytes / perKey))
     }
 
     /// Throws ``EtcdError/Kind/compacted(oldest:)`` if etcd no longer holds every revision after

@@ -6,9 +6,9 @@
 /// read from ``start`` with at most ``limit`` keys. A page's namespaces are taken in the order
 /// of their keys; the next page starts past the last one's keys and its marker, so a namespace
 /// of many keys costs one page, and namespaces of a few keys each come many to a page. The
-/// limit adapts: it doubles (up to ``maximumLimit``) while pages find two namespaces or more,
-/// and halves (down to 1) when one finds fewer, so that pages of one large namespace's keys
-/// shrink to one key.
+/// limit adapts: it doubles (up to ``maximumLimit``) while pages reach two namespaces or
+/// markers or more, and halves (down to 1) when a page holds one namespace's keys alone, so
+/// that the pages that land inside large namespaces shrink to one key.
 struct NamespaceNameWalk {
     /// The most keys a page asks for.
     static let maximumLimit = 512

@@ -101,7 +101,8 @@ extension Store: DataBackend {
 
     /// Whether the namespace's last sequence is another.
     public func changed(_ name: String, since point: UInt64) async -> Bool {
-        (try? await lastSequence(ofNamespace: name)) ?? 0 != point
+        guard let last = try? await lastSequence(ofNamespace: name) else { return true }
+        return last != point
     }
 
     public func compact(_ name: String) async throws(StoreError) {

@@ -93,6 +93,7 @@ public struct ServerConfiguration: Sendable {
         options.changesHistory = changesHistory
         options.changesLagBytes = changesLagBytes
         options.maxNamespaces = maxNamespaces
+        options.removesEmptyNamespacesForRoom = true
         options.backgroundExecutor = taskExecutor
         options.serialExecutor = serialExecutor
         return options
@@ -133,9 +134,11 @@ extension ServerConfiguration {
       --max-clients N            most connections at once (a low ulimit -n
                                  allows fewer: said at start)              (default 10000)
       --max-namespaces N         most namespaces; a write that would create one
-                                 more gets -ERR (each keeps its log open, so a low
-                                 ulimit -n allows fewer: said at start and in the -ERR;
-                                 local data only: an etcd agent keeps none open) (default 1024)
+                                 more first removes namespaces that hold no key
+                                 and that nobody follows, else gets -ERR (each
+                                 keeps its log open, so a low ulimit -n allows
+                                 fewer: said at start and in the -ERR; local
+                                 data only: an etcd agent keeps none open) (default 1024)
       --max-value-bytes N        largest value a PUT may store             (default 33554432, 32 MiB)
       --max-bulk-bytes N         largest bulk string in a request          (default 67108864, 64 MiB)
       --max-inline-bytes N       longest inline (typed) request line       (default 65536)

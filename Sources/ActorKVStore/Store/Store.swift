@@ -296,6 +296,11 @@ public actor Store {
         if let error = failed[name] { throw error }
         if !create && !onDisk.contains(name) { return nil }
         if !onDisk.contains(name) && onDisk.count >= options.maxNamespaces {
+            // Room made by removing namespaces that hold no key; then, the store's state may have
+            // moved while it waited: look again.
+            if options.removesEmptyNamespacesForRoom, await removeEmptyNamespaces(limit: Self.emptyNamespacesRemovedAtOnce) > 0 {
+                return try await open(name, create: create)
+            }
             throw StoreError(.tooManyNamespaces, "namespace '\(name)' would be one more than the \(options.maxNamespaces) this server holds (\(options.maxNamespacesSource)); nothing was written")
         }
         let task = opening[name] ?? startOpening(name)

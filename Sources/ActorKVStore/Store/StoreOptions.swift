@@ -145,6 +145,12 @@ public struct StoreOptions: Sendable {
     /// of a namespace past it and in the warning about a data directory that holds more. The
     /// server's flag by default; the server names its open files limit when that is what binds.
     public var maxNamespacesSource = "actorkvd --max-namespaces"
+    /// Whether a write that would create a namespace past ``maxNamespaces`` first makes room by
+    /// removing, as ``Store/removeNamespace(_:)`` does, open namespaces that hold no key and that
+    /// nobody follows (up to 64 at once), and is refused only when none is. The server's choice
+    /// (Redis clients see a hash without fields as gone); off by default, because a `Namespace`
+    /// or `Repository` an app holds on to refuses writes once its namespace is removed.
+    public var removesEmptyNamespacesForRoom = false
     /// For tests: the injector whose armed faults this store's syscalls and failpoints obey, and
     /// no other store's. Nil (the default) injects nothing.
     public var faults: FaultInjector?

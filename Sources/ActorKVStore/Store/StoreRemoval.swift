@@ -34,14 +34,47 @@ extension Store {
             guard removals[namespace.name] == nil else { continue }
             removals[namespace.name] = []
             defer { finishRemoval(of: namespace.name) }
-            try await remove(namespace)
+            _ = try await remove(namespace)
             return true
         }
     }
 
-    private func remove(_ namespace: Namespace) async throws(StoreError) {
+    /// Removes, as ``removeNamespace(_:)`` does, open namespaces that hold no key and that
+    /// nobody follows (CHANGES), at most `limit` of them: a write that would create a namespace
+    /// past ``StoreOptions/maxNamespaces`` makes room so (Redis clients see a hash without
+    /// fields as gone already). Each is checked empty in the step that detaches it, so a write
+    /// to it just before is never lost: it keeps the namespace. Returns how many it removed;
+    /// stops at the first that fails (logged).
+    func removeEmptyNamespaces(limit: Int) async -> Int {
+        var removed = 0
+        for namespace in openNamespacesNow() where removed < limit {
+            let name = namespace.name
+            guard removals[name] == nil, openNamespace(name) === namespace,
+                  !(feeds.withLock { $0[name]?.isFollowed } ?? false) else { continue }
+            removals[name] = []
+            defer { finishRemoval(of: name) }
+            do {
+                guard try await remove(namespace, ifEmpty: true) else { continue }
+                removed += 1
+            } catch {
+                options.log("namespace \(name): removing it, empty, to make room failed: \(error.message)")
+                break
+            }
+        }
+        return removed
+    }
+
+    /// How many empty namespaces a write at ``StoreOptions/maxNamespaces`` removes at most: room
+    /// for that many more, each removal a few fsyncs.
+    static let emptyNamespacesRemovedAtOnce = 64
+
+    /// Removes `namespace` (``removeNamespace(_:)``); with `ifEmpty`, only if it holds no key
+    /// when it is detached. Whether it was removed.
+    private func remove(_ namespace: Namespace, ifEmpty: Bool = false) async throws(StoreError) -> Bool {
         let name = namespace.name
-        let detached = await namespace.detachForRemoval { [self] in unregister(name) }
+        guard let detached = await namespace.detachForRemoval(ifEmpty: ifEmpty, unregister: { [self] in unregister(name) }) else {
+            return false
+        }
         let (system, directory, log) = (self.system, self.directory, options.log)
         let floor = max(sequenceFloor, detached.sequence)
         if floor > sequenceFloor {
@@ -55,8 +88,10 @@ extension Store {
         onDisk.remove(name)
         openFailures[name] = nil
         feeds.withLock { $0.removeValue(forKey: name) }?.end(deleting: detached.keys, at: detached.sequence)
-        log("namespace \(name): removed (\(detached.keys.count) keys, last sequence \(detached.sequence))")
+        let reason = ifEmpty ? ", to make room for a new one: it held no key" : ""
+        log("namespace \(name): removed (\(detached.keys.count) keys, last sequence \(detached.sequence)\(reason))")
         _ = try? await BlockingIO.run { () throws(StoreError) in Self.deleteDirectory(hidden, parent: directory, system: system, log: log) }
+        return true
     }
 
     /// Ends the removal of `name`: whoever waited to open it goes on.

@@ -1,6 +1,7 @@
 import ActorKVProtocol
 import ActorKVTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// Namespaces are bounded as connections are: each keeps its log open, so a client creating them
@@ -133,5 +134,90 @@ import Testing
         let source = Self.descriptorSource(openFiles: 64, limit: 16, configured: 30)
         #expect(log.contains("warning: the data directory holds 60 namespaces, more than the limit of 16 (\(source)): \(60 - unavailable) were opened and \(unavailable) are unavailable (see above); no new one can be created"), "log: \(log)")
         #expect(!log.contains("all were opened"), "log: \(log)")
+    }
+
+    @Test("at the limit, a write that would create a namespace first removes those that hold no key; with none, it is refused")
+    func emptyNamespacesMakeRoom() async throws {
+        let server = try await ServerProcess.started(arguments: ["--max-namespaces", "3"])
+        defer { server.stop() }
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            for name in ["a", "b", "c"] { #expect(try c.command(["HSET", name, "f", name]) == .integer(1)) }
+            #expect(try c.command(["HDEL", "b", "f"]) == .integer(1))
+            #expect(try c.command(["HSET", "d", "f", "d"]) == .integer(1))
+            #expect(try c.command(["NAMESPACES"]) == .array([.bulk("a"), .bulk("c"), .bulk("d")]))
+            for name in ["a", "c", "d"] { #expect(try c.command(["HGET", name, "f"]) == .bulk(name)) }
+            #expect(Self.isTooMany(try c.command(["HSET", "e", "f", "e"]), "e", limit: 3))
+            // A name made again after its removal numbers on from it: no version comes back.
+            #expect(try c.command(["DEL", "a", "f"]) == .integer(1))
+            #expect(try c.command(["PUT", "b", "k", "v"]) == .simple("OK"))
+            guard case .array(let pair) = try c.command(["GETV", "b", "k"]), case .integer(let version)? = pair.last else {
+                throw TestFailure("GETV b k")
+            }
+            #expect(version > 2, "b's version after its removal: \(version)")
+        }
+        #expect(server.log.contains("namespace b: removed (0 keys, last sequence 2, to make room for a new one: it held no key)"), "log: \(server.log)")
+        #expect(!FileManager.default.fileExists(atPath: server.dataPath + "/a"))
+    }
+
+    @Test("an empty namespace somebody follows (CHANGES) is not removed to make room")
+    func aFollowedEmptyNamespaceStays() async throws {
+        let server = try await ServerProcess.started(arguments: ["--max-namespaces", "2"])
+        defer { server.stop() }
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["PUT", "a", "k", "v"]) == .simple("OK"))
+            #expect(try c.command(["DEL", "a", "k"]) == .integer(1))
+            #expect(try c.command(["PUT", "b", "k", "v"]) == .simple("OK"))
+            let follower = try RawConnection(path: server.socketPath)
+            try follower.send("CHANGES a\r\n")
+            _ = try ChangesServerTests.read(follower) { if case .synced = $0 { true } else { false } }
+            #expect(Self.isTooMany(try c.command(["PUT", "c", "k", "v"]), "c", limit: 2))
+            #expect(try c.command(["NAMESPACES"]) == .array([.bulk("a"), .bulk("b")]))
+            #expect(try c.command(["PUT", "a", "k", "again"]) == .simple("OK"))
+            guard case .array(let change) = try follower.reply(), change.count >= 3 else { throw TestFailure("the follower's change") }
+        }
+    }
+
+    /// Under `--execution pool` (namespaces on Swift's pool, the store's actor apart) a removal
+    /// that checked emptiness a step before detaching lost writes here, every run.
+    @Test("writes to a namespace that empties and fills while others are created at the limit: each is kept, read back at once",
+          arguments: ["loop", "pool"])
+    func writesRacingTheRoomMakingAreKept(execution: String) async throws {
+        let server = try await ServerProcess.started(arguments: ["--max-namespaces", "2", "--execution", execution])
+        defer { server.stop() }
+        let failures = Mutex<[String]>([])
+        let done = Atomic<Bool>(false)
+        let creator = Thread { [socketPath = server.socketPath] in
+            do {
+                let c = try RawConnection(path: socketPath)
+                var i = 0
+                while !done.load(ordering: .acquiring) {
+                    // Each new name takes the place of the empty one before it, or of "hot" when empty.
+                    let reply = try c.command(["PUT", "n\(i)", "k", "v"])
+                    if reply != .simple("OK") && !Self.isTooMany(reply, "n\(i)", limit: 2) { failures.withLock { $0.append("PUT n\(i): \(reply)") } }
+                    _ = try c.command(["DEL", "n\(i)", "k"])
+                    i += 1
+                }
+            } catch {
+                failures.withLock { $0.append("creator: \(error)") }
+            }
+        }
+        creator.start()
+        try await onOwnThread {
+            let w = try RawConnection(path: server.socketPath)
+            for round in 0..<300 {
+                _ = try w.command(["DEL", "hot", "k"])
+                let put = try w.command(["PUT", "hot", "k", "v\(round)"])
+                if Self.isTooMany(put, "hot", limit: 2) { continue }  // the creator's namespace held a key then
+                #expect(put == .simple("OK"), "round \(round): \(put)")
+                let read = try w.command(["GET", "hot", "k"])
+                #expect(read == .bulk("v\(round)"), "round \(round): \(read)")
+            }
+            done.store(true, ordering: .releasing)
+        }
+        while creator.isExecuting { usleep(10_000) }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0.prefix(3) })")
+        #expect(server.log.contains("to make room for a new one"), "no namespace was removed to make room")
     }
 }

@@ -42,6 +42,33 @@ struct NamespaceRemovalTests {
         }
     }
 
+    @Test("at the limit, with removesEmptyNamespacesForRoom, a namespace that holds no key makes room for a new one; without it, the new one is refused")
+    func emptyOnesMakeRoom() async throws {
+        for makesRoom in [false, true] {
+            let dir = TemporaryDirectory("remove-empty")
+            defer { dir.remove() }
+            var options = testOptions()
+            options.maxNamespaces = 2
+            options.removesEmptyNamespacesForRoom = makesRoom
+            try await withStore(dir.data, options) { store in
+                let held = try await store.namespace("a")
+                try await held.put(b("k"), b("v"))
+                try await store.namespace("b").put(b("k"), b("v"))
+                #expect(await storeError { _ = try await store.namespace("c") }?.code == .tooManyNamespaces, "none is empty")
+                _ = try await held.delete([b("k")])
+                guard makesRoom else {
+                    #expect(await storeError { _ = try await store.namespace("c") }?.code == .tooManyNamespaces)
+                    #expect(await store.namespaceNames() == ["a", "b"])
+                    return
+                }
+                try await store.namespace("c").put(b("k"), b("v"))
+                #expect(await store.namespaceNames() == ["b", "c"])
+                #expect(await storeError { try await held.put(b("k"), b("w")) }?.message.contains("was removed") == true,
+                        "a Namespace held on the removed one refuses writes")
+            }
+        }
+    }
+
     @Test("a name used again numbers on after its earlier life: an old version guards nothing, also after a restart")
     func versionsGoOn() async throws {
         let dir = TemporaryDirectory("remove-versions")

@@ -6,7 +6,8 @@
 # (changes_equivalence.py); that ephemeral keys
 # go when their connection ends or their agent is killed (within --ephemeral-ttl); that killing
 # one etcd member under load loses no acknowledged write; that with two members down commands
-# get -UNAVAILABLE and writes resume when one returns; that --acl binds local clients.
+# get -UNAVAILABLE and writes resume when one returns; that --acl binds local clients; that
+# FLUSHALL removes the namespaces of its agent's prefix alone.
 #
 #   Tests/Cluster/test_cluster.sh            (needs etcd, redis-cli, nc; ACTORKVD as in Tests/interop)
 # Prints `ok`/`not ok` lines; exits non-zero if any check failed.
@@ -339,6 +340,24 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
     expect_contains "--acl: nor read another namespace" "NOPERM" "$(nobody GET cfg theme)"
 else
     note "--acl checks skipped: they need root and setpriv (CI has both)"
+fi
+
+# --- FLUSHALL through one agent removes every namespace of its prefix, for both agents; an
+# agent of another prefix on the same cluster keeps its own
+"$ACTORKVD" --socket "$WORK/other.sock" --etcd "$ENDPOINTS" --etcd-prefix "other$$/" </dev/null >>"$WORK/other.log" 2>&1 &
+AGENT_PIDS+=("$!")
+if wait_ping "$WORK/other.sock" "$!"; then
+    co() { timeout "$T" redis-cli -s "$WORK/other.sock" "$@"; }
+    expect_eq "an agent of another prefix writes" OK "$(co PUT elsewhere k kept)"
+    before=$(cb NAMESPACES | grep -c .)
+    [ "$before" -ge 2 ] && ok "B lists the namespaces written so far ($before)" || not_ok "B lists $before namespaces"
+    expect_eq "FLUSHALL through A" OK "$(timeout 60 redis-cli -s "$A" FLUSHALL)"
+    expect_eq "... B lists no namespace" "" "$(cb NAMESPACES)"
+    expect_eq "... nor a key of them" "" "$(cb GET cfg theme)"
+    expect_eq "... the other prefix's namespace is kept" kept "$(co GET elsewhere k)"
+    expect_eq "... and a write through B after it is read through A" "$(printf '1\nv')" "$(cb HSET after f v; ca HGET after f)"
+else
+    not_ok "an agent with another prefix started"; sed 's/^/#   /' "$WORK/other.log"
 fi
 
 for pid in "${AGENT_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done

@@ -570,6 +570,32 @@ class Backups(ServerTestCase):
         self.assertUsable(peer)
 
 
+class Flushing(ServerTestCase):
+    """FLUSHDB/FLUSHALL need the write right on every namespace there is: uid 2002 may write
+    one of three and read all, and is refused, nothing removed; uid 2001 may write (not read)
+    every namespace, and removes them all."""
+
+    acl = ("uid:2001  *        write\n"
+           "uid:2002  *        read\n"
+           "uid:2002  fl-own   write\n")
+
+    def test_flush_needs_write_on_every_namespace(self):
+        for ns in ("fl-a", "fl-b", "fl-own"):
+            self.assertEqual(self.root.call("PUT", ns, "k", ns), "OK")
+        partial = self.peer(2002, 2002)
+        for command in (("FLUSHDB",), ("FLUSHALL", "ASYNC")):
+            self.assertEqual(partial.call(*command),
+                             "NOPERM FLUSHDB and FLUSHALL remove every namespace, and uid 2002 has no write "
+                             "permission on 2 of the 3; nothing was removed", command)
+            self.assertUsable(partial, command)
+        self.assertEqual(self.root.call("NAMESPACES"), [b"fl-a", b"fl-b", b"fl-own"])
+        self.assertEqual(self.root.call("GET", "fl-own", "k"), b"fl-own", "the namespace it may write was not removed either")
+        writer = self.peer(2001, 2001)
+        self.assertEqual(writer.call("FLUSHALL"), "OK")
+        self.assertEqual(self.root.call("NAMESPACES"), [])
+        self.assertEqual(partial.call("GET", "fl-a", "k"), None)
+
+
 # ============================================================================================
 # ACL LOAD and SIGHUP: who may reload, and a file with a mistake
 

@@ -189,4 +189,47 @@ expect_eq "several commands piped to redis-cli" "$(printf '%s\n' OK 1 1 '')" "$o
 # -r repeats a command.
 expect_eq "-r 3 repeats the command" "$(printf '%s\n' PONG PONG PONG)" "$(R -r 3 PING)"
 
+# FLUSHALL and FLUSHDB remove every namespace (protocol.md "FLUSHDB, FLUSHALL"): on a server of
+# their own, not the one other scripts share (in cluster mode an agent with a prefix of its own,
+# which it alone removes namespaces under). redis-py's flushdb()/flushall() too, when the
+# virtual environment that .ci/run creates is there.
+if [ -x "$ACTORKVD" ]; then
+    FL_DIR=$(mktemp -d /tmp/akvflush.XXXXXX)
+    if [ -n "${ACTORKV_ETCD:-}" ]; then
+        "$ACTORKVD" --socket "$FL_DIR/s" --etcd "$ACTORKV_ETCD" --etcd-prefix "flush$$/" </dev/null >"$FL_DIR/server.log" 2>&1 &
+    else
+        "$ACTORKVD" --socket "$FL_DIR/s" --data-dir "$FL_DIR/data" </dev/null >"$FL_DIR/server.log" 2>&1 &
+    fi
+    FL_PID=$!
+    also_on_exit 'kill -TERM "$FL_PID" 2>/dev/null; wait_exit "$FL_PID"; rm -rf "$FL_DIR"'
+    if wait_ping "$FL_DIR/s" "$FL_PID"; then
+        F() { timeout "$T" redis-cli -s "$FL_DIR/s" "$@" 2>&1; }
+        F HSET fl-a f 1 >/dev/null; F PUT fl-b k v >/dev/null; F HSET fl-c f 1 >/dev/null; F HDEL fl-c f >/dev/null
+        expect_eq "three namespaces before FLUSHALL (one emptied)" "$(printf '%s\n' fl-a fl-b fl-c)" "$(F NAMESPACES)"
+        expect_eq "redis-cli FLUSHALL" "OK" "$(F FLUSHALL)"
+        expect_eq "... leaves no namespace" "" "$(F NAMESPACES)"
+        expect_eq "... nothing for DBSIZE" "0" "$(F DBSIZE)"
+        expect_eq "... and writes go on" "1" "$(F HSET fl-a g 2)"
+        expect_eq "redis-cli FLUSHDB ASYNC" "OK" "$(F FLUSHDB ASYNC)"
+        expect_eq "... removes it" "" "$(F HGETALL fl-a)"
+        expect_contains "FLUSHDB with an unknown option is refused" "ERR syntax error" "$(F HSET fl-a g 2 >/dev/null; F FLUSHDB NOW)"
+        expect_eq "... and removes nothing" "2" "$(F HGET fl-a g)"
+        VENV=${REDISPY_VENV:-$ROOT/.build-venv}
+        if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import redis' 2>/dev/null; then
+            out=$(timeout "$T" "$VENV/bin/python" - "$FL_DIR/s" <<'PY' 2>&1
+import sys, redis
+r = redis.Redis(unix_socket_path=sys.argv[1])
+r.hset("py-a", mapping={"f": "1"})
+print(r.flushdb(), r.keys(), r.hset("py-b", "f", "1"), r.flushall(asynchronous=True), r.dbsize())
+PY
+)
+            expect_eq "redis-py's flushdb() and flushall(asynchronous=True)" "True [] 1 True 0" "$out"
+        else
+            note "redis-py is not installed in $VENV: its flushdb() was not tried"
+        fi
+    else
+        not_ok "a server of its own for FLUSHALL started"; sed 's/^/#   /' "$FL_DIR/server.log"
+    fi
+fi
+
 finish

@@ -5,7 +5,8 @@ import ActorKVStore
 /// a hash (protocol.md, "Namespaces as Redis hashes"): `KEYS`, `DBSIZE`, `RANDOMKEY`, `TYPE` and SCAN's keyspace form
 /// (`SCAN cursor …`, parsed here for ``KeyValueCommands``' SCAN). Those that list namespaces
 /// list only those the client may read; `TYPE` is a data command, a count of one namespace.
-/// (`EXISTS` of one name, the same question as TYPE's, is ``KeyValueCommands``'.)
+/// (`EXISTS` of one name, the same question as TYPE's, is ``KeyValueCommands``'.) `UNLINK`
+/// removes namespaces, and `FLUSHDB`/`FLUSHALL` every one of them.
 enum KeyspaceCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [
@@ -22,6 +23,9 @@ enum KeyspaceCommands {
             .local(LocalCommand { context in await listing(context) { $0.randomElement().map { .bulk(Array($0.utf8)) } ?? .null } })
         },
         CommandSpec(name: "UNLINK", usage: "UNLINK ns [ns ...]", arity: .atLeast(1), flags: [.write, .namespacedArguments, .notInMulti], parse: parseUnlink),
+        // Judged here, not by a first argument: the write right on every namespace (``flush``).
+        CommandSpec(name: "FLUSHDB", usage: "FLUSHDB [ASYNC|SYNC]", arity: .between(0, 1), flags: [.write, .notInMulti], parse: parseFlush),
+        CommandSpec(name: "FLUSHALL", usage: "FLUSHALL [ASYNC|SYNC]", arity: .between(0, 1), flags: [.write, .notInMulti], parse: parseFlush),
         CommandSpec(name: "TYPE", usage: "TYPE ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .count, shape: .keyType)
         },
@@ -47,6 +51,45 @@ enum KeyspaceCommands {
             }
         }
         return .integer(Int64(removed))
+    }
+
+    private static let flushModes = [Array("ASYNC".utf8), Array("SYNC".utf8)]
+
+    /// `FLUSHDB [ASYNC|SYNC]` and `FLUSHALL [ASYNC|SYNC]` (one database, so the same): every
+    /// namespace removed in turn as UNLINK removes it, then `+OK`. Both modes reply once the
+    /// removals are durable (protocol.md, "FLUSHDB, FLUSHALL").
+    private static func parseFlush(_ args: CommandArguments) throws(CommandError) -> Command {
+        if args.count == 1, !flushModes.contains(where: { CommandTable.matches(args[0], $0) }) {
+            throw CommandError(.syntax, "syntax error: the only option is ASYNC or SYNC (both remove every namespace before replying)")
+        }
+        return .local(LocalCommand { context in await flush(context) })
+    }
+
+    /// Removes every namespace, after checking that the connection holds the write right on
+    /// each (under `--acl`). One that cannot be removed (corrupt files, an I/O error) is left and
+    /// the others still removed; the reply is then the first such error, naming those left.
+    private static func flush(_ context: CommandContext) async -> Reply {
+        let names: [String]
+        do { names = try await context.backend.listNamespaces() } catch { return ErrorMapping.reply(for: error) }
+        if let access = context.access, let peer = context.judgedPeer {
+            let refused = names.filter { !access.rights(of: peer, on: $0).contains(.write) }.count
+            guard refused == 0 else {
+                return ErrorMapping.reply(for: CommandError(.wire(.noPerm), "FLUSHDB and FLUSHALL remove every namespace, and uid \(peer.uid) has no write permission on \(refused) of the \(names.count); nothing was removed"))
+            }
+        }
+        var first: StoreError?
+        var left: [String] = []
+        for name in names {
+            do throws(StoreError) {
+                _ = try await context.backend.removeNamespace(name)
+            } catch {
+                first = first ?? error
+                left.append(name)
+            }
+        }
+        guard let first else { return .simple("OK") }
+        let named = left.prefix(5).map { "'\($0)'" }.joined(separator: ", ") + (left.count > 5 ? " and \(left.count - 5) more" : "")
+        return .error(ErrorMapping.wireCode(for: first.code), "\(first.message); \(names.count - left.count) of \(names.count) namespaces were removed, not \(named)")
     }
 
     private static let typeOption = Array("TYPE".utf8)

@@ -25,6 +25,7 @@ struct CommandTableTests {
         "HSCAN": ["HSCAN", "ns", "0", "MATCH", "a*", "COUNT", "5"],
         "MULTI": ["MULTI"], "EXEC": ["EXEC"], "DISCARD": ["DISCARD"], "WATCH": ["WATCH", "ns", "other"], "UNWATCH": ["UNWATCH"],
         "ACL": ["ACL", "WHOAMI"], "KEYS": ["KEYS", "*"], "DBSIZE": ["DBSIZE"], "TYPE": ["TYPE", "ns"], "UNLINK": ["UNLINK", "ns", "ns"],
+        "FLUSHDB": ["FLUSHDB"], "FLUSHALL": ["FLUSHALL", "ASYNC"],
         "RANDOMKEY": ["RANDOMKEY"], "HMSET": ["HMSET", "ns", "f", "v", "g", "w"], "HINCRBYFLOAT": ["HINCRBYFLOAT", "ns", "f", "0.5"],
         "HRANDFIELD": ["HRANDFIELD", "ns", "-3", "WITHVALUES"],
         "HEXPIRE": ["HEXPIRE", "ns", "10", "NX", "FIELDS", "2", "f", "g"], "HPEXPIRE": ["HPEXPIRE", "ns", "10", "FIELDS", "1", "f"],
@@ -122,8 +123,10 @@ struct CommandTableTests {
             case .owned(let namespace, _):
                 #expect(spec.flags.contains(.namespaced) && spec.flags.contains(.write) && namespace == "ns", "\(spec.name)")
             case .local:
-                // A write of whole namespaces, named as its arguments (UNLINK), is no namespace's run.
-                #expect(!spec.flags.contains(.write) || spec.flags.contains(.namespacedArguments), "\(spec.name): a write must run in its namespace's run")
+                // A write of whole namespaces, named as its arguments (UNLINK) or all of them
+                // (the flushes, which judge every one themselves), is no namespace's run.
+                #expect(!spec.flags.contains(.write) || spec.flags.contains(.namespacedArguments) || ["FLUSHDB", "FLUSHALL"].contains(spec.name),
+                        "\(spec.name): a write must run in its namespace's run")
             case .refused(let error):
                 Issue.record("\(spec.name): \(error.message)")
             }
@@ -143,8 +146,9 @@ struct CommandTableTests {
             if spec.flags.contains(.unrestricted) || spec.flags.contains(.serverOwner) {
                 #expect(names.isEmpty, "\(spec.name): a command that needs no namespace right names no namespace")
             } else if names.isEmpty {
-                // Only the listings that filter what they show by the read right.
-                #expect(["NAMESPACES", "INFO", "KEYS", "DBSIZE", "RANDOMKEY"].contains(spec.name), "\(spec.name) needs a right but names no namespace to need it on")
+                // Only the listings that filter what they show by the read right, and the flushes,
+                // which judge the write right on every namespace themselves.
+                #expect(["NAMESPACES", "INFO", "KEYS", "DBSIZE", "RANDOMKEY", "FLUSHDB", "FLUSHALL"].contains(spec.name), "\(spec.name) needs a right but names no namespace to need it on")
             }
         }
         // SCAN's keyspace form (a cursor first) is such a listing too, its first word no namespace.

@@ -342,6 +342,16 @@ else
     note "--acl checks skipped: they need root and setpriv (CI has both)"
 fi
 
+# --- a deadline on a whole namespace (Redis's EXPIRE of a hash) is refused through an agent,
+# nothing applied, alone or in MULTI (protocol.md "A deadline on a whole namespace")
+expect_eq "HSET through A" 1 "$(ca HSET sess user alice)"
+expect_contains "EXPIRE of a namespace through A is refused" "not available in cluster mode" "$(ca EXPIRE sess 60 2>&1)"
+expect_contains "... and TTL" "not available in cluster mode" "$(cb TTL sess 2>&1)"
+out=$(printf 'MULTI\r\nHSET sess cart 3\r\nEXPIRE sess 60\r\nEXEC\r\n' | timeout "$T" nc -U -N "$A")
+expect_contains "... in MULTI: EXEC refused" "not available in cluster mode" "$out"
+expect_eq "... nothing applied: the fields as they were, PEXPIRE of a key still works" "$(printf 'user\nalice\n1')" \
+    "$(cb HGETALL sess; ca PEXPIRE sess user 60000)"
+
 # --- FLUSHALL through one agent removes every namespace of its prefix, for both agents; an
 # agent of another prefix on the same cluster keeps its own
 "$ACTORKVD" --socket "$WORK/other.sock" --etcd "$ENDPOINTS" --etcd-prefix "other$$/" </dev/null >>"$WORK/other.log" 2>&1 &

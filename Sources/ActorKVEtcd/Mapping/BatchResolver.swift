@@ -146,6 +146,8 @@ public enum BatchResolver {
                 case .refuse(let error):
                     return .refused(error)
                 }
+            case .setNamespaceDeadline, .read(.deadline):
+                return .refused(EtcdStore.noNamespaceDeadline)
             case .unchangedSince:
                 // WATCH's guard: compared by the transaction itself (EtcdStore), not from the keys read.
                 outcomes.append(.stored)

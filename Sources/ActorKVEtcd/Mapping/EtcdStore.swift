@@ -267,6 +267,8 @@ public final class EtcdStore: Sendable {
             let page = try await scan(ns, after: nil, prefix: [], limit: .max)
             // Weighed as the engine weighs a namespace: its keys and values, whichever parts are sent.
             return bound.allows(bytes: EntryParts.both.bytes(of: page.entries), keys: page.entries.count) ? .strings(parts.packed(page.entries)) : .page(page)
+        case .setNamespaceDeadline, .namespaceDeadline:
+            return .failure(Self.noNamespaceDeadline)
         case .sample(let draw):
             // etcd reads a range from its start, not from a position in it: every key is read.
             var generator = DrawGenerator()

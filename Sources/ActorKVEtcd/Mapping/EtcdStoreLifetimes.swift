@@ -3,6 +3,11 @@ import ActorKVStore
 /// Key lifetimes through etcd leases (``EtcdLeases``): puts with a deadline or an owner,
 /// PEXPIRE/PERSIST and the field expiry commands, and the time a key has left.
 extension EtcdStore {
+    /// The refusal of a namespace's own deadline (Redis's `EXPIRE` of a hash), which an agent
+    /// does not map: etcd gives a deadline to a key through a lease, and a namespace's keys
+    /// written later, through any agent, would each have to be put with the namespace's lease.
+    public static let noNamespaceDeadline = StoreError(.invalidArgument, "a deadline on a whole namespace (EXPIRE, PEXPIRE, EXPIREAT, PERSIST, TTL of a hash) is not available in cluster mode (--etcd): give its keys deadlines instead (HEXPIRE, HSETEX, PUT ... PX)")
+
     func lifetimePut(_ put: LifetimePut, in ns: String) async throws(EtcdError) -> Outcome {
         let deadline = put.milliseconds == 0 ? 0 : clock() + put.milliseconds
         guard let lease = try await lease(owner: put.owner, deadline: deadline) else {

@@ -130,7 +130,7 @@ struct CommandFlags: OptionSet, Sendable {
 /// Every command, gathered from the files of this folder, and the lookup by name.
 enum CommandTable {
     /// Every command's spec.
-    static let all: [CommandSpec] = KeyValueCommands.specs + HashCommands.specs + FieldExpiryCommands.specs + KeyspaceCommands.specs + ChangeCommands.specs
+    static let all: [CommandSpec] = KeyValueCommands.specs + HashCommands.specs + FieldExpiryCommands.specs + NamespaceExpiryCommands.specs + KeyspaceCommands.specs + ChangeCommands.specs
         + TransactionCommands.specs + ConnectionCommands.specs + ServerCommands.specs + AccessCommands.specs
 
     /// What a lookup reads, built once from ``all``: one static, because every access to a

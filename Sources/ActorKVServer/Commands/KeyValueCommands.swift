@@ -15,19 +15,22 @@ enum KeyValueCommands {
         },
         CommandSpec(name: "PUT", usage: "PUT ns key value [PX ms | EX s] [EPHEMERAL] [IFVERSION version]", arity: .between(3, 8),
                     flags: [.namespaced, .write], parse: parsePut),
-        CommandSpec(name: "PEXPIRE", usage: "PEXPIRE ns key ms", arity: .exactly(3), flags: [.namespaced, .write],
-                    redisHint: wholeHashDeadline) { (args) throws(CommandError) in
+        // With a key, ActorKV's commands of one key; with one name (and PEXPIRE's options),
+        // Redis's of a whole hash, the namespace's own deadline (``NamespaceExpiryCommands``).
+        CommandSpec(name: "PEXPIRE", usage: "PEXPIRE ns key ms | PEXPIRE ns ms [NX | XX | GT | LT]", arity: .atLeast(2),
+                    flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            guard args.count == 3, FieldExpiryCommands.condition(args[2]) == nil else { return try NamespaceExpiryCommands.parsePExpire(args) }
             let ns = try args.namespace(0)
             guard let ms = ASCIIDecimal.parse(args[2]), ms <= 0 || deadlineFits(ms) else { throw invalidExpireTime("PEXPIRE") }
             return .data(namespace: ns, .setTimeToLive(key: args.array(1), milliseconds: ms))
         },
-        CommandSpec(name: "PERSIST", usage: "PERSIST ns key", arity: .exactly(2), flags: [.namespaced, .write],
-                    redisHint: wholeHashDeadline) { (args) throws(CommandError) in
-            .data(namespace: try args.namespace(0), .setTimeToLive(key: args.array(1), milliseconds: nil))
+        CommandSpec(name: "PERSIST", usage: "PERSIST ns key | PERSIST ns", arity: .between(1, 2), flags: [.namespaced, .write]) { (args) throws(CommandError) in
+            guard args.count == 2 else { return try NamespaceExpiryCommands.parsePersist(args) }
+            return .data(namespace: try args.namespace(0), .setTimeToLive(key: args.array(1), milliseconds: nil))
         },
-        CommandSpec(name: "PTTL", usage: "PTTL ns key", arity: .exactly(2), flags: [.namespaced, .readOnly],
-                    redisHint: wholeHashDeadline) { (args) throws(CommandError) in
-            .data(namespace: try args.namespace(0), .timeToLive(args.array(1)))
+        CommandSpec(name: "PTTL", usage: "PTTL ns key | PTTL ns", arity: .between(1, 2), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
+            guard args.count == 2 else { return try NamespaceExpiryCommands.parsePTTL(args) }
+            return .data(namespace: try args.namespace(0), .timeToLive(args.array(1)))
         },
         CommandSpec(name: "INCR", usage: "INCR ns key [delta]", arity: .between(2, 3), flags: [.namespaced, .write]) { (args) throws(CommandError) in
             let ns = try args.namespace(0)
@@ -165,10 +168,6 @@ enum KeyValueCommands {
         return n
     }
 
-    /// The hint of PEXPIRE's, PERSIST's and PTTL's arity errors, for Redis's forms of them
-    /// (`PEXPIRE h ms`, `PTTL h`): a hash has no deadline of its own here, its fields do.
-    static let wholeHashDeadline = "a namespace (Redis's hash) has no deadline of its own: its keys (fields) do, as HPEXPIRE ns ms FIELDS n field ... and HPTTL give them"
-
     /// SCAN's usage line: a namespace's page, or Redis's SCAN of the keyspace.
     static let scanUsage = "SCAN ns cursor [PREFIX prefix] [COUNT count] | SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]"
 
@@ -267,6 +266,8 @@ enum KeyValueCommands {
         case (.secondsLeft, .batch(let deadlines)), (.millisecondsLeft, .batch(let deadlines)), (.secondsDeadline, .batch(let deadlines)),
              (.millisecondsDeadline, .batch(let deadlines)):
             return FieldExpiryCommands.reply(deadlines: deadlines, shape: shape, now: WallClock.milliseconds())
+        case (.secondsLeft, .integer), (.millisecondsLeft, .integer), (.secondsDeadline, .integer), (.millisecondsDeadline, .integer):
+            return NamespaceExpiryCommands.reply(deadline: outcome, shape: shape, now: WallClock.milliseconds())
         case (.randomKey, .page(let page)): return page.entries.first.map { .bulk($0.key) } ?? .null
         case (.randomKeys, .page(let page)): return entries(page.entries, .keys)
         case (.randomEntries, .page(let page)): return .pairs(flattened(page.entries))

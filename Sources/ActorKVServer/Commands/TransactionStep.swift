@@ -74,6 +74,8 @@ struct TransactionStep: Sendable {
         case .lifetimePut(let put) where put.owner == 0 && put.ifVersion == nil: return TransactionStep(stepCount: 1, kind: .stored)
         case .setTimeToLive: return TransactionStep(stepCount: 1, kind: .expiryCount)
         case .timeToLive: return TransactionStep(stepCount: 1, kind: .millisecondsLeft)
+        case .setNamespaceDeadline: return TransactionStep(stepCount: 1, kind: .outcome)
+        case .namespaceDeadline: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
         case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .scan:
             return nil
         }
@@ -109,7 +111,7 @@ struct TransactionStep: Sendable {
         case .setAll(let setting): return zip(setting.keys, setting.values).reduce(0) { $0 + commandOverhead + $1.0.count + $1.1.count }
         case .lifetimePut(let put): return commandOverhead + put.key.count + put.value.count
         case .setTimeToLive(let key, _), .timeToLive(let key): return commandOverhead + key.count
-        case .getVersioned, .conditionalPut, .update, .count, .scan, .sample, .packedEntries:
+        case .getVersioned, .conditionalPut, .update, .count, .scan, .sample, .packedEntries, .setNamespaceDeadline, .namespaceDeadline:
             return commandOverhead
         }
     }
@@ -119,7 +121,7 @@ struct TransactionStep: Sendable {
         switch step {
         case .put(let key, let value), .set(let key, let value), .setIfAbsent(let key, let value): return key.count + value.count
         case .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _): return key.count
-        case .unchangedSince, .read: return 0
+        case .unchangedSince, .read, .setNamespaceDeadline: return 0
         case .expire, .deadlines: return step.keys.reduce(0) { $0 + $1.count }
         case .setAll(let setting): return zip(setting.keys, setting.values).reduce(0) { $0 + $1.0.count + $1.1.count }
         }
@@ -148,6 +150,8 @@ struct TransactionStep: Sendable {
             let deadline: KeyExpiry.Deadline = milliseconds.map { .after(milliseconds: UInt64(max(0, $0))) } ?? .none
             steps.append(.expire(KeyExpiry(keys: [key], deadline: deadline)))
         case .timeToLive(let key): steps.append(.deadlines([key]))
+        case .setNamespaceDeadline(let change): steps.append(.setNamespaceDeadline(change))
+        case .namespaceDeadline: steps.append(.read(.deadline))
         case .getVersioned, .conditionalPut, .update:
             preconditionFailure("TransactionStep: \(operation) has no steps in a transaction")
         }

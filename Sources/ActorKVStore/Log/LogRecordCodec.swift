@@ -7,7 +7,8 @@
 ///     mutation = u8 kind (1 put, 2 delete, 3 lifetime) | u32 keyLength | key
 ///                | [u32 valueLength | value]     (put)
 ///                | [u64 deadline | u8 flags]    (lifetime: deadline in ms since the epoch, 0 none;
-///                                                flags bit 0: ephemeral, the other bits 0)
+///                                                flags bit 0: ephemeral, the other bits 0;
+///                                                with an empty key, the namespace's own deadline)
 ///     end mark = 0xA5, twice when once would make bodyLength a multiple of 256
 ///
 /// The end mark (log format 2) makes sure that no whole record has a first or last byte of

@@ -45,6 +45,10 @@ public enum BatchStep: Sendable {
     /// its presence judged at that point of the run (``Outcome/integer(_:)`` 1 or 0; a 0 writes
     /// nothing and the rest of the batch goes on). What Redis 8's `HSETEX` does inside MULTI.
     indirect case setAll(KeySetting)
+    /// Change the namespace's own deadline at that point of the run, as
+    /// ``Operation/setNamespaceDeadline(_:)`` does (``Outcome/integer(_:)`` 1 or 0); it has no
+    /// key. What Redis's `EXPIRE` family and `PERSIST` of a hash do inside MULTI.
+    indirect case setNamespaceDeadline(NamespaceDeadline)
 
     /// The step that applies `mutation`.
     public init(_ mutation: Mutation) {
@@ -60,7 +64,7 @@ public enum BatchStep: Sendable {
         switch self {
         case .put(let key, _), .delete(let key), .update(let key, _), .ifVersion(let key, _), .increment(let key, _),
              .set(let key, _), .setIfAbsent(let key, _): return key
-        case .unchangedSince, .read, .expire, .deadlines, .setAll: return []
+        case .unchangedSince, .read, .expire, .deadlines, .setAll, .setNamespaceDeadline: return []
         }
     }
 
@@ -71,7 +75,7 @@ public enum BatchStep: Sendable {
         case .expire(let expiry): return expiry.keys
         case .deadlines(let keys): return keys
         case .setAll(let setting): return setting.keys
-        case .unchangedSince, .read: return []
+        case .unchangedSince, .read, .setNamespaceDeadline: return []
         case .put, .delete, .update, .ifVersion, .increment, .set, .setIfAbsent: return [key]
         }
     }
@@ -82,7 +86,8 @@ public enum BatchStep: Sendable {
         switch self {
         case .increment: return true
         case .update(_, let update): return update.keepsLifetime
-        case .put, .delete, .set, .setIfAbsent, .ifVersion, .unchangedSince, .read, .expire, .deadlines, .setAll: return false
+        case .put, .delete, .set, .setIfAbsent, .ifVersion, .unchangedSince, .read, .expire, .deadlines, .setAll, .setNamespaceDeadline:
+            return false
         }
     }
 
@@ -92,14 +97,16 @@ public enum BatchStep: Sendable {
         case .put(let key, let value): return .put(key: key, value: value)
         case .delete(let key): return .delete(key: key)
         case .set(let key, let value): return .put(key: key, value: value)
-        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read, .expire, .deadlines, .setAll: return nil
+        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read, .expire, .deadlines, .setAll, .setNamespaceDeadline:
+            return nil
         }
     }
 
     /// Whether the step depends on the key's current state.
     var readsBeforeWriting: Bool {
         switch self {
-        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read, .expire, .deadlines, .setAll, .delete: return true
+        case .update, .ifVersion, .increment, .setIfAbsent, .unchangedSince, .read, .expire, .deadlines, .setAll, .delete,
+             .setNamespaceDeadline: return true
         case .put, .set: return false
         }
     }
@@ -109,7 +116,7 @@ public enum BatchStep: Sendable {
     public var readsLifetimes: Bool {
         switch self {
         case .expire, .deadlines, .setAll: return true
-        case .put, .delete, .update, .ifVersion, .increment, .set, .setIfAbsent, .unchangedSince, .read: return false
+        case .put, .delete, .update, .ifVersion, .increment, .set, .setIfAbsent, .unchangedSince, .read, .setNamespaceDeadline: return false
         }
     }
 
@@ -118,7 +125,7 @@ public enum BatchStep: Sendable {
         switch self {
         case .put, .update, .increment, .set, .setIfAbsent: return true
         case .setAll(let setting): return setting.presence != .allPresent
-        case .delete, .ifVersion, .unchangedSince, .read, .expire, .deadlines: return false
+        case .delete, .ifVersion, .unchangedSince, .read, .expire, .deadlines, .setNamespaceDeadline: return false
         }
     }
 }
@@ -131,6 +138,9 @@ public enum NamespaceRead: Sendable, Equatable {
     case entries
     /// Entries drawn at random (Redis's HRANDFIELD).
     case sample(RandomDraw)
+    /// The namespace's own deadline (Redis's PEXPIRETIME, TTL of a hash), as
+    /// ``Operation/namespaceDeadline`` reads it.
+    case deadline
 
     /// The operation that reads the same outside a batch.
     public var operation: Operation {
@@ -138,6 +148,7 @@ public enum NamespaceRead: Sendable, Equatable {
         case .count: return .count
         case .entries: return .scan(.start, prefix: [], limit: .max)
         case .sample(let draw): return .sample(draw)
+        case .deadline: return .namespaceDeadline
         }
     }
 }

@@ -10,6 +10,10 @@ struct LiveData: Sendable {
     var bytes = 0
     /// The deadlines and owners of the keys that have one.
     var lifetimes = KeyLifetimes()
+    /// The namespace's own deadline, in milliseconds since the epoch (0: none): when it passes,
+    /// every key goes (``Mutation/namespaceDeadline(_:)``). Only a namespace that holds a key
+    /// has one: the delete of its last key clears it.
+    var deadline: UInt64 = 0
 
     /// Applies one mutation, written by the log record numbered `version`; returns whether it
     /// removed a key that existed (and, with a `now`, had not expired by then).
@@ -21,6 +25,9 @@ struct LiveData: Sendable {
             return false
         case .delete(let key):
             return delete(key, now: now)
+        case .lifetime(let key, let lifetime) where key.isEmpty:
+            deadline = map.count == 0 ? 0 : lifetime.deadline
+            return false
         case .lifetime(let key, let lifetime):
             if map.setMarked(!lifetime.isNone, forKey: key) { lifetimes.set(key, lifetime) }
             return false
@@ -28,8 +35,10 @@ struct LiveData: Sendable {
     }
 
     /// Removes `key`; returns whether it existed and had not expired at `now` (0: ignore deadlines).
+    /// The last key's removal clears the namespace's ``deadline``.
     mutating func delete(_ key: [UInt8], now: UInt64) -> Bool {
         guard let removed = map.removeEntry(forKey: key) else { return false }
+        if deadline != 0 && map.count == 0 { deadline = 0 }
         bytes -= key.count + removed.old.count
         guard removed.wasMarked else { return true }
         let lifetime = lifetimes.remove(key)

@@ -58,6 +58,8 @@ public actor Namespace {
     var promptSweep: Task<Void, Never>?
     /// When sweeps may run: while keys are due, a share of the time, smaller while requests come.
     var sweepPacing = SweepPacing()
+    /// Set while ``expireIfDue()`` deletes every key (its own deletes are runs too).
+    var expiring = false
     /// Whether a run was performed, while keys had deadlines, since the last sweep.
     @exclusivity(unchecked) var servedSinceSweep = false
     @exclusivity(unchecked) var statistics: NamespaceStatistics
@@ -227,7 +229,9 @@ public actor Namespace {
 
     /// Reads ``runNow`` for a run of operations: the wall clock when a key's deadline may have
     /// passed; 0 (no key is checked) before the earliest deadline or when no key has one.
+    /// First, a namespace whose own deadline has passed loses every key (``expireIfDue()``).
     private func startRun() {
+        if data.deadline != 0 { expireIfDue() }
         guard data.lifetimes.hasDeadlines else { runNow = 0; return }
         servedSinceSweep = true
         let now = WallClock.milliseconds()
@@ -351,8 +355,28 @@ public actor Namespace {
     /// and encoded (``WritePlanner``); the records are written; then the operations are performed
     /// in order. A write whose record could not be written fails with an `io` error and is not
     /// applied; reads see the effect of every successful write before them.
+    ///
+    /// A change of the namespace's own deadline (``Operation/setsNamespaceDeadline``) is planned
+    /// first in a run of its own, over what the operations before it did, so that it sees
+    /// whether keys are left and what deadline they gave: the operations run in parts, cut
+    /// before each such change.
     public func execute(_ operations: [Operation]) -> Execution {
-        execute(operations, blindDeletes: false)
+        guard operations.count > 1, operations.indices.dropFirst().contains(where: { operations[$0].setsNamespaceDeadline }) else {
+            return execute(operations, blindDeletes: false)
+        }
+        var outcomes: [Outcome] = []
+        outcomes.reserveCapacity(operations.count)
+        var durability = Durability.immediate
+        var start = 0
+        while start < operations.count {
+            var end = start + 1
+            while end < operations.count && !operations[end].setsNamespaceDeadline { end += 1 }
+            let part = execute(Array(operations[start..<end]), blindDeletes: false)
+            outcomes += part.outcomes
+            if !part.durability.isImmediate { durability = part.durability }  // a later record's wait covers the earlier ones
+            start = end
+        }
+        return Execution(outcomes: outcomes, durability: durability)
     }
 
     /// ``execute(_:)``; with `blindDeletes`, a delete deletes and logs every key it names without
@@ -381,7 +405,7 @@ public actor Namespace {
             performPending(operations, planner.resolved, &versions, &outcomes)
         }
         if planner.hasRecords { compactIfDue() }
-        if sweeper == nil && data.lifetimes.hasDeadlines { startSweeper() }
+        if sweeper == nil && hasDeadlines { startSweeper() }
         let wait = !planner.hasRecords || options.durability != .always
             ? Durability.immediate : Durability(syncer: syncer, sequence: planner.sequence)
         let execution = Execution(outcomes: outcomes.map { $0! }, durability: wait)
@@ -411,7 +435,7 @@ public actor Namespace {
         }
         var versions = RecordNumbers(written: [], after: lastSequence)
         performPending(operations, [], &versions, &outcomes)
-        if sweeper == nil && data.lifetimes.hasDeadlines { startSweeper() }
+        if sweeper == nil && hasDeadlines { startSweeper() }
         let execution = Execution(outcomes: outcomes.map { $0! }, durability: .immediate)
         plannerScratch.keep(outcomes: consume outcomes)
         return execution
@@ -576,7 +600,10 @@ public actor Namespace {
             outcomes.reserveCapacity(steps.count)
             for step in steps { outcomes.append(perform(step, version: version)) }
             return .batch(outcomes)
-        case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire, .setAll:
+        case .namespaceDeadline:
+            guard data.map.count - data.lifetimes.expiredCount(at: runNow) > 0 else { return .integer(-2) }
+            return .integer(data.deadline == 0 ? -1 : Int(clamping: data.deadline))
+        case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire, .setAll, .setNamespaceDeadline:
             preconditionFailure("Namespace: a write that reads is resolved while planning, never performed unresolved")
         }
     }
@@ -691,6 +718,7 @@ public actor Namespace {
     /// With ``FollowFrom/snapshot`` it returns once the snapshot's last change is as durable as
     /// the fsync policy promises, so that it shows no write that a crash could undo.
     public func follow(from start: FollowFrom) async throws(StoreError) -> FollowStart {
+        if data.deadline != 0 { expireIfDue() }  // a snapshot, or the last sequence, must not hold keys gone by then
         let oldest = oldestSequence
         if case .sequence(let after) = start {
             guard after <= lastSequence else {

@@ -16,6 +16,8 @@ struct NamespaceCopy: Sendable {
     let lifetimes: KeyLifetimes
     /// The last sequence the copy holds: the snapshot's.
     let lastSequence: UInt64
+    /// The namespace's own deadline (0: none).
+    let deadline: UInt64
     /// The wall-clock milliseconds by which a key's deadline must have passed for the copy to
     /// leave it out (0: no key has a deadline).
     let expiredAt: UInt64
@@ -25,7 +27,7 @@ extension Namespace {
     /// This namespace's state now, for a backup.
     func copyForBackup() -> NamespaceCopy {
         NamespaceCopy(name: name, map: FrozenMap(data.map), lifetimes: data.lifetimes.frozen(), lastSequence: lastSequence,
-                      expiredAt: data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0)
+                      deadline: data.deadline, expiredAt: data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0)
     }
 
     /// The state of every namespace that `namespaces` lists, asked in this job, as of one moment:

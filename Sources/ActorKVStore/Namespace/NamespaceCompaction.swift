@@ -51,6 +51,7 @@ extension Namespace {
             // that was a pause of tens of milliseconds for the writers).
             let frozen = FrozenMap(data.map)
             let lifetimes = data.lifetimes.frozen()
+            let deadline = data.deadline
             // Keys already expired are gone for reads: the snapshot leaves them out.
             let expiredAt = data.lifetimes.hasDeadlines ? WallClock.milliseconds() : 0
             let sealing = HistoryRetention.seals(activeFirst: activeFirstSequence, recordBytes: activeLength - activeStart,
@@ -60,7 +61,7 @@ extension Namespace {
             let dropping = Array(olderSegments.prefix(HistoryRetention.droppable(
                 olderSegments, next: activeFirstSequence, covered: covered, history: options.changesHistory)))
             try self.files.system.failpoint("compaction.afterRotate")
-            let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)))
+            let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)), deadline: deadline)
             let files = self.files
             let (size, keyCount) = try await BlockingIO.run { () throws(StoreError) in
                 // Writes that came while the fsync above ran are covered too: left in the active

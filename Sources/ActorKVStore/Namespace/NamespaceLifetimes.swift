@@ -16,7 +16,7 @@ extension Namespace {
     /// see as deletes, at most ``sweepBatch`` × ``sweepRecords`` keys; returns how many.
     @discardableResult
     public func sweepExpired() -> Int {
-        var removed = 0
+        var removed = data.deadline == 0 ? 0 : expireIfDue()
         for _ in 0..<Self.sweepRecords {
             let due = data.lifetimes.takeDue(at: WallClock.milliseconds(), limit: Self.sweepBatch)
             guard !due.isEmpty else { break }
@@ -29,6 +29,41 @@ extension Namespace {
             if due.count < Self.sweepBatch { break }
         }
         return removed
+    }
+
+    /// Whether a key, or the namespace itself, has a deadline (the sweeper runs while one does).
+    var hasDeadlines: Bool { data.lifetimes.hasDeadlines || data.deadline != 0 }
+
+    /// Keys deleted per record when the namespace's own deadline passes.
+    static let expiryBatch = 1000
+
+    /// When the namespace's own deadline has passed: deletes every key, a thousand per logged
+    /// record, which followers see as deletes (the last one clears the deadline); returns how
+    /// many. Should a record fail to be written, the keys it held are deleted from memory alone,
+    /// so that no read finds them once the deadline has passed: the deadline is in the log, and
+    /// the namespace's next opening deletes them again, logged.
+    @discardableResult
+    func expireIfDue() -> Int {
+        guard !expiring, data.deadline != 0, data.deadline <= WallClock.milliseconds() else { return 0 }
+        expiring = true
+        defer { expiring = false }
+        var keys: [[UInt8]] = []
+        keys.reserveCapacity(data.map.count)
+        data.map.forEach { key, _, _ in
+            keys.append(key)
+            return true
+        }
+        var start = 0
+        while start < keys.count {
+            let chunk = Array(keys[start..<min(keys.count, start + Self.expiryBatch)])
+            start += chunk.count
+            if case .failure(let error) = deleteOnItsOwn(chunk) {
+                options.log("namespace \(name): its deadline passed, but deleting its keys failed: \(error.message); they are gone for reads, and deleted again when it next opens")
+                for key in keys[(start - chunk.count)...] { _ = data.delete(key, now: 0) }
+                break
+            }
+        }
+        return keys.count
     }
 
     /// Deletes every key `owner` holds (its connection ended), a thousand per logged record;
@@ -72,7 +107,7 @@ extension Namespace {
             expired += removed
             if removed < Self.sweepBatch * Self.sweepRecords { break }
         }
-        if data.lifetimes.hasDeadlines { startSweeper() }
+        if hasDeadlines { startSweeper() }
         // Durable before the namespace serves anyone (under `always`; else as the policy says).
         if ephemeral + expired > 0 { try? await syncer.waitDurable(lastSequence) }
         return (ephemeral, expired)
@@ -95,7 +130,8 @@ extension Namespace {
     /// How long until the next sweep, in nanoseconds; nil (and the sweeper ends) when no key has
     /// a deadline left.
     private func nextSweepDelay() -> UInt64? {
-        guard data.lifetimes.hasDeadlines, !closed, let earliest = data.lifetimes.earliestDeadline else {
+        let earliest = min(data.lifetimes.earliestDeadline ?? .max, data.deadline == 0 ? .max : data.deadline)
+        guard hasDeadlines, !closed, earliest != .max else {
             sweeper = nil
             return nil
         }

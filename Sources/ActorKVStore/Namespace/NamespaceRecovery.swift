@@ -314,7 +314,8 @@ enum NamespaceRecovery {
         guard decoded.header.namespace == name else {
             throw StoreError.corrupt(path, offset: 0, "the snapshot belongs to namespace '\(decoded.header.namespace)'")
         }
-        let data = LiveData(map: decoded.map, bytes: LiveData.byteCount(of: decoded.map), lifetimes: decoded.lifetimes)
+        let data = LiveData(map: decoded.map, bytes: LiveData.byteCount(of: decoded.map), lifetimes: decoded.lifetimes,
+                            deadline: decoded.header.deadline)
         return SnapshotState(data: data, lastSequence: decoded.header.lastSequence, createdAt: decoded.header.createdAt)
     }
 

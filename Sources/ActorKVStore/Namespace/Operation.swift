@@ -64,6 +64,14 @@ public enum Operation: Sendable {
     /// The deadline of each key: a ``Outcome/batch(_:)`` of one ``Outcome/integer(_:)`` per key,
     /// in order, milliseconds since the epoch, -1 when it has none, -2 when it is absent.
     case deadlines([[UInt8]])
+    /// Give the namespace itself a deadline, or remove it, when the condition holds (Redis's
+    /// `EXPIRE` family and `PERSIST` of a hash): ``Outcome/integer(_:)`` 1 when it changed (a
+    /// time at or before now deletes every key), 0 when the namespace holds no key or the
+    /// condition does not hold (``NamespaceDeadline``).
+    case setNamespaceDeadline(NamespaceDeadline)
+    /// The namespace's own deadline: ``Outcome/integer(_:)`` milliseconds since the epoch, -1
+    /// when it has none, -2 when it holds no key (Redis's `PEXPIRETIME` of a hash).
+    case namespaceDeadline
     /// The number of keys.
     case count
     /// One page of keys and values in key order.
@@ -144,8 +152,21 @@ public enum Operation: Sendable {
     /// Whether the operation changes data (and so is logged and waits for durability).
     public var isWrite: Bool {
         switch self {
-        case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive, .expire, .setAll: return true
-        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines: return false
+        case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive, .expire, .setAll,
+             .setNamespaceDeadline: return true
+        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines, .namespaceDeadline:
+            return false
+        }
+    }
+
+    /// Whether the operation changes the namespace's own deadline (itself, or a step of its
+    /// batch): it is planned first in a run of its own, over the namespace as the operations
+    /// before it left it (see `Namespace.execute`).
+    var setsNamespaceDeadline: Bool {
+        switch self {
+        case .setNamespaceDeadline: return true
+        case .batch(let steps): return steps.contains { if case .setNamespaceDeadline = $0 { true } else { false } }
+        default: return false
         }
     }
 
@@ -153,9 +174,10 @@ public enum Operation: Sendable {
     /// planner to resolve it before its record can be encoded (a delete: which of its keys exist).
     var readsBeforeWriting: Bool {
         switch self {
-        case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive, .expire, .setAll, .delete: return true
+        case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive, .expire, .setAll, .delete, .setNamespaceDeadline: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
-        case .get, .getVersioned, .exists, .getMany, .put, .set, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines: return false
+        case .get, .getVersioned, .exists, .getMany, .put, .set, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines,
+             .namespaceDeadline: return false
         }
     }
 
@@ -171,7 +193,7 @@ public enum Operation: Sendable {
         case .setAll(let setting): return setting.presence != .allPresent
         case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps, floor: floor) && steps.contains { $0.mayWriteValue }
         case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .sample, .packedEntries, .setTimeToLive, .timeToLive, .expire,
-             .deadlines:
+             .deadlines, .setNamespaceDeadline, .namespaceDeadline:
             return false
         }
     }

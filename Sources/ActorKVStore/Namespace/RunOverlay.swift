@@ -1,11 +1,12 @@
 import ActorKVProtocol
 
-/// What a run's writes are planned over: the namespace's map and lifetimes before the run, and
-/// the run's wall-clock time (0 until needed when no key has a deadline).
+/// What a run's writes are planned over: the namespace's map, lifetimes and own deadline
+/// before the run, and the run's wall-clock time (0 until needed when no key has a deadline).
 struct Base {
     var map: OrderedMap
     var lifetimes: KeyLifetimes
     var now: UInt64
+    var deadline: UInt64 = 0
 }
 
 /// The values and versions that the writes planned so far in a run give their keys (nil:
@@ -42,6 +43,8 @@ struct RunOverlay {
         case .delete(let key):
             entries[HashedKey(key)] = .some(nil)
             if !lifetimes.isEmpty { lifetimes[HashedKey(key)] = nil }
+        case .lifetime(let key, _) where key.isEmpty:
+            return  // the namespace's own deadline: no key's
         case .lifetime(let key, let lifetime):
             lifetimes[HashedKey(key)] = lifetime
         }

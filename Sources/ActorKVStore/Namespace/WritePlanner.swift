@@ -153,7 +153,7 @@ struct WritePlanner {
     /// `now` (milliseconds since the epoch; 0 when no key has a lifetime) decides which keys have
     /// expired, and the deadlines that PX and EX give.
     mutating func plan(_ operations: [Operation], in data: LiveData, now: UInt64) {
-        base = Base(map: data.map, lifetimes: data.lifetimes, now: now)
+        base = Base(map: data.map, lifetimes: data.lifetimes, now: now, deadline: data.deadline)
         for index in operations.indices { plan(operations[index], at: index, of: operations) }
         // Let go of the namespace's map and lifetimes before the run's writes are applied to
         // them: held here, they would be shared, and each write would copy them first (the
@@ -210,9 +210,104 @@ struct WritePlanner {
             resolveLifetimes(.expire(expiry), at: index)
         case .setAll(let setting):
             resolveLifetimes(.setAll(setting), at: index)
-        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines:
+        case .setNamespaceDeadline(let change):
+            precondition(index == 0, "WritePlanner: a change of the namespace's deadline is planned first in its run")
+            let (mutations, outcome) = resolve(change, over: RunOverlay(), after: [], deadline: base.deadline)
+            record(mutations, outcome: outcome, at: index)
+        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines, .namespaceDeadline:
             return
         }
+    }
+
+    /// The mutations and outcome of `change` to the namespace's own deadline, over the run's
+    /// base and a batch's earlier steps (`batch`, whose mutations are `earlier`), the deadline
+    /// being `deadline` then: nothing, with 0, when no key is left or the condition does not
+    /// hold; else the new deadline, or, a time at or before now, a delete of every key left.
+    /// Planned first in its run (see `Namespace.execute`), so the run's overlay is the base.
+    private mutating func resolve(_ change: NamespaceDeadline, over batch: RunOverlay, after earlier: [Mutation],
+                                  deadline: UInt64) -> (mutations: [Mutation], outcome: Outcome) {
+        let now = self.now()
+        let holdsKeys = liveCount(over: batch, after: earlier, now: now) > 0
+        let (result, target) = change.apply(to: holdsKeys ? deadline : nil, now: now)
+        let outcome = Outcome.integer(NamespaceDeadline.reply(to: result))
+        switch result {
+        case .changed: return ([.namespaceDeadline(target ?? 0)], outcome)
+        case .deleted: return (liveKeys(over: batch, after: earlier, now: now).map { .delete(key: $0) }, outcome)
+        case .absent, .noDeadline, .conditionNotMet: return ([], outcome)
+        }
+    }
+
+    /// Whether `key` is in the base and has not expired by `now`.
+    private func inBase(_ key: [UInt8], now: UInt64) -> Bool {
+        base.map.contains(key) && !base.lifetimes.hasExpired(key, at: now)
+    }
+
+    /// How many keys the namespace holds after `earlier`, a batch's mutations so far (noted in
+    /// `batch`): the base's unexpired keys, and what those mutations added and removed.
+    private func liveCount(over batch: RunOverlay, after earlier: [Mutation], now: UInt64) -> Int {
+        var count = base.map.count - base.lifetimes.expiredCount(at: now)
+        var seen = Set<[UInt8]>()
+        for mutation in earlier {
+            let key: [UInt8]
+            switch mutation {
+            case .put(let written, _), .delete(let written): key = written
+            case .lifetime: continue
+            }
+            guard seen.insert(key).inserted else { continue }
+            count += (isNoted(key, in: batch) ? 1 : 0) - (inBase(key, now: now) ? 1 : 0)
+        }
+        return count
+    }
+
+    /// Whether `earlier`, a batch's mutations so far, applied to the base's map, empty it with a
+    /// delete from the one at index `start` on (a delete that leaves no key clears the
+    /// namespace's deadline: ``LiveData/delete(_:now:)``).
+    private func empties(_ earlier: [Mutation], from start: Int) -> Bool {
+        var count = base.map.count
+        var present: [[UInt8]: Bool] = [:]
+        var emptied = false
+        for (index, mutation) in earlier.enumerated() {
+            switch mutation {
+            case .put(let key, _):
+                if !(present[key] ?? base.map.contains(key)) { count += 1 }
+                present[key] = true
+            case .delete(let key):
+                if present[key] ?? base.map.contains(key) {
+                    count -= 1
+                    if count == 0 && index >= start { emptied = true }
+                }
+                present[key] = false
+            case .lifetime:
+                continue
+            }
+        }
+        return emptied
+    }
+
+    /// Whether `batch` leaves `key` holding a value.
+    private func isNoted(_ key: [UInt8], in batch: RunOverlay) -> Bool {
+        if case .some(.some) = batch.noted(key) { return true }
+        return false
+    }
+
+    /// The keys the namespace holds after `earlier` (as ``liveCount(over:after:now:)`` counts
+    /// them): the base's unexpired keys those did not delete, then those they put.
+    private func liveKeys(over batch: RunOverlay, after earlier: [Mutation], now: UInt64) -> [[UInt8]] {
+        var keys: [[UInt8]] = []
+        let lifetimes = base.lifetimes
+        base.map.forEach { key, _, _ in
+            switch batch.noted(key) {
+            case .some(.none): break
+            case .some(.some): keys.append(key)
+            case .none: if !lifetimes.hasExpired(key, at: now) { keys.append(key) }
+            }
+            return true
+        }
+        var added = Set<[UInt8]>()
+        for case .put(let key, _) in earlier where !inBase(key, now: now) && isNoted(key, in: batch) && added.insert(key).inserted {
+            keys.append(key)
+        }
+        return keys
     }
 
     /// Resolves a single-step write (an INCR, an update) against the overlay (and, beneath it,
@@ -435,6 +530,8 @@ struct WritePlanner {
         var mutations: [Mutation] = []
         var results: [Outcome] = []
         var reads: [DeferredRead] = []
+        var namespaceDeadline = base.deadline  // as this batch's steps leave it
+        var deadlineSetAt = 0  // how many of `mutations` came before the last change of it
         results.reserveCapacity(steps.count)
         for (position, step) in steps.enumerated() {
             if case .unchangedSince(let expected) = step {
@@ -450,6 +547,19 @@ struct WritePlanner {
                 // Made when the batch is applied, after the mutations of the steps before it.
                 reads.append(DeferredRead(read: read, after: mutations.count, result: results.count))
                 results.append(.stored)
+                continue
+            }
+            if case .setNamespaceDeadline(let change) = step {
+                precondition(index == 0, "WritePlanner: a batch that changes the namespace's deadline is planned first in its run")
+                // The delete that empties the namespace clears its deadline, when applied.
+                if empties(mutations, from: deadlineSetAt) { namespaceDeadline = 0 }
+                let (written, outcome) = resolve(change, over: scratch, after: mutations, deadline: namespaceDeadline)
+                for case .lifetime(let key, let lifetime) in written where key.isEmpty { namespaceDeadline = lifetime.deadline }
+                if case .delete? = written.first { namespaceDeadline = 0 }  // every key deleted
+                deadlineSetAt = mutations.count + written.count
+                results.append(outcome)
+                if position + 1 < steps.count { scratch.note(written, version: version) }
+                mutations += written
                 continue
             }
             if step.readsLifetimes {
@@ -507,7 +617,7 @@ struct WritePlanner {
                 let deadline = lifetime(key).deadline
                 return .integer(deadline == 0 ? -1 : Int(clamping: deadline))
             }))
-        case .put, .delete, .update, .ifVersion, .increment, .set, .setIfAbsent, .unchangedSince, .read:
+        case .put, .delete, .update, .ifVersion, .increment, .set, .setIfAbsent, .unchangedSince, .read, .setNamespaceDeadline:
             preconditionFailure("WritePlanner: not a step of lifetimes")
         }
     }
@@ -532,8 +642,8 @@ struct WritePlanner {
         case .setIfAbsent(let key, let value):
             guard current == nil else { return .success(ResolvedStep(mutation: nil, outcome: .integer(0))) }
             return .success(ResolvedStep(mutation: .put(key: key, value: value), outcome: .integer(1)))
-        case .unchangedSince, .read, .expire, .deadlines, .setAll:
-            preconditionFailure("WritePlanner: a namespace guard or read, or a step of lifetimes, is handled by the batch, not per key")
+        case .unchangedSince, .read, .expire, .deadlines, .setAll, .setNamespaceDeadline:
+            preconditionFailure("WritePlanner: a namespace guard, read or deadline, or a step of lifetimes, is handled by the batch, not per key")
         case .ifVersion(_, let expected):
             guard (current?.version ?? 0) == expected else { return .failure(Refusal(.conditionFailed)) }
             return .success(ResolvedStep(mutation: nil, outcome: .stored))
@@ -597,7 +707,7 @@ struct WritePlanner {
             case .delete(let keys): overlay.note(keys.lazy.map { .delete(key: $0) }, version: version)
             case .batch(let steps): overlay.note(steps.lazy.map { $0.plainMutation! }, version: version)
             case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire, .setAll, .get, .getVersioned, .exists, .getMany,
-                 .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines:
+                 .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines, .setNamespaceDeadline, .namespaceDeadline:
                 preconditionFailure("WritePlanner: no plain record for this operation")
             }
         }

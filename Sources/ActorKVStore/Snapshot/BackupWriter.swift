@@ -73,7 +73,7 @@ enum BackupWriter {
     static func write(_ copy: NamespaceCopy, into partial: String, system: SystemCalls) throws(StoreError) -> Int {
         let files = NamespaceFiles(directory: partial + "/" + copy.name, system: system)
         do { try system.mkdir(files.directory) } catch { throw StoreError.io("creating the backup directory", files.directory, error) }
-        let header = SnapshotCodec.Header(namespace: copy.name, lastSequence: copy.lastSequence, createdAt: UInt64(time(nil)))
+        let header = SnapshotCodec.Header(namespace: copy.name, lastSequence: copy.lastSequence, createdAt: UInt64(time(nil)), deadline: copy.deadline)
         return try SnapshotWriter.write(copy.map.take(), lifetimes: copy.lifetimes, expiredAt: copy.expiredAt, header: header,
                                         files: files).entries
     }

@@ -12,7 +12,9 @@ import ActorKVProtocol
 /// Entries are `[key, value, version]` in ascending key order: the version is the sequence
 /// number of the log record that last wrote the key, from 1 to `lastSequence`. A key with a
 /// lifetime has a fourth element, `{"deadline":1763800000000}` (milliseconds since the epoch),
-/// `{"ephemeral":true}` or both (format version 3; version 2 has no lifetimes). A key or value
+/// `{"ephemeral":true}` or both (format version 3; version 2 has no lifetimes). A namespace with
+/// a deadline of its own (``Mutation/namespaceDeadline(_:)``) has `"deadline":1763800000000`
+/// after `createdAt` (a reader that does not know the field skips it). A key or value
 /// that is valid UTF-8 is a JSON string; any other bytes are `{"base64":"…"}`, so every byte
 /// string round-trips. Format version 1 (before keys had versions) has `[key, value]` pairs and
 /// is still read: its keys take `lastSequence` as their version. `lastSequence` comes before
@@ -50,12 +52,16 @@ public enum SnapshotCodec {
         public var lastSequence: UInt64
         /// Seconds since 1970 when the snapshot was taken.
         public var createdAt: UInt64
+        /// The namespace's own deadline, in milliseconds since the epoch (0: none; the field
+        /// `deadline`, written only when there is one).
+        public var deadline: UInt64
 
         /// Creates a header.
-        public init(namespace: String, lastSequence: UInt64, createdAt: UInt64) {
+        public init(namespace: String, lastSequence: UInt64, createdAt: UInt64, deadline: UInt64 = 0) {
             self.namespace = namespace
             self.lastSequence = lastSequence
             self.createdAt = createdAt
+            self.deadline = deadline
         }
     }
 
@@ -78,6 +84,7 @@ public enum SnapshotCodec {
         writer.append("{\"format\":\"\(formatName)\",\"version\":\(currentVersion),\"namespace\":")
         appendValue(Array(header.namespace.utf8), to: &writer.buffer)
         writer.append(",\"lastSequence\":\(header.lastSequence),\"createdAt\":\(header.createdAt)")
+        if header.deadline != 0 { writer.append(",\"deadline\":\(header.deadline)") }
         let expired = now == 0 ? 0 : lifetimes.expiredCountByScanning(at: now)
         writer.append(",\"count\":\(map.count - expired),\"entries\":[")
         var first = true
@@ -271,6 +278,7 @@ private struct SnapshotParser {
     var version: UInt64?
     var lastSequence: UInt64?
     var createdAt: UInt64 = 0
+    var deadline: UInt64 = 0
     var count: UInt64?
     var map: OrderedMap?
     var lifetimes = KeyLifetimes()
@@ -333,6 +341,7 @@ private struct SnapshotParser {
         case "namespace": namespace = String(decoding: try scanner.string(), as: UTF8.self)
         case "lastSequence": lastSequence = try scanner.unsignedInteger()
         case "createdAt": createdAt = try scanner.unsignedInteger()
+        case "deadline": deadline = try scanner.unsignedInteger()
         case "count": count = try scanner.unsignedInteger()
         case "entries":
             guard let version else { throw scanner.fail("entries before the format version") }
@@ -454,7 +463,8 @@ private struct SnapshotParser {
         if let count, count != UInt64(map.count) {
             throw scanner.fail("count says \(count) entries but \(map.count) were read")
         }
-        return SnapshotCodec.Contents(header: SnapshotCodec.Header(namespace: namespace, lastSequence: lastSequence, createdAt: createdAt),
+        return SnapshotCodec.Contents(header: SnapshotCodec.Header(namespace: namespace, lastSequence: lastSequence, createdAt: createdAt,
+                                                                   deadline: map.count == 0 ? 0 : deadline),
                                       map: map, lifetimes: lifetimes)
     }
 }

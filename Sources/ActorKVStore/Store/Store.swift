@@ -201,8 +201,8 @@ public actor Store {
         case .get: return .value(nil)
         case .getVersioned: return .versioned(nil)
         case .getMany(let keys): return .batch(keys.map { _ in .value(nil) })
-        case .exists, .count, .delete, .setTimeToLive: return .integer(0)
-        case .timeToLive: return .integer(-2)
+        case .exists, .count, .delete, .setTimeToLive, .setNamespaceDeadline: return .integer(0)
+        case .timeToLive, .namespaceDeadline: return .integer(-2)
         case .expire(let expiry):
             return .batch(expiry.keys.map { _ in expiry.yields == .values ? .value(nil) : .integer(KeyExpiry.Result.absent.rawValue) })
         case .deadlines(let keys): return .batch(keys.map { _ in .integer(-2) })
@@ -218,6 +218,7 @@ public actor Store {
                 switch $0 {
                 case .ifVersion, .unchangedSince: return .stored
                 case .read(.entries), .read(.sample): return .page(ScanPage(entries: [], next: .start))
+                case .read(.deadline): return .integer(-2)
                 default: return .integer(0)
                 }
             })

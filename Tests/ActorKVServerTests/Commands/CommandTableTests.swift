@@ -26,6 +26,8 @@ struct CommandTableTests {
         "MULTI": ["MULTI"], "EXEC": ["EXEC"], "DISCARD": ["DISCARD"], "WATCH": ["WATCH", "ns", "other"], "UNWATCH": ["UNWATCH"],
         "ACL": ["ACL", "WHOAMI"], "KEYS": ["KEYS", "*"], "DBSIZE": ["DBSIZE"], "TYPE": ["TYPE", "ns"], "UNLINK": ["UNLINK", "ns", "ns"],
         "FLUSHDB": ["FLUSHDB"], "FLUSHALL": ["FLUSHALL", "ASYNC"],
+        "EXPIRE": ["EXPIRE", "ns", "60", "NX"], "EXPIREAT": ["EXPIREAT", "ns", "2000000000"], "PEXPIREAT": ["PEXPIREAT", "ns", "1", "GT"],
+        "TTL": ["TTL", "ns"], "EXPIRETIME": ["EXPIRETIME", "ns"], "PEXPIRETIME": ["PEXPIRETIME", "ns"],
         "RANDOMKEY": ["RANDOMKEY"], "HMSET": ["HMSET", "ns", "f", "v", "g", "w"], "HINCRBYFLOAT": ["HINCRBYFLOAT", "ns", "f", "0.5"],
         "HRANDFIELD": ["HRANDFIELD", "ns", "-3", "WITHVALUES"],
         "HEXPIRE": ["HEXPIRE", "ns", "10", "NX", "FIELDS", "2", "f", "g"], "HPEXPIRE": ["HPEXPIRE", "ns", "10", "FIELDS", "1", "f"],

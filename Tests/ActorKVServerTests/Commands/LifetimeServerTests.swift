@@ -180,6 +180,37 @@ struct LifetimeServerTests {
         }
     }
 
+    @Test("a whole namespace's deadline on a live server: a watcher sees every key deleted when it passes; one set survives kill -9, and one that passed while the server was down deletes the keys at start")
+    func namespaceDeadlineOnTheWire() async throws {
+        let server = try ServerProcess(arguments: ["--fsync", "always"])
+        defer { server.stop() }
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["HSET", "live", "a", "1", "b", "2"]) == .integer(2))
+            let watcher = try RawConnection(path: server.socketPath)
+            try watcher.send("CHANGES live\r\n")
+            _ = try ChangesServerTests.read(watcher) { if case .synced = $0 { return true }; return false }
+            #expect(try c.command(["PEXPIRE", "live", "300"]) == .integer(1))
+            let got = try ChangesServerTests.read(watcher) { if case .change = $0 { return true }; return false }
+            guard case .change(_, _, let pairs)? = got.last else { Issue.record("\(got)"); return }
+            #expect(Set(pairs.map { String(decoding: $0.key, as: UTF8.self) }) == ["a", "b"] && pairs.allSatisfy { $0.value == nil }, "\(got)")
+            #expect(try c.command(["TTL", "live"]) == .integer(-2))
+            for name in ["kept", "short"] { #expect(try c.command(["HSET", name, "f", "v"]) == .integer(1)) }
+            #expect(try c.command(["EXPIRE", "kept", "3600"]) == .integer(1))
+            #expect(try c.command(["PEXPIRE", "short", "400"]) == .integer(1))
+        }
+        try await server.signal(SIGKILL)
+        usleep(600_000)
+        try await server.restart()
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            guard case .integer(let left) = try c.command(["TTL", "kept"]) else { Issue.record("TTL"); return }
+            #expect((3590...3600).contains(left), "the deadline survived: \(left)")
+            #expect(try c.command(["HGETALL", "short"]) == .array([]))
+            #expect(try c.command(["TTL", "short"]) == .integer(-2))
+        }
+    }
+
     @Test("HEXPIRE's family on a live server: a watcher sees no change of deadline but the deletes (at 0, at the deadline); the deadlines survive kill -9")
     func fieldExpiryOnTheWire() async throws {
         let server = try ServerProcess(arguments: ["--fsync", "always"])

@@ -109,16 +109,41 @@ struct RedisCommandsTests {
         }
     }
 
-    @Test("Redis's forms of PEXPIRE, PTTL and PERSIST (a whole hash's deadline) are refused, saying that a namespace's keys have deadlines and it has none; EXPIRE and TTL are unknown; nothing changes")
+    @Test("a whole hash's deadline: EXPIRE's family sets it under NX/XX/GT/LT, TTL's reads it as Redis rounds it, PERSIST removes it; ActorKV's PEXPIRE, PTTL and PERSIST of a key are unchanged")
     func wholeHashDeadline() async throws {
         try await withProcessor { p in
-            let replies = await run(p, ["HSET h a 1", "PEXPIRE h 1000", "PTTL h", "PERSIST h", "EXPIRE h 10", "TTL h", "HPTTL h FIELDS 1 a", "HGET h a"])
-            let hint = "; a namespace (Redis's hash) has no deadline of its own: its keys (fields) do, as HPEXPIRE ns ms FIELDS n field ... and HPTTL give them"
-            #expect(replies[1] == .error("ERR wrong number of arguments for 'PEXPIRE' (usage: PEXPIRE ns key ms)" + hint), "\(replies)")
-            #expect(replies[2] == .error("ERR wrong number of arguments for 'PTTL' (usage: PTTL ns key)" + hint))
-            #expect(replies[3] == .error("ERR wrong number of arguments for 'PERSIST' (usage: PERSIST ns key)" + hint))
-            #expect(replies[4].errorCode == "ERR" && replies[5].errorCode == "ERR", "unknown: \(replies)")
-            #expect(replies.suffix(2) == [.array([.integer(-1)]), bulk("1")], "no deadline given: \(replies)")
+            let at = (Int64(WallClock.milliseconds()) / 1000 + 7200) * 1000  // whole seconds, two hours off
+            let replies = await run(p, ["EXPIRE h 100", "TTL h", "HSET h a 1", "TTL h", "PTTL h", "EXPIRE h 100", "TTL h",
+                                        "EXPIRE h 200 NX", "EXPIRE h 50 GT", "EXPIRE h 300 xx gt", "TTL h", "PEXPIREAT h \(at) GT", "PEXPIRETIME h", "EXPIRETIME h",
+                                        "EXPIREAT h \(at / 1000 + 1) LT", "PERSIST h", "PERSIST h", "TTL h", "EXPIRE h 100 XX", "HPTTL h FIELDS 1 a"])
+            #expect(replies[0...4] == [.integer(0), .integer(-2), .integer(1), .integer(-1), .integer(-1)], "\(replies)")
+            #expect(replies[5...9] == [.integer(1), .integer(100), .integer(0), .integer(0), .integer(1)], "\(replies)")
+            #expect(replies[10] == .integer(300))
+            #expect(replies[11...14] == [.integer(1), .integer(at), .integer(at / 1000), .integer(0)], "\(replies)")
+            #expect(replies[15...] == [.integer(1), .integer(0), .integer(-1), .integer(0), .array([.integer(-1)])], "\(replies)")
+            // A pipelined PEXPIRE of a key and of the hash, and the key's own PTTL.
+            let keys = await run(p, ["PEXPIRE h a 5000", "PTTL h a", "PEXPIRE h 9000", "PTTL h", "PERSIST h a", "PTTL h a"])
+            guard case .integer(let keyLeft) = keys[1], case .integer(let hashLeft) = keys[3] else { Issue.record("\(keys)"); return }
+            #expect(keys[0] == .integer(1) && keys[2] == .integer(1) && keys[4] == .integer(1) && keys[5] == .integer(-1), "\(keys)")
+            #expect((4000...5000).contains(keyLeft) && (8000...9000).contains(hashLeft), "\(keys)")
+        }
+    }
+
+    @Test("a whole hash's deadline: bad options, times and arities are refused as Redis refuses them, nothing changed; a time already passed deletes the hash; in MULTI it sees the queue's writes")
+    func wholeHashDeadlineRefusalsAndMulti() async throws {
+        try await withProcessor { p in
+            let refused = await run(p, ["HSET h a 1", "EXPIRE h 10 NX XX", "EXPIRE h 10 GT LT", "EXPIRE h 10 XX LT", "EXPIRE h 10 soon", "EXPIRE h ten",
+                                        "EXPIRE h 9223372036854775807", "PEXPIRE h 10 NX LT", "EXPIRE h", "TTL h h", "TTL", "TTL h"])
+            #expect(refused[1] == .error("ERR NX and XX, GT or LT options at the same time are not compatible"), "\(refused)")
+            #expect(refused[2] == .error("ERR GT and LT options at the same time are not compatible"))
+            #expect(refused[3].errorCode == "ERR" && refused[6] == .error("ERR invalid expire time in 'expire' command"), "\(refused)")
+            #expect(refused[4] == .error("ERR Unsupported option soon") && refused[5] == .error("ERR value is not an integer or out of range"))
+            #expect(refused[7].errorCode == "ERR" && refused[8].errorCode == "ERR" && refused[9].errorCode == "ERR" && refused[10].errorCode == "ERR")
+            #expect(refused[11] == .integer(-1), "nothing given")
+            let passed = await run(p, ["EXPIRE h -1", "EXISTS h", "HLEN h", "TTL h", "HSET h b 2", "TTL h"])
+            #expect(passed == [.integer(1), .integer(0), .integer(0), .integer(-2), .integer(1), .integer(-1)])
+            let queued = await run(p, ["MULTI", "HSET t f 1", "EXPIRE t 60", "TTL t", "PERSIST t", "TTL t", "EXPIRE t 0", "HLEN t", "EXEC"])
+            #expect(queued.last == .array([.integer(1), .integer(1), .integer(60), .integer(1), .integer(-1), .integer(1), .integer(0)]), "\(queued)")
         }
     }
 
@@ -374,7 +399,9 @@ struct RedisCommandsTests {
                        "HSETEX": "HSETEX q FXX EX 10 FIELDS 1 k v", "HEXPIRE": "HEXPIRE q 10 FIELDS 1 k", "HPEXPIRE": "HPEXPIRE q 10 FIELDS 1 k",
                        "HEXPIREAT": "HEXPIREAT q 1 FIELDS 1 k", "HPEXPIREAT": "HPEXPIREAT q 1 FIELDS 1 k", "HPERSIST": "HPERSIST q FIELDS 1 k",
                        "HTTL": "HTTL q FIELDS 1 k", "HPTTL": "HPTTL q FIELDS 1 k", "HEXPIRETIME": "HEXPIRETIME q FIELDS 1 k",
-                       "HPEXPIRETIME": "HPEXPIRETIME q FIELDS 1 k", "HRANDFIELD": "HRANDFIELD q 2 WITHVALUES", "PING": "PING", "ECHO": "ECHO hi"]
+                       "HPEXPIRETIME": "HPEXPIRETIME q FIELDS 1 k", "HRANDFIELD": "HRANDFIELD q 2 WITHVALUES", "PING": "PING", "ECHO": "ECHO hi",
+                       "EXPIRE": "EXPIRE q 10 NX", "EXPIREAT": "EXPIREAT q 4000000000", "PEXPIREAT": "PEXPIREAT q 4000000000000 GT",
+                       "TTL": "TTL q", "EXPIRETIME": "EXPIRETIME q", "PEXPIRETIME": "PEXPIRETIME q"]
         try await withProcessor { p in
             let refused = await run(p, ["MULTI", "SCAN q 0", "DISCARD"])[1]
             guard case .error(let text) = refused,

@@ -136,7 +136,8 @@ struct WritePlannerTests {
         defer { dir.remove() }
         var random = SeededGenerator(seed: 0x5eed_18)
         var model = Model()
-        let keys = (0..<6).map { b("k\($0)") }
+        // Few keys, so that runs often empty the namespace (which clears its deadline).
+        let keys = (0..<3).map { b("k\($0)") }
         func value() -> [UInt8] {
             Bool.random(using: &random) ? b("\(Int.random(in: -3...3, using: &random))") : b("p\(Int.random(in: 0..<100, using: &random))")
         }
@@ -158,12 +159,22 @@ struct WritePlannerTests {
             case 5: return .setIfAbsent(key: key, value: value())
             // The namespace unchanged since before the run: holds when nothing before it in the run wrote.
             case 6: return .unchangedSince(Bool.random(using: &random) ? model.sequence : UInt64.random(in: 0...3, using: &random))
+            case 7 where Int.random(in: 0..<2, using: &random) == 0:
+                return Bool.random(using: &random) ? .setNamespaceDeadline(namespaceDeadline()) : .read(.deadline)
             default: return .update(key: key, Self.append("+"))
             }
         }
+        // The namespace's own deadline: two far off (never passing in the test), one passed
+        // (every key deleted), none; under any condition.
+        let far = WallClock.milliseconds() + 3_600_000
+        func namespaceDeadline() -> NamespaceDeadline {
+            let deadline: KeyExpiry.Deadline = [.at(milliseconds: far), .at(milliseconds: far + 1_000), .at(milliseconds: 1), .none].randomElement(using: &random)!
+            let condition: KeyExpiry.Condition = [.always, .always, .noDeadline, .hasDeadline, .later, .earlier].randomElement(using: &random)!
+            return NamespaceDeadline(deadline, condition: condition)
+        }
         try await withStore(dir.data) { store in
             let ns = try await store.namespace("m")
-            for _ in 0..<400 {
+            for _ in 0..<800 {
                 var operations: [Operation] = []
                 for _ in 0..<Int.random(in: 1...12, using: &random) {
                     let key = keys.randomElement(using: &random)!
@@ -176,6 +187,8 @@ struct WritePlannerTests {
                     case 3: operations.append(.batch((0..<Int.random(in: 1...4, using: &random)).map { _ in randomStep() }))
                     case 4: operations.append(.increment(key: key, by: Int64.random(in: -5...5, using: &random)))
                     case 5: operations.append(.conditionalPut(key: key, value: value()[...], ifVersion: guardVersion(key)))
+                    case 6 where Bool.random(using: &random):
+                        operations.append(Bool.random(using: &random) ? .setNamespaceDeadline(namespaceDeadline()) : .namespaceDeadline)
                     case 6: operations.append(.getVersioned(key[...]))
                     case 7 where Int.random(in: 0..<3, using: &random) == 0:
                         // HGETALL's packed read, sometimes over its limit (the page instead).
@@ -193,10 +206,12 @@ struct WritePlannerTests {
                 #expect(run.outcomes == expected, "run \(operations.count) operations")
             }
             #expect(await versionedContents(ns) == model.entries)
+            #expect(await ns.execute([.namespaceDeadline]).outcomes == [model.deadlineOutcome])
         }
         try await withStore(dir.data) { store in
             let reopened = try await store.namespace("m")
             #expect(await versionedContents(reopened) == model.entries)
+            #expect(await reopened.execute([.namespaceDeadline]).outcomes == [model.deadlineOutcome])
         }
     }
 
@@ -222,9 +237,38 @@ struct WritePlannerTests {
             var owner: UInt64
         }
 
-        /// What `operation` yields applied alone.
+        /// The namespace's own deadline (0: none), as ``NamespaceDeadline`` sets it; cleared
+        /// whenever no key is left.
+        var namespaceDeadline: UInt64 = 0
+
+        /// What reading the namespace's deadline yields.
+        var deadlineOutcome: Outcome {
+            .integer(entries.isEmpty ? -2 : namespaceDeadline == 0 ? -1 : Int(namespaceDeadline))
+        }
+
+        /// What `operation` yields applied alone; a namespace left without keys has no deadline.
         mutating func apply(_ operation: Operation) -> Outcome {
+            let outcome = applyOne(operation)
+            if entries.isEmpty { namespaceDeadline = 0 }
+            return outcome
+        }
+
+        /// A change of the namespace's deadline, in a record of its own when it changes anything.
+        private mutating func change(_ change: NamespaceDeadline) -> Outcome {
+            let (result, target) = change.apply(to: entries.isEmpty ? nil : namespaceDeadline, now: WallClock.milliseconds())
+            switch result {
+            case .changed: namespaceDeadline = target ?? 0
+            case .deleted: (entries, lifetimes, namespaceDeadline) = ([:], [:], 0)
+            case .absent, .noDeadline, .conditionNotMet: return .integer(0)
+            }
+            sequence += 1
+            return .integer(1)
+        }
+
+        private mutating func applyOne(_ operation: Operation) -> Outcome {
             switch operation {
+            case .setNamespaceDeadline(let deadline): return change(deadline)
+            case .namespaceDeadline: return deadlineOutcome
             case .get(let key): return .value(entries[Array(key)]?.value)
             case .getVersioned(let key): return .versioned(entries[Array(key)])
             case .getMany(let keys): return .batch(keys.map { .value(entries[Array($0)]?.value) })
@@ -343,10 +387,12 @@ struct WritePlannerTests {
         private mutating func apply(steps: [BatchStep], single: Bool) -> Outcome {
             var next = entries
             var nextLifetimes = lifetimes
+            var nextDeadline = namespaceDeadline
             var wrote = false
             var results: [Outcome] = []
             let version = sequence + 1
             for step in steps {
+                if next.isEmpty { nextDeadline = 0 }  // emptied by the steps before
                 switch step {
                 case .put(let key, let value):
                     next[key] = VersionedValue(value: value, version: version)
@@ -421,12 +467,21 @@ struct WritePlannerTests {
                     results.append(inner.apply(operation))
                     if inner.sequence != sequence { wrote = true }
                     (next, nextLifetimes) = (inner.entries, inner.lifetimes)
+                case .setNamespaceDeadline(let deadline):
+                    var inner = self
+                    (inner.entries, inner.lifetimes, inner.namespaceDeadline) = (next, nextLifetimes, nextDeadline)
+                    results.append(inner.change(deadline))
+                    if inner.sequence != sequence { wrote = true }
+                    (next, nextLifetimes, nextDeadline) = (inner.entries, inner.lifetimes, inner.namespaceDeadline)
+                case .read(.deadline):
+                    results.append(.integer(next.isEmpty ? -2 : nextDeadline == 0 ? -1 : Int(nextDeadline)))
                 case .deadlines: preconditionFailure("not generated: the model keeps no times")
                 case .read(.sample): preconditionFailure("not generated: only draws of every entry")
                 }
             }
             entries = next
             lifetimes = nextLifetimes
+            namespaceDeadline = nextDeadline
             if wrote { sequence = version }
             return single ? results[0] : .batch(results)
         }

@@ -8,6 +8,9 @@ Each round opens two connections to each server (RESP2 in even rounds, RESP3 aft
 odd ones, then switched by random HELLO 2, HELLO 3 and RESET) and sends the same random commands, drawn from a small set of hashes, fields and
 values so that they meet: HSET, HMSET, HSETNX, HGET, HMGET, HDEL, HEXISTS, HLEN, HSTRLEN,
 HINCRBY, HINCRBYFLOAT, HKEYS, HVALS, HGETALL, HRANDFIELD, HSCAN, EXISTS, TYPE, KEYS, UNLINK,
+a whole hash's deadline (EXPIREAT, PEXPIREAT with NX/XX/GT/LT, EXPIRE and PEXPIRE of a time
+already passed, PERSIST, EXPIRETIME, PEXPIRETIME: absolute times far off, so both servers hold
+the same ones),
 PING, ECHO, MULTI/EXEC/DISCARD, WATCH/UNWATCH (the second connection writing in between), and
 malformed ones (wrong arity, bad increments, bad counts). Each reply is decoded into a typed
 tree (a RESP3 map stays a map, a double a double) and compared after `normalize`, which only
@@ -25,6 +28,7 @@ import os
 import random
 import socket
 import sys
+import time
 
 from resp_connection import Connection, failed, not_ok, ok
 
@@ -33,6 +37,11 @@ COMMANDS = int(sys.argv[3]) if len(sys.argv) > 3 else 10000
 ROUNDS = 4
 SEED = int(os.environ.get("DIFF_SEED") or random.SystemRandom().randrange(1 << 32))
 TAG = os.environ.get("RUN_TAG") or str(os.getpid())
+# Whole hashes' deadlines are given at these seconds since the epoch and a little after: far
+# off, never passing during a run, the same numbers on both servers.
+FAR = int(time.time()) + 86_400
+# Through an etcd agent a whole hash's deadline is refused (protocol.md "Cluster mode"): not drawn.
+CLUSTER = bool(os.environ.get("ACTORKV_ETCD"))
 
 
 # --- RESP: requests out, typed replies in (resp_connection.py).
@@ -81,10 +90,25 @@ class Draw:
             out += [self.field(), self.value()]
         return out
 
+    def deadline(self, h):
+        """A change of a whole hash's deadline: an absolute time far off (the same on both
+        servers), under a condition, or one already passed (the hash deleted), or none."""
+        r = self.rng.random()
+        options = self.rng.choice([[], [], ["NX"], ["XX"], ["GT"], ["LT"], ["XX", "GT"], ["gt"]])
+        if r < 0.4:
+            return ["EXPIREAT", h, str(FAR + self.rng.choice([0, 50, 100]))] + options
+        if r < 0.6:
+            return ["PEXPIREAT", h, str(FAR * 1000 + self.rng.choice([1, 777, 50_000]))] + options
+        if r < 0.75:
+            return [self.rng.choice(["EXPIRE", "PEXPIRE"]), h, self.rng.choice(["0", "-1"])] + options
+        return ["PERSIST", h]
+
     def write(self, h=None):
         """A write that can be queued in MULTI and cannot fail when it runs."""
         h = h or self.hash()
         r = self.rng.random()
+        if r < 0.06 and not CLUSTER:
+            return self.deadline(h)
         if r < 0.35:
             return ["HSET", h] + self.pairs()
         if r < 0.45:
@@ -99,7 +123,7 @@ class Draw:
         return self.rng.choice([
             ["HGET", h, self.field()], ["HMGET", h] + self.fields(4), ["HEXISTS", h, self.field()],
             ["HLEN", h], ["HSTRLEN", h, self.field()], ["HKEYS", h], ["HVALS", h], ["HGETALL", h],
-        ])
+        ] + ([] if CLUSTER else [["EXPIRETIME", h], ["PEXPIRETIME", h]]))
 
     def increment(self, h=None):
         h = h or self.hash()
@@ -134,6 +158,8 @@ class Draw:
             ["HINCRBYFLOAT", h, "a", self.rng.choice(BAD_FLOAT_INCREMENTS)],
             ["TYPE"], ["EXISTS"], ["ECHO"], ["ECHO", "a", "b"], ["PING", "a", "b"], ["UNLINK"], ["KEYS"],
             ["MULTI", "x"], ["EXEC", "x"], ["DISCARD", "x"], ["WATCH"], ["UNWATCH", "x"],
+            ["EXPIRE", h], ["EXPIRE", h, "x"], ["EXPIRE", h, "10", "NX", "XX"], ["EXPIRE", h, "10", "GT", "LT"],
+            ["EXPIRE", h, "10", "soon"], ["EXPIREAT", h], ["TTL"], ["TTL", h, "x"], ["EXPIRETIME", h, "x"], ["PERSIST"],
         ])
 
 

@@ -804,6 +804,47 @@ def field_expiry():
     check("... and the deadline before it was not given (all or nothing)", ttl > 5, f"{ttl}")
 
 
+def hash_deadline():
+    """A deadline on a whole hash (protocol.md "A deadline on a whole namespace"): the session
+    a Redis program keeps, hset() and expire() in a pipeline(), as against Redis itself; through
+    an etcd agent, refused with nothing applied."""
+    r = make_client()
+    key = ns("session")
+    pipe = r.pipeline()
+    pipe.hset(key, mapping={"user": "alice", "cart": "3"})
+    pipe.expire(key, 3600)
+    pipe.ttl(key)
+    if CLUSTER:
+        expect_error("pipeline() of HSET, EXPIRE, TTL through an agent raises", pipe.execute, "not available in cluster mode")
+        expect_eq("... and applied nothing", {}, r.hgetall(key))
+        expect_error("expire() through an agent raises", lambda: r.expire(key, 60), "not available in cluster mode")
+        return
+    expect_eq("pipeline() of HSET, EXPIRE, TTL: the fields, the deadline, the seconds left", [2, True, 3600], pipe.execute())
+    expect_eq("hset() of a new field keeps the deadline", (1, 3600), (r.hset(key, "page", "7"), r.ttl(key)))
+    expect_eq("expire(nx=True) when it has one: False", False, r.expire(key, 60, nx=True))
+    expect_eq("expire(gt=True) to a later one, then ttl()", (True, 7200), (r.expire(key, 7200, gt=True), r.ttl(key)))
+    pttl = r.pttl(key)
+    check("pttl(): the milliseconds left", 7_199_000 < pttl <= 7_200_000, f"{pttl}")
+    at = int(time.time()) + 600
+    expect_eq("expireat(lt=True), expiretime()", (True, at), (r.expireat(key, at, lt=True), r.expiretime(key)))
+    expect_eq("pexpiretime(): in milliseconds", at * 1000, r.pexpiretime(key))
+    expect_eq("persist(), then ttl() -1", (True, -1), (r.persist(key), r.ttl(key)))
+    expect_eq("expire() of a hash that does not exist: False, ttl() -2", (False, -2), (r.expire(ns("nosuch"), 60), r.ttl(ns("nosuch"))))
+    expect_eq("pexpire() of a short deadline", True, r.pexpire(key, 150))
+    deadline = time.monotonic() + 5
+    while r.exists(key) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    expect_eq("the hash is gone at its deadline: hgetall() empty, ttl() -2, exists() 0", ({}, -2, 0), (r.hgetall(key), r.ttl(key), r.exists(key)))
+    expect_eq("hset() afterwards makes a hash without a deadline", (1, -1), (r.hset(key, "user", "bob"), r.ttl(key)))
+    expect_eq("expire() with a time already passed deletes it", (True, 0), (r.expire(key, -1), r.exists(key)))
+    r.hset(key, "a", "1")
+    r.expire(key, 100)
+    r.hdel(key, "a")
+    expect_eq("emptied by hdel(), a new field has no deadline", (1, -1), (r.hset(key, "b", "2"), r.ttl(key)))
+    expect_error("expire() with NX and XX raises Redis's error", lambda: r.expire(key, 10, nx=True, xx=True), "not compatible")
+    expect_eq("... and nothing changed", -1, r.ttl(key))
+
+
 def unknown_commands():
     r = make_client()
     key = ns("unknown")
@@ -827,7 +868,7 @@ def main():
     print(f"# redis-py {redis.__version__}, mode {MODE}, hiredis "
           f"{'available' if redis.utils.HIREDIS_AVAILABLE else 'missing'}", flush=True)
     for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, large_pipeline, pipeline_batch,
-                     transactions, asyncio_client, keyspace, field_expiry, unknown_commands):
+                     transactions, asyncio_client, keyspace, field_expiry, hash_deadline, unknown_commands):
         run(scenario)
     sys.exit(1 if failures else 0)
 

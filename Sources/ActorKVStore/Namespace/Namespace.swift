@@ -381,7 +381,11 @@ public actor Namespace {
 
     /// ``execute(_:)``; with `blindDeletes`, a delete deletes and logs every key it names without
     /// looking them up (the namespace's own deletes of expired keys and of an ended owner's).
-    func execute(_ operations: [Operation], blindDeletes: Bool) -> Execution {
+    ///
+    /// Without `applying`, the writes are planned and logged but not applied: a logged write's
+    /// outcome is ``Outcome/stored``, and the caller changes the data itself, at once (the
+    /// deletes of every key when the namespace's deadline passes: ``expireIfDue()``).
+    func execute(_ operations: [Operation], blindDeletes: Bool, applying: Bool = true) -> Execution {
         startRun()
         if !operations.contains(where: { $0.isWrite }) { return executeReads(operations) }
         var planner = WritePlanner(count: operations.count, lastSequence: lastSequence, limits: options.limits,
@@ -400,11 +404,13 @@ public actor Namespace {
         var outcomes = planner.takeOutcomes()
         // `versions` shares the planner's written list: scoped so that it lets go of it before
         // `takeScratch` empties the list for reuse (a shared list would be copied instead).
-        do {
+        if applying {
             var versions = RecordNumbers(written: planner.written, after: planner.startSequence)
             performPending(operations, planner.resolved, &versions, &outcomes)
+        } else {
+            for index in outcomes.indices where outcomes[index] == nil { outcomes[index] = .stored }
         }
-        if planner.hasRecords { compactIfDue() }
+        if planner.hasRecords && applying { compactIfDue() }
         if sweeper == nil && hasDeadlines { startSweeper() }
         let wait = !planner.hasRecords || options.durability != .always
             ? Durability.immediate : Durability(syncer: syncer, sequence: planner.sequence)

@@ -37,11 +37,12 @@ extension Namespace {
     /// Keys deleted per record when the namespace's own deadline passes.
     static let expiryBatch = 1000
 
-    /// When the namespace's own deadline has passed: deletes every key, a thousand per logged
-    /// record, which followers see as deletes (the last one clears the deadline); returns how
-    /// many. Should a record fail to be written, the keys it held are deleted from memory alone,
-    /// so that no read finds them once the deadline has passed: the deadline is in the log, and
-    /// the namespace's next opening deletes them again, logged.
+    /// When the namespace's own deadline has passed: deletes every key, returns how many. The
+    /// deletes are logged, a thousand per record, which followers see as deletes; the keys then
+    /// leave memory at once, the map replaced by an empty one (and the old one freed off the
+    /// actor), not one tree deletion per key. Should a record fail to be written, the keys go
+    /// from memory all the same, so that no read finds them once the deadline has passed: the
+    /// deadline is in the log, and the namespace's next opening deletes them again, logged.
     @discardableResult
     func expireIfDue() -> Int {
         guard !expiring, data.deadline != 0, data.deadline <= WallClock.milliseconds() else { return 0 }
@@ -57,12 +58,18 @@ extension Namespace {
         while start < keys.count {
             let chunk = Array(keys[start..<min(keys.count, start + Self.expiryBatch)])
             start += chunk.count
-            if case .failure(let error) = deleteOnItsOwn(chunk) {
-                options.log("namespace \(name): its deadline passed, but deleting its keys failed: \(error.message); they are gone for reads, and deleted again when it next opens")
-                for key in keys[(start - chunk.count)...] { _ = data.delete(key, now: 0) }
+            let run = execute([.delete(chunk)], blindDeletes: true, applying: false)
+            if case .failure(let error) = run.outcomes[0] {
+                options.log("namespace \(name): its deadline passed, but logging the deletes of its keys failed: \(error.message); they are gone for reads, and deleted again when it next opens")
                 break
             }
+            if !run.durability.isImmediate {
+                Task(executorPreference: options.backgroundExecutor) { try? await run.durability.wait() }
+            }
         }
+        let old = data
+        data = LiveData()
+        Task(executorPreference: options.backgroundExecutor) { withExtendedLifetime(old) {} }
         return keys.count
     }
 

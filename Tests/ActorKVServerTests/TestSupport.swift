@@ -93,3 +93,23 @@ extension Reply {
         return nil
     }
 }
+
+/// Writes key `k` (its value the namespace's name) into each of `namespaces` through a server
+/// on `directory`, stops it, then damages the last record of namespace `corrupt`'s first log
+/// segment (a flipped byte, and garbage after it): a server started next finds that namespace
+/// corrupt. Returns the path of the damaged segment.
+func seedWithCorruptNamespace(_ directory: TemporaryDirectory, namespaces: [String], corrupt: String) async throws -> String {
+    let first = try await ServerProcess.started(directory: directory)
+    try await onOwnThread {
+        let c = try RawConnection(path: first.socketPath)
+        for name in namespaces {
+            guard try c.command(["PUT", name, "k", name]) == .simple("OK") else { throw TestFailure("PUT \(name) k was refused") }
+        }
+    }
+    guard first.stop() == 0 else { throw TestFailure("the first server did not exit 0") }
+    let log = directory.data + "/" + corrupt + "/000001.log"
+    var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: log)))
+    bytes[bytes.count - 3] ^= 0xff
+    try Data(bytes + Array(repeating: 0x41, count: 32)).write(to: URL(fileURLWithPath: log))
+    return log
+}

@@ -102,18 +102,7 @@ import Testing
     @Test("a namespace whose files are corrupt is left out and named in the error; the backup holds the others")
     func corruptNamespaceNamed() async throws {
         let directory = TemporaryDirectory("bk-corrupt")
-        do {
-            let first = try await ServerProcess.started(directory: directory)
-            try await onOwnThread {
-                let c = try RawConnection(path: first.socketPath)
-                for name in ["a", "b"] { #expect(try c.command(["PUT", name, "k", name]) == .simple("OK")) }
-            }
-            #expect(first.stop() == 0)
-        }
-        let log = directory.data + "/b/000001.log"
-        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: log)))
-        bytes[bytes.count - 3] ^= 0xff
-        try Data(bytes + Array(repeating: 0x41, count: 32)).write(to: URL(fileURLWithPath: log))
+        _ = try await seedWithCorruptNamespace(directory, namespaces: ["a", "b"], corrupt: "b")
         let server = try await ServerProcess.started(directory: directory)
         defer { server.stop() }
         try await onOwnThread {

@@ -88,18 +88,7 @@ import Testing
     @Test("a namespace whose files are corrupt is left, named in the error with how many were removed; the others are removed")
     func corruptNamespaceLeft() async throws {
         let directory = TemporaryDirectory("flush-corrupt")
-        do {
-            let first = try await ServerProcess.started(directory: directory)
-            try await onOwnThread {
-                let c = try RawConnection(path: first.socketPath)
-                for name in ["a", "b", "c"] { #expect(try c.command(["PUT", name, "k", name]) == .simple("OK")) }
-            }
-            #expect(first.stop() == 0)
-        }
-        let log = directory.data + "/b/000001.log"
-        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: log)))
-        bytes[bytes.count - 3] ^= 0xff
-        try Data(bytes + Array(repeating: 0x41, count: 32)).write(to: URL(fileURLWithPath: log))
+        let log = try await seedWithCorruptNamespace(directory, namespaces: ["a", "b", "c"], corrupt: "b")
         let server = try await ServerProcess.started(directory: directory)
         defer { server.stop() }
         try await onOwnThread {

@@ -303,8 +303,9 @@ struct WritePlanner {
             }
             return true
         }
+        // Then those only the batch holds (a key of the map, expired or not, was judged above).
         var added = Set<[UInt8]>()
-        for case .put(let key, _) in earlier where !inBase(key, now: now) && isNoted(key, in: batch) && added.insert(key).inserted {
+        for case .put(let key, _) in earlier where !base.map.contains(key) && isNoted(key, in: batch) && added.insert(key).inserted {
             keys.append(key)
         }
         return keys

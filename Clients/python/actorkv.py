@@ -976,6 +976,23 @@ class _Commands(object):
         does not expire, -2 if it does not exist (Redis's convention)."""
         return self._call(_pttl, "PTTL", namespace, key)
 
+    def pexpire_namespace(self, namespace, ms):
+        """``PEXPIRE ns ms``: makes the whole namespace expire ``ms`` milliseconds (an int) from
+        now, every key going then (Redis's ``EXPIRE`` of a hash); writes keep the deadline, the
+        delete of the last key ends it. ``ms`` of 0 or less deletes every key now. Returns True
+        if the namespace holds a key, False if not (nothing done). Refused (``ServerError``)
+        through an agent of an etcd cluster."""
+        return self._call(_boolean, "PEXPIRE", namespace, _check_int(ms, "ms", _INT64_MIN, _INT64_MAX))
+
+    def persist_namespace(self, namespace):
+        """``PERSIST ns``: removes the whole namespace's deadline. True if it had one."""
+        return self._call(_boolean, "PERSIST", namespace)
+
+    def pttl_namespace(self, namespace):
+        """``PTTL ns``: the milliseconds the whole namespace has left (an int, 0 or more); -1 if
+        it has no deadline, -2 if it holds no key."""
+        return self._call(_pttl, "PTTL", namespace)
+
     def exists(self, namespace, *keys):
         """``EXISTS ns key [key ...]``: returns how many of the keys exist (a key named twice
         counts twice)."""

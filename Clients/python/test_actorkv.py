@@ -2774,6 +2774,31 @@ class ExpiryTests(ServerTestCase):
         wait_deleted(feed, b"k3")
         self.assertIsNone(self.kv.get(self.ns, "k3"))
 
+    @local_only("an agent of an etcd cluster refuses a whole namespace's deadline")
+    def test_namespace_deadline(self):
+        self.assertFalse(self.kv.pexpire_namespace(self.ns, 60000))  # no key: nothing done
+        self.assertEqual(self.kv.pttl_namespace(self.ns), -2)
+        self.kv.put(self.ns, "a", "1")
+        self.assertEqual(self.kv.pttl_namespace(self.ns), -1)
+        self.assertTrue(self.kv.pexpire_namespace(self.ns, 600000))
+        assert_pttl(self, self.kv.pttl_namespace(self.ns), 500000, 600000)
+        self.kv.put(self.ns, "b", "2")  # a write keeps it
+        assert_pttl(self, self.kv.pttl_namespace(self.ns), 500000, 600000)
+        self.assertEqual(self.kv.pttl(self.ns, "a"), -1, "a key's own deadline is another")
+        self.assertTrue(self.kv.persist_namespace(self.ns))
+        self.assertFalse(self.kv.persist_namespace(self.ns))
+        feed = self.kv.changes(self.ns)
+        self.addCleanup(feed.close)
+        self.assertTrue(self.kv.pexpire_namespace(self.ns, 100))
+        wait_deleted(feed, b"a")
+        self.assertEqual((self.kv.count(self.ns), self.kv.pttl_namespace(self.ns)), (0, -2))
+        self.kv.put(self.ns, "c", "3")
+        self.assertEqual(self.kv.pttl_namespace(self.ns), -1, "a key written afterwards: no deadline")
+        self.assertTrue(self.kv.pexpire_namespace(self.ns, 0))  # now: every key deleted
+        self.assertEqual(self.kv.count(self.ns), 0)
+        with self.assertRaises(TypeError):
+            self.kv.pexpire_namespace(self.ns, "soon")
+
     def test_pipeline(self):
         with self.kv.pipeline() as p:
             p.put(self.ns, "k", "v", ttl=600).pttl(self.ns, "k").persist(self.ns, "k")

@@ -327,12 +327,47 @@ struct CLILockTests {
             try await eventually("the key expires") { try await runCLI(["get", "t", "short"], socket: s).status == 1 }
 
             for arguments in [["put", "--ttl", "0", "t", "k", "v"], ["put", "--ttl", "x", "t", "k", "v"], ["put", "t", "k", "v", "--ttl"],
-                              ["put", "--ttl", "1", "--ttl", "2", "t", "k", "v"], ["pttl", "t"], ["pttl", "t", "k", "x"]] {
+                              ["put", "--ttl", "1", "--ttl", "2", "t", "k", "v"], ["pttl"], ["pttl", "t", "k", "x"]] {
                 r = try await runCLI(arguments, socket: s)
                 #expect(r.status == 2, "\(arguments): \(r.status) \(r.stderr)")
             }
             r = try await runCLI(["put", "--ephemeral", "t", "k", "v"], socket: s)
             #expect(r.status == 2 && r.stderr.contains("--ephemeral is not offered"), "\(r.stderr)")
+        }
+    }
+
+    @Test("expire NS SECS, pttl NS and persist NS: the whole namespace's deadline (0 and exit 1 without keys, -2 likewise); every key goes at it; refused through an etcd agent")
+    func namespaceDeadline() async throws {
+        try await withServer { server, kv in
+            let s = server.socketPath
+            try await kv.put("job", "a", "1")
+            guard !ClusterTarget.active else {
+                for arguments in [["expire", "job", "60"], ["pttl", "job"], ["persist", "job"]] {
+                    let r = try await runCLI(arguments, socket: s)
+                    #expect(r.status != 0 && r.stderr.contains("not available in cluster mode"), "\(arguments): \(r.status) \(r.stderr)")
+                }
+                return
+            }
+            var r = try await runCLI(["expire", "none", "60"], socket: s)
+            #expect(r.status == 1 && r.text == "0\n", "no key: \(r.status) \(r.text) \(r.stderr)")
+            r = try await runCLI(["pttl", "none"], socket: s)
+            #expect(r.status == 1 && r.text == "-2\n", "\(r.status) \(r.text)")
+            r = try await runCLI(["expire", "job", "60"], socket: s)
+            #expect(r.status == 0 && r.text == "1\n", "\(r.status) \(r.text) \(r.stderr)")
+            r = try await runCLI(["pttl", "job"], socket: s)
+            let left = Int(r.text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -100
+            #expect(r.status == 0 && left > 50_000 && left <= 60_000, "\(r.text)")
+            #expect(try await kv.pttl("job", "a") == .persistent, "the key's own deadline is another")
+            r = try await runCLI(["persist", "job"], socket: s)
+            #expect(r.status == 0 && r.text == "1\n")
+            #expect(try await kv.pttl("job") == .persistent)
+            r = try await runCLI(["expire", "job", "0.2"], socket: s)
+            #expect(r.status == 0 && r.text == "1\n")
+            try await eventually("every key goes") { try await kv.count("job") == 0 }
+            for arguments in [["expire", "job", "0"], ["expire", "job", "x"], ["expire", "job"], ["persist"]] {
+                r = try await runCLI(arguments, socket: s)
+                #expect(r.status == 2, "\(arguments): \(r.status) \(r.stderr)")
+            }
         }
     }
 
@@ -377,7 +412,7 @@ struct CLILockTests {
             try await eventually("the counter's window ends") { try await runCLI(["get", "t", "hits"], socket: s).status == 1 }
 
             for arguments in [["expire", "t", "k"], ["expire", "t", "k", "0"], ["expire", "t", "k", "-1"], ["expire", "t", "k", "x"],
-                              ["expire", "t", "k", "1", "2"], ["persist", "t"], ["persist", "t", "k", "x"]] {
+                              ["expire", "t", "k", "1", "2"], ["persist"], ["persist", "t", "k", "x"]] {
                 r = try await runCLI(arguments, socket: s)
                 #expect(r.status == 2, "\(arguments): \(r.status) \(r.stderr)")
             }

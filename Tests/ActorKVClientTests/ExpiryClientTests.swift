@@ -54,6 +54,35 @@ struct ExpiryClientTests {
         }
     }
 
+    @Test("a whole namespace's deadline: pexpire(ns, ttl:), pttl(ns), persist(ns); every key goes at it; refused through an etcd agent")
+    func namespaceDeadline() async throws {
+        try await withServer { _, kv in
+            try await kv.put("whole", "a", "1")
+            guard !ClusterTarget.active else {
+                do throws(ActorKVError) {
+                    try await kv.pexpire("whole", ttl: .seconds(60))
+                    Issue.record("an agent gave a namespace a deadline")
+                } catch {
+                    #expect(error.serverCode == "ERR" && error.description.contains("cluster mode"), "\(error)")
+                }
+                return
+            }
+            #expect(try await kv.pexpire("none", ttl: .seconds(60)) == false, "no key")
+            #expect(try await kv.pttl("none") == .absent)
+            #expect(try await kv.pttl("whole") == .persistent)
+            #expect(try await kv.pexpire("whole", ttl: .seconds(60)))
+            guard case .remaining(let left) = try await kv.pttl("whole") else { throw TestFailure("pexpire(ns) set no deadline") }
+            #expect(left > .seconds(50) && left <= .seconds(60), "\(left)")
+            try await kv.put("whole", "b", "2")
+            guard case .remaining = try await kv.pttl("whole") else { throw TestFailure("a write ended the deadline") }
+            #expect(try await kv.persist("whole"))
+            #expect(try await kv.persist("whole") == false)
+            #expect(try await kv.pexpire("whole", ttl: .milliseconds(100)))
+            try await eventually("every key goes") { try await kv.count("whole") == 0 }
+            #expect(try await kv.pttl("whole") == .absent)
+        }
+    }
+
     @Test("an expired key is gone for every read; a watcher sees its delete; it counts as absent for IFVERSION 0")
     func expiry() async throws {
         try await withServer { _, kv in

@@ -112,8 +112,9 @@ struct CommandRunner {
     }
 
     private func timeToLive() async throws -> Int32 {
-        try need(2...2, "pttl NS KEY")
-        switch try await client.pttl(namespace, args[1]) {
+        try need(1...2, "pttl NS [KEY]")
+        let left = try await args.count == 1 ? client.pttl(namespace) : client.pttl(namespace, args[1])
+        switch left {
         case .absent:
             try output.line("-2")
             return Exit.notFound
@@ -126,16 +127,17 @@ struct CommandRunner {
     }
 
     private func expire() async throws -> Int32 {
-        try need(3...3, "expire NS KEY SECS")
-        let ttl = try parseSeconds(text(args[2]), "expire: SECS", positive: true)
-        let set = try await client.pexpire(namespace, args[1], ttl: ttl)
+        try need(2...3, "expire NS [KEY] SECS")
+        let ttl = try parseSeconds(text(args[args.count - 1]), "expire: SECS", positive: true)
+        let set = try await args.count == 2 ? client.pexpire(namespace, ttl: ttl) : client.pexpire(namespace, args[1], ttl: ttl)
         try output.line(set ? "1" : "0")
         return set ? Exit.ok : Exit.notFound
     }
 
     private func persist() async throws -> Int32 {
-        try need(2...2, "persist NS KEY")
-        try output.line(try await client.persist(namespace, args[1]) ? "1" : "0")
+        try need(1...2, "persist NS [KEY]")
+        let removed = try await args.count == 1 ? client.persist(namespace) : client.persist(namespace, args[1])
+        try output.line(removed ? "1" : "0")
         return Exit.ok
     }
 

@@ -26,6 +26,10 @@ Commands:
                               1 if KEY is missing. incr keeps an expiry: a count within a window is
                               incr, then expire when incr printed 1
   persist NS KEY              remove KEY's expiry; print 1, or 0 if it had none (or is missing)
+  expire NS SECS, pttl NS, persist NS
+                              the same for the whole namespace (Redis's EXPIRE of a hash): when
+                              its deadline passes every key goes; writes keep it, the last key's
+                              delete ends it. expire prints 0 and exits 1 if NS holds no key
   getv NS KEY                 print KEY's version on one line, then the value's exact bytes
                               (no newline added); print 0 and exit 1 if KEY is missing
   incr NS KEY [DELTA]         add DELTA (default 1, may be negative) to the integer under KEY

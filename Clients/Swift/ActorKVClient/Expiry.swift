@@ -1,7 +1,8 @@
 import ActorKVProtocol
 
 /// Keys that expire: `PUT … PX ms` (``put(_:_:_:ttl:ephemeral:)-(_,[UInt8],[UInt8],_,_)`` with a
-/// `ttl`), `PEXPIRE`, `PERSIST` and `PTTL`, with Redis's conventions.
+/// `ttl`), `PEXPIRE`, `PERSIST` and `PTTL`, with Redis's conventions; and whole namespaces, with
+/// the same commands given no key (``pexpire(_:ttl:)``, ``persist(_:)``, ``pttl(_:)``).
 ///
 /// An expired key is gone for every read at once (GET, GETV, EXISTS, COUNT, SCAN, a change
 /// stream's snapshot); the server then removes it with a delete that change streams see. Setting
@@ -63,6 +64,44 @@ extension ActorKVClient {
     /// ``pttl(_:_:)-([UInt8])`` of the UTF-8 bytes of `key`.
     public func pttl(_ namespace: String, _ key: String) async throws(ActorKVError) -> TimeToLive {
         try await pttl(namespace, Array(key.utf8))
+    }
+
+    /// Makes the whole `namespace` expire `ttl` from now (`PEXPIRE ns ms`, Redis's `EXPIRE` of a
+    /// hash, in whole milliseconds rounded up): every key goes then. Writes keep the deadline;
+    /// the delete that leaves no key ends it. A `ttl` of zero or less deletes every key now.
+    /// Returns whether the namespace holds a key (false: nothing was done). Local data only: an
+    /// agent of an etcd cluster refuses it (``ActorKVError/server(code:message:)``, `ERR`).
+    @discardableResult
+    public func pexpire(_ namespace: String, ttl: Duration) async throws(ActorKVError) -> Bool {
+        let reply = try await send([Array("PEXPIRE".utf8), Array(namespace.utf8), Self.milliseconds(ttl)])
+        switch reply {
+        case .integer(0): return false
+        case .integer(1): return true
+        default: throw Self.unexpected(reply, for: "PEXPIRE")
+        }
+    }
+
+    /// Removes the whole `namespace`'s deadline (`PERSIST ns`). Returns true if it had one.
+    @discardableResult
+    public func persist(_ namespace: String) async throws(ActorKVError) -> Bool {
+        let reply = try await send([Array("PERSIST".utf8), Array(namespace.utf8)])
+        switch reply {
+        case .integer(0): return false
+        case .integer(1): return true
+        default: throw Self.unexpected(reply, for: "PERSIST")
+        }
+    }
+
+    /// How long the whole `namespace` has left before every key goes (`PTTL ns`): ``TimeToLive``,
+    /// ``TimeToLive/absent`` when it holds no key.
+    public func pttl(_ namespace: String) async throws(ActorKVError) -> TimeToLive {
+        let reply = try await send([Array("PTTL".utf8), Array(namespace.utf8)])
+        switch reply {
+        case .integer(-2): return .absent
+        case .integer(-1): return .persistent
+        case .integer(let left) where left >= 0: return .remaining(.milliseconds(left))
+        default: throw Self.unexpected(reply, for: "PTTL")
+        }
     }
 
     /// The arguments of `PUT namespace key value [PX ms] [EPHEMERAL] [IFVERSION v]`: without

@@ -156,8 +156,11 @@ public actor Namespace {
 
     /// Every key with its value, version and lifetime, expired or not, in key order, and the last
     /// sequence number: the whole state, for tests that compare it with what the log says it must be.
+    /// The namespace's own deadline, when it has one, comes first as an entry of the empty key
+    /// (no key is empty), with no value and version 0, as the log writes it.
     func entriesWithLifetimes() -> (sequence: UInt64, entries: [(key: [UInt8], value: [UInt8], version: UInt64, lifetime: Lifetime)]) {
         var entries: [(key: [UInt8], value: [UInt8], version: UInt64, lifetime: Lifetime)] = []
+        if data.deadline != 0 { entries.append(([], [], 0, Lifetime(deadline: data.deadline))) }
         data.map.forEach { key, value, version in
             entries.append((key, value, version, data.lifetimes.lifetime(of: key)))
             return true

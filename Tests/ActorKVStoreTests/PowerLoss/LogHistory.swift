@@ -90,7 +90,14 @@ struct LogHistory {
         for mutation in record.mutations {
             switch mutation {
             case .put(let key, let value): state[key] = ExpectedEntry(value: value, version: record.sequence)
-            case .delete(let key): state[key] = nil
+            case .delete(let key):
+                state[key] = nil
+                if state.keys.allSatisfy(\.isEmpty) { state[[]] = nil }  // the last key's delete ends the namespace's deadline
+            case .lifetime(let key, let lifetime) where key.isEmpty:
+                // The namespace's own deadline, kept as an entry of the empty key (as
+                // `Namespace.entriesWithLifetimes` shows it), only while a key is there.
+                let holdsKeys = state.keys.contains { !$0.isEmpty }
+                state[[]] = holdsKeys && lifetime.deadline != 0 ? ExpectedEntry(value: [], version: 0, deadline: lifetime.deadline) : nil
             case .lifetime(let key, let lifetime):
                 state[key]?.deadline = lifetime.deadline
                 state[key]?.owner = lifetime.owner
@@ -124,7 +131,11 @@ struct LogHistory {
     /// The state of namespace `name` as a recovery at wall-clock time `now` must show it after
     /// sequence `sequence`: ephemeral keys (their owners are gone) and keys past their deadline
     /// left out.
+    /// The namespace's own deadline (the empty key's entry) goes with the last key: the workload
+    /// gives only deadlines far off, which no recovery reaches.
     func visible(_ name: String, after sequence: Int, now: UInt64) -> NamespaceState {
-        states[name]![sequence].filter { $0.value.owner == 0 && ($0.value.deadline == 0 || $0.value.deadline > now) }
+        var state = states[name]![sequence].filter { $0.value.owner == 0 && ($0.value.deadline == 0 || $0.value.deadline > now) }
+        if state.keys.allSatisfy(\.isEmpty) { state[[]] = nil }
+        return state
     }
 }

@@ -92,7 +92,7 @@ struct PowerLossWorkload {
         if policy != .always, Int.random(in: 0..<6, using: &random) == 0 {
             try namespace.syncer.syncNow()  // what the `everysec` housekeeper or the kernel's writeback would do
         }
-        switch Int.random(in: 0..<12, using: &random) {
+        switch Int.random(in: 0..<13, using: &random) {
         case 0...2:
             try await namespace.put(key, value)
         case 3:
@@ -118,6 +118,10 @@ struct PowerLossWorkload {
         case 9:
             await namespace.releaseOwner(7)
             return false
+        case 11:
+            // The namespace's own deadline: far off, removed, or already passed (every key deleted).
+            let deadline: KeyExpiry.Deadline = [.after(milliseconds: 3_600_000), .none, .at(milliseconds: 1)].randomElement(using: &random)!
+            try await Self.acknowledge(namespace.execute([.setNamespaceDeadline(NamespaceDeadline(deadline))]))
         case 10:
             _ = await namespace.execute([.lifetimePut(LifetimePut(key: Array("x\(step % 3)".utf8), value: value, milliseconds: 1))])
             try await Task.sleep(nanoseconds: 3_000_000)

@@ -69,8 +69,10 @@ extension Namespace {
         }
         let old = data
         data = LiveData()
-        Task(executorPreference: options.backgroundExecutor) { withExtendedLifetime(old) {} }
-        return keys.count
+        BlockingIO.release(consume old)
+        let count = keys.count
+        BlockingIO.release(consume keys)
+        return count
     }
 
     /// Deletes every key `owner` holds (its connection ended), a thousand per logged record;

@@ -3,8 +3,23 @@ struct DetachedNamespace: Sendable {
     /// The sequence the removal takes: that of the change deleting every key it held, the one
     /// after its last; its last itself when it held no key (then nothing changes for anyone).
     let sequence: UInt64
-    /// The keys it held, which that change deletes.
-    let keys: [[UInt8]]
+    /// What it held. Handed over whole, so that the namespace's executor (the event loop's, in
+    /// the server) neither walks its keys nor frees them: that is done where the store drops it.
+    let data: LiveData
+    /// Whether anyone followed its changes when it was detached: only then are its keys listed,
+    /// for the change that deletes them (``keys``).
+    let followed: Bool
+
+    /// The keys it held, in order: those the change of its removal deletes.
+    func keys() -> [[UInt8]] {
+        var keys: [[UInt8]] = []
+        keys.reserveCapacity(data.map.count)
+        data.map.forEach { key, _, _ in
+            keys.append(key)
+            return true
+        }
+        return keys
+    }
 }
 
 extension Namespace {
@@ -18,8 +33,8 @@ extension Namespace {
     /// of its executor: it closes (every write from then on is refused as removed), calls
     /// `unregister` (the store's registry lets go of it, so no request reaches it from then on),
     /// and forgets its keys. Then its log is fsync'd, so that the writes made before are
-    /// acknowledged as they would have been. Returns the sequence the removal takes and the
-    /// keys it held; with `ifEmpty`, nil, and nothing done, if it holds a key then (checked in
+    /// acknowledged as they would have been. Returns the sequence the removal takes and what
+    /// it held, without walking or freeing it here; with `ifEmpty`, nil, and nothing done, if it holds a key then (checked in
     /// that same step, so that no write can come between).
     func detachForRemoval(ifEmpty: Bool = false, unregister: @Sendable () -> Void) async -> DetachedNamespace? {
         while let running = compactionTask { _ = try? await running.value }
@@ -29,16 +44,11 @@ extension Namespace {
         sweeper?.cancel()
         promptSweep?.cancel()
         unregister()
-        var keys: [[UInt8]] = []
-        keys.reserveCapacity(data.map.count)
-        data.map.forEach { key, _, _ in
-            keys.append(key)
-            return true
-        }
+        let held = data
         data = LiveData()
-        if !keys.isEmpty { lastSequence += 1 }
+        if held.map.count > 0 { lastSequence += 1 }
         let syncer = self.syncer
         _ = try? await BlockingIO.run { () throws(StoreError) in try syncer.syncNow() }
-        return DetachedNamespace(sequence: lastSequence, keys: keys)
+        return DetachedNamespace(sequence: lastSequence, data: held, followed: feed.isFollowed)
     }
 }

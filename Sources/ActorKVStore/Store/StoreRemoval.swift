@@ -87,9 +87,14 @@ extension Store {
         }
         onDisk.remove(name)
         openFailures[name] = nil
-        feeds.withLock { $0.removeValue(forKey: name) }?.end(deleting: detached.keys, at: detached.sequence)
+        if let feed = feeds.withLock({ $0.removeValue(forKey: name) }) {
+            // Listed off the loop: a store's code runs on its caller's executor, the event loop's.
+            let keys = detached.followed ? ((try? await BlockingIO.run { [detached] in detached.keys() }) ?? []) : []
+            feed.end(deleting: keys, at: detached.sequence)
+        }
         let reason = ifEmpty ? ", to make room for a new one: it held no key" : ""
-        log("namespace \(name): removed (\(detached.keys.count) keys, last sequence \(detached.sequence)\(reason))")
+        log("namespace \(name): removed (\(detached.data.map.count) keys, last sequence \(detached.sequence)\(reason))")
+        BlockingIO.release(consume detached)
         _ = try? await BlockingIO.run { () throws(StoreError) in Self.deleteDirectory(hidden, parent: directory, system: system, log: log) }
         return true
     }

@@ -12,4 +12,18 @@ enum BlockingIO {
         }
         return try result.get()
     }
+
+    /// Frees `value` on a Dispatch thread: a whole namespace's keys (one removed, or expired) are
+    /// a million frees, which would hold up the event loop that every connection waits on. The
+    /// caller hands it over with `consume`, so that the thread here drops the last reference.
+    static func release<T: Sendable>(_ value: consuming T) {
+        let parcel = Parcel(consume value)
+        queue.async { parcel.value = nil }
+    }
+
+    /// Holds a value on its way to ``release(_:)``'s thread: only that thread touches it after.
+    private final class Parcel<T: Sendable>: @unchecked Sendable {
+        var value: T?
+        init(_ value: consuming T) { self.value = consume value }
+    }
 }

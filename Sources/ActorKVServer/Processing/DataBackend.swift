@@ -30,6 +30,9 @@ public protocol DataBackend: Sendable {
     /// UNLINK: removes namespace `name` (its keys; for the local engine its files and its place
     /// among the namespaces too); whether it existed.
     func removeNamespace(_ name: String) async throws(StoreError) -> Bool
+    /// WAITAOF: whether every write acknowledged so far is on stable storage; with `waiting`,
+    /// made so first (``ActorKVStore/Store/writtenIsDurable(waiting:)``).
+    func writtenIsDurable(waiting: Bool) async throws(StoreError) -> Bool
     /// BACKUP: writes every namespace, as of one moment, to the new directory `path`.
     func backup(to path: String) async throws(StoreError) -> BackupSummary
     /// Deletes the ephemeral keys of connection `owner` in `namespaces` (its connection ended).
@@ -175,6 +178,9 @@ public final class ClusterBackend: DataBackend {
     public func compact(_ name: String) async throws(StoreError) {
         do { try await store.compact() } catch { throw error.storeError }
     }
+
+    /// etcd acknowledges a write once a majority of its members have it in their fsync'd logs.
+    public func writtenIsDurable(waiting: Bool) async throws(StoreError) -> Bool { true }
 
     /// An agent keeps no data of its own: etcd's `etcdctl snapshot save` backs the cluster up.
     public func backup(to path: String) async throws(StoreError) -> BackupSummary {

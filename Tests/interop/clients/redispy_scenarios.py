@@ -845,6 +845,25 @@ def hash_deadline():
     expect_eq("... and nothing changed", -1, r.ttl(key))
 
 
+def wait_aof():
+    """WAITAOF (protocol.md "WAITAOF", Redis 7.2's): waitaof() after a write returns once it is
+    fsync'd, whatever --fsync says; through an agent etcd made it durable already. (Redis 7.0,
+    the one tested against, has no WAITAOF.)"""
+    if not ACTORKV:
+        skip("waitaof(): redis-server 7.0 has no WAITAOF")
+        return
+    r = make_client()
+    key = ns("durable")
+    r.hset(key, "a", "1")
+    expect_eq("waitaof(1, 0, 0) after hset(): [1, 0]", [1, 0], r.waitaof(1, 0, 0))
+    pipe = r.pipeline(transaction=False)
+    pipe.hset(key, "b", "2")
+    pipe.waitaof(1, 0, 1000)
+    expect_eq("in a pipeline after hset(), with a timeout: [1, 0]", [1, [1, 0]], pipe.execute())
+    expect_error("waitaof(1, 1, 0) raises: there are no replicas", lambda: r.waitaof(1, 1, 0), "no replicas")
+    expect_eq("... and the connection is usable", {b"a": b"1", b"b": b"2"}, r.hgetall(key))
+
+
 def unknown_commands():
     r = make_client()
     key = ns("unknown")
@@ -868,7 +887,7 @@ def main():
     print(f"# redis-py {redis.__version__}, mode {MODE}, hiredis "
           f"{'available' if redis.utils.HIREDIS_AVAILABLE else 'missing'}", flush=True)
     for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, large_pipeline, pipeline_batch,
-                     transactions, asyncio_client, keyspace, field_expiry, hash_deadline, unknown_commands):
+                     transactions, asyncio_client, keyspace, field_expiry, hash_deadline, wait_aof, unknown_commands):
         run(scenario)
     sys.exit(1 if failures else 0)
 

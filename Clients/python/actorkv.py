@@ -750,6 +750,12 @@ def _integer(reply):
     return reply
 
 
+def _two_integers(reply):
+    if not (isinstance(reply, list) and len(reply) == 2 and all(isinstance(x, int) for x in reply)):
+        raise ProtocolError("expected an array of two integers, got %r" % (reply,))
+    return reply
+
+
 def _check_int(value, what, low, high):
     """Returns ``value`` if it is an int (not a bool) from ``low`` to ``high``; raises
     ``TypeError`` or ``ValueError`` otherwise, before anything is sent."""
@@ -1068,6 +1074,16 @@ class _Commands(object):
         absolute = os.path.abspath(path)
         self._call(_is_ok, "BACKUP", absolute)
         return absolute
+
+    def wait_durable(self, timeout_ms=0):
+        """``WAITAOF 1 0 timeout_ms``: returns True once every write acknowledged so far (this
+        client's and every other's) is fsync'd, the server fsyncing what is not yet, whatever
+        its ``--fsync`` policy; False if ``timeout_ms`` (0: none) passed first. Under
+        ``everysec`` or ``no``, call it after a write that must survive a power loss before
+        this program goes on. Waits up to the client's own timeout too."""
+        _check_int(timeout_ms, "timeout_ms", 0, 2**63 - 1)
+        local, _ = self._call(_two_integers, "WAITAOF", 1, 0, timeout_ms)
+        return local == 1
 
     def info(self):
         """``INFO``: returns the server's statistics as text (``key:value`` lines); see

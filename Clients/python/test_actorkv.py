@@ -920,6 +920,18 @@ class RoundTripTests(ServerTestCase):
         self.assertEqual(caught.exception.code, "BADNS")
 
     @local_only("an agent keeps no data directory (BACKUP is refused)")
+    def test_wait_durable(self):
+        self.kv.put(self.ns, "k", "v")
+        self.assertIs(self.kv.wait_durable(), True)
+        self.assertIs(self.kv.wait_durable(timeout_ms=5000), True)
+        self.assertEqual(self.kv.execute_command("WAITAOF", 0, 0, 0), [1, 0], "durable once it returned")
+        with self.assertRaises(ValueError):
+            self.kv.wait_durable(timeout_ms=-1)
+        with self.assertRaises(ServerError) as caught:
+            self.kv.execute_command("WAITAOF", 1, 1, 0)
+        self.assertIn("no replicas", str(caught.exception))
+        self.assertEqual(self.kv.get(self.ns, "k"), b"v")
+
     def test_backup(self):
         self.kv.put(self.ns, "k", "v")
         version = self.kv.getv(self.ns, "k")[1]

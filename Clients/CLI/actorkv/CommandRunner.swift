@@ -71,6 +71,7 @@ struct CommandRunner {
         case .compact: return try await compact()
         case .unlink: return try await unlink()
         case .backup: return try await backup()
+        case .sync: return try await sync()
         case .namespaces: return try await namespaces()
         case .info: return try await info()
         case .ping: return try await ping()
@@ -260,6 +261,12 @@ struct CommandRunner {
         try need(1...1, "backup DIR")
         try output.line(try await client.backup(to: text(args[0])))
         return Exit.ok
+    }
+
+    /// `WAITAOF 1 0 0`: returns once every write acknowledged so far is fsync'd.
+    private func sync() async throws -> Int32 {
+        try need(0...0, "sync")
+        return try await client.waitDurable() ? Exit.ok : Exit.server
     }
 
     private func namespaces() async throws -> Int32 {

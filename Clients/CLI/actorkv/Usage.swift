@@ -121,6 +121,9 @@ Commands:
   namespaces                  print the namespace names, one per line
   info                        print the server's INFO text, in lines that end with a newline
                               (the server's CRLF line ends made LF, as the other commands print)
+  sync                        wait until every write acknowledged so far (anyone's) is on disk,
+                              fsync'd, whatever the server's --fsync (WAITAOF 1 0 0): after a
+                              put that must survive a power loss before the script goes on
   ping [MESSAGE]              print PONG (or MESSAGE)
   clients                     print a line per connection open on the server: id=… name=…
                               age=… idle=… (seconds since it last sent a request) flags=… (UP:

@@ -364,6 +364,20 @@ public final class ActorKVClient: Sendable {
         try Self.expectOK(reply, for: "COMPACT")
     }
 
+    /// Waits until every write acknowledged so far (this client's and every other's) is on
+    /// stable storage, the server fsyncing what is not yet, whatever its `--fsync` policy
+    /// (`WAITAOF 1 0 timeout`); returns false if `timeoutMilliseconds` (0: none) passed first.
+    /// Under `everysec` or `no`, call it after a write that must survive a power loss before the
+    /// program goes on. See protocol.md, "WAITAOF".
+    @discardableResult
+    public func waitDurable(timeoutMilliseconds: Int = 0) async throws(ActorKVError) -> Bool {
+        let reply = try await send(["WAITAOF", "1", "0", String(max(0, timeoutMilliseconds))].map { Array($0.utf8) })
+        guard case .array(let counts) = reply, counts.count == 2, case .integer(let local) = counts[0] else {
+            throw Self.unexpected(reply, for: "WAITAOF")
+        }
+        return local == 1
+    }
+
     /// Removes `namespaces` (UNLINK): each one's keys, files and place among the namespaces;
     /// returns how many of them existed. A name used again afterwards numbers its versions on
     /// after every one it had, so a version read before guards nothing. See protocol.md, "UNLINK".

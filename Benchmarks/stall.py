@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmarks/stall.py: how long one big namespace's removal or expiry holds up everyone else, for
 BENCHMARKS.md. Against a fresh ACTORKVD (`--fsync everysec`) or `redis` (redis-server without
-saves): fills the hash `big` with KEYS fields of 20-byte values (HSET, 1,000 fields a command),
+saves): fills the hash `big` with KEYS fields f:0 … of 20-byte values (HSET, 1,000 fields a
+command; in a shuffled order with ORDER=random in the environment, as a hash filled over time is),
 then one client sends `PING`s one at a time while another sends OP:
 
   unlink   `UNLINK big`
@@ -14,7 +15,7 @@ other client sees), OP's own reply time, and the median PING. With FOLLOW=1 in t
 third connection follows `big` with `CHANGES` (ActorKV only), so the removal has someone to tell.
 Asserts nothing: it is a measuring tool.
 usage: stall.py ACTORKVD|redis KEYS OP"""
-import os, shutil, socket, subprocess, sys, tempfile, threading, time
+import os, random, shutil, socket, subprocess, sys, tempfile, threading, time
 
 BIN, KEYS, OP = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 DIR = tempfile.mkdtemp(prefix="actorkv-stall.")
@@ -33,11 +34,13 @@ def connect():
 
 
 def fill(client, reader):
+    order = list(range(KEYS))
+    if os.environ.get("ORDER") == "random": random.Random(7).shuffle(order)
     sent = 0
     while sent < KEYS:
         n = min(1000, KEYS - sent)
         parts = [b"HSET", b"big"]
-        for i in range(sent, sent + n):
+        for i in order[sent:sent + n]:
             parts += [b"f:%d" % i, b"v" * 20]
         client.sendall(b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts))
         line = reader.readline()

@@ -352,6 +352,10 @@ expect_contains "... in MULTI: EXEC refused" "not available in cluster mode" "$o
 expect_eq "... nothing applied: the fields as they were, PEXPIRE of a key still works" "$(printf 'user\nalice\n1')" \
     "$(cb HGETALL sess; ca PEXPIRE sess user 60000)"
 
+# --- WAITAOF through an agent: etcd acknowledged the write from a quorum's disks already
+expect_eq "WAITAOF 1 0 0 after a write through A: 1 local, 0 replicas" "$(printf '1\n1\n0')" "$(ca HSET durable f v; ca WAITAOF 1 0 0)"
+expect_contains "... numreplicas 1 refused" "no replicas" "$(ca WAITAOF 1 1 0 2>&1)"
+
 # --- FLUSHALL through one agent removes every namespace of its prefix, for both agents; an
 # agent of another prefix on the same cluster keeps its own
 "$ACTORKVD" --socket "$WORK/other.sock" --etcd "$ENDPOINTS" --etcd-prefix "other$$/" </dev/null >>"$WORK/other.log" 2>&1 &

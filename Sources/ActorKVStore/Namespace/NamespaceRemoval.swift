@@ -34,8 +34,8 @@ extension Namespace {
     /// `unregister` (the store's registry lets go of it, so no request reaches it from then on),
     /// and forgets its keys. Then its log is fsync'd, so that the writes made before are
     /// acknowledged as they would have been. Returns the sequence the removal takes and what
-    /// it held, without walking or freeing it here; with `ifEmpty`, nil, and nothing done, if it holds a key then (checked in
-    /// that same step, so that no write can come between).
+    /// it held, without walking or freeing it here; with `ifEmpty`, nil, and nothing done, if
+    /// it holds a key then (checked in that same step, so that no write can come between).
     func detachForRemoval(ifEmpty: Bool = false, unregister: @Sendable () -> Void) async -> DetachedNamespace? {
         while let running = compactionTask { _ = try? await running.value }
         if ifEmpty && data.map.count > 0 { return nil }

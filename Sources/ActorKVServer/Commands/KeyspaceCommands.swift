@@ -23,6 +23,12 @@ enum KeyspaceCommands {
             .local(LocalCommand { context in await listing(context) { $0.randomElement().map { .bulk(Array($0.utf8)) } ?? .null } })
         },
         CommandSpec(name: "UNLINK", usage: "UNLINK ns [ns ...]", arity: .atLeast(1), flags: [.write, .namespacedArguments, .notInMulti], parse: parseUnlink),
+        CommandSpec(name: "RENAME", usage: "RENAME ns newns", arity: .exactly(2), flags: [.write, .namespacedArguments, .notInMulti]) { (args) throws(CommandError) in
+            try parseRename(args, replacing: true)
+        },
+        CommandSpec(name: "RENAMENX", usage: "RENAMENX ns newns", arity: .exactly(2), flags: [.write, .namespacedArguments, .notInMulti]) { (args) throws(CommandError) in
+            try parseRename(args, replacing: false)
+        },
         // Judged here, not by a first argument: the write right on every namespace (``flush``).
         CommandSpec(name: "FLUSHDB", usage: "FLUSHDB [ASYNC|SYNC]", arity: .between(0, 1), flags: [.write, .notInMulti], parse: parseFlush),
         CommandSpec(name: "FLUSHALL", usage: "FLUSHALL [ASYNC|SYNC]", arity: .between(0, 1), flags: [.write, .notInMulti], parse: parseFlush),
@@ -51,6 +57,23 @@ enum KeyspaceCommands {
             }
         }
         return .integer(Int64(removed))
+    }
+
+    /// `RENAME ns newns` (`+OK`) and `RENAMENX ns newns` (`:1`, or `:0` when `newns` holds a
+    /// key): Redis's RENAME of a hash, a namespace being one (protocol.md, "RENAME, RENAMENX").
+    private static func parseRename(_ args: CommandArguments, replacing: Bool) throws(CommandError) -> Command {
+        let (source, target) = (try args.namespace(0), try args.namespace(1))
+        return .local(LocalCommand { context in
+            do {
+                switch try await context.backend.renameNamespace(source, to: target, replacing: replacing) {
+                case .renamed: return replacing ? .simple("OK") : .integer(1)
+                case .targetExists: return .integer(0)
+                case .noSource: return .error(.err, "no such key")
+                }
+            } catch {
+                return ErrorMapping.reply(for: error)
+            }
+        })
     }
 
     private static let flushModes = [Array("ASYNC".utf8), Array("SYNC".utf8)]

@@ -30,6 +30,8 @@ public protocol DataBackend: Sendable {
     /// UNLINK: removes namespace `name` (its keys; for the local engine its files and its place
     /// among the namespaces too); whether it existed.
     func removeNamespace(_ name: String) async throws(StoreError) -> Bool
+    /// RENAME and RENAMENX (without `replacing`): namespace `source`'s keys become `target`'s.
+    func renameNamespace(_ source: String, to target: String, replacing: Bool) async throws(StoreError) -> Store.RenameOutcome
     /// WAITAOF: whether every write acknowledged so far is on stable storage; with `waiting`,
     /// made so first (``ActorKVStore/Store/writtenIsDurable(waiting:)``).
     func writtenIsDurable(waiting: Bool) async throws(StoreError) -> Bool
@@ -177,6 +179,11 @@ public final class ClusterBackend: DataBackend {
     /// etcd compacts the whole cluster's history at once, keeping `--changes-history` revisions.
     public func compact(_ name: String) async throws(StoreError) {
         do { try await store.compact() } catch { throw error.storeError }
+    }
+
+    /// Not mapped: a namespace's keys would move in one `txn`, which etcd bounds (`--max-txn-ops`).
+    public func renameNamespace(_ source: String, to target: String, replacing: Bool) async throws(StoreError) -> Store.RenameOutcome {
+        throw StoreError(.invalidArgument, "RENAME and RENAMENX are not available in cluster mode: an etcd transaction holds a bounded number of operations (--max-txn-ops), and a namespace's keys would all move in one; nothing was renamed")
     }
 
     /// etcd acknowledges a write once a majority of its members have it in their fsync'd logs.

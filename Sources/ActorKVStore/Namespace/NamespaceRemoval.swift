@@ -37,8 +37,14 @@ extension Namespace {
     /// it held, without walking or freeing it here; with `ifEmpty`, nil, and nothing done, if
     /// it holds a key then (checked in that same step, so that no write can come between).
     func detachForRemoval(ifEmpty: Bool = false, unregister: @Sendable () -> Void) async -> DetachedNamespace? {
+        await detachForRemoval(when: { !ifEmpty || $0.map.count == 0 }, unregister: unregister)
+    }
+
+    /// ``detachForRemoval(ifEmpty:unregister:)`` if what it holds then meets `condition`
+    /// (checked in the step that detaches it); nil, and nothing done, if not.
+    func detachForRemoval(when condition: (LiveData) -> Bool, unregister: @Sendable () -> Void) async -> DetachedNamespace? {
         while let running = compactionTask { _ = try? await running.value }
-        if ifEmpty && data.map.count > 0 { return nil }
+        guard condition(data) else { return nil }
         closed = true
         removed = true
         sweeper?.cancel()

@@ -75,11 +75,13 @@ public enum SnapshotCodec {
 
     /// Encodes `map` with `header`, handing the bytes to `sink` in chunks of about `chunkSize`,
     /// so that a large map never exists twice in memory. With `expiredAt` (milliseconds since the
-    /// epoch; 0: keep every key), the keys whose deadline has passed by then are left out.
-    /// Returns how many entries it wrote.
+    /// epoch; 0: keep every key), the keys whose deadline has passed by then are left out. With
+    /// `everyVersion` (0: each key's own), every entry is given that version (a renamed
+    /// namespace's keys, all written by the rename). Returns how many entries it wrote.
     @discardableResult
     public static func encode<E: Error>(_ map: OrderedMap, header: Header, lifetimes: KeyLifetimes = KeyLifetimes(), expiredAt now: UInt64 = 0,
-                                        chunkSize: Int = 1 << 20, sink: (UnsafeRawBufferPointer) throws(E) -> Void) throws(E) -> Int {
+                                        everyVersion: UInt64 = 0, chunkSize: Int = 1 << 20,
+                                        sink: (UnsafeRawBufferPointer) throws(E) -> Void) throws(E) -> Int {
         var writer = ChunkWriter(chunkSize: chunkSize)
         writer.append("{\"format\":\"\(formatName)\",\"version\":\(currentVersion),\"namespace\":")
         appendValue(Array(header.namespace.utf8), to: &writer.buffer)
@@ -108,7 +110,7 @@ public enum SnapshotCodec {
             writer.buffer.append(UInt8(ascii: ","))
             value.withUnsafeBytes { appendValue($0, to: &writer.buffer) }
             writer.buffer.append(UInt8(ascii: ","))
-            ASCIIDecimal.append(magnitude: version, to: &writer.buffer)
+            ASCIIDecimal.append(magnitude: everyVersion == 0 ? version : everyVersion, to: &writer.buffer)
             appendLifetime(lifetime, to: &writer.buffer)
             writer.buffer.append(UInt8(ascii: "]"))
             do throws(E) { try writer.flushIfFull(sink) } catch { failure = error; return false }

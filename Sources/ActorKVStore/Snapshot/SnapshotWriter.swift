@@ -13,11 +13,12 @@ enum SnapshotWriter {
     /// the keys expired by `now` (milliseconds since the epoch; 0: none); returns the file's size
     /// and the number of entries written. Blocking: call it off the actor.
     static func write(_ map: OrderedMap, lifetimes: KeyLifetimes, expiredAt now: UInt64, header: SnapshotCodec.Header,
-                      files: NamespaceFiles) throws(StoreError) -> (size: Int, entries: Int) {
+                      everyVersion: UInt64 = 0, files: NamespaceFiles) throws(StoreError) -> (size: Int, entries: Int) {
         let temp = files.temporarySnapshotPath
         let system = files.system
         do {
-            let written = try writeTemporary(map, lifetimes: lifetimes, now: now, header: header, path: temp, system: system)
+            let written = try writeTemporary(map, lifetimes: lifetimes, now: now, header: header, everyVersion: everyVersion,
+                                             path: temp, system: system)
             try system.rename(temp, files.snapshotPath)
             try system.failpoint("compaction.afterRename")
             try system.fsyncDirectory(files.directory)
@@ -35,12 +36,13 @@ enum SnapshotWriter {
         }
     }
 
-    private static func writeTemporary(_ map: OrderedMap, lifetimes: KeyLifetimes, now: UInt64, header: SnapshotCodec.Header, path: String,
-                                       system: SystemCalls) throws -> (size: Int, entries: Int) {
+    private static func writeTemporary(_ map: OrderedMap, lifetimes: KeyLifetimes, now: UInt64, header: SnapshotCodec.Header,
+                                       everyVersion: UInt64, path: String, system: SystemCalls) throws -> (size: Int, entries: Int) {
         let fd = try system.open(path, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
         defer { SystemCalls.close(fd) }
         var offset = 0
-        let entries = try SnapshotCodec.encode(map, header: header, lifetimes: lifetimes, expiredAt: now) { (chunk: UnsafeRawBufferPointer) throws(Errno) in
+        let entries = try SnapshotCodec.encode(map, header: header, lifetimes: lifetimes, expiredAt: now,
+                                               everyVersion: everyVersion) { (chunk: UnsafeRawBufferPointer) throws(Errno) in
             try system.pwriteAll(fd, chunk, at: offset, path: path)
             offset += chunk.count
         }

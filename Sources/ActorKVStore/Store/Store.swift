@@ -25,7 +25,7 @@ public actor Store {
     var onDisk: Set<String>
     private var opening: [String: Task<Namespace, any Error>] = [:]
     /// Namespaces whose files are corrupt: unavailable until the server restarts.
-    private var failed: [String: StoreError] = [:]
+    var failed: [String: StoreError] = [:]
     /// Namespaces that exist but could not be opened for another reason (a file's permissions,
     /// no space, no file descriptor left): the next access tries again; until it succeeds they
     /// are reported unavailable with this error.
@@ -60,6 +60,7 @@ public actor Store {
         keeper = Housekeeper(lock: try DirectoryLock(directory: directory, writingPID: true, system: system),
                              everysec: options.durability == .everysec, compactionInterval: options.compaction.interval,
                              automatic: options.housekeepingTicks)
+        try RenameJournal.finish(in: directory, system: system, log: options.log)
         onDisk = Set(try Self.namespaceDirectories(in: directory, system: system))
         sequenceFloor = try SequenceFloor.read(directory: directory, system: system)
         Self.deleteRemovedLeftovers(in: directory, system: system, log: options.log)

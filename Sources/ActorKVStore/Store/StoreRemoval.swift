@@ -87,11 +87,7 @@ extension Store {
         }
         onDisk.remove(name)
         openFailures[name] = nil
-        if let feed = feeds.withLock({ $0.removeValue(forKey: name) }) {
-            // Listed off the loop: a store's code runs on its caller's executor, the event loop's.
-            let keys = detached.followed ? ((try? await BlockingIO.run { [detached] in detached.keys() }) ?? []) : []
-            feed.end(deleting: keys, at: detached.sequence)
-        }
+        await endFeed(of: name, detached: detached)
         let reason = ifEmpty ? ", to make room for a new one: it held no key" : ""
         log("namespace \(name): removed (\(detached.data.map.count) keys, last sequence \(detached.sequence)\(reason))")
         BlockingIO.release(consume detached)
@@ -99,8 +95,17 @@ extension Store {
         return true
     }
 
+    /// Ends the change feed of `name`, detached for removal (or renamed away): its followers
+    /// get the change deleting every key it held, then the end of their stream.
+    func endFeed(of name: String, detached: DetachedNamespace) async {
+        guard let feed = feeds.withLock({ $0.removeValue(forKey: name) }) else { return }
+        // Listed off the loop: a store's code runs on its caller's executor, the event loop's.
+        let keys = detached.followed ? ((try? await BlockingIO.run { [detached] in detached.keys() }) ?? []) : []
+        feed.end(deleting: keys, at: detached.sequence)
+    }
+
     /// Ends the removal of `name`: whoever waited to open it goes on.
-    private func finishRemoval(of name: String) {
+    func finishRemoval(of name: String) {
         for waiter in removals.removeValue(forKey: name) ?? [] { waiter.resume() }
     }
 

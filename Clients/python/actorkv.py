@@ -1057,6 +1057,16 @@ class _Commands(object):
             raise ValueError("unlink needs at least one namespace")
         return self._call(_identity, "UNLINK", *namespaces)
 
+    def rename(self, namespace, new_namespace, replace=True):
+        """``RENAME ns newns`` (``RENAMENX`` with ``replace=False``): the namespace's keys, with
+        their deadlines and its own, become ``new_namespace``'s, whose keys are dropped,
+        atomically and durably; returns True, or False (nothing done) when not ``replace`` and
+        ``new_namespace`` holds a key. A namespace that holds no key raises :class:`ServerError`
+        ``ERR`` (``no such key``); see protocol.md "RENAME, RENAMENX"."""
+        if replace:
+            return self._call(_is_ok, "RENAME", namespace, new_namespace)
+        return self._call(_integer, "RENAMENX", namespace, new_namespace) == 1
+
     def compact(self, namespace):
         """``COMPACT ns``: writes a snapshot of the namespace and trims its log; returns True."""
         return self._call(_is_ok, "COMPACT", namespace)

@@ -956,6 +956,29 @@ class RoundTripTests(ServerTestCase):
             copy.stop()
             copy.cleanup()
 
+    @unittest.skipIf(ETCD is not None, "an agent refuses RENAME (test_rename_refused_by_an_agent)")
+    def test_rename(self):
+        tmp, live = self.ns + "-tmp", self.ns + "-live"
+        self.kv.put(tmp, "theme", "dark")
+        self.kv.put(live, "theme", "light")
+        self.kv.put(live, "stale", "x")
+        self.assertIs(self.kv.rename(tmp, live), True)
+        self.assertEqual((self.kv.get(live, "theme"), self.kv.get(live, "stale"), self.kv.count(tmp)), (b"dark", None, 0))
+        self.kv.put(tmp, "theme", "blue")
+        self.assertIs(self.kv.rename(tmp, live, replace=False), False)
+        self.assertEqual(self.kv.get(live, "theme"), b"dark", "RENAMENX changed nothing")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.rename(self.ns + "-nosuch", live)
+        self.assertEqual((caught.exception.code, caught.exception.message), ("ERR", "no such key"))
+
+    @unittest.skipIf(ETCD is None, "cluster mode only")
+    def test_rename_refused_by_an_agent(self):
+        self.kv.put(self.ns, "k", "v")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.rename(self.ns, self.ns + "-new")
+        self.assertIn("not available in cluster mode", caught.exception.message)
+        self.assertEqual(self.kv.get(self.ns, "k"), b"v")
+
     @unittest.skipIf(ETCD is None, "cluster mode only")
     def test_backup_refused_by_an_agent(self):
         with self.assertRaises(ServerError) as caught:

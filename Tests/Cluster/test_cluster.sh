@@ -356,6 +356,10 @@ expect_eq "... nothing applied: the fields as they were, PEXPIRE of a key still 
 expect_eq "WAITAOF 1 0 0 after a write through A: 1 local, 0 replicas" "$(printf '1\n1\n0')" "$(ca HSET durable f v; ca WAITAOF 1 0 0)"
 expect_contains "... numreplicas 1 refused" "no replicas" "$(ca WAITAOF 1 1 0 2>&1)"
 
+# --- RENAME through an agent is refused, nothing changed (protocol.md "RENAME, RENAMENX")
+expect_contains "RENAME through A is refused" "not available in cluster mode" "$(ca RENAME durable renamed 2>&1)"
+expect_eq "... nothing changed: B reads the field under the old name, none under the new" "$(printf 'v\n0')" "$(cb HGET durable f; cb EXISTS renamed)"
+
 # --- FLUSHALL through one agent removes every namespace of its prefix, for both agents; an
 # agent of another prefix on the same cluster keeps its own
 "$ACTORKVD" --socket "$WORK/other.sock" --etcd "$ENDPOINTS" --etcd-prefix "other$$/" </dev/null >>"$WORK/other.log" 2>&1 &

@@ -70,6 +70,7 @@ struct CommandRunner {
         case .changes: return try await changes()
         case .compact: return try await compact()
         case .unlink: return try await unlink()
+        case .rename, .renamenx: return try await rename(replacing: command == .rename)
         case .backup: return try await backup()
         case .sync: return try await sync()
         case .namespaces: return try await namespaces()
@@ -158,6 +159,19 @@ struct CommandRunner {
     private func unlink() async throws -> Int32 {
         try need(1...Self.many, "unlink NS...")
         try output.line(String(try await client.removeNamespaces(args.map(text))))
+        return Exit.ok
+    }
+
+    /// RENAME / RENAMENX: nothing printed; exit 1 if NS holds no key, 5 (renamenx) if NEWNS does.
+    private func rename(replacing: Bool) async throws -> Int32 {
+        try need(2...2, replacing ? "rename NS NEWNS" : "renamenx NS NEWNS")
+        do {
+            guard try await client.renameNamespace(text(args[0]), to: text(args[1]), replacing: replacing) else {
+                throw Failure(code: Exit.conditionFailed, message: "actorkv: not renamed: \(text(args[1])) holds a key")
+            }
+        } catch ActorKVError.server("ERR", "no such key") {
+            throw Failure(code: Exit.notFound, message: "actorkv: not renamed: \(text(args[0])) holds no key")
+        }
         return Exit.ok
     }
 

@@ -386,6 +386,21 @@ public final class ActorKVClient: Sendable {
         try await integer(["UNLINK"], namespaces.map { Array($0.utf8) })
     }
 
+    /// Renames `namespace` to `newName` (RENAME, or RENAMENX without `replacing`): its keys,
+    /// with their deadlines and its own, become `newName`'s, whose keys are dropped, atomically
+    /// and durably. Returns false, doing nothing, when not `replacing` and `newName` holds a key;
+    /// throws the server's `ERR no such key` when `namespace` holds none. See protocol.md,
+    /// "RENAME, RENAMENX".
+    @discardableResult
+    public func renameNamespace(_ namespace: String, to newName: String, replacing: Bool = true) async throws(ActorKVError) -> Bool {
+        let reply = try await send([replacing ? "RENAME" : "RENAMENX", namespace, newName].map { Array($0.utf8) })
+        switch reply {
+        case .simple("OK"), .integer(1): return true
+        case .integer(0): return false
+        default: throw Self.unexpected(reply, for: replacing ? "RENAME" : "RENAMENX")
+        }
+    }
+
     /// Removes one namespace (UNLINK); returns whether it existed.
     @discardableResult
     public func removeNamespace(_ namespace: String) async throws(ActorKVError) -> Bool {

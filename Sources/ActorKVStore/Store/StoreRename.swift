@@ -50,6 +50,9 @@ extension Store {
     private func rename(_ from: Namespace, to: Namespace?, target: String, replacing: Bool) async throws(StoreError) -> RenameOutcome {
         let source = from.name
         let now = WallClock.milliseconds()
+        // The source first, as Redis judges them: RENAMENX of a missing source is an error even
+        // onto a target that holds a key. (Judged again as it is detached.)
+        guard await from.count() > 0 else { return .noSource }
         var dropped: DetachedNamespace?
         if let to {
             dropped = await to.detachForRemoval(when: { replacing || Self.liveKeys($0, at: now) == 0 }, unregister: { [self] in unregister(target) })

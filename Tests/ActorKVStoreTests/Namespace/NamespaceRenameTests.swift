@@ -88,6 +88,8 @@ struct NamespaceRenameTests {
             try await Task.sleep(nanoseconds: 20_000_000)
             #expect(try await store.renameNamespace("passed", to: "t", replacing: true) == .noSource)
             try await store.namespace("same").put(b("k"), b("v"))
+            #expect(try await store.renameNamespace("emptied", to: "same", replacing: false) == .noSource,
+                    "the source is judged first, as Redis does, even when the target holds a key")
             #expect(try await store.renameNamespace("same", to: "same", replacing: true) == .renamed)
             #expect(try await store.renameNamespace("same", to: "same", replacing: false) == .targetExists)
             #expect(try await store.namespace("same").get(b("k")) == b("v"))

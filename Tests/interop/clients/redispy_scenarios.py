@@ -845,6 +845,31 @@ def hash_deadline():
     expect_eq("... and nothing changed", -1, r.ttl(key))
 
 
+def rename():
+    """RENAME/RENAMENX of a hash (protocol.md "RENAME, RENAMENX"): a hash built under a
+    temporary name and swapped in whole, as against Redis itself; through an agent, refused with
+    nothing changed."""
+    r = make_client()
+    live, tmp, fresh = ns("live"), ns("tmp"), ns("fresh")
+    r.hset(live, mapping={"old": "1"})
+    r.hset(tmp, mapping={"a": "1", "b": "2"})
+    if CLUSTER:
+        expect_error("rename() through an agent raises", lambda: r.rename(tmp, live), "not available in cluster mode")
+        expect_eq("... and changed nothing", ({b"old": b"1"}, {b"a": b"1", b"b": b"2"}), (r.hgetall(live), r.hgetall(tmp)))
+        return
+    r.expire(tmp, 3600)
+    expect_eq("rename() swaps the hash in: True", True, r.rename(tmp, live))
+    expect_eq("... its fields replace the old ones, its TTL moved with it, the temporary name gone",
+              ({b"a": b"1", b"b": b"2"}, 3600, 0), (r.hgetall(live), r.ttl(live), r.exists(tmp)))
+    expect_error("rename() of a hash that does not exist raises", lambda: r.rename(tmp, live), "no such key")
+    r.hset(tmp, "c", "3")
+    expect_eq("renamenx() onto a hash that exists: False, nothing moved", (False, {b"c": b"3"}), (r.renamenx(tmp, live), r.hgetall(tmp)))
+    expect_eq("renamenx() onto a new name: True, the fields moved", (True, {b"c": b"3"}, 0), (r.renamenx(tmp, fresh), r.hgetall(fresh), r.exists(tmp)))
+    r.hdel(fresh, "c")
+    expect_error("rename() of a hash whose fields were all deleted raises", lambda: r.rename(fresh, live), "no such key")
+    expect_eq("... and the target is untouched", {b"a": b"1", b"b": b"2"}, r.hgetall(live))
+
+
 def wait_aof():
     """WAITAOF (protocol.md "WAITAOF", Redis 7.2's): waitaof() after a write returns once it is
     fsync'd, whatever --fsync says; through an agent etcd made it durable already. (Redis 7.0,
@@ -887,7 +912,7 @@ def main():
     print(f"# redis-py {redis.__version__}, mode {MODE}, hiredis "
           f"{'available' if redis.utils.HIREDIS_AVAILABLE else 'missing'}", flush=True)
     for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, large_pipeline, pipeline_batch,
-                     transactions, asyncio_client, keyspace, field_expiry, hash_deadline, wait_aof, unknown_commands):
+                     transactions, asyncio_client, keyspace, field_expiry, hash_deadline, rename, wait_aof, unknown_commands):
         run(scenario)
     sys.exit(1 if failures else 0)
 

@@ -73,7 +73,8 @@ struct DataCheckTests {
             if i % 2 == 0 { try await orders.compact() }   // segments of changes 1-2, 3-4, 5-6, and the empty active one
         }
         await store.close()
-        #expect(DataCheck.run(directory: data).status == 0)
+        let intact = DataCheck.run(directory: data)
+        #expect(intact.status == 0, "\(intact.lines) \(String(describing: intact.error))")
         try FileManager.default.removeItem(atPath: data + "/orders/000002.log")
         let report = DataCheck.run(directory: data)
         #expect(report.status == 1 && report.error == nil)

@@ -59,15 +59,16 @@ extension Store {
             guard dropped != nil else { return .targetExists }
         }
         var refusal: StoreError?
-        let moved = await from.detachForRemoval(when: { data in
+        // Bound once, not as an optional and then unwrapped: a second binding would keep the
+        // data alive to the end of this function, and free it here, on the event loop.
+        guard let moved = await from.detachForRemoval(when: { data in
             guard Self.liveKeys(data, at: now) > 0 else { return false }
             guard data.lifetimes.ephemeralCount == 0 else {
                 refusal = StoreError(.invalidArgument, "namespace '\(source)' holds \(data.lifetimes.ephemeralCount) keys of a connection (EPHEMERAL, locks): those are released by their namespace's name, so it cannot be renamed; nothing was renamed")
                 return false
             }
             return true
-        }, unregister: { [self] in unregister(source) })
-        guard let moved else {
+        }, unregister: { [self] in unregister(source) }) else {
             if let refusal { throw refusal }
             return .noSource
         }
@@ -110,7 +111,7 @@ extension Store {
         let replaced = dropped.map { "; the \($0.data.map.count) keys \(target) held were dropped" } ?? ""
         options.log("namespace \(source): renamed to \(target) (\(moved.data.map.count) keys, each now at version \(base)\(replaced))")
         BlockingIO.release(consume moved)
-        if let dropped { BlockingIO.release(consume dropped) }
+        if let old = dropped.take() { BlockingIO.release(consume old) }
         let log = options.log
         _ = try? await BlockingIO.run { () throws(StoreError) in
             for path in hidden { Self.deleteDirectory(path, parent: directory, system: system, log: log) }

@@ -44,7 +44,8 @@ extension Store {
     /// Checks every namespace of the data directory at `directory` without changing any of its
     /// files (`actorkvd --check`): reads each snapshot and log as opening would, and reports what
     /// it found, namespaces in name order. Holds the directory's lock meanwhile, so that no server
-    /// writes while it reads.
+    /// writes while it reads. A rename cut short (``RenameJournal``) is checked as the server's
+    /// next start will have finished it: the target's new files under its name, the source gone.
     ///
     /// Throws `io` if the directory does not exist or cannot be listed, `locked` if a server (or
     /// anything else) holds it. A namespace that would be refused is a result, not an error.
@@ -56,8 +57,11 @@ extension Store {
         defer { withExtendedLifetime(lock) {} }
         // A floor file that does not read keeps the store from opening at all: say so as it would.
         _ = try SequenceFloor.read(directory: directory, system: .plain)
-        return try namespaceDirectories(in: directory, system: .plain).sorted().map { name in
-            check(name: name, files: NamespaceFiles(directory: directory + "/" + name, system: .plain))
+        var paths: [String: String] = [:]
+        for name in try namespaceDirectories(in: directory, system: .plain) { paths[name] = directory + "/" + name }
+        try RenameJournal.pending(in: directory)?.applied(to: &paths, directory: directory)
+        return paths.keys.sorted().map { name in
+            check(name: name, files: NamespaceFiles(directory: paths[name]!, system: .plain))
         }
     }
 

@@ -89,22 +89,36 @@ struct RenameJournal: Equatable, Sendable {
     /// before it was done), and deletes a staged directory that no journal names (the server
     /// stopped before the rename happened). Throws `corrupt` for a journal that does not read.
     static func finish(in directory: String, system: SystemCalls, log: @Sendable (String) -> Void) throws(StoreError) {
-        let path = directory + "/" + fileName
-        var journal: RenameJournal?
-        if try exists(path) {
-            let window = try FileWindow(path: path, capacity: 512, system: system)
-            guard let read = parse(Array(window.bytes)) else {
-                throw StoreError(.corrupt, "\(path) does not hold a rename of a namespace (\(String(decoding: window.bytes, as: UTF8.self).debugDescription)): a rename was cut short, and which namespace holds what cannot be told; look at the directories it names, remove it, and restart")
-            }
+        let journal = try pending(in: directory)
+        if let read = journal {
             try read.takeSteps(directory: directory, system: system)
             log("finished renaming namespace \(read.source) to \(read.target), begun before the server stopped")
-            journal = read
         }
         guard let names = try? system.listDirectory(directory) else { return }
         for name in names where name.hasPrefix(stagedPrefix) && name != journal?.staged {
             Store.deleteDirectory(directory + "/" + name, parent: directory, system: system, log: log)
             log("deleted \(directory)/\(name), the files of a rename of a namespace that the server stopped before")
         }
+    }
+
+    /// The journal in data directory `directory`, if there is one; throws `corrupt` for one that
+    /// does not read, as a start would.
+    static func pending(in directory: String) throws(StoreError) -> RenameJournal? {
+        let path = directory + "/" + fileName
+        guard try exists(path) else { return nil }
+        let window = try FileWindow(path: path, capacity: 512, system: .plain)
+        guard let journal = parse(Array(window.bytes)) else {
+            throw StoreError(.corrupt, "\(path) does not hold a rename of a namespace (\(String(decoding: window.bytes, as: UTF8.self).debugDescription)): a rename was cut short, and which namespace holds what cannot be told; look at the directories it names, remove it, and restart")
+        }
+        return journal
+    }
+
+    /// Where each namespace's files will be once the rename is finished, from where they are
+    /// (`paths`, name to directory), without touching them: the staged directory, if it is still
+    /// there, as the target's; the source gone.
+    func applied(to paths: inout [String: String], directory: String) throws(StoreError) {
+        if try Self.exists(directory + "/" + staged) { paths[target] = directory + "/" + staged }
+        paths[source] = nil
     }
 
     /// A hidden name for a directory taken away, which the next start deletes if nothing else does.

@@ -54,6 +54,8 @@ extension Store {
         // onto a target that holds a key. (Judged again as it is detached.)
         guard await from.count() > 0 else { return .noSource }
         var dropped: DetachedNamespace?
+        // However this ends, the target's old keys are freed off the loop.
+        defer { if let old = dropped.take() { BlockingIO.release(consume old) } }
         if let to {
             dropped = await to.detachForRemoval(when: { replacing || Self.liveKeys($0, at: now) == 0 }, unregister: { [self] in unregister(target) })
             guard dropped != nil else { return .targetExists }
@@ -111,7 +113,6 @@ extension Store {
         let replaced = dropped.map { "; the \($0.data.map.count) keys \(target) held were dropped" } ?? ""
         options.log("namespace \(source): renamed to \(target) (\(moved.data.map.count) keys, each now at version \(base)\(replaced))")
         BlockingIO.release(consume moved)
-        if let old = dropped.take() { BlockingIO.release(consume old) }
         let log = options.log
         _ = try? await BlockingIO.run { () throws(StoreError) in
             for path in hidden { Self.deleteDirectory(path, parent: directory, system: system, log: log) }

@@ -168,7 +168,7 @@ struct NamespaceRenameTests {
         }
     }
 
-    @Test("a rename cut short after its journal is finished at the next start; staged files without a journal are deleted; a journal that does not read is reported")
+    @Test("a rename cut short after its journal is finished at the next start (and --check sees it finished); staged files without a journal are deleted; a journal that does not read is reported")
     func journal() async throws {
         let dir = TemporaryDirectory("rename-journal")
         defer { dir.remove() }
@@ -181,6 +181,10 @@ struct NamespaceRenameTests {
         try FileManager.default.copyItem(atPath: dir.data + "/a", toPath: dir.data + "/" + staged)
         try FileManager.default.createDirectory(atPath: dir.data + "/" + RenameJournal.stagedPrefix + "t-2", withIntermediateDirectories: false)
         try RenameJournal(source: "a", target: "t", staged: staged).write(directory: dir.data, system: .plain)
+        // actorkvd --check sees the rename as the next start will have finished it, and changes nothing.
+        let checked = try Store.check(directory: dir.data)
+        #expect(checked.map(\.name) == ["t"] && checked.first?.keys == 1 && checked.first?.isReadable == true, "\(checked.map(\.summary))")
+        #expect(FileManager.default.fileExists(atPath: dir.data + "/" + RenameJournal.fileName) && FileManager.default.fileExists(atPath: dir.data + "/a"))
         try await withStore(dir.data) { store in
             #expect(await store.namespaceNames() == ["t"])
             let t = try await store.namespace("t")

@@ -40,16 +40,7 @@ struct RenameJournal: Equatable, Sendable {
     /// and fsync'd, renamed into place, and the directory fsync'd.
     func write(directory: String, system: SystemCalls) throws(StoreError) {
         let path = directory + "/" + Self.fileName
-        let temporary = path + ".tmp"
-        do {
-            let fd = try system.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
-            defer { SystemCalls.close(fd) }
-            try Array(text.utf8).withBytes { (raw) throws(Errno) in try system.pwriteAll(fd, raw, at: 0, path: temporary) }
-            try system.fsync(fd, path: temporary)
-            try system.rename(temporary, path)
-            try system.fsyncDirectory(directory)
-        } catch {
-            try? system.unlink(temporary)
+        do { try system.replaceDurably(path, with: text, directory: directory) } catch {
             throw StoreError.io("writing", path, error)
         }
     }

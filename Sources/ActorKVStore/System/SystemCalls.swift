@@ -224,3 +224,23 @@ struct SystemCalls: Sendable {
         }
     }
 }
+
+extension SystemCalls {
+    /// Replaces the small file `path` in `directory` with `text`, durably: a temporary file
+    /// written and fsync'd, renamed over it, and the directory fsync'd (the sequence floor, a
+    /// rename's journal). On an error the temporary file is removed.
+    func replaceDurably(_ path: String, with text: String, directory: String) throws(Errno) {
+        let temporary = path + ".tmp"
+        do throws(Errno) {
+            let fd = try open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            defer { SystemCalls.close(fd) }
+            try Array(text.utf8).withBytes { (raw) throws(Errno) in try pwriteAll(fd, raw, at: 0, path: temporary) }
+            try fsync(fd, path: temporary)
+            try rename(temporary, path)
+            try fsyncDirectory(directory)
+        } catch {
+            try? unlink(temporary)
+            throw error
+        }
+    }
+}

@@ -204,6 +204,19 @@ class CommandFamilies(ServerTestCase):
         self.assertEqual(self.client.call("UNLINK", "fam-w"), 1)
         self.assertNotIn(b"fam-w", self.root.call("NAMESPACES"))
 
+    def test_rename_needs_write_on_both(self):
+        before = {ns: self.last_sequence(ns) for ns in self.NAMESPACES}
+        for source, target in (("fam-w", "fam-r"), ("fam-r", "fam-w"), ("fam-w", "fam-none"), ("fam-a", "fam-w")):
+            for command in ("RENAME", "RENAMENX"):
+                reply = self.client.call(command, source, target)
+                refused = source if source != "fam-w" else target
+                self.assertNoPerm(reply, "write", refused, self.UID, "%s %s %s" % (command, source, target))
+                self.assertUsable(self.client, command)
+        for ns in ("fam-r", "fam-a", "fam-none"):
+            self.assertUntouched(ns, before[ns])
+        self.assertEqual(self.last_sequence("fam-w"), before["fam-w"], "fam-w renamed though the other name was refused")
+        self.assertEqual(self.client.call("RENAME", "fam-w", "fam-w"), "OK", "the same name, with write on it")
+
     def test_admin_command(self):
         for ns in self.NAMESPACES:
             reply = self.client.call("COMPACT", ns)

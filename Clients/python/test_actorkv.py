@@ -919,7 +919,6 @@ class RoundTripTests(ServerTestCase):
             self.kv.unlink("bad/name")
         self.assertEqual(caught.exception.code, "BADNS")
 
-    @local_only("an agent keeps no data directory (BACKUP is refused)")
     def test_wait_durable(self):
         self.kv.put(self.ns, "k", "v")
         self.assertIs(self.kv.wait_durable(), True)
@@ -931,6 +930,7 @@ class RoundTripTests(ServerTestCase):
         self.assertIn("no replicas", str(caught.exception))
         self.assertEqual(self.kv.get(self.ns, "k"), b"v")
 
+    @local_only("an agent keeps no data directory (BACKUP is refused)")
     def test_backup(self):
         self.kv.put(self.ns, "k", "v")
         version = self.kv.getv(self.ns, "k")[1]

@@ -2398,14 +2398,19 @@ class ChangesRestartTests(unittest.TestCase):
         def received():
             return len([e for e in events if isinstance(e, Change)])
 
+        def synced():
+            return len([e for e in events if isinstance(e, Synced)])
+
         thread = threading.Thread(target=follow, daemon=True)
         thread.start()
         for round_, kill in enumerate((False, True, True)):
             for i in range(10):
                 kv.put("feed", "r%d" % round_, str(i))
             deadline = time.monotonic() + PATIENCE
-            while received() < 11 + 10 * round_ and time.monotonic() < deadline:
-                time.sleep(0.01)  # the thread got this round's changes (after resuming)
+            # The thread got this round's changes (after resuming), and, after the first restart,
+            # the feed's Synced of its resumed stream (else the next kill may come before it).
+            while (received() < 11 + 10 * round_ or (round_ == 1 and synced() < 2)) and time.monotonic() < deadline:
+                time.sleep(0.01)
             server.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
             server.process.wait(PATIENCE)
             kv.close()

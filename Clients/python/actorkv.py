@@ -1067,6 +1067,15 @@ class _Commands(object):
             return self._call(_is_ok, "RENAME", namespace, new_namespace)
         return self._call(_integer, "RENAMENX", namespace, new_namespace) == 1
 
+    def copy(self, namespace, new_namespace, replace=False):
+        """``COPY ns newns`` (``REPLACE`` with ``replace=True``): ``new_namespace`` holds the
+        namespace's keys, with their deadlines and its own, as of one moment, atomically and
+        durably; the namespace is unchanged. Returns True, or False (nothing done) when the
+        namespace holds no key or, without ``replace``, ``new_namespace`` holds one; see
+        protocol.md "COPY"."""
+        arguments = ("REPLACE",) if replace else ()
+        return self._call(_integer, "COPY", namespace, new_namespace, *arguments) == 1
+
     def compact(self, namespace):
         """``COMPACT ns``: writes a snapshot of the namespace and trims its log; returns True."""
         return self._call(_is_ok, "COMPACT", namespace)

@@ -971,6 +971,30 @@ class RoundTripTests(ServerTestCase):
             self.kv.rename(self.ns + "-nosuch", live)
         self.assertEqual((caught.exception.code, caught.exception.message), ("ERR", "no such key"))
 
+    @unittest.skipIf(ETCD is not None, "an agent refuses COPY (test_copy_refused_by_an_agent)")
+    def test_copy(self):
+        template, user = self.ns + "-template", self.ns + "-user"
+        self.kv.put(template, "theme", "dark", ttl=600)
+        self.kv.put(user, "stale", "x")
+        self.assertIs(self.kv.copy(template, user), False, "without replace, a namespace that holds a key stays")
+        self.assertEqual(self.kv.get(user, "stale"), b"x")
+        self.assertIs(self.kv.copy(template, user, replace=True), True)
+        self.assertEqual((self.kv.get(user, "theme"), self.kv.get(user, "stale"), self.kv.get(template, "theme")), (b"dark", None, b"dark"))
+        self.assertGreater(self.kv.pttl(user, "theme"), 590000, "the key's deadline was copied with it")
+        self.assertIs(self.kv.copy(self.ns + "-nosuch", user + "2"), False)
+        self.assertEqual(self.kv.count(user + "2"), 0)
+        with self.assertRaises(ServerError) as caught:
+            self.kv.copy(user, user)
+        self.assertIn("source and destination objects are the same", caught.exception.message)
+
+    @unittest.skipIf(ETCD is None, "cluster mode only")
+    def test_copy_refused_by_an_agent(self):
+        self.kv.put(self.ns, "k", "v")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.copy(self.ns, self.ns + "-new")
+        self.assertIn("not available in cluster mode", caught.exception.message)
+        self.assertEqual(self.kv.count(self.ns + "-new"), 0)
+
     @unittest.skipIf(ETCD is None, "cluster mode only")
     def test_rename_refused_by_an_agent(self):
         self.kv.put(self.ns, "k", "v")

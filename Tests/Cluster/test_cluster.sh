@@ -359,6 +359,8 @@ expect_contains "... numreplicas 1 refused" "no replicas" "$(ca WAITAOF 1 1 0 2>
 # --- RENAME through an agent is refused, nothing changed (protocol.md "RENAME, RENAMENX")
 expect_contains "RENAME through A is refused" "not available in cluster mode" "$(ca RENAME durable renamed 2>&1)"
 expect_eq "... nothing changed: B reads the field under the old name, none under the new" "$(printf 'v\n0')" "$(cb HGET durable f; cb EXISTS renamed)"
+expect_contains "COPY through A is refused" "not available in cluster mode" "$(ca COPY durable copied 2>&1)"
+expect_eq "... nothing changed: B finds no copy" "0" "$(cb EXISTS copied)"
 
 # --- FLUSHALL through one agent removes every namespace of its prefix, for both agents; an
 # agent of another prefix on the same cluster keeps its own

@@ -217,6 +217,23 @@ class CommandFamilies(ServerTestCase):
         self.assertEqual(self.last_sequence("fam-w"), before["fam-w"], "fam-w renamed though the other name was refused")
         self.assertEqual(self.client.call("RENAME", "fam-w", "fam-w"), "OK", "the same name, with write on it")
 
+    def test_copy_needs_read_on_the_source_and_write_on_the_target(self):
+        before = {ns: self.last_sequence(ns) for ns in self.NAMESPACES}
+        for source, target, right, refused in (("fam-w", "fam-r", "read", "fam-w"), ("fam-none", "fam-w", "read", "fam-none"),
+                                               ("fam-r", "fam-a", "write", "fam-a"), ("fam-r", "fam-r", "write", "fam-r")):
+            for options in ((), ("REPLACE",)):
+                what = " ".join(("COPY", source, target) + options)
+                self.assertNoPerm(self.client.call("COPY", source, target, *options), right, refused, self.UID, what)
+                self.assertUsable(self.client, "COPY")
+        for ns in self.NAMESPACES:
+            self.assertUntouched(ns, before[ns])
+        self.assertEqual(self.client.call("COPY", "fam-r", "fam-w"), 0, "fam-w holds keys: not replaced")
+        self.assertEqual(self.last_sequence("fam-w"), before["fam-w"])
+        self.root.call("PUT", "fam-r", "copied", "yes")
+        self.addCleanup(lambda: [self.root.call("DEL", ns, "copied") for ns in ("fam-r", "fam-w")])
+        self.assertEqual(self.client.call("COPY", "fam-r", "fam-w", "REPLACE"), 1)
+        self.assertEqual((self.root.call("GET", "fam-w", "copied"), self.root.call("GET", "fam-r", "copied")), (b"yes", b"yes"))
+
     def test_admin_command(self):
         for ns in self.NAMESPACES:
             reply = self.client.call("COMPACT", ns)

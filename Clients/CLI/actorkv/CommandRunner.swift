@@ -71,6 +71,7 @@ struct CommandRunner {
         case .compact: return try await compact()
         case .unlink: return try await unlink()
         case .rename, .renamenx: return try await rename(replacing: command == .rename)
+        case .copy: return try await copy()
         case .backup: return try await backup()
         case .sync: return try await sync()
         case .namespaces: return try await namespaces()
@@ -171,6 +172,20 @@ struct CommandRunner {
             }
         } catch ActorKVError.server("ERR", "no such key") {
             throw Failure(code: Exit.notFound, message: "actorkv: not renamed: \(text(args[0])) holds no key")
+        }
+        return Exit.ok
+    }
+
+    /// COPY: nothing printed; exit 1 if NS holds no key, 5 if NEWNS holds one (without --replace).
+    private func copy() async throws -> Int32 {
+        try need(2...2, "copy [--replace] NS NEWNS")
+        let (source, target) = (text(args[0]), text(args[1]))
+        guard try await client.copyNamespace(source, to: target, replacing: invocation.replace) else {
+            // COPY answers 0 for both; which one it was is asked after (only the message depends on it).
+            if try await client.count(source) == 0 {
+                throw Failure(code: Exit.notFound, message: "actorkv: not copied: \(source) holds no key")
+            }
+            throw Failure(code: Exit.conditionFailed, message: "actorkv: not copied: \(target) holds a key (--replace drops its keys)")
         }
         return Exit.ok
     }

@@ -27,6 +27,8 @@ struct Invocation {
     var ttl: Duration?
     /// `lock`'s options.
     var lockOptions = LockOptions()
+    /// `copy --replace`.
+    var replace = false
     /// `changes --from SEQ` or `--snapshot`.
     var changeStart = ChangeStart.now
 
@@ -116,6 +118,12 @@ struct Invocation {
         case "put", "set": (ifVersion, ttl, rest) = try takePutOptions(from: rest)
         case "lock": (lockOptions, rest) = try takeLockOptions(from: rest)
         case "changes": (changeStart, rest) = try takeChangeStart(from: rest)
+        case "copy":
+            rest = try actorkv.operands(of: rest) { (word, _) throws(Failure) -> Bool in
+                guard word == "--replace" else { return false }
+                replace = true
+                return true
+            }
         default: break
         }
         return rest

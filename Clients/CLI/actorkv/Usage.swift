@@ -115,6 +115,9 @@ Commands:
   rename NS NEWNS             NEWNS gets NS's keys (with their expiries, and NS's own) and drops its
                               own; NS is gone; atomic. Exit 1 if NS holds no key
   renamenx NS NEWNS           the same only if NEWNS holds no key; exit 5, renaming nothing, if it does
+  copy [--replace] NS NEWNS   NEWNS gets a copy of NS's keys (with their expiries, and NS's own) as
+                              of one moment; NS unchanged; atomic. Exit 1 if NS holds no key, 5 if
+                              NEWNS holds one (--replace: its keys are dropped first)
   backup DIR                  have the server write every namespace, as of one moment, to the
                               new directory DIR (its parent must exist; relative to actorkv's
                               working directory); print DIR's absolute path. DIR is a data
@@ -161,7 +164,7 @@ new version.
 Exit status:
   0  success
   1  not found (get of a missing key; exists when not every key exists; pttl or expire of a
-     missing key; rename of a namespace that holds no key)
+     missing key; rename or copy of a namespace that holds no key)
   2  usage error
   3  the server refused the request (its error 'CODE message' is printed on standard error;
      NOPERM is 8), or replied with something unexpected; or standard output could not be
@@ -172,8 +175,8 @@ Exit status:
      lock: also when the lock was lost before COMMAND ended. After a command that writes (put,
      incr, del, expire, persist, batch, compact) had sent its request, it is unknown whether
      the write was applied (the message says so): read before repeating an incr
-  5  a condition did not hold (put --if-version, a batch's ifversion, renamenx onto a namespace
-     that holds a key): nothing was written
+  5  a condition did not hold (put --if-version, a batch's ifversion, renamenx or copy without
+     --replace onto a namespace that holds a key): nothing was written
   6  changes --from SEQ: the server no longer holds every change after SEQ (COMPACTED)
   7  lock: the lock was not acquired within lock --timeout SECS (COMMAND did not run)
   8  the server denied a right this command needs on its namespace (NOPERM, under actorkvd

@@ -401,6 +401,21 @@ public final class ActorKVClient: Sendable {
         }
     }
 
+    /// Copies `namespace` to `newName` (COPY, with REPLACE when `replacing`): `newName` holds
+    /// its keys, with their deadlines and its own, as of one moment, atomically and durably;
+    /// `namespace` is unchanged. Returns false, doing nothing, when `namespace` holds no key or,
+    /// not `replacing`, `newName` holds one. See protocol.md, "COPY".
+    @discardableResult
+    public func copyNamespace(_ namespace: String, to newName: String, replacing: Bool = false) async throws(ActorKVError) -> Bool {
+        let words = ["COPY", namespace, newName] + (replacing ? ["REPLACE"] : [])
+        let reply = try await send(words.map { Array($0.utf8) })
+        switch reply {
+        case .integer(1): return true
+        case .integer(0): return false
+        default: throw Self.unexpected(reply, for: "COPY")
+        }
+    }
+
     /// Removes one namespace (UNLINK); returns whether it existed.
     @discardableResult
     public func removeNamespace(_ namespace: String) async throws(ActorKVError) -> Bool {

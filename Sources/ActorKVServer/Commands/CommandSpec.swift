@@ -86,8 +86,9 @@ struct Arity: Sendable, Equatable {
 /// (read), `write`, `admin`, `serverOwner` (the server's own uid only) or `unrestricted` (no
 /// namespace's data: PING, HELLO, MULTI…); a test walks the table and fails on a command with
 /// none or two. The namespace the right is needed on is the first argument (`namespaced`) or
-/// every argument (`namespacedArguments`); a `readOnly` command with neither (NAMESPACES, INFO)
-/// shows only the namespaces the client may read.
+/// every argument (`namespacedArguments`), or the second, the first needing the read right
+/// (`sourceThenTarget`, COPY); a `readOnly` command with none (NAMESPACES, INFO) shows only the
+/// namespaces the client may read.
 struct CommandFlags: OptionSet, Sendable {
     let rawValue: UInt16
 
@@ -114,6 +115,9 @@ struct CommandFlags: OptionSet, Sendable {
     static let serverOwner = CommandFlags(rawValue: 1 << 9)
     /// Every argument is a namespace name (WATCH), each needing the command's right.
     static let namespacedArguments = CommandFlags(rawValue: 1 << 10)
+    /// Its first argument is a namespace it reads (the read right), its second one it changes
+    /// (the command's right): COPY.
+    static let sourceThenTarget = CommandFlags(rawValue: 1 << 11)
 
     /// The flags that declare a command's right: a command has exactly one of them.
     static let rightDeclarations: [CommandFlags] = [.readOnly, .write, .admin, .serverOwner, .unrestricted]

@@ -29,6 +29,7 @@ enum KeyspaceCommands {
         CommandSpec(name: "RENAMENX", usage: "RENAMENX ns newns", arity: .exactly(2), flags: [.write, .namespacedArguments, .notInMulti]) { (args) throws(CommandError) in
             try parseRename(args, replacing: false)
         },
+        CommandSpec(name: "COPY", usage: "COPY ns newns [DB 0] [REPLACE]", arity: .atLeast(2), flags: [.write, .sourceThenTarget, .notInMulti], parse: parseCopy),
         // Judged here, not by a first argument: the write right on every namespace (``flush``).
         CommandSpec(name: "FLUSHDB", usage: "FLUSHDB [ASYNC|SYNC]", arity: .between(0, 1), flags: [.write, .notInMulti], parse: parseFlush),
         CommandSpec(name: "FLUSHALL", usage: "FLUSHALL [ASYNC|SYNC]", arity: .between(0, 1), flags: [.write, .notInMulti], parse: parseFlush),
@@ -69,6 +70,40 @@ enum KeyspaceCommands {
                 case .renamed: return replacing ? .simple("OK") : .integer(1)
                 case .targetExists: return .integer(0)
                 case .noSource: return .error(.err, "no such key")
+                }
+            } catch {
+                return ErrorMapping.reply(for: error)
+            }
+        })
+    }
+
+    /// `COPY ns newns [DB 0] [REPLACE]`: `:1` once `newns` holds a copy of `ns`'s keys, `:0`
+    /// when `ns` holds none or, without REPLACE, `newns` holds one: Redis's COPY of a hash, a
+    /// namespace being one (protocol.md, "COPY"). Redis's options in any order; one database.
+    private static func parseCopy(_ args: CommandArguments) throws(CommandError) -> Command {
+        let (source, target) = (try args.namespace(0), try args.namespace(1))
+        var replacing = false
+        var index = 2
+        while index < args.count {
+            if CommandTable.matches(args[index], Array("REPLACE".utf8)) {
+                replacing = true
+            } else if CommandTable.matches(args[index], Array("DB".utf8)), index + 1 < args.count {
+                index += 1
+                guard let database = ASCIIDecimal.parse(args[index]) else { throw CommandError(.syntax, "value is not an integer or out of range") }
+                guard database == 0 else {
+                    throw CommandError(.syntax, "ActorKV has one database, 0; namespaces take the place of Redis's numbered databases")
+                }
+            } else {
+                throw CommandError(.syntax, "syntax error: COPY takes REPLACE and DB 0")
+            }
+            index += 1
+        }
+        let replace = replacing
+        return .local(LocalCommand { context in
+            do {
+                switch try await context.backend.copyNamespace(source, to: target, replacing: replace) {
+                case .copied: return .integer(1)
+                case .noSource, .targetExists: return .integer(0)
                 }
             } catch {
                 return ErrorMapping.reply(for: error)

@@ -32,6 +32,8 @@ public protocol DataBackend: Sendable {
     func removeNamespace(_ name: String) async throws(StoreError) -> Bool
     /// RENAME and RENAMENX (without `replacing`): namespace `source`'s keys become `target`'s.
     func renameNamespace(_ source: String, to target: String, replacing: Bool) async throws(StoreError) -> Store.RenameOutcome
+    /// COPY (`replacing` with REPLACE): namespace `target` holds a copy of `source`'s keys.
+    func copyNamespace(_ source: String, to target: String, replacing: Bool) async throws(StoreError) -> Store.CopyOutcome
     /// WAITAOF: whether every write acknowledged so far is on stable storage; with `waiting`,
     /// made so first (``ActorKVStore/Store/writtenIsDurable(waiting:)``).
     func writtenIsDurable(waiting: Bool) async throws(StoreError) -> Bool
@@ -184,6 +186,11 @@ public final class ClusterBackend: DataBackend {
     /// Not mapped: a namespace's keys would move in one `txn`, which etcd bounds (`--max-txn-ops`).
     public func renameNamespace(_ source: String, to target: String, replacing: Bool) async throws(StoreError) -> Store.RenameOutcome {
         throw StoreError(.invalidArgument, "RENAME and RENAMENX are not available in cluster mode: an etcd transaction holds a bounded number of operations (--max-txn-ops), and a namespace's keys would all move in one; nothing was renamed")
+    }
+
+    /// Not mapped: a namespace's keys would be written in one `txn`, which etcd bounds (`--max-txn-ops`).
+    public func copyNamespace(_ source: String, to target: String, replacing: Bool) async throws(StoreError) -> Store.CopyOutcome {
+        throw StoreError(.invalidArgument, "COPY is not available in cluster mode: an etcd transaction holds a bounded number of operations (--max-txn-ops), and a namespace's keys would all be written in one; nothing was copied")
     }
 
     /// etcd acknowledges a write once a majority of its members have it in their fsync'd logs.

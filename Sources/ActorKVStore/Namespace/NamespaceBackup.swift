@@ -40,3 +40,17 @@ extension Namespace {
         }
     }
 }
+
+extension Namespace {
+    /// This namespace's state now, for a copy of it (``Store/copyNamespace(_:to:replacing:)``),
+    /// if what it holds meets `condition` (checked in the same step); nil, and nothing done, if
+    /// not. Its log is fsync'd then, so that the copy holds no write the namespace itself could
+    /// still lose to a power loss.
+    func copyForCopying(when condition: (LiveData) -> Bool) async throws(StoreError) -> NamespaceCopy? {
+        guard condition(data) else { return nil }
+        let copy = copyForBackup()
+        let syncer = self.syncer
+        try await BlockingIO.run { () throws(StoreError) in try syncer.syncNow() }
+        return copy
+    }
+}

@@ -297,14 +297,8 @@ public actor Store {
         if let ns = openNamespace(name) { return ns }
         if let error = failed[name] { throw error }
         if !create && !onDisk.contains(name) { return nil }
-        if !onDisk.contains(name) && onDisk.count >= options.maxNamespaces {
-            // Room made by removing namespaces that hold no key; then, the store's state may have
-            // moved while it waited: look again.
-            if options.removesEmptyNamespacesForRoom, await removeEmptyNamespaces(limit: Self.emptyNamespacesRemovedAtOnce) > 0 {
-                return try await open(name, create: create)
-            }
-            throw StoreError(.tooManyNamespaces, "namespace '\(name)' would be one more than the \(options.maxNamespaces) this server holds (\(options.maxNamespacesSource)); nothing was written")
-        }
+        // Once room was made, the store's state may have moved while it waited: look again.
+        if !onDisk.contains(name), try await !roomForNewNamespace(name) { return try await open(name, create: create) }
         let task = opening[name] ?? startOpening(name)
         do {
             return try await task.value
@@ -313,6 +307,18 @@ public actor Store {
         } catch {
             throw StoreError(.io, "opening namespace \(name) failed: \(error)")
         }
+    }
+
+    /// Whether namespace `name`, not on disk, may be made now: true while there is room under
+    /// ``StoreOptions/maxNamespaces``; false once room was made by removing namespaces that hold
+    /// no key (the caller looks again: the store's state may have moved meanwhile); throws
+    /// `tooManyNamespaces` when there is none to make.
+    func roomForNewNamespace(_ name: String) async throws(StoreError) -> Bool {
+        guard onDisk.count >= options.maxNamespaces else { return true }
+        if options.removesEmptyNamespacesForRoom, await removeEmptyNamespaces(limit: Self.emptyNamespacesRemovedAtOnce) > 0 {
+            return false
+        }
+        throw StoreError(.tooManyNamespaces, "namespace '\(name)' would be one more than the \(options.maxNamespaces) this server holds (\(options.maxNamespacesSource)); nothing was written")
     }
 
     private func startOpening(_ name: String) -> Task<Namespace, any Error> {

@@ -75,10 +75,40 @@ extension Store {
             return .noSource
         }
         let base = max(sequenceFloor, moved.sequence, dropped?.sequence ?? 0) + 1
-        let journal = RenameJournal(source: source, target: target, staged: RenameJournal.stagedPrefix + target + "-" + String(UInt32.random(in: .min ... .max), radix: 16))
+        let journal = RenameJournal(source: source, target: target, staged: RenameJournal.stagedName(for: target))
+        // Handed over in a box the writer's thread empties: no second reference stays here.
+        let hidden = try await install(StagedContents(map: FrozenMap(moved.data.map), lifetimes: moved.data.lifetimes, deadline: moved.data.deadline),
+                                       as: journal, base: base, now: now, replacing: dropped)
+        onDisk.remove(source)
+        openFailures[source] = nil
+        await endFeed(of: source, detached: moved)
+        let replaced = dropped.map { "; the \($0.data.map.count) keys \(target) held were dropped" } ?? ""
+        options.log("namespace \(source): renamed to \(target) (\(moved.data.map.count) keys, each now at version \(base)\(replaced))")
+        BlockingIO.release(consume moved)
+        await deleteHidden(hidden)
+        return .renamed
+    }
+
+    /// What a rename or copy writes as the target's new directory.
+    struct StagedContents: Sendable {
+        /// Emptied on the writer's thread.
+        let map: FrozenMap
+        let lifetimes: KeyLifetimes
+        /// The namespace's own deadline (0: none).
+        let deadline: UInt64
+    }
+
+    /// Makes `contents` namespace `journal.target`, replacing what `replacing` detached of it:
+    /// the new directory written under the journal's hidden name, every key versioned `base`
+    /// (the ``sequenceFloor`` raised to it), then the journal written durably, then its steps
+    /// taken. Once the journal is written it has happened; if a step fails after that, neither
+    /// name can be used until the next start finishes it. Ends the target's followers' stream.
+    /// Returns the hidden directories to delete.
+    func install(_ contents: StagedContents, as journal: RenameJournal, base: UInt64, now: UInt64,
+                 replacing dropped: DetachedNamespace?) async throws(StoreError) -> [String] {
         let (system, directory) = (self.system, self.directory)
-        try await BlockingIO.run { [moved] () throws(StoreError) in
-            try Self.stage(moved.data, as: journal, base: base, now: now, directory: directory, system: system)
+        try await BlockingIO.run { () throws(StoreError) in
+            try Self.stage(contents, as: journal, base: base, now: now, directory: directory, system: system)
             do throws(StoreError) {
                 try SequenceFloor.write(base, directory: directory, system: system)
                 try journal.write(directory: directory, system: system)
@@ -92,37 +122,35 @@ extension Store {
         do {
             hidden = try await BlockingIO.run { () throws(StoreError) in try journal.takeSteps(directory: directory, system: system) }
         } catch {
-            // The rename has happened (the journal says so): the next start finishes it. Until
-            // then neither name can be used.
-            failed[source] = error
-            failed[target] = error
+            // It has happened (the journal says so): the next start finishes it. Until then
+            // neither name can be used.
+            if !journal.keepsSource { failed[journal.source] = error }
+            failed[journal.target] = error
             throw error
         }
-        onDisk.remove(source)
-        onDisk.insert(target)
-        openFailures[source] = nil
-        openFailures[target] = nil
-        await endFeed(of: source, detached: moved)
+        onDisk.insert(journal.target)
+        openFailures[journal.target] = nil
         if let dropped {
-            await endFeed(of: target, detached: dropped)
+            await endFeed(of: journal.target, detached: dropped)
         } else {
             // Followers waiting for a name that did not exist: their stream ends before the
-            // rename's base, so that resuming gets COMPACTED rather than miss its keys.
-            feeds.withLock { $0.removeValue(forKey: target) }?.end(deleting: [], at: base - 1)
+            // base, so that resuming gets COMPACTED rather than miss its keys.
+            feeds.withLock { $0.removeValue(forKey: journal.target) }?.end(deleting: [], at: base - 1)
         }
-        let replaced = dropped.map { "; the \($0.data.map.count) keys \(target) held were dropped" } ?? ""
-        options.log("namespace \(source): renamed to \(target) (\(moved.data.map.count) keys, each now at version \(base)\(replaced))")
-        BlockingIO.release(consume moved)
-        let log = options.log
+        return hidden
+    }
+
+    /// Deletes directories taken away, off the loop, logging what it could not delete.
+    func deleteHidden(_ hidden: [String]) async {
+        let (system, directory, log) = (self.system, self.directory, options.log)
         _ = try? await BlockingIO.run { () throws(StoreError) in
             for path in hidden { Self.deleteDirectory(path, parent: directory, system: system, log: log) }
         }
-        return .renamed
     }
 
-    /// Writes the target's new directory under the journal's hidden name: a snapshot of `data`
-    /// through sequence `base`, every key versioned `base`, then the directory's entry fsync'd.
-    private static func stage(_ data: LiveData, as journal: RenameJournal, base: UInt64, now: UInt64, directory: String,
+    /// Writes the target's new directory under the journal's hidden name: a snapshot of
+    /// `contents` through sequence `base`, every key versioned `base`, then the directory's entry fsync'd.
+    private static func stage(_ contents: StagedContents, as journal: RenameJournal, base: UInt64, now: UInt64, directory: String,
                               system: SystemCalls) throws(StoreError) {
         let path = directory + "/" + journal.staged
         do {
@@ -131,9 +159,9 @@ extension Store {
         } catch {
             throw StoreError.io("creating directory", path, error)
         }
-        let header = SnapshotCodec.Header(namespace: journal.target, lastSequence: base, createdAt: now / 1000, deadline: data.deadline)
+        let header = SnapshotCodec.Header(namespace: journal.target, lastSequence: base, createdAt: now / 1000, deadline: contents.deadline)
         do {
-            _ = try SnapshotWriter.write(data.map, lifetimes: data.lifetimes, expiredAt: now, header: header, everyVersion: base,
+            _ = try SnapshotWriter.write(contents.map.take(), lifetimes: contents.lifetimes, expiredAt: now, header: header, everyVersion: base,
                                          files: NamespaceFiles(directory: path, system: system))
         } catch {
             deleteDirectory(path, parent: directory, system: system, log: { _ in })
@@ -142,7 +170,7 @@ extension Store {
     }
 
     /// How many keys `data` holds that have not expired by `now` (none once its own deadline passed).
-    private static func liveKeys(_ data: LiveData, at now: UInt64) -> Int {
+    static func liveKeys(_ data: LiveData, at now: UInt64) -> Int {
         if data.deadline != 0 && data.deadline <= now { return 0 }
         return data.map.count - data.lifetimes.expiredCount(at: now)
     }

@@ -109,17 +109,23 @@ struct NamespacePermissionTests {
             let needed = spec.flags.neededRight
             if spec.flags.contains(.serverOwner) {
                 #expect(refused == "only the server's own uid 0 may run \(spec.name); this connection is uid 2001", "\(spec.name): \(refused ?? "ran")")
-            } else if needed.isEmpty || !spec.flags.contains(.namespaced) && !spec.flags.contains(.namespacedArguments) {
+            } else if spec.flags.contains(.sourceThenTarget) {
+                #expect(refused == "no read permission on namespace 'ns' for uid 2001", "\(spec.name) reads its source: \(refused ?? "ran")")
+            } else if needed.isEmpty || spec.flags.isDisjoint(with: [.namespaced, .namespacedArguments]) {
                 #expect(refused == nil, "\(spec.name) needs no right on a namespace here, yet: \(refused ?? "")")
             } else {
                 #expect(refused == "no \(needed.names) permission on namespace 'ns' for uid 2001", "\(spec.name): \(refused ?? "ran")")
             }
         }
         // With every right on `ns`, nothing in the table is refused but what only the server's uid may run.
-        let full = ConnectionRights(access: try access("uid:2001 ns read write admin\nuid:2001 other read\n"), peer: Self.peer)
+        let full = ConnectionRights(access: try access("uid:2001 ns read write admin\nuid:2001 other read write\n"), peer: Self.peer)
         for spec in CommandTable.all where !spec.flags.contains(.serverOwner) {
             #expect(refusal(CommandTableTests.samples[spec.name]!, full) == nil, "\(spec.name)")
         }
+        // COPY's target needs write, whatever its source allows.
+        let readOnly = ConnectionRights(access: try access("uid:2001 ns read write\nuid:2001 other read\n"), peer: Self.peer)
+        #expect(refusal(["COPY", "ns", "other"], readOnly) == "no write permission on namespace 'other' for uid 2001")
+        #expect(refusal(["COPY", "other", "ns", "REPLACE"], readOnly) == nil)
     }
 
     @Test("rights are the union of matching rules; write alone does not read; WATCH needs read and UNLINK write on every namespace; ACL LOAD, BACKUP, CLIENT LIST and CLIENT KILL are the owner's")

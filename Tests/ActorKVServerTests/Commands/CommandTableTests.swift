@@ -25,6 +25,7 @@ struct CommandTableTests {
         "HSCAN": ["HSCAN", "ns", "0", "MATCH", "a*", "COUNT", "5"],
         "MULTI": ["MULTI"], "EXEC": ["EXEC"], "DISCARD": ["DISCARD"], "WATCH": ["WATCH", "ns", "other"], "UNWATCH": ["UNWATCH"],
         "ACL": ["ACL", "WHOAMI"], "KEYS": ["KEYS", "*"], "DBSIZE": ["DBSIZE"], "TYPE": ["TYPE", "ns"], "UNLINK": ["UNLINK", "ns", "ns"], "RENAME": ["RENAME", "ns", "ns"], "RENAMENX": ["RENAMENX", "ns", "ns"],
+        "COPY": ["COPY", "ns", "other", "DB", "0", "REPLACE"],
         "FLUSHDB": ["FLUSHDB"], "FLUSHALL": ["FLUSHALL", "ASYNC"],
         "EXPIRE": ["EXPIRE", "ns", "60", "NX"], "EXPIREAT": ["EXPIREAT", "ns", "2000000000"], "PEXPIREAT": ["PEXPIREAT", "ns", "1", "GT"],
         "TTL": ["TTL", "ns"], "EXPIRETIME": ["EXPIRETIME", "ns"], "PEXPIRETIME": ["PEXPIRETIME", "ns"],
@@ -125,9 +126,9 @@ struct CommandTableTests {
             case .owned(let namespace, _):
                 #expect(spec.flags.contains(.namespaced) && spec.flags.contains(.write) && namespace == "ns", "\(spec.name)")
             case .local:
-                // A write of whole namespaces, named as its arguments (UNLINK) or all of them
-                // (the flushes, which judge every one themselves), is no namespace's run.
-                #expect(!spec.flags.contains(.write) || spec.flags.contains(.namespacedArguments) || ["FLUSHDB", "FLUSHALL"].contains(spec.name),
+                // A write of whole namespaces, named as its arguments (UNLINK, COPY) or all of
+                // them (the flushes, which judge every one themselves), is no namespace's run.
+                #expect(!spec.flags.contains(.write) || !spec.flags.isDisjoint(with: [.namespacedArguments, .sourceThenTarget]) || ["FLUSHDB", "FLUSHALL"].contains(spec.name),
                         "\(spec.name): a write must run in its namespace's run")
             case .refused(let error):
                 Issue.record("\(spec.name): \(error.message)")
@@ -144,7 +145,8 @@ struct CommandTableTests {
         for spec in CommandTable.all {
             let declared = CommandFlags.rightDeclarations.filter { spec.flags.contains($0) }
             #expect(declared.count == 1, "\(spec.name) declares \(declared.count) rights: a command must declare exactly one of readOnly, write, admin, serverOwner, unrestricted")
-            let names = spec.flags.intersection([.namespaced, .namespacedArguments])
+            let names = spec.flags.intersection([.namespaced, .namespacedArguments, .sourceThenTarget])
+            #expect(names.rawValue.nonzeroBitCount <= 1, "\(spec.name) names its namespaces in \(names.rawValue.nonzeroBitCount) ways")
             if spec.flags.contains(.unrestricted) || spec.flags.contains(.serverOwner) {
                 #expect(names.isEmpty, "\(spec.name): a command that needs no namespace right names no namespace")
             } else if names.isEmpty {

@@ -8,15 +8,18 @@ import Testing
 /// leave there (``CrashModel``) opens to the rename not begun (`jobs` and `done` as they were)
 /// or done (`done` holding what `jobs` held, every key at one version after all of theirs,
 /// `jobs` gone), and to done in every state once it has returned; nothing of it is left in the
-/// data directory once the store has opened. The third namespace is whole throughout.
-@Suite("Power loss during a rename", .tags(.slow))
+/// data directory once the store has opened. The third namespace is whole throughout. A copy
+/// (``Store/copyNamespace(_:to:replacing:)``, protocol.md "COPY") the same, but that `jobs`
+/// stays as it was throughout.
+@Suite("Power loss during a rename or a copy", .tags(.slow))
 struct RenamePowerLossTests {
     /// How many crash states are opened, spread over the rename's trace.
     static let states = 300
 
-    @Test("a namespace renamed at the moment of a power loss is renamed wholly or not at all, and wholly in every state once the rename returned")
-    func wholeOrNot() async throws {
-        let directory = TemporaryDirectory("pl-rename")
+    @Test("a namespace renamed (or copied) at the moment of a power loss is renamed wholly or not at all, and wholly in every state once the rename returned",
+          arguments: [false, true])
+    func wholeOrNot(copying: Bool) async throws {
+        let directory = TemporaryDirectory(copying ? "pl-copy" : "pl-rename")
         let recorder = FileOperationRecorder()
         var before: [String: NamespaceState] = [:]
         let (start, end): (Int, Int)
@@ -33,7 +36,11 @@ struct RenamePowerLossTests {
                 before[name] = PowerLossWorkload.state(of: await namespace.entriesWithLifetimes().entries)
             }
             start = recorder.count
-            #expect(try await store.renameNamespace("jobs", to: "done", replacing: true) == .renamed)
+            if copying {
+                #expect(try await store.copyNamespace("jobs", to: "done", replacing: true) == .copied)
+            } else {
+                #expect(try await store.renameNamespace("jobs", to: "done", replacing: true) == .renamed)
+            }
             end = recorder.count
             _ = await store.close()
         }
@@ -41,15 +48,16 @@ struct RenamePowerLossTests {
         var renamed = 0
         let checked = try await CrashSweep.forEachState(root: directory.path, trace: recorder.operations, from: start, through: end,
                                                         states: Self.states, seed: 7) { root, point, context in
-            if try await renamedOrNot(root + "/data", before, after: highest, mustBeRenamed: point == end, context) { renamed += 1 }
+            if try await renamedOrNot(root + "/data", before, after: highest, copying: copying, mustBeRenamed: point == end, context) { renamed += 1 }
         }
         #expect(renamed > 0 && renamed < checked, "both outcomes were seen: \(renamed) of \(checked) states have the rename done")
     }
 
     /// Opens the data directory `path`: `config` as it was; `jobs` and `done` as they were, or
     /// (returns true) `done` holding `jobs`'s keys and values, each at one version after
-    /// `after`, and `jobs` gone; no journal, staged or hidden directory left.
-    private func renamedOrNot(_ path: String, _ before: [String: NamespaceState], after highest: UInt64, mustBeRenamed: Bool,
+    /// `after`, and `jobs` gone (`copying`: `jobs` as it was); no journal, staged or hidden
+    /// directory left.
+    private func renamedOrNot(_ path: String, _ before: [String: NamespaceState], after highest: UInt64, copying: Bool, mustBeRenamed: Bool,
                               _ context: String) async throws -> Bool {
         var options = StoreOptions(durability: .always, compaction: CompactionPolicy(interval: 0))
         options.log = { _ in }
@@ -66,7 +74,13 @@ struct RenamePowerLossTests {
             .filter { $0.hasPrefix(Store.removedPrefix) || $0.hasPrefix(RenameJournal.stagedPrefix) || $0 == RenameJournal.fileName }
         #expect(leftovers.isEmpty, "\(leftovers): \(context)")
         #expect(found["config"] == before["config"], "config: \(context)")
-        if found["jobs"] != nil {
+        if copying {
+            #expect(found["jobs"] == before["jobs"], "the source of a copy is as it was: \(context)")
+            if found["done"] == before["done"] {
+                #expect(!mustBeRenamed, "the copy returned, yet done is as before: \(context)")
+                return false
+            }
+        } else if found["jobs"] != nil {
             #expect(!mustBeRenamed, "the rename returned, yet jobs is there: \(context)")
             #expect(found["jobs"] == before["jobs"] && found["done"] == before["done"], "not renamed, but not as before: \(context)")
             return false

@@ -8,7 +8,8 @@ Each round opens two connections to each server (RESP2 in even rounds, RESP3 aft
 odd ones, then switched by random HELLO 2, HELLO 3 and RESET) and sends the same random commands, drawn from a small set of hashes, fields and
 values so that they meet: HSET, HMSET, HSETNX, HGET, HMGET, HDEL, HEXISTS, HLEN, HSTRLEN,
 HINCRBY, HINCRBYFLOAT, HKEYS, HVALS, HGETALL, HRANDFIELD, HSCAN, EXISTS, TYPE, KEYS, UNLINK,
-RENAME and RENAMENX between the hashes (not through an agent, which refuses them),
+RENAME, RENAMENX and COPY (with and without REPLACE) between the hashes (not through an agent,
+which refuses them),
 a whole hash's deadline (EXPIREAT, PEXPIREAT with NX/XX/GT/LT, EXPIRE and PEXPIRE of a time
 already passed, PERSIST, EXPIRETIME, PEXPIRETIME: absolute times far off, so both servers hold
 the same ones),
@@ -508,6 +509,8 @@ class Round:
             return self.unlink([d.hash() for _ in range(self.rng.randint(1, 2))])
         if r < 0.645 and not CLUSTER:
             return self.send([self.rng.choice(["RENAME", "RENAMENX"]), d.hash(), d.hash()], self.rng.randrange(2))
+        if r < 0.655 and not CLUSTER:
+            return self.send(["COPY", d.hash(), d.hash()] + self.rng.choice([[], ["REPLACE"], ["DB", "0"], ["REPLACE", "DB", "0"]]), self.rng.randrange(2))
         if r < 0.76:
             return self.pipelined()
         if r < 0.81:

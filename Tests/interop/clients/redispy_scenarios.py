@@ -870,6 +870,32 @@ def rename():
     expect_eq("... and the target is untouched", {b"a": b"1", b"b": b"2"}, r.hgetall(live))
 
 
+def copy():
+    """COPY of a hash (protocol.md "COPY"): a template copied to a new hash, the source kept,
+    a hash that exists replaced only with replace=True, as against Redis itself; through an
+    agent, refused with nothing changed."""
+    r = make_client()
+    template, user, other = ns("template"), ns("user"), ns("other")
+    r.hset(template, mapping={"plan": "free", "quota": "10"})
+    r.hset(user, mapping={"old": "1"})
+    if CLUSTER:
+        expect_error("copy() through an agent raises", lambda: r.copy(template, other), "not available in cluster mode")
+        expect_eq("... and changed nothing", 0, r.exists(other))
+        return
+    r.expire(template, 3600)
+    expect_eq("copy() to a new name: True, the fields and the TTL copied, the source kept",
+              (True, {b"plan": b"free", b"quota": b"10"}, 3600, {b"plan": b"free", b"quota": b"10"}),
+              (r.copy(template, other), r.hgetall(other), r.ttl(other), r.hgetall(template)))
+    expect_eq("copy() onto a hash that exists: False, nothing changed", (False, {b"old": b"1"}), (r.copy(template, user), r.hgetall(user)))
+    expect_eq("copy(replace=True) replaces it", (True, {b"plan": b"free", b"quota": b"10"}),
+              (r.copy(template, user, replace=True), r.hgetall(user)))
+    expect_eq("copy() of a hash that does not exist: False", (False, 0), (r.copy(ns("nosuch"), ns("nosuch2")), r.exists(ns("nosuch2"))))
+    expect_eq("copy() with destination_db=0", True, r.copy(template, ns("db0"), destination_db=0))
+    expect_error("copy() onto itself raises", lambda: r.copy(template, template), "source and destination objects are the same")
+    r.hset(other, "mine", "1")
+    expect_eq("the copy is the copy's own: a field written to it is not the source's", 2, r.hlen(template))
+
+
 def wait_aof():
     """WAITAOF (protocol.md "WAITAOF", Redis 7.2's): waitaof() after a write returns once it is
     fsync'd, whatever --fsync says; through an agent etcd made it durable already. (Redis 7.0,
@@ -912,7 +938,7 @@ def main():
     print(f"# redis-py {redis.__version__}, mode {MODE}, hiredis "
           f"{'available' if redis.utils.HIREDIS_AVAILABLE else 'missing'}", flush=True)
     for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, large_pipeline, pipeline_batch,
-                     transactions, asyncio_client, keyspace, field_expiry, hash_deadline, rename, wait_aof, unknown_commands):
+                     transactions, asyncio_client, keyspace, field_expiry, hash_deadline, rename, copy, wait_aof, unknown_commands):
         run(scenario)
     sys.exit(1 if failures else 0)
 

@@ -9,6 +9,7 @@ then one client sends `PING`s one at a time while another sends OP:
   expire   `PEXPIRE big 300` (ActorKV deletes every field when it passes; Redis frees the hash)
   flush    `FLUSHALL`
   rename   `RENAME big big2` (the keys written as big2's snapshot off the loop)
+  copy     `COPY big big2` (the same, `big` kept)
   del      Redis's `DEL big` (redis only: ActorKV's DEL takes keys)
 
 Prints the worst PING round trip from OP's sending until 2 s after its reply (the stall every
@@ -26,7 +27,7 @@ if BIN == "redis":
 else:
     command = [BIN, "--socket", SOCK, "--data-dir", DIR + "/data", "--fsync", "everysec"]
 OPS = {"unlink": b"UNLINK big\r\n", "expire": b"PEXPIRE big 300\r\n", "flush": b"FLUSHALL\r\n", "del": b"DEL big\r\n",
-       "rename": b"RENAME big big2\r\n"}
+       "rename": b"RENAME big big2\r\n", "copy": b"COPY big big2\r\n"}
 
 
 def connect():

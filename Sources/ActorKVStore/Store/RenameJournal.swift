@@ -90,11 +90,8 @@ struct RenameJournal: Equatable, Sendable {
             try read.takeSteps(directory: directory, system: system)
             log("finished \(read.keepsSource ? "copying" : "renaming") namespace \(read.source) to \(read.target), begun before the server stopped")
         }
-        guard let names = try? system.listDirectory(directory) else { return }
-        for name in names where name.hasPrefix(stagedPrefix) && name != journal?.staged {
-            Store.deleteDirectory(directory + "/" + name, parent: directory, system: system, log: log)
-            log("deleted \(directory)/\(name), the files of a rename or copy of a namespace that the server stopped before")
-        }
+        Store.deleteHiddenDirectories(in: directory, prefix: stagedPrefix, keeping: journal?.staged, system: system, log: log,
+                                      what: "the files of a rename or copy of a namespace that the server stopped before")
     }
 
     /// The journal in data directory `directory`, if there is one; throws `corrupt` for one that

@@ -134,12 +134,20 @@ extension Store {
     /// Deletes what removals left behind in the data directory `directory` (a server stopped
     /// between a removal and the deletion of its files).
     static func deleteRemovedLeftovers(in directory: String, system: SystemCalls, log: @Sendable (String) -> Void) {
+        deleteHiddenDirectories(in: directory, prefix: removedPrefix, system: system, log: log,
+                                what: "the files of a namespace removed before the server stopped")
+    }
+
+    /// Deletes every directory in data directory `directory` whose name starts with `prefix`,
+    /// but `kept`, logging each as `what`.
+    static func deleteHiddenDirectories(in directory: String, prefix: String, keeping kept: String? = nil, system: SystemCalls,
+                                        log: @Sendable (String) -> Void, what: String) {
         guard let names = try? system.listDirectory(directory) else { return }
-        for name in names where name.hasPrefix(removedPrefix) {
+        for name in names where name.hasPrefix(prefix) && name != kept {
             let path = directory + "/" + name
             guard case .some(.some(let st)) = try? SystemCalls.linkStatus(path), st.st_mode & S_IFMT == S_IFDIR else { continue }
             deleteDirectory(path, parent: directory, system: system, log: log)
-            log("deleted \(path), the files of a namespace removed before the server stopped")
+            log("deleted \(path), \(what)")
         }
     }
 

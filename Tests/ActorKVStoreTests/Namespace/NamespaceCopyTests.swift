@@ -206,6 +206,63 @@ struct NamespaceCopyTests {
         }
     }
 
+    @Test("a copy or rename whose staged files or journal cannot be written changes nothing: both names open from their files, nothing is left over, and it succeeds once the disk does",
+          arguments: [(FaultInjector.Operation.mkdir, RenameJournal.stagedPrefix), (.write, RenameJournal.stagedPrefix), (.fsync, RenameJournal.stagedPrefix),
+                      (.rename, "snapshot"), (.write, RenameJournal.fileName), (.rename, RenameJournal.fileName)])
+    func failureBeforeTheJournal(_ operation: FaultInjector.Operation, _ path: String) async throws {
+        for copying in [true, false] {
+            let dir = TemporaryDirectory("copy-fail")
+            defer { dir.remove() }
+            let faults = FaultInjector()
+            try await withStore(dir.data, testOptions(faults: faults)) { store in
+                try await store.namespace("a").put(b("k"), b("v"))
+                try await store.namespace("t").put(b("x"), b("1"))
+                faults.failSyscall(operation, pathContains: path, errno: EIO)
+                let error = await storeError {
+                    _ = copying ? try await store.copyNamespace("a", to: "t", replacing: true) == .copied
+                        : try await store.renameNamespace("a", to: "t", replacing: true) == .renamed
+                }
+                #expect(error?.code == .io, "\(operation) of \(path), copying \(copying): \(String(describing: error))")
+                faults.reset()
+                #expect(await store.namespaceNames() == ["a", "t"])
+                let t = try await store.namespace("t"), a = try await store.namespace("a")
+                #expect(await t.get(b("x")) == b("1"), "both as they were")
+                #expect(await a.get(b("k")) == b("v"))
+                let leftovers = try FileManager.default.contentsOfDirectory(atPath: dir.data).filter { $0.hasPrefix(RenameJournal.stagedPrefix) || $0 == RenameJournal.fileName }
+                #expect(leftovers.isEmpty, "\(leftovers)")
+                if copying {
+                    #expect(try await store.copyNamespace("a", to: "t", replacing: true) == .copied)
+                } else {
+                    #expect(try await store.renameNamespace("a", to: "t", replacing: true) == .renamed)
+                }
+                #expect(try await store.namespace("t").get(b("k")) == b("v"))
+            }
+        }
+    }
+
+    @Test("a copy whose steps fail after its journal was written has happened: the target is unavailable until the next start finishes it")
+    func failureAfterTheJournal() async throws {
+        let dir = TemporaryDirectory("copy-fail-after")
+        defer { dir.remove() }
+        let faults = FaultInjector()
+        try await withStore(dir.data, testOptions(faults: faults)) { store in
+            try await store.namespace("a").put(b("k"), b("v"))
+            try await store.namespace("t").put(b("x"), b("1"))
+            // The first step renames the target's old directory away.
+            faults.failSyscall(.rename, pathContains: "data/t", errno: EIO)
+            #expect(await storeError { _ = try await store.copyNamespace("a", to: "t", replacing: true) }?.code == .io)
+            faults.reset()
+            #expect(await storeError { _ = try await store.namespace("t") }?.code == .io, "the target waits for the next start")
+            #expect(try await store.namespace("a").get(b("k")) == b("v"), "the source goes on")
+        }
+        try await withStore(dir.data) { store in
+            let t = try await store.namespace("t"), a = try await store.namespace("a")
+            #expect(await t.get(b("k")) == b("v"), "the start finished the copy")
+            #expect(await t.get(b("x")) == nil)
+            #expect(await a.get(b("k")) == b("v"))
+        }
+    }
+
     @Test("a copy cut short after its journal is finished at the next start, the source kept (and --check sees it so)")
     func journal() async throws {
         let dir = TemporaryDirectory("copy-journal")

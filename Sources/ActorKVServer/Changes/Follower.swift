@@ -135,8 +135,8 @@ final class Follower {
 
     /// The `-LAGGING` error that ends its connection.
     var laggingReply: Reply {
-        let removed = localFeed?.endSequence == nil ? "" : " (the namespace was removed)"
-        return .error(.lagging, "resume from sequence \(cursor) of namespace '\(key.namespace)'\(removed)")
+        let ended = localFeed?.endSequence == nil ? "" : " (\((localFeed?.endReason ?? .removed).text))"
+        return .error(.lagging, "resume from sequence \(cursor) of namespace '\(key.namespace)'\(ended)")
     }
 
     /// The snapshot's next page, of 1 to ``snapshotPage`` pairs, or `*0` when the whole snapshot

@@ -40,6 +40,8 @@ public final class ChangeFeed: ChangeSource {
         var bytes = 0
         /// The last change deliverable to followers.
         var deliverable: UInt64 = 0
+        /// Why the feed ended; nil while it goes on.
+        var endReason: FeedEnd?
     }
 
     private let state = Mutex(State())
@@ -133,10 +135,15 @@ public final class ChangeFeed: ChangeSource {
         return mark == 0 ? nil : mark - 1
     }
 
-    /// Ends the feed: its namespace was removed. The change numbered `sequence` deleting `keys`
-    /// (none when the namespace held no key: then `sequence` is its last, already published)
-    /// is published and made deliverable, and followers are told; nothing follows it.
-    func end(deleting keys: [[UInt8]], at sequence: UInt64) {
+    /// Why the feed ended (``end(deleting:at:because:)``); nil while it goes on.
+    public var endReason: FeedEnd? { state.withLock { $0.endReason } }
+
+    /// Ends the feed: its namespace was removed, or replaced (`reason`). The change numbered
+    /// `sequence` deleting `keys` (none when the namespace held no key: then `sequence` is its
+    /// last, already published) is published and made deliverable, and followers are told;
+    /// nothing follows it.
+    func end(deleting keys: [[UInt8]], at sequence: UInt64, because reason: FeedEnd = .removed) {
+        state.withLock { $0.endReason = reason }
         if !keys.isEmpty { publish([Change(sequence: sequence, mutations: keys.map { .delete(key: $0) })]) }
         endMark.store(sequence + 1, ordering: .releasing)
         advanceDeliverable(to: sequence)

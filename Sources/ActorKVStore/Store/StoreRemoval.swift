@@ -95,13 +95,14 @@ extension Store {
         return true
     }
 
-    /// Ends the change feed of `name`, detached for removal (or renamed away): its followers
-    /// get the change deleting every key it held, then the end of their stream.
-    func endFeed(of name: String, detached: DetachedNamespace) async {
+    /// Ends the change feed of `name`, detached for removal (or renamed away, or replaced:
+    /// `reason`): its followers get the change deleting every key it held, then the end of
+    /// their stream.
+    func endFeed(of name: String, detached: DetachedNamespace, because reason: FeedEnd = .removed) async {
         guard let feed = feeds.withLock({ $0.removeValue(forKey: name) }) else { return }
         // Listed off the loop: a store's code runs on its caller's executor, the event loop's.
         let keys = detached.followed ? ((try? await BlockingIO.run { [detached] in detached.keys() }) ?? []) : []
-        feed.end(deleting: keys, at: detached.sequence)
+        feed.end(deleting: keys, at: detached.sequence, because: reason)
     }
 
     /// Ends the removal of `name`: whoever waited to open it goes on.

@@ -81,7 +81,7 @@ extension Store {
                                        as: journal, base: base, now: now, replacing: dropped)
         onDisk.remove(source)
         openFailures[source] = nil
-        await endFeed(of: source, detached: moved)
+        await endFeed(of: source, detached: moved, because: .renamed(to: target))
         let replaced = dropped.map { "; the \($0.data.map.count) keys \(target) held were dropped" } ?? ""
         options.log("namespace \(source): renamed to \(target) (\(moved.data.map.count) keys, each now at version \(base)\(replaced))")
         BlockingIO.release(consume moved)
@@ -130,12 +130,13 @@ extension Store {
         }
         onDisk.insert(journal.target)
         openFailures[journal.target] = nil
+        let reason: FeedEnd = journal.keepsSource ? .replacedByCopy(of: journal.source) : .replacedByRename(of: journal.source)
         if let dropped {
-            await endFeed(of: journal.target, detached: dropped)
+            await endFeed(of: journal.target, detached: dropped, because: reason)
         } else {
             // Followers waiting for a name that did not exist: their stream ends before the
             // base, so that resuming gets COMPACTED rather than miss its keys.
-            feeds.withLock { $0.removeValue(forKey: journal.target) }?.end(deleting: [], at: base - 1)
+            feeds.withLock { $0.removeValue(forKey: journal.target) }?.end(deleting: [], at: base - 1, because: reason)
         }
         return hidden
     }

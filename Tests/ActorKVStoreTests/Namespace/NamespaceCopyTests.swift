@@ -187,6 +187,7 @@ struct NamespaceCopyTests {
             }
             #expect(changes.count == 1 && changes[0].mutations == [.delete(key: b("x")), .delete(key: b("y"))], "\(changes)")
             #expect(feed.endSequence == changes.last?.sequence)
+            #expect(feed.endReason == .replacedByCopy(of: "a"), "its followers are told why: \(String(describing: feed.endReason))")
             feed.removeFollower()
             let error = await storeError { _ = try await store.follow("t", from: .sequence(changes[0].sequence)) }
             #expect(error?.code == .compacted, "resuming after the copy's change: \(String(describing: error))")
@@ -200,7 +201,7 @@ struct NamespaceCopyTests {
             #expect(sourceChanges.map(\.mutations) == [[.put(key: b("k2"), value: b("w"))]], "only the write after the copy")
             #expect(try await store.copyNamespace("a", to: "fresh", replacing: true) == .copied)
             let ended = try #require(waiting.feed as? ChangeFeed)
-            #expect(ended.endSequence != nil, "a follower of a name that did not exist ends too")
+            #expect(ended.endSequence != nil && ended.endReason == .replacedByCopy(of: "a"), "a follower of a name that did not exist ends too")
             let snapshot = try await store.follow("fresh", from: .snapshot)
             #expect(snapshot.snapshot?.map.count == 2, "a SNAPSHOT of the new name holds the copied keys")
         }

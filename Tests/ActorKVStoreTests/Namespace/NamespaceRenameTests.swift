@@ -135,6 +135,7 @@ struct NamespaceRenameTests {
                 }
                 #expect(changes.count == 1 && changes[0].mutations == deleted.map { .delete(key: b($0)) }, "\(name): \(changes)")
                 #expect(feed.endSequence == changes.last?.sequence, "\(name)")
+                #expect(feed.endReason == (name == "a" ? .renamed(to: "t") : .replacedByRename(of: "a")), "\(name): \(String(describing: feed.endReason))")
                 feed.removeFollower()
                 let resumeFrom = changes[0].sequence
                 let error = await storeError { _ = try await store.follow(name, from: .sequence(resumeFrom)) }

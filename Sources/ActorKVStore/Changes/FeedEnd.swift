@@ -1,0 +1,22 @@
+/// Why a namespace's change feed ended (``ChangeFeed/end(deleting:at:because:)``): what a
+/// follower's `-LAGGING` error says after its name.
+public enum FeedEnd: Sendable, Equatable {
+    /// The namespace was removed (UNLINK, FLUSHALL, or to make room for a new one).
+    case removed
+    /// RENAME moved its keys to the namespace named.
+    case renamed(to: String)
+    /// RENAME gave it the keys of the namespace named, dropping its own.
+    case replacedByRename(of: String)
+    /// COPY gave it a copy of the keys of the namespace named, dropping its own.
+    case replacedByCopy(of: String)
+
+    /// The words a follower is told, as in `(the namespace was renamed to 'b')`.
+    public var text: String {
+        switch self {
+        case .removed: "the namespace was removed"
+        case .renamed(let target): "the namespace was renamed to '\(target)'"
+        case .replacedByRename(let source): "the namespace was replaced by '\(source)', renamed to it"
+        case .replacedByCopy(let source): "the namespace was replaced by a copy of '\(source)'"
+        }
+    }
+}

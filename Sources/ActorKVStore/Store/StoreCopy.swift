@@ -33,9 +33,7 @@ extension Store {
         while true {
             guard let from = try await existingNamespace(source) else { return .noSource }
             let to = try await existingNamespace(target)
-            // Either may have been removed, renamed or opened anew while this waited: look again.
-            guard removals[source] == nil, removals[target] == nil, openNamespace(source) === from,
-                  to.map({ openNamespace(target) === $0 }) ?? !onDisk.contains(target) else { continue }
+            guard stillHeld(from, as: source, to, as: target) else { continue }
             if to == nil, try await !roomForNewNamespace(target) { continue }
             removals[target] = []
             defer { finishRemoval(of: target) }

@@ -31,9 +31,7 @@ extension Store {
             guard let from = try await existingNamespace(source) else { return .noSource }
             if source == target { return await from.count() > 0 ? (replacing ? .renamed : .targetExists) : .noSource }
             let to = try await existingNamespace(target)
-            // Either may have been removed, renamed or opened anew while this waited: look again.
-            guard removals[source] == nil, removals[target] == nil, openNamespace(source) === from,
-                  to.map({ openNamespace(target) === $0 }) ?? !onDisk.contains(target) else { continue }
+            guard stillHeld(from, as: source, to, as: target) else { continue }
             removals[source] = []
             removals[target] = []
             defer {
@@ -42,6 +40,14 @@ extension Store {
             }
             return try await rename(from, to: to, target: target, replacing: replacing)
         }
+    }
+
+    /// Whether names `source` and `target` still hold `from` and `to` (nil: nothing on disk),
+    /// neither of them being removed, renamed or copied onto: either may have been while the
+    /// caller waited to open them, and then it looks again.
+    func stillHeld(_ from: Namespace, as source: String, _ to: Namespace?, as target: String) -> Bool {
+        removals[source] == nil && removals[target] == nil && openNamespace(source) === from
+            && (to.map { openNamespace(target) === $0 } ?? !onDisk.contains(target))
     }
 
     /// Detaches both namespaces (the target first: it is only dropped) and moves the source's

@@ -361,6 +361,8 @@ expect_contains "RENAME through A is refused" "not available in cluster mode" "$
 expect_eq "... nothing changed: B reads the field under the old name, none under the new" "$(printf 'v\n0')" "$(cb HGET durable f; cb EXISTS renamed)"
 expect_contains "COPY through A is refused" "not available in cluster mode" "$(ca COPY durable copied 2>&1)"
 expect_eq "... nothing changed: B finds no copy" "0" "$(cb EXISTS copied)"
+expect_contains "MEMORY USAGE through A is refused, saying where the keys are" "held by the etcd cluster" "$(ca MEMORY USAGE durable 2>&1)"
+expect_eq "... and MEMORY HELP answers" "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:" "$(ca MEMORY HELP | head -1)"
 
 # --- FLUSHALL through one agent removes every namespace of its prefix, for both agents; an
 # agent of another prefix on the same cluster keeps its own

@@ -142,4 +142,20 @@ expect_eq "CONFIG GET appendonly -> appendonly and yes or no" yes \
 expect_eq "CONFIG GET maxmemory-policy -> noeviction (job queues refuse or warn otherwise)" \
     "maxmemory-policy noeviction " "$(R CONFIG GET maxmemory-policy | tr '\n' ' ')"
 
+# --- redis-cli --memkeys: MEMORY USAGE of each hash (protocol.md, "MEMORY USAGE"): a size for
+# every hash, no warning, the biggest named; redis-py's memory_usage asks the same.
+MK=tools-memk-$TAG
+R HSET "$MK-small" a 1 >/dev/null
+R HSET "$MK-big" $(seq 1 300 | sed 's/.*/field& a-value-of-some-length-&/') >/dev/null
+out=$(timeout 30 redis-cli -s "$SOCK" --memkeys --pattern "$MK-*" 2>&1)
+expect_eq "redis-cli --memkeys names the biggest hash" "Biggest   hash found '\"$MK-big\"'" \
+    "$(printf '%s\n' "$out" | grep -o "^Biggest   hash found '\"[^']*\"'")"
+expect_eq "... without a warning that MEMORY USAGE failed" "" "$(printf '%s\n' "$out" | grep -i warn)"
+small=$(R MEMORY USAGE "$MK-small") big=$(R MEMORY USAGE "$MK-big")
+check "MEMORY USAGE: the 300-field hash ($big) takes more than the 1-field one ($small)" test "${big:-0}" -gt "${small:-0}"
+check "... and more than the 9,984 bytes of its fields and values" test "${big:-0}" -gt 9984
+expect_eq "MEMORY USAGE of a hash that does not exist: nil" "" "$(R MEMORY USAGE "$MK-none")"
+expect_eq "MEMORY USAGE ... SAMPLES 0 (sample everything): the same figure" "$big" "$(R MEMORY USAGE "$MK-big" SAMPLES 0)"
+expect_contains "MEMORY USAGE ... SAMPLES -1: a syntax error" "syntax error" "$(R MEMORY USAGE "$MK-big" SAMPLES -1)"
+
 finish

@@ -97,6 +97,9 @@ public final class EtcdStore: Sendable {
     /// The most requests the agent puts in one transaction (etcd's `--max-txn-ops`, 128 by default).
     static let maxTransactionOperations = 128
 
+    /// The refusal of `MEMORY USAGE`: the data is in etcd's memory, not the agent's.
+    public static let noMemoryUsage = StoreError(.invalidArgument, "MEMORY USAGE is not available in cluster mode (--etcd): the keys are held by the etcd cluster, not by this agent (etcd's own metrics give its memory)")
+
     /// Plain reads and writes as one transaction: their outcomes, in order.
     func runTogether(_ operations: ArraySlice<Operation>, in ns: String) async throws(EtcdError) -> [Outcome] {
         let (requests, writes) = plainRequests(operations, in: ns)
@@ -269,6 +272,8 @@ public final class EtcdStore: Sendable {
             return bound.allows(bytes: EntryParts.both.bytes(of: page.entries), keys: page.entries.count) ? .strings(parts.packed(page.entries)) : .page(page)
         case .setNamespaceDeadline, .namespaceDeadline:
             return .failure(Self.noNamespaceDeadline)
+        case .memoryUsage:
+            return .failure(Self.noMemoryUsage)
         case .sample(let draw):
             // etcd reads a range from its start, not from a position in it: every key is read.
             var generator = DrawGenerator()

@@ -260,6 +260,7 @@ enum KeyValueCommands {
         case (.hashKeys, .strings(let strings)), (.hashValues, .strings(let strings)): return .bulks(strings, asMap: false)
         case (.keyType, .integer(let n)): return .simple(n > 0 ? "hash" : "none")
         case (.nonEmpty, .integer(let n)): return .integer(n > 0 ? 1 : 0)
+        case (.positiveOrNull, .integer(let n)): return n > 0 ? .integer(Int64(n)) : .null
         case (.stored, .batch): return .simple("OK")
         case (.updatedValue, .batch(let outcomes)) where outcomes.count == 1: return reply(for: outcomes[0])
         case (.takenValues, .batch(let outcomes)): return .array(stride(from: 0, to: outcomes.count, by: 2).map { reply(for: outcomes[$0]) })
@@ -271,7 +272,7 @@ enum KeyValueCommands {
         case (.randomKey, .page(let page)): return page.entries.first.map { .bulk($0.key) } ?? .null
         case (.randomKeys, .page(let page)): return entries(page.entries, .keys)
         case (.randomEntries, .page(let page)): return .pairs(flattened(page.entries))
-        case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _), (.keyType, _), (.nonEmpty, _), (.stored, _),
+        case (.added, _), (.length, _), (.hashEntries, _), (.hashKeys, _), (.hashValues, _), (.keyType, _), (.nonEmpty, _), (.positiveOrNull, _), (.stored, _),
              (.updatedValue, _), (.takenValues, _), (.secondsLeft, _), (.millisecondsLeft, _), (.secondsDeadline, _), (.millisecondsDeadline, _),
              (.randomKey, _), (.randomKeys, _), (.randomEntries, _):
             return reply(for: outcome, ofBatch: isBatch)

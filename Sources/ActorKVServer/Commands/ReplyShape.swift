@@ -21,6 +21,9 @@ public enum ReplyShape: UInt8, Sendable {
     case keyType
     /// Of a count: `:1` if the namespace holds a key, `:0` if not (EXISTS of one name).
     case nonEmpty
+    /// Of an integer: itself when above 0, null when 0 (MEMORY USAGE: a namespace that holds
+    /// no key is one Redis does not have).
+    case positiveOrNull
     /// `+OK` once a batch is applied (HMSET).
     case stored
     /// The value a one-step batch's update left, as a bulk string (HINCRBYFLOAT).

@@ -76,7 +76,7 @@ struct TransactionStep: Sendable {
         case .timeToLive: return TransactionStep(stepCount: 1, kind: .millisecondsLeft)
         case .setNamespaceDeadline: return TransactionStep(stepCount: 1, kind: .outcome)
         case .namespaceDeadline: return TransactionStep(stepCount: 1, kind: .value(operation, shape))
-        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .scan:
+        case .batch, .getVersioned, .conditionalPut, .update, .lifetimePut, .scan, .memoryUsage:
             return nil
         }
     }
@@ -86,7 +86,7 @@ struct TransactionStep: Sendable {
     private static func isWholeNamespace(_ shape: ReplyShape) -> Bool {
         switch shape {
         case .hashEntries, .hashKeys, .hashValues: return true
-        case .plain, .added, .length, .keyType, .nonEmpty, .stored, .updatedValue, .takenValues, .secondsLeft, .millisecondsLeft, .secondsDeadline,
+        case .plain, .added, .length, .keyType, .nonEmpty, .positiveOrNull, .stored, .updatedValue, .takenValues, .secondsLeft, .millisecondsLeft, .secondsDeadline,
              .millisecondsDeadline, .randomKey, .randomKeys, .randomEntries:
             return false
         }
@@ -111,7 +111,8 @@ struct TransactionStep: Sendable {
         case .setAll(let setting): return zip(setting.keys, setting.values).reduce(0) { $0 + commandOverhead + $1.0.count + $1.1.count }
         case .lifetimePut(let put): return commandOverhead + put.key.count + put.value.count
         case .setTimeToLive(let key, _), .timeToLive(let key): return commandOverhead + key.count
-        case .getVersioned, .conditionalPut, .update, .count, .scan, .sample, .packedEntries, .setNamespaceDeadline, .namespaceDeadline:
+        case .getVersioned, .conditionalPut, .update, .count, .memoryUsage, .scan, .sample, .packedEntries, .setNamespaceDeadline,
+             .namespaceDeadline:
             return commandOverhead
         }
     }
@@ -152,7 +153,7 @@ struct TransactionStep: Sendable {
         case .timeToLive(let key): steps.append(.deadlines([key]))
         case .setNamespaceDeadline(let change): steps.append(.setNamespaceDeadline(change))
         case .namespaceDeadline: steps.append(.read(.deadline))
-        case .getVersioned, .conditionalPut, .update:
+        case .getVersioned, .conditionalPut, .update, .memoryUsage:
             preconditionFailure("TransactionStep: \(operation) has no steps in a transaction")
         }
     }

@@ -70,6 +70,12 @@ struct LiveData: Sendable {
         return now != 0 && lifetime.hasExpired(at: now)
     }
 
+    /// The figures an estimate of this data's memory is made of (every key in the map, expired
+    /// ones too: they hold memory until they are deleted).
+    var memoryEstimate: MemoryEstimate {
+        MemoryEstimate(keys: map.count, keyAndValueBytes: bytes, keysWithLifetimes: lifetimes.count)
+    }
+
     /// Whether exactly the keys with a lifetime have marked entries (for tests).
     func marksMatchLifetimes() -> Bool {
         var marked = 0

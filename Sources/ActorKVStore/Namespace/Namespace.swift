@@ -581,6 +581,9 @@ public actor Namespace {
             for key in keys where data.map.contains(key) && !hasExpired(key) { present += 1 }
             return .integer(present)
         case .count: return .integer(data.map.count - data.lifetimes.expiredCount(at: runNow))
+        case .memoryUsage:
+            guard data.map.count - data.lifetimes.expiredCount(at: runNow) > 0 else { return .integer(0) }
+            return .integer(data.memoryEstimate.bytes)
         case .scan(let cursor, let prefix, let limit): return .page(scanPage(from: cursor, prefix: prefix, limit: limit))
         case .sample(let draw): return .page(ScanPage(entries: sample(draw), next: .start))
         case .packedEntries(let parts, let bound):

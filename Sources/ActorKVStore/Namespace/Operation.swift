@@ -74,6 +74,10 @@ public enum Operation: Sendable {
     case namespaceDeadline
     /// The number of keys.
     case count
+    /// An estimate of the memory the namespace's data takes (``MemoryEstimate``), in bytes:
+    /// ``Outcome/integer(_:)``, 0 when the namespace holds no live key (Redis's `MEMORY USAGE`
+    /// of a hash). O(1).
+    case memoryUsage
     /// One page of keys and values in key order.
     case scan(ScanCursor, prefix: [UInt8], limit: Int)
     /// Keys and their values drawn at random, each live key as likely as any other (Redis's
@@ -154,7 +158,8 @@ public enum Operation: Sendable {
         switch self {
         case .put, .set, .conditionalPut, .increment, .delete, .batch, .update, .lifetimePut, .setTimeToLive, .expire, .setAll,
              .setNamespaceDeadline: return true
-        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines, .namespaceDeadline:
+        case .get, .getVersioned, .exists, .getMany, .count, .memoryUsage, .scan, .sample, .packedEntries, .timeToLive, .deadlines,
+             .namespaceDeadline:
             return false
         }
     }
@@ -176,7 +181,7 @@ public enum Operation: Sendable {
         switch self {
         case .update, .conditionalPut, .increment, .lifetimePut, .setTimeToLive, .expire, .setAll, .delete, .setNamespaceDeadline: return true
         case .batch(let steps): return steps.contains { $0.readsBeforeWriting }
-        case .get, .getVersioned, .exists, .getMany, .put, .set, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines,
+        case .get, .getVersioned, .exists, .getMany, .put, .set, .count, .memoryUsage, .scan, .sample, .packedEntries, .timeToLive, .deadlines,
              .namespaceDeadline: return false
         }
     }
@@ -192,8 +197,8 @@ public enum Operation: Sendable {
         case .lifetimePut(let put): return (put.ifVersion ?? 0) == 0
         case .setAll(let setting): return setting.presence != .allPresent
         case .batch(let steps): return Self.guardsHoldWhereNothingExists(steps, floor: floor) && steps.contains { $0.mayWriteValue }
-        case .get, .getVersioned, .exists, .getMany, .delete, .count, .scan, .sample, .packedEntries, .setTimeToLive, .timeToLive, .expire,
-             .deadlines, .setNamespaceDeadline, .namespaceDeadline:
+        case .get, .getVersioned, .exists, .getMany, .delete, .count, .memoryUsage, .scan, .sample, .packedEntries, .setTimeToLive, .timeToLive,
+             .expire, .deadlines, .setNamespaceDeadline, .namespaceDeadline:
             return false
         }
     }

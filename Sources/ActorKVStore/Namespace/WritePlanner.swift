@@ -214,7 +214,8 @@ struct WritePlanner {
             precondition(index == 0, "WritePlanner: a change of the namespace's deadline is planned first in its run")
             let (mutations, outcome) = resolve(change, over: RunOverlay(), after: [], deadline: base.deadline)
             record(mutations, outcome: outcome, at: index)
-        case .get, .getVersioned, .exists, .getMany, .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines, .namespaceDeadline:
+        case .get, .getVersioned, .exists, .getMany, .count, .memoryUsage, .scan, .sample, .packedEntries, .timeToLive, .deadlines,
+             .namespaceDeadline:
             return
         }
     }
@@ -708,7 +709,7 @@ struct WritePlanner {
             case .delete(let keys): overlay.note(keys.lazy.map { .delete(key: $0) }, version: version)
             case .batch(let steps): overlay.note(steps.lazy.map { $0.plainMutation! }, version: version)
             case .update, .increment, .conditionalPut, .lifetimePut, .setTimeToLive, .expire, .setAll, .get, .getVersioned, .exists, .getMany,
-                 .count, .scan, .sample, .packedEntries, .timeToLive, .deadlines, .setNamespaceDeadline, .namespaceDeadline:
+                 .count, .memoryUsage, .scan, .sample, .packedEntries, .timeToLive, .deadlines, .setNamespaceDeadline, .namespaceDeadline:
                 preconditionFailure("WritePlanner: no plain record for this operation")
             }
         }

@@ -202,7 +202,7 @@ public actor Store {
         case .get: return .value(nil)
         case .getVersioned: return .versioned(nil)
         case .getMany(let keys): return .batch(keys.map { _ in .value(nil) })
-        case .exists, .count, .delete, .setTimeToLive, .setNamespaceDeadline: return .integer(0)
+        case .exists, .count, .memoryUsage, .delete, .setTimeToLive, .setNamespaceDeadline: return .integer(0)
         case .timeToLive, .namespaceDeadline: return .integer(-2)
         case .expire(let expiry):
             return .batch(expiry.keys.map { _ in expiry.yields == .values ? .value(nil) : .integer(KeyExpiry.Result.absent.rawValue) })

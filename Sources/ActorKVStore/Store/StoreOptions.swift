@@ -64,7 +64,7 @@ extension StoreLimits {
         case .expire(let expiry): return expiry.keys.lazy.compactMap(keyProblem).first
         case .setAll(let setting):
             return zip(setting.keys, setting.values).lazy.compactMap { self.keyProblem($0) ?? self.valueProblem($1) }.first
-        case .count, .scan, .sample, .packedEntries, .setNamespaceDeadline, .namespaceDeadline: return nil
+        case .count, .memoryUsage, .scan, .sample, .packedEntries, .setNamespaceDeadline, .namespaceDeadline: return nil
         case .put(let key, let value), .set(let key, let value): return keyProblem(key) ?? valueProblem(value)
         case .conditionalPut(let key, let value, _): return keyProblem(key) ?? valueProblem(value)
         case .update(let key, _), .increment(let key, _), .setTimeToLive(let key, _), .timeToLive(let key): return keyProblem(key)

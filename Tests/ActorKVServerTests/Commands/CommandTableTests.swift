@@ -25,7 +25,7 @@ struct CommandTableTests {
         "HSCAN": ["HSCAN", "ns", "0", "MATCH", "a*", "COUNT", "5"],
         "MULTI": ["MULTI"], "EXEC": ["EXEC"], "DISCARD": ["DISCARD"], "WATCH": ["WATCH", "ns", "other"], "UNWATCH": ["UNWATCH"],
         "ACL": ["ACL", "WHOAMI"], "KEYS": ["KEYS", "*"], "DBSIZE": ["DBSIZE"], "TYPE": ["TYPE", "ns"], "UNLINK": ["UNLINK", "ns", "ns"], "RENAME": ["RENAME", "ns", "ns"], "RENAMENX": ["RENAMENX", "ns", "ns"],
-        "COPY": ["COPY", "ns", "other", "DB", "0", "REPLACE"],
+        "COPY": ["COPY", "ns", "other", "DB", "0", "REPLACE"], "MEMORY": ["MEMORY", "USAGE", "ns", "SAMPLES", "5"],
         "FLUSHDB": ["FLUSHDB"], "FLUSHALL": ["FLUSHALL", "ASYNC"],
         "EXPIRE": ["EXPIRE", "ns", "60", "NX"], "EXPIREAT": ["EXPIREAT", "ns", "2000000000"], "PEXPIREAT": ["PEXPIREAT", "ns", "1", "GT"],
         "TTL": ["TTL", "ns"], "EXPIRETIME": ["EXPIRETIME", "ns"], "PEXPIRETIME": ["PEXPIRETIME", "ns"],

@@ -229,6 +229,47 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("MEMORY USAGE: the estimate of the namespace's figures (keys, their bytes, their lifetimes), following every write; nil for a namespace without a key; SAMPLES checked and ignored; MEMORY HELP; refused in MULTI")
+    func memoryUsage() async throws {
+        try await withProcessor { p in
+            func estimate(keys: Int, bytes: Int, lifetimes: Int = 0) -> Reply {
+                .integer(Int64(MemoryEstimate(keys: keys, keyAndValueBytes: bytes, keysWithLifetimes: lifetimes).bytes))
+            }
+            let big = String(repeating: "v", count: 1000)
+            let replies = await run(p, [
+                "MEMORY USAGE sizes", "HSET sizes a 1 bb 22", "MEMORY USAGE sizes", "memory usage sizes samples 0 SAMPLES 7",
+                "HSET sizes a \(big)", "MEMORY USAGE sizes", "PUT sizes t v PX 600000", "MEMORY USAGE sizes",
+                "HDEL sizes a bb t", "MEMORY USAGE sizes", "HLEN sizes",
+            ])
+            #expect(replies == [
+                .null, .integer(2), estimate(keys: 2, bytes: 6), estimate(keys: 2, bytes: 6),
+                .integer(0), estimate(keys: 2, bytes: 1005), .simple("OK"), estimate(keys: 3, bytes: 1007, lifetimes: 1),
+                .integer(3), .null, .integer(0),
+            ])
+            // Each key costs its bytes and more; a lifetime adds to it.
+            #expect(MemoryEstimate(keys: 1, keyAndValueBytes: 10, keysWithLifetimes: 0).bytes > MemoryEstimate(keys: 0, keyAndValueBytes: 0, keysWithLifetimes: 0).bytes + 10)
+            #expect(MemoryEstimate(keys: 1, keyAndValueBytes: 10, keysWithLifetimes: 1).bytes > MemoryEstimate(keys: 1, keyAndValueBytes: 10, keysWithLifetimes: 0).bytes)
+            // A key whose deadline passed is not counted as held (nil), once nothing else is.
+            #expect(await run(p, ["PUT brief k v PX 1"]) == [.simple("OK")])
+            try await Task.sleep(for: .milliseconds(20))
+            #expect(await run(p, ["MEMORY USAGE brief", "EXISTS brief"]) == [.null, .integer(0)])
+
+            let errors = await run(p, ["MEMORY USAGE sizes SAMPLES -1", "MEMORY USAGE sizes SAMPLES x", "MEMORY USAGE sizes SAMPLES",
+                                       "MEMORY USAGE sizes COUNT 5", "MEMORY USAGE", "MEMORY", "MEMORY STATS", "MEMORY DOCTOR",
+                                       "MEMORY HELP x", "MEMORY USAGE bad/name"])
+            #expect(errors.map(\.errorCode) == ["ERR", "ERR", "ERR", "ERR", "ERR", "ERR", "ERR", "ERR", "ERR", "BADNS"], "\(errors)")
+            #expect(errors[1] == .error("ERR value is not an integer or out of range"))
+            #expect(errors[6] == .error("ERR unknown MEMORY subcommand 'STATS' (usage: MEMORY USAGE ns [SAMPLES count] | MEMORY HELP); INFO gives the server's used_memory and each namespace's live_bytes"))
+            guard case .array(let help) = await run(p, ["MEMORY help"])[0] else { Issue.record("MEMORY HELP: no array"); return }
+            #expect(help.first == .simple("MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:") && help.count == MemoryCommands.helpLines.count)
+
+            // Not queued in MULTI: refused there, EXEC then aborts, nothing applied.
+            let queued = await run(p, ["MULTI", "HSET sizes q 1", "MEMORY USAGE sizes", "EXEC", "HLEN sizes"])
+            #expect(queued.map(\.errorCode) == [nil, nil, "ERR", "EXECABORT", nil], "\(queued)")
+            #expect(queued.last == .integer(0))
+        }
+    }
+
     @Test("Redis's keyspace commands see the namespaces that hold keys as hashes: SCAN 0 (one page), KEYS, DBSIZE, TYPE, EXISTS of one name; SCAN ns cursor still pages a namespace")
     func keyspaceCommands() async throws {
         try await withProcessor { p in

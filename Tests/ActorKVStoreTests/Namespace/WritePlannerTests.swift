@@ -130,7 +130,7 @@ struct WritePlannerTests {
         }
     }
 
-    @Test("random runs of every write (guarded, counting, updating, HSET's set as an operation and as steps, setIfAbsent, WATCH's namespace guard) and read equal a model applied one at a time, versions included, and reopen the same")
+    @Test("random runs of every write (guarded, counting, updating, HSET's set as an operation and as steps, setIfAbsent, WATCH's namespace guard) and read (the memory estimate too) equal a model applied one at a time, versions included, and reopen the same")
     func modelRuns() async throws {
         let dir = TemporaryDirectory("plan-model")
         defer { dir.remove() }
@@ -196,6 +196,8 @@ struct WritePlannerTests {
                         let bound = Bool.random(using: &random) ? PackingBound.none
                             : PackingBound(totalBytes: Int.random(in: 0...20, using: &random), bytesPerKey: Int.random(in: 2...6, using: &random))
                         operations.append(.packedEntries(parts, within: bound))
+                    // The memory estimate, from figures kept as the run's writes apply.
+                    case 7 where Bool.random(using: &random): operations.append(.memoryUsage)
                     default: operations.append(.get(key[...]))
                     }
                 }
@@ -371,6 +373,10 @@ struct WritePlannerTests {
                 let bytes = sorted.reduce(0) { $0 + $1.key.count + $1.value.count }
                 guard bound.allows(bytes: bytes, keys: sorted.count) else { return .page(ScanPage(entries: sorted, next: .start)) }
                 return .strings(parts.packed(sorted))
+            case .memoryUsage:
+                guard !entries.isEmpty else { return .integer(0) }
+                let bytes = entries.reduce(0) { $0 + $1.key.count + $1.value.value.count }
+                return .integer(MemoryEstimate(keys: entries.count, keyAndValueBytes: bytes, keysWithLifetimes: lifetimes.count).bytes)
             case .exists, .count, .scan, .sample, .timeToLive, .deadlines: preconditionFailure("not generated")
             }
         }

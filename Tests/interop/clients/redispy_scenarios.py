@@ -896,6 +896,27 @@ def copy():
     expect_eq("the copy is the copy's own: a field written to it is not the source's", 2, r.hlen(template))
 
 
+def memory_usage():
+    """MEMORY USAGE of a hash (protocol.md "MEMORY USAGE"): memory_usage() answers a number of
+    bytes that grows with the hash, None for a hash that does not exist, as against Redis
+    itself; through an agent, refused."""
+    r = make_client()
+    key = ns("sizes")
+    r.hset(key, mapping={"a": "1", "b": "22"})
+    if CLUSTER:
+        expect_error("memory_usage() through an agent raises", lambda: r.memory_usage(key), "not available in cluster mode")
+        return
+    small = r.memory_usage(key)
+    check("memory_usage() of a hash: an int of at least its bytes", isinstance(small, int) and small >= 5, repr(small))
+    r.hset(key, "big", "v" * 10000)
+    big = r.memory_usage(key, samples=5)
+    check("... that grows by at least a value's bytes when one is added", isinstance(big, int) and big - small >= 10000,
+          f"{small} then {big}")
+    expect_eq("memory_usage() of a hash that does not exist: None", None, r.memory_usage(ns("nosuch")))
+    expect_error("memory_usage() with negative samples raises", lambda: r.memory_usage(key, samples=-1), "syntax error")
+    expect_eq("... and the connection is usable", 3, r.hlen(key))
+
+
 def wait_aof():
     """WAITAOF (protocol.md "WAITAOF", Redis 7.2's): waitaof() after a write returns once it is
     fsync'd, whatever --fsync says; through an agent etcd made it durable already. (Redis 7.0,
@@ -938,7 +959,8 @@ def main():
     print(f"# redis-py {redis.__version__}, mode {MODE}, hiredis "
           f"{'available' if redis.utils.HIREDIS_AVAILABLE else 'missing'}", flush=True)
     for scenario in (connect_with_defaults, hash_commands, hscan_under_writes, large_pipeline, pipeline_batch,
-                     transactions, asyncio_client, keyspace, field_expiry, hash_deadline, rename, copy, wait_aof, unknown_commands):
+                     transactions, asyncio_client, keyspace, field_expiry, hash_deadline, rename, copy, memory_usage, wait_aof,
+                     unknown_commands):
         run(scenario)
     sys.exit(1 if failures else 0)
 

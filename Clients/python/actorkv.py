@@ -750,6 +750,12 @@ def _integer(reply):
     return reply
 
 
+def _optional_integer(reply):
+    if reply is None:
+        return None
+    return _integer(reply)
+
+
 def _two_integers(reply):
     if not (isinstance(reply, list) and len(reply) == 2 and all(isinstance(x, int) for x in reply)):
         raise ProtocolError("expected an array of two integers, got %r" % (reply,))
@@ -1009,6 +1015,13 @@ class _Commands(object):
     def count(self, namespace):
         """``COUNT ns``: returns the number of keys in the namespace (0 if it does not exist)."""
         return self._call(_identity, "COUNT", namespace)
+
+    def memory_usage(self, namespace):
+        """``MEMORY USAGE ns``: the bytes the namespace takes in the server's memory (an int), an
+        estimate from its exact counts of keys, bytes and lifetimes; None when it holds no key.
+        Refused (``ServerError``) through an agent of an etcd cluster; see protocol.md "MEMORY
+        USAGE"."""
+        return self._call(_optional_integer, "MEMORY", "USAGE", namespace)
 
     def scan_page(self, namespace, cursor=b"0", prefix=b"", count=100):
         """``SCAN ns cursor [PREFIX p] [COUNT n]``: returns one page as

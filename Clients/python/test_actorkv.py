@@ -971,6 +971,26 @@ class RoundTripTests(ServerTestCase):
             self.kv.rename(self.ns + "-nosuch", live)
         self.assertEqual((caught.exception.code, caught.exception.message), ("ERR", "no such key"))
 
+    @unittest.skipIf(ETCD is not None, "an agent refuses MEMORY USAGE (test_memory_usage_refused_by_an_agent)")
+    def test_memory_usage(self):
+        self.assertIsNone(self.kv.memory_usage(self.ns), "a namespace that holds no key")
+        self.kv.put(self.ns, "theme", "dark")
+        one = self.kv.memory_usage(self.ns)
+        self.assertIsInstance(one, int)
+        self.assertGreater(one, 8192 + 9, "a namespace's own 8 KiB and the key's 9 bytes")
+        self.kv.put(self.ns, "blob", b"x" * 1000, ttl=600)
+        self.assertGreaterEqual(self.kv.memory_usage(self.ns), one + 1004, "grown by at least the new key's bytes")
+        self.kv.delete(self.ns, "blob")
+        self.assertEqual(self.kv.memory_usage(self.ns), one, "back to the one key's figure")
+
+    @unittest.skipIf(ETCD is None, "cluster mode only")
+    def test_memory_usage_refused_by_an_agent(self):
+        self.kv.put(self.ns, "k", "v")
+        with self.assertRaises(ServerError) as caught:
+            self.kv.memory_usage(self.ns)
+        self.assertIn("not available in cluster mode", caught.exception.message)
+        self.assertEqual(self.kv.get(self.ns, "k"), b"v", "the connection still answers")
+
     @unittest.skipIf(ETCD is not None, "an agent refuses COPY (test_copy_refused_by_an_agent)")
     def test_copy(self):
         template, user = self.ns + "-template", self.ns + "-user"

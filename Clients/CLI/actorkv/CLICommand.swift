@@ -3,7 +3,7 @@
 /// The commands `actorkv` runs, each once: the words that name it and whether it changes data.
 /// ``CommandRunner`` switches over every case, so a command added here must be run there.
 enum CLICommand: String, CaseIterable {
-    case get, put, getv, pttl, expire, persist, lock, incr, del, exists, count, scan, batch, changes, compact, backup, unlink, rename, renamenx, copy, sync
+    case get, put, getv, pttl, expire, persist, lock, incr, del, exists, count, memory, scan, batch, changes, compact, backup, unlink, rename, renamenx, copy, sync
     case namespaces, info, ping, clients
     case killClient = "kill-client"
 
@@ -21,7 +21,7 @@ enum CLICommand: String, CaseIterable {
     var writes: Bool {
         switch self {
         case .put, .incr, .del, .batch, .expire, .persist, .compact, .killClient, .unlink, .rename, .renamenx, .copy: true
-        case .get, .getv, .pttl, .lock, .exists, .count, .scan, .changes, .namespaces, .info, .ping, .backup, .clients, .sync: false
+        case .get, .getv, .pttl, .lock, .exists, .count, .memory, .scan, .changes, .namespaces, .info, .ping, .backup, .clients, .sync: false
         }
     }
 }

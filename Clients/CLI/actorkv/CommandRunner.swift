@@ -65,6 +65,7 @@ struct CommandRunner {
         case .del: return try await delete()
         case .exists: return try await exists()
         case .count: return try await count()
+        case .memory: return try await memory()
         case .scan: return try await scan()
         case .batch: return try await batch()
         case .changes: return try await changes()
@@ -200,6 +201,15 @@ struct CommandRunner {
     private func count() async throws -> Int32 {
         try need(1...1, "count NS")
         try output.line(String(try await client.count(namespace)))
+        return Exit.ok
+    }
+
+    /// MEMORY USAGE: the bytes NS takes in the server's memory; exit 1, printing nothing, when
+    /// it holds no key.
+    private func memory() async throws -> Int32 {
+        try need(1...1, "memory NS")
+        guard let bytes = try await client.memoryUsage(of: namespace) else { return Exit.notFound }
+        try output.line(String(bytes))
         return Exit.ok
     }
 

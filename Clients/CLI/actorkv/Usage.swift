@@ -37,6 +37,9 @@ Commands:
   del NS KEY...               remove keys; print how many existed
   exists NS KEY...            print how many of the keys exist; exit 1 unless all of them do
   count NS                    print the number of keys in NS
+  memory NS                   print the bytes NS takes in the server's memory (an estimate from
+                              its exact counts of keys, bytes and expiries: MEMORY USAGE); exit 1,
+                              printing nothing, if NS holds no key. Not through an etcd agent
   scan [--json] [--] NS [PREFIX]
                               print every entry (whose key starts with PREFIX) in key order, as
                               KEY<TAB>VALUE lines; in keys and values, backslash, tab, newline and
@@ -164,7 +167,7 @@ new version.
 Exit status:
   0  success
   1  not found (get of a missing key; exists when not every key exists; pttl or expire of a
-     missing key; rename or copy of a namespace that holds no key)
+     missing key; rename, copy or memory of a namespace that holds no key)
   2  usage error
   3  the server refused the request (its error 'CODE message' is printed on standard error;
      NOPERM is 8), or replied with something unexpected; or standard output could not be

@@ -224,6 +224,19 @@ public final class ActorKVClient: Sendable {
         try await integer(["COUNT", namespace], [])
     }
 
+    /// The bytes `namespace` takes in the server's memory (MEMORY USAGE): an estimate from the
+    /// namespace's exact counts of keys, bytes and lifetimes, within a few percent for many keys;
+    /// nil when it holds no key. Throws the server's error through an agent of an etcd cluster,
+    /// which does not hold the keys. See protocol.md, "MEMORY USAGE".
+    public func memoryUsage(of namespace: String) async throws(ActorKVError) -> Int? {
+        let reply = try await send([Array("MEMORY".utf8), Array("USAGE".utf8), Array(namespace.utf8)])
+        switch reply {
+        case .integer(let bytes): return Int(bytes)
+        case .null: return nil
+        default: throw Self.unexpected(reply, for: "MEMORY USAGE")
+        }
+    }
+
     // MARK: Scans
 
     /// Every entry of `namespace` whose key starts with `prefix`, in key order, fetched lazily

@@ -9,28 +9,31 @@
 # ruby + ruby-redis, etcd (etcd-server), and redis-py + hiredis in .build-venv (see .ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's heading says how long the run has taken so far, so that a slow CI run shows where.
+stage() { echo "== $* [at $((SECONDS / 60))m$((SECONDS % 60))s]"; }
 
-echo "== swift build"
+stage "swift build"
 swift build
-echo "== swift test"
+stage "swift test"
 # At most 4 tests at once: with Swift Testing's default (every test at once) a slow 2-core host
 # starved the tests that wait for a timer on the shared pool (a 1-second compaction tick not run
 # within 30 s, connect timeouts); 4 at a time passed there, and no slower (278 s against 303 s).
 swift test --experimental-maximum-parallelization-width 4
 export ACTORKVD="$PWD/.build/debug/actorkvd"
-echo "== python client tests"
+stage "python client tests"
 python3 -m unittest discover -s Clients/python -v
-echo "== namespace permissions over the wire (clients under other uids)"
+stage "namespace permissions over the wire (clients under other uids)"
 python3 -m unittest discover -s Tests/acl -v
-echo "== shell interop tests"
+stage "shell interop tests"
 bash Tests/interop/run.sh
-echo "== AddressSanitizer: the Swift tests and the shell interop tests again, on instrumented builds (.build-asan)"
+stage "AddressSanitizer: the Swift tests and the shell interop tests again, on instrumented builds (.build-asan)"
 bash Tests/sanitizers/run.sh address
-echo "== cluster mode: local 3-member etcd clusters, two agents, then the interop suites and the Python client's tests against an agent"
+stage "cluster mode: local 3-member etcd clusters, two agents, then the interop suites and the Python client's tests against an agent"
 bash Tests/Cluster/run.sh
-echo "== doc snippets: the runner's tests, then every code block of README.md and protocol.md"; python3 -m unittest discover -s Tests/docs; python3 Tests/docs/run_snippets.py README.md protocol.md
-echo "== libFuzzer on the protocol decoder (20 s)"
+stage "doc snippets: the runner's tests, then every code block of README.md and protocol.md"
+python3 -m unittest discover -s Tests/docs; python3 Tests/docs/run_snippets.py README.md protocol.md
+stage "libFuzzer on the protocol decoder (20 s)"
 bash Fuzz/run.sh 20
-echo "== benchmark script, quick mode (no timings asserted)"
+stage "benchmark script, quick mode (no timings asserted)"
 bash Benchmarks/run.sh --quick
-echo "== all suites passed"
+stage "all suites passed"

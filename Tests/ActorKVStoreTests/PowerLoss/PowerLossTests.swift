@@ -9,8 +9,9 @@ import Testing
 ///
 /// `ACTORKV_POWERLOSS_STATES` sets how many crash states each policy's check opens (default 800:
 /// 2,400 over the three policies in CI; `Tests/soak.sh` asks for far more), `ACTORKV_POWERLOSS_SEED`
-/// the workload's seed (default: a new one, printed).
-@Suite("Power loss, simulated", .tags(.slow), .serialized)
+/// the workload's seed (default: a new one, printed). Each check has its own directory, recorder
+/// and seed, so the policies run in parallel (serialized, the suite was the last to end in CI).
+@Suite("Power loss, simulated", .tags(.slow))
 struct PowerLossTests {
     static let environment = ProcessInfo.processInfo.environment
     static let statesPerPolicy = Int(environment["ACTORKV_POWERLOSS_STATES"] ?? "") ?? 800

@@ -53,13 +53,7 @@ struct CopyClientTests {
     func copyRefusedByAnAgent() async throws {
         try await withServer { _, kv in
             try await kv.put("tmp", "a", "1")
-            do throws(ActorKVError) {
-                try await kv.copyNamespace("tmp", to: "live")
-                Issue.record("COPY ran on an agent")
-            } catch {
-                guard case .server(let code, let message) = error else { throw error }
-                #expect(code == "ERR" && message.contains("not available in cluster mode"), "\(message)")
-            }
+            try await expectRefusedByAnAgent("COPY") { () async throws(ActorKVError) in try await kv.copyNamespace("tmp", to: "live") }
             #expect(try await kv.count("live") == 0)
         }
     }

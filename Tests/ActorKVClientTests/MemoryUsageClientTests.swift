@@ -45,13 +45,7 @@ struct MemoryUsageClientTests {
     func refusedByAnAgent() async throws {
         try await withServer { server, kv in
             try await kv.put("sizes", "a", "1")
-            do throws(ActorKVError) {
-                _ = try await kv.memoryUsage(of: "sizes")
-                Issue.record("MEMORY USAGE answered through an agent")
-            } catch {
-                guard case .server(let code, let message) = error else { throw error }
-                #expect(code == "ERR" && message.contains("not available in cluster mode"), "\(message)")
-            }
+            try await expectRefusedByAnAgent("MEMORY USAGE") { () async throws(ActorKVError) in _ = try await kv.memoryUsage(of: "sizes") }
             let refused = try await runCLI(["memory", "sizes"], socket: server.socketPath)
             #expect(refused.status == 3 && refused.stderr.contains("not available in cluster mode"), "\(refused)")
         }

@@ -55,13 +55,7 @@ struct RenameClientTests {
     func renameRefusedByAnAgent() async throws {
         try await withServer { _, kv in
             try await kv.put("tmp", "a", "1")
-            do throws(ActorKVError) {
-                try await kv.renameNamespace("tmp", to: "live")
-                Issue.record("RENAME ran on an agent")
-            } catch {
-                guard case .server(let code, let message) = error else { throw error }
-                #expect(code == "ERR" && message.contains("not available in cluster mode"), "\(message)")
-            }
+            try await expectRefusedByAnAgent("RENAME") { () async throws(ActorKVError) in try await kv.renameNamespace("tmp", to: "live") }
             #expect(try await kv.get("tmp", "a") == Array("1".utf8))
         }
     }

@@ -1,6 +1,7 @@
 import ActorKVClient
 import ActorKVTestSupport
 import Glibc
+import Testing
 
 /// Runs `body` with a fresh `actorkvd` (``ServerProcess``, `--fsync fsync` and more `arguments`)
 /// and a client of it; stops the server afterwards (SIGTERM), also on failure. With
@@ -25,6 +26,21 @@ func serving(_ server: ServerProcess, with client: ActorKVClient,
     }
     await client.close()
     try await server.signal(SIGTERM)
+}
+
+/// Expects `request` to be refused as an agent of an etcd cluster refuses what it cannot do
+/// there (protocol.md "Cluster mode"): the client throws the server's
+/// `-ERR … not available in cluster mode`. `what` names the request in the failure.
+func expectRefusedByAnAgent(_ what: String, sourceLocation: SourceLocation = #_sourceLocation,
+                            _ request: () async throws(ActorKVError) -> Void) async throws {
+    do throws(ActorKVError) {
+        try await request()
+        Issue.record("\(what) ran on an agent", sourceLocation: sourceLocation)
+    } catch {
+        guard case .server(let code, let message) = error else { throw error }
+        #expect(code == "ERR" && message.contains("not available in cluster mode"), "\(what): \(message)",
+                sourceLocation: sourceLocation)
+    }
 }
 
 extension String {

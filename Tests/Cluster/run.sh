@@ -29,17 +29,19 @@ revoke_leftover_leases() {
     done
     echo "# $(printf '%s\n' "$leases" | head -n 1) left by the suites before, revoked"
 }
+# Prints a step's heading with how long this script has run so far.
+heading() { echo "# $* [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"; }
 status=0
 if [ "${1:-}" = --without-two-agent-suite ]; then
     echo "# the two-agent suite left out (--without-two-agent-suite)"
 else
-    echo "# the two-agent suite [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "the two-agent suite"
     bash "$HERE/test_cluster.sh" || status=1
 fi
 WORK=$(mktemp -d /tmp/akvci.XXXXXX)
 trap 'bash "$HERE/etcd-cluster.sh" stop "$WORK"; rm -rf "$WORK"' EXIT
 if ENDPOINTS=$(bash "$HERE/etcd-cluster.sh" start "$WORK" 23990 --max-txn-ops 1024); then
-    echo "# the Swift client's and the CLI's tests against agents [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "the Swift client's and the CLI's tests against agents"
     (cd "$HERE/../.." && ACTORKV_ETCD=$ENDPOINTS swift test --skip-build --filter "ActorKVClientTests|ArgumentFuzzTests|TransactionEquivalenceTests|AgentEquivalenceTests") || status=1
     # Each request through an agent is an etcd round trip: redis-py's four modes (two now, test_redispy.sh) took 180 s of
     # the default 180 s script limit on a loaded CI host (45 s each), and on a host loaded more a
@@ -53,7 +55,7 @@ if ENDPOINTS=$(bash "$HERE/etcd-cluster.sh" start "$WORK" 23990 --max-txn-ops 10
     # cluster's revisions, which are the sequences those tests count on. Revoked now, they take
     # theirs before the tests start.
     revoke_leftover_leases "$ENDPOINTS" || status=1
-    echo "# the Python client's tests against agents [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "the Python client's tests against agents"
     ACTORKV_ETCD=$ENDPOINTS ACTORKV_REQUIRE_SERVER=1 python3 -m unittest discover -s "$HERE/../../Clients/python" || status=1
 else
     echo "not ok - a 3-member etcd cluster for the interop suites started"

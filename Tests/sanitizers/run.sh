@@ -41,6 +41,8 @@ esac
 reports=$(mktemp -d "${TMPDIR:-/tmp}/actorkv-sanitizer.XXXXXX")
 
 status=0
+# Prints a step's heading with how long this script has run so far.
+heading() { echo "== $* [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"; }
 # Runs a step; a failure is noted and the steps after it still run, so that the reports are read.
 step() { "$@" || status=1; }
 
@@ -62,7 +64,7 @@ finish() {
 case $mode in
 address)
     cd "$root"
-    echo "== building with -sanitize=address (.build-asan) [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "building with -sanitize=address (.build-asan)"
     swift build --build-tests --sanitize=address --scratch-path .build-asan
     export ACTORKV_SANITIZER=address
     export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=0"
@@ -72,17 +74,17 @@ address)
     # Under the full counts the power-loss suite alone took the last 2 minutes of this stage.
     export ACTORKV_CRASH_CYCLES=${ACTORKV_CRASH_CYCLES:-10} ACTORKV_STRESS_CYCLES=${ACTORKV_STRESS_CYCLES:-8}
     export ACTORKV_POWERLOSS_STATES=${ACTORKV_POWERLOSS_STATES:-200}
-    echo "== swift test, AddressSanitizer [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "swift test, AddressSanitizer"
     step swift test --skip-build --sanitize=address --scratch-path .build-asan --experimental-maximum-parallelization-width 4
-    echo "== shell interop tests against an AddressSanitizer actorkvd and actorkv, leaks checked at their exit [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "shell interop tests against an AddressSanitizer actorkvd and actorkv, leaks checked at their exit"
     export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1"
     export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0"
     export ACTORKVD="$root/.build-asan/debug/actorkvd" ACTORKV_CLI="$root/.build-asan/debug/actorkv"
     step bash Tests/interop/run.sh
-    echo "== the Python client's tests and the namespace permission tests against AddressSanitizer servers [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "the Python client's tests and the namespace permission tests against AddressSanitizer servers"
     step python3 -m unittest discover -s Clients/python
     step python3 -m unittest discover -s Tests/acl
-    echo "== cluster mode's two-agent suite (a local etcd cluster) with AddressSanitizer agents [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "cluster mode's two-agent suite (a local etcd cluster) with AddressSanitizer agents"
     step bash Tests/Cluster/test_cluster.sh
     finish asan
     ;;
@@ -95,16 +97,16 @@ thread)
         cp "$here/TSanVisibleMutex.swift" "$clone/$dir/TSanVisibleMutex.swift"
     done
     cd "$clone"
-    echo "== building with -sanitize=thread in $clone [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "building with -sanitize=thread in $clone"
     swift build --build-tests --sanitize=thread -Xswiftc -DACTORKV_TSAN
     export ACTORKV_SANITIZER=thread
     # exitcode=0: a process with reports exits as it would have (not 66), so that a test that runs
     # the actorkv CLI fails only if the CLI did; the reports are read below. A test bound by wall
     # time can still fail under the slowdown (CLILockTests' 3-second counter window once did).
     export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=0:exitcode=0:second_deadlock_stack=1"
-    echo "== swift test, ThreadSanitizer [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "swift test, ThreadSanitizer"
     step swift test --skip-build --sanitize=thread -Xswiftc -DACTORKV_TSAN --experimental-maximum-parallelization-width 4
-    echo "== shell interop tests against a ThreadSanitizer actorkvd and actorkv [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"
+    heading "shell interop tests against a ThreadSanitizer actorkvd and actorkv"
     export ACTORKVD="$clone/.build/debug/actorkvd" ACTORKV_CLI="$clone/.build/debug/actorkv" SCRIPT_LIMIT=600
     step bash "$root/Tests/interop/run.sh"  # the repository's, for its .build-venv (redis-py)
     python3 "$here/summarize_tsan.py" "$reports"

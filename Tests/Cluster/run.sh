@@ -31,6 +31,10 @@ revoke_leftover_leases() {
 }
 # Prints a step's heading with how long this script has run so far.
 heading() { echo "# $* [at $((SECONDS / 60))m$((SECONDS % 60))s of this script]"; }
+case "${1:-}" in
+"" | --without-two-agent-suite) ;;
+*) echo "usage: $0 [--without-two-agent-suite]" >&2; exit 2 ;;
+esac
 status=0
 if [ "${1:-}" = --without-two-agent-suite ]; then
     echo "# the two-agent suite left out (--without-two-agent-suite)"
@@ -43,7 +47,7 @@ trap 'bash "$HERE/etcd-cluster.sh" stop "$WORK"; rm -rf "$WORK"' EXIT
 if ENDPOINTS=$(bash "$HERE/etcd-cluster.sh" start "$WORK" 23990 --max-txn-ops 1024); then
     heading "the Swift client's and the CLI's tests against agents"
     (cd "$HERE/../.." && ACTORKV_ETCD=$ENDPOINTS swift test --skip-build --filter "ActorKVClientTests|ArgumentFuzzTests|TransactionEquivalenceTests|AgentEquivalenceTests") || status=1
-    # Each request through an agent is an etcd round trip: redis-py's four modes (two now, test_redispy.sh) took 180 s of
+    # Each request through an agent is an etcd round trip: redis-py's four modes (two now) took 180 s of
     # the default 180 s script limit on a loaded CI host (45 s each), and on a host loaded more a
     # transactions scenario (processes racing WATCH/MULTI/EXEC, retried) took 38.9 s of its 40 s
     # and node-redis's and ruby-redis's ran past it. So each scenario gets 120 s and each script

@@ -39,6 +39,7 @@ struct RESP3EncodingTests {
         Row(reply: .simple("OK"), resp2: "+OK\r\n", resp3: "+OK\r\n"),
         Row(reply: .switching(to: .resp3, .null), resp2: "_\r\n", resp3: "_\r\n"),
         Row(reply: .switching(to: .resp2, .null), resp2: "$-1\r\n", resp3: "$-1\r\n"),
+        Row(reply: .nothing, resp2: "", resp3: ""),
     ]
 
     @Test("each form encodes to its RESP2 and its RESP3 bytes", arguments: rows)
@@ -46,6 +47,22 @@ struct RESP3EncodingTests {
         #expect(String(decoding: row.reply.encoded(in: .resp2), as: UTF8.self) == row.resp2)
         #expect(String(decoding: row.reply.encoded(in: .resp3), as: UTF8.self) == row.resp3)
         #expect(row.reply.encoded == row.reply.encoded(in: .resp2))
+    }
+
+    @Test("no reply (SHUTDOWN's) adds no bytes to a stream, which still empties, in every chunking")
+    func streamOfNothing() {
+        for chunk in [1, 2, 4096] {
+            var stream = ReplyStream()
+            stream.append(contentsOf: [.simple("OK"), .nothing])
+            var out: [UInt8] = []
+            var calls = 0
+            while !stream.isEmpty && calls < 100 {
+                stream.encode(into: &out, upTo: out.count + chunk)
+                calls += 1
+            }
+            #expect(String(decoding: out, as: UTF8.self) == "+OK\r\n", "in pieces of \(chunk)")
+            #expect(stream.isEmpty)
+        }
     }
 
     @Test("a stream encodes in RESP2 until a switching reply, then in its version, in every chunking and for large replies too")

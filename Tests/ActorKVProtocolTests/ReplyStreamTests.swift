@@ -36,7 +36,7 @@ struct ReplyStreamTests {
         case .pairs(let elements): return .pairs(elements.map(unpacked))
         case .push(let elements): return .push(elements.map(unpacked))
         case .switching(let version, let inner): return .switching(to: version, unpacked(inner))
-        case .simple, .error, .integer, .bulk, .null, .nullArray, .double, .boolean: return reply
+        case .simple, .error, .integer, .bulk, .null, .nullArray, .double, .boolean, .nothing: return reply
         }
     }
 
@@ -224,7 +224,7 @@ struct ReplyStreamTests {
         case .array(let elements), .map(let elements), .push(let elements), .pairs(let elements): elements.map(longestLine(in:)).max() ?? 0
         case .switching(_, let inner): longestLine(in: inner)
         case .double, .boolean: 32
-        case .integer, .bulk, .bulks, .null, .nullArray: 0
+        case .integer, .bulk, .bulks, .null, .nullArray, .nothing: 0
         }
     }
 

@@ -382,5 +382,14 @@ else
     not_ok "an agent with another prefix started"; sed 's/^/#   /' "$WORK/other.log"
 fi
 
+# --- SHUTDOWN through an agent stops that agent as SIGTERM does; the connection ends once it has
+out=$(ca SHUTDOWN NOSAVE 2>&1); rc=$?
+wait "$A_PID"; status=$?
+expect_eq "SHUTDOWN through agent A: redis-cli prints nothing (no reply, the connection closed)" "0:" "$rc:$out"
+[ "$status" = 0 ] && [ ! -e "$A" ] && grep -q "shut down cleanly (SHUTDOWN from connection" "$WORK/a.log" &&
+    ok "... agent A exited 0, its socket removed, its log naming the SHUTDOWN" ||
+    { not_ok "agent A after SHUTDOWN: exit $status"; tail -5 "$WORK/a.log" | sed 's/^/#   /'; }
+expect_eq "... agent B still serves" PONG "$(cb PING)"
+
 for pid in "${AGENT_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
 finish

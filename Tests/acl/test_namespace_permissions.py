@@ -569,7 +569,8 @@ class Followers(ServerTestCase):
 
 
 # ============================================================================================
-# BACKUP, CLIENT LIST and CLIENT KILL: the server's own uid only, whatever rights a rule grants
+# BACKUP, CLIENT LIST, CLIENT KILL and SHUTDOWN: the server's own uid only, whatever rights a
+# rule grants
 
 
 class Backups(ServerTestCase):
@@ -586,6 +587,13 @@ class Backups(ServerTestCase):
         self.assertUsable(peer)
         self.assertEqual(self.root.call("BACKUP", target), "OK")
         self.assertEqual(sorted(os.listdir(target)), ["bk"])
+
+    def test_shutdown_only_from_the_server_uid(self):
+        peer = self.peer(2001, 2001)
+        self.assertEqual(peer.call("SHUTDOWN", "NOSAVE"),
+                         "NOPERM only the server's own uid 0 may run SHUTDOWN; this connection is uid 2001")
+        self.assertUsable(peer)
+        self.assertUsable(self.root, "the server still serves")
 
     def test_client_list_only_from_the_server_uid(self):
         peer = self.peer(2001, 2001)

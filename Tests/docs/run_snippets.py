@@ -49,6 +49,9 @@ Options, after the language:
                  `node --check`, `ruby -c` (not for console or resp).
   forever        a program that follows changes and never ends: it must still be running
                  after 1.5 s, and is then stopped.
+  stops          the block stops its server (`redis-cli shutdown`): the server must have exited
+                 with status 0 by the end of the block, where for any other block its exit is a
+                 failure. A block after it cannot be `continues`.
   timeout=SECS   how long the block may run (default 30).
   pending=WHAT   expected to fail until WHAT is built (e.g. `pending=#21`): its failure is
                  reported but does not fail the run; once it passes, the run fails until the
@@ -95,7 +98,7 @@ VENV_PYTHON = os.path.join(ROOT, ".build-venv", "bin", "python")
 SNIPPET_PACKAGE_BASE = os.path.join(ROOT, ".build", "doc-snippets")
 
 RUN_LANGUAGES = {"sh", "bash", "python", "js", "ruby", "swift", "console", "resp"}
-OPTIONS = {"continues", "check", "forever", "timeout", "pending"}
+OPTIONS = {"continues", "check", "forever", "stops", "timeout", "pending"}
 FOREVER_SECONDS = 1.5
 DEFAULT_TIMEOUT = 30.0
 
@@ -247,6 +250,10 @@ def check_convention(blocks):
                 block.problem = "a package manifest takes no option but pending"
             elif block.options.get("continues") and (previous_run is None or previous_run.manifest):
                 block.problem = "continues, but no block before it is run"
+            elif block.options.get("continues") and previous_run.options.get("stops"):
+                block.problem = "continues, but the block before it stops its server"
+            elif block.options.get("stops") and block.check_only:
+                block.problem = "stops is not for a block that is only checked"
             elif "timeout" in block.options:
                 try:
                     if float(block.options["timeout"]) <= 0:
@@ -784,9 +791,21 @@ def describe(block):
         flags.append("continues")
     if block.options.get("forever"):
         flags.append("forever")
+    if block.options.get("stops"):
+        flags.append("stops its server")
     if block.pending:
         flags.append("pending: %s" % block.pending)
     return "%s %s%s" % (block.language, action, " (%s)" % ", ".join(flags) if flags else "")
+
+
+def check_stopped(env):
+    """For a `stops` block: its server must have exited, with status 0, by the end of it."""
+    try:
+        status = env.server.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        raise Failure("the block should stop its server (it is tagged stops), but the server still runs 5 s after it")
+    if status != 0:
+        raise Failure("the server exited with status %d:\n%s" % (status, env.server_log()))
 
 
 def main():
@@ -847,7 +866,9 @@ def main():
                     run_swift(block, env, package)
                 else:
                     RUNNERS[block.language](block, env)
-                if env.server.poll() is not None:
+                if block.options.get("stops"):
+                    check_stopped(env)
+                elif env.server.poll() is not None:
                     raise Failure("the server exited with status %d during the block:\n%s"
                                   % (env.server.returncode, env.server_log()))
                 outcome = None

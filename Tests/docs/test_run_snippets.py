@@ -246,6 +246,30 @@ class RunSnippetsTests(unittest.TestCase):
         self.assertEqual(status, 0, output)
         self.assert_outcomes(output, ["ok", "ok", "ok"])
 
+    def test_a_block_that_stops_its_server_must_say_so_and_must_stop_it(self):
+        status, output = self.run_doc("""
+            '''sh stops
+            redis-cli -s ./actorkv.sock SHUTDOWN
+            '''
+
+            '''sh
+            redis-cli -s ./actorkv.sock SHUTDOWN
+            '''
+
+            '''sh stops
+            true
+            '''
+
+            '''sh continues
+            true
+            '''
+            """)
+        self.assertEqual(status, 1, output)
+        self.assert_outcomes(output, ["ok", "FAIL", "FAIL", "ERROR"])
+        self.assertIn("continues, but the block before it stops its server", output)
+        self.assertIn("the server exited with status 0 during the block", output)
+        self.assertIn("the server still runs 5 s after it", output)
+
     def test_blocks_that_break_the_convention_fail_the_run(self):
         status, output = self.run_doc("""
             Some text.

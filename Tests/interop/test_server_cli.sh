@@ -341,4 +341,44 @@ else
     not_ok "redis-cli and python3 are installed (needed for the signal storm)"
 fi
 
+# SHUTDOWN, as redis-cli and redis-py send it ----------------------------------------------
+# The asker's connection ends with no reply once the server has shut down: when the client
+# returns, the socket is gone and the log says so, and a new server can take the data directory.
+# shutdown_by NAME COMMAND...: starts a server on $W/NAME.sock, writes a field, runs COMMAND
+# (with {} replaced by the socket) and checks the client's exit and output, then the server's.
+shutdown_by() {
+    local name=$1; shift
+    local sock=$W/$name.sock out rc left status
+    start "$name" --socket "$sock" --data-dir "$W/$name-data"
+    local pid=$PID
+    if ! wait_ping "$sock" "$pid"; then not_ok "$name: the server starts"; sed 's/^/#   /' "$W/$name.log"; return; fi
+    timeout "$T" redis-cli -s "$sock" HSET h f kept >/dev/null
+    out=$(timeout 30 "${@//\{\}/$sock}" 2>&1); rc=$?
+    [ -e "$sock" ] && left=yes || left=no
+    grep -q "shut down cleanly (SHUTDOWN from connection [0-9]*, uid $(id -u), pid" "$W/$name.log" && logged=yes || logged=no
+    wait_exit "$pid"; status=$?
+    expect_eq "$name: the client returns 0 with nothing printed, once the socket is gone and the log says who asked; the server exits 0" \
+        "0::no:yes:0" "$rc:$out:$left:$logged:$status"
+    start "$name-again" --socket "$sock" --data-dir "$W/$name-data"
+    if wait_ping "$sock" "$PID"; then
+        expect_eq "$name: the field written before SHUTDOWN is there after a restart" kept "$(timeout "$T" redis-cli -s "$sock" HGET h f)"
+        stop_ok "$name's successor" "$PID" "$sock"
+    else
+        not_ok "$name: a server starts again on the data directory"; sed 's/^/#   /' "$W/$name-again.log"
+    fi
+}
+if command -v redis-cli >/dev/null; then
+    shutdown_by shut-cli redis-cli -s {} SHUTDOWN
+    shutdown_by shut-cli-nosave redis-cli -s {} SHUTDOWN NOSAVE NOW
+    VENV_PY=${REDISPY_VENV:-$ROOT/.build-venv}/bin/python
+    if [ -x "$VENV_PY" ] && "$VENV_PY" -c 'import redis' 2>/dev/null; then
+        # redis-py's shutdown() takes the closed connection as success (None) and raises otherwise.
+        shutdown_by shut-redispy "$VENV_PY" -c 'import redis, sys; redis.Redis(unix_socket_path=sys.argv[1]).shutdown(nosave=True)' {}
+    else
+        not_ok "redis-py is installed in .build-venv (needed for its shutdown())"
+    fi
+else
+    not_ok "redis-cli is installed (needed for SHUTDOWN)"
+fi
+
 finish

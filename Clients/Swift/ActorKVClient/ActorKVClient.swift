@@ -490,6 +490,7 @@ public final class ActorKVClient: Sendable {
         case .double(let value): shown = ",\(value)"
         case .boolean(let value): shown = value ? "#t" : "#f"
         case .switching(_, let inner): return unexpected(inner, for: command)
+        case .nothing: shown = "no reply"
         }
         return .protocolViolation("unexpected reply to \(command): \(shown)")
     }

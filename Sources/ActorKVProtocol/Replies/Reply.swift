@@ -46,6 +46,10 @@ public enum Reply: Sendable, Equatable {
     /// Switches the connection to `version`, then is `reply` encoded in it (HELLO's reply, which
     /// is already in the version it asks for, and RESET's). Only meaningful as a whole reply.
     indirect case switching(to: RESPVersion, Reply)
+    /// No reply at all: nothing is sent, in either protocol. SHUTDOWN's, whose connection is
+    /// closed instead once the server has shut down, as Redis's is. Only meaningful as a whole
+    /// reply, and only as a connection's last.
+    case nothing
 
     /// Appends the encoding of this reply in `version` to `buffer`. Never throws.
     public func encode(into buffer: inout [UInt8], version: RESPVersion = .resp2) {
@@ -86,6 +90,8 @@ public enum Reply: Sendable, Equatable {
             if version == .resp3 { RESPWriter.appendLine(type: ASCII.hash, value ? "t" : "f", to: &buffer) } else { RESPWriter.appendHeader(type: ASCII.colon, count: value ? 1 : 0, to: &buffer) }
         case .switching(let newVersion, let reply):
             reply.encode(into: &buffer, version: newVersion)
+        case .nothing:
+            return
         }
     }
 
@@ -118,6 +124,7 @@ public enum Reply: Sendable, Equatable {
         case .double(let a): if case .double(let b) = rhs { return a == b }
         case .boolean(let a): if case .boolean(let b) = rhs { return a == b }
         case .switching(let a, let reply): if case .switching(let b, let other) = rhs { return a == b && reply == other }
+        case .nothing: if case .nothing = rhs { return true }
         case .bulks: preconditionFailure("handled above")
         }
         return false

@@ -104,7 +104,8 @@ public struct ReplyStream: Sendable {
     ///
     /// A bulk string's content is split where it reaches `limit`; the rest follows on the next
     /// call. Lines are written whole, so `buffer.count` may exceed `limit` by up to one line. When
-    /// `limit > buffer.count` and the stream is not empty, at least one byte is appended; when
+    /// `limit > buffer.count` and the stream is not empty, at least one byte is appended (unless
+    /// all that is left is ``Reply/nothing``, which is taken and appends none); when
     /// `limit <= buffer.count`, nothing is.
     public mutating func encode(into buffer: inout [UInt8], upTo limit: Int) {
         while buffer.count < limit {
@@ -155,7 +156,7 @@ public struct ReplyStream: Sendable {
             return lineBound + strings.encodedSize <= room
         case .switching(_, let inner):
             return fitsWhole(inner, room: room)
-        case .simple, .error, .integer, .null, .nullArray, .double, .boolean:
+        case .simple, .error, .integer, .null, .nullArray, .double, .boolean, .nothing:
             return true
         }
     }
@@ -174,6 +175,8 @@ public struct ReplyStream: Sendable {
                 total += lineBound
             case .null, .nullArray:
                 total += 5
+            case .nothing:
+                break
             case .bulk(let bytes):
                 total += bytes.count + bulkOverhead
             case .switching(_, let inner):
@@ -220,7 +223,7 @@ public struct ReplyStream: Sendable {
             start(reply.arrayForm(in: version), into: &buffer)
         case .switching(_, let inner):
             start(inner, into: &buffer)
-        case .simple, .error, .integer, .null, .nullArray, .double, .boolean:
+        case .simple, .error, .integer, .null, .nullArray, .double, .boolean, .nothing:
             reply.encode(into: &buffer, version: version)
         }
     }

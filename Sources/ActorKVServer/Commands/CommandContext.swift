@@ -15,6 +15,8 @@ struct CommandContext: Sendable {
     let hashScanCursors: HashScanCursors
     /// The sessions of the open connections (CLIENT LIST).
     let clients: ClientRegistry
+    /// Where SHUTDOWN asks the server to stop.
+    let shutdown: ShutdownRequest
     /// The namespace permissions (nil: every right for everyone).
     var access: AccessControl?
     /// The event loop's executor when the command runs in a task that prefers it (nil

@@ -136,6 +136,7 @@ enum CommandTable {
     /// Every command's spec.
     static let all: [CommandSpec] = KeyValueCommands.specs + HashCommands.specs + FieldExpiryCommands.specs + NamespaceExpiryCommands.specs + KeyspaceCommands.specs + ChangeCommands.specs
         + TransactionCommands.specs + ConnectionCommands.specs + ServerCommands.specs + MemoryCommands.specs + DurabilityCommands.specs + AccessCommands.specs
+        + [ShutdownCommand.spec]
 
     /// What a lookup reads, built once from ``all``: one static, because every access to a
     /// `static let` calls into the runtime's once-check (four of them per lookup were most of the

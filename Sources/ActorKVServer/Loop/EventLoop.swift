@@ -148,6 +148,7 @@ final class EventLoop: @unchecked Sendable {
         reserveFD = SocketCalls.openReserve()
         processor.backend.changeListener.set { [weak self] namespace in self?.feedAdvanced(namespace) }
         processor.clients.setWake { wakeSignal.signal() }
+        processor.shutdown.setWake { wakeSignal.signal() }
     }
 
     deinit { if reserveFD >= 0 { SocketCalls.close(reserveFD) } }
@@ -198,7 +199,8 @@ final class EventLoop: @unchecked Sendable {
             expireLingering(force: false)
             expireClosing()
             resumeAcceptingIfDue()
-            if !draining && (stopRequested.load(ordering: .sequentiallyConsistent) || SignalHandling.received.load(ordering: .relaxed) != 0) {
+            if !draining && (stopRequested.load(ordering: .sequentiallyConsistent) || SignalHandling.received.load(ordering: .relaxed) != 0
+                             || processor.shutdown.isRequested) {
                 beginDrain()
                 drainDeadline = monotonicSeconds() + configuration.shutdownGraceSeconds
             }
@@ -625,7 +627,10 @@ final class EventLoop: @unchecked Sendable {
         } else {
             processor.endSession(c.session, reason: reason)
         }
-        if lingering {
+        if processor.shutdown.isRequested && processor.shutdown.hold(c.fd, of: c.id) {
+            // It asked for the shutdown: its socket is closed once the server has shut down.
+            _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_DEL, c.fd, 0, 0)
+        } else if lingering {
             _ = actorkv_epoll_ctl(epollFD, ACTORKV_EPOLL_CTL_DEL, c.fd, 0, 0)
             linger(c.fd, id: c.id)
         } else {

@@ -237,7 +237,7 @@ extension EventLoop {
         case .switching(_, let inner): return size(of: inner)
         case .bulk(let bytes): return bytes.count + 8
         case .bulks(let strings, _): return strings.encodedSize + 8
-        case .simple, .error, .integer, .null, .nullArray, .double, .boolean: return 24
+        case .simple, .error, .integer, .null, .nullArray, .double, .boolean, .nothing: return 24
         }
     }
 

@@ -20,6 +20,8 @@ public struct CommandProcessor: Sendable {
     private let hashScanCursors = HashScanCursors()
     /// The sessions of the open connections (CLIENT LIST), kept by the event loop.
     public let clients = ClientRegistry()
+    /// A shutdown asked for by a client (SHUTDOWN), watched by the event loop.
+    public let shutdown = ShutdownRequest()
     private let sessionEnded: (@Sendable (ClientSession, SessionEnd) -> Void)?
 
     /// Creates a processor; `info` renders the INFO text, with the lines of the namespaces
@@ -126,7 +128,7 @@ public struct CommandProcessor: Sendable {
     /// What a local command of `session` is given to run.
     private func context(of session: ClientSession, loop: LoopExecutor?) -> CommandContext {
         CommandContext(backend: backend, session: session, info: info, settings: settings, hashScanCursors: hashScanCursors,
-                       clients: clients, access: access, loop: loop)
+                       clients: clients, shutdown: shutdown, access: access, loop: loop)
     }
 
     /// Releases what `session` held, once its connection has ended and its last command has

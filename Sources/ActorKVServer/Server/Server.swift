@@ -85,7 +85,13 @@ public final class Server: Sendable {
         try await serve(listener: listener, socketFile: socketFile, wake: wake, executor: executor, processor: processor, budget: budget) {
             self.log("ready: \(await store.namespaceNames().count) namespaces (\(unavailable.count) unavailable), accepting connections")
         }
-        try await close(store, duringStartup: false)
+        do {
+            try await close(store, duringStartup: false, asked: processor.shutdown)
+        } catch {
+            processor.shutdown.finish(failure: "IOERR \(error)")
+            throw error
+        }
+        processor.shutdown.finish()
     }
 
     /// The store of `--data-dir`, its namespaces not opened yet; a directory that cannot be used
@@ -107,16 +113,22 @@ public final class Server: Sendable {
 
     /// Closes `store` after a shutdown signal (`duringStartup`: one that came while the
     /// namespaces opened); a namespace whose log may not be on disk is a ``ShutdownError``.
-    private func close(_ store: Store, duringStartup: Bool) async throws {
+    private func close(_ store: Store, duringStartup: Bool, asked request: ShutdownRequest? = nil) async throws {
         let notDurable = await store.close()
-        let signal = SignalHandling.received.load(ordering: .relaxed)
         guard notDurable.isEmpty else {
             throw ShutdownError(description: duringStartup
                 ? "shut down during startup, but the logs of \(notDurable.joined(separator: ", ")) may not be on disk"
                 : "shut down, but the logs of \(notDurable.count) namespace(s) may not be on disk (their fsync failed; see above): \(notDurable.joined(separator: ", "))")
         }
-        log(duringStartup ? "shut down cleanly during startup (signal \(signal)); every namespace fsync'd"
-                          : "shut down cleanly (signal \(signal)); every namespace fsync'd")
+        log(duringStartup ? "shut down cleanly during startup (\(Self.cause(request))); every namespace fsync'd"
+                          : "shut down cleanly (\(Self.cause(request))); every namespace fsync'd")
+    }
+
+    /// What stopped the server, for the log: the signal, or the client that sent SHUTDOWN.
+    private static func cause(_ request: ShutdownRequest?) -> String {
+        let signal = SignalHandling.received.load(ordering: .relaxed)
+        if signal == 0, let asker = request?.asker { return "SHUTDOWN from \(asker)" }
+        return "signal \(signal)"
     }
 
     /// What CONFIG GET answers: the configuration's, with the client limit in force.
@@ -187,7 +199,8 @@ public final class Server: Sendable {
             self.log("ready: serving the etcd cluster's data, accepting connections")
         }
         await store.close()
-        log("shut down cleanly (signal \(SignalHandling.received.load(ordering: .relaxed))); connection leases revoked")
+        log("shut down cleanly (\(Self.cause(processor.shutdown))); connection leases revoked")
+        processor.shutdown.finish()
     }
 
     /// A shutdown that could not make every namespace's log durable: exit status 1.

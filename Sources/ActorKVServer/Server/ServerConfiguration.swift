@@ -187,8 +187,9 @@ extension ServerConfiguration {
 
     Signals: SIGTERM or SIGINT stop accepting, finish requests in flight (requests read but not
     started get -SHUTDOWN), fsync every namespace, remove the socket and exit 0 (1 if a final
-    fsync failed: the log names the namespaces). SIGHUP reloads the --acl file (a file with a
-    mistake is logged and the rules in force are kept).
+    fsync failed: the log names the namespaces); so does a client's SHUTDOWN (redis-cli
+    shutdown), whose connection closes once that is done. SIGHUP reloads the --acl file (a file
+    with a mistake is logged and the rules in force are kept).
 
     Environment: actorkvd re-executes itself once with GLIBC_TUNABLES=glibc.malloc.tcache_count=512
     added (faster allocation for its batches of requests); a tcache_count of your own is kept,

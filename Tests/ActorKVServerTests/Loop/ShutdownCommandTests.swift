@@ -1,0 +1,80 @@
+import ActorKVProtocol
+import ActorKVTestSupport
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `SHUTDOWN`, Redis's way to stop the server, on the real `actorkvd` over a real socket.
+@Suite struct ShutdownCommandTests {
+    /// What the server sends on `c` until it closes it (within the connection's timeout).
+    static func bytesUntilClosed(_ c: RawConnection) throws -> [UInt8] {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+            if n == 0 { return received }
+            guard n > 0 else { throw TestFailure("recv after \(received.count) bytes: errno \(errno)") }
+            received += buffer[0..<n]
+        }
+    }
+
+    @Test("SHUTDOWN stops the server as SIGTERM does; the asker's connection ends with no reply once the server has shut down")
+    func shutdownStopsTheServerAndEndsTheAskersConnectionLast() async throws {
+        try await onOwnThread {
+            let dir = TemporaryDirectory()
+            let first = try ServerProcess(directory: dir)
+            let other = try RawConnection(path: first.socketPath)
+            #expect(try other.command(["PING"]) == .simple("PONG"))
+            let c = try RawConnection(path: first.socketPath)
+            // The PUT before it is answered; what follows it is neither run nor answered.
+            try c.send("PUT sd k v\r\nSHUTDOWN\r\nPUT sd after v\r\n")
+            #expect(try c.reply() == .simple("OK"))
+            #expect(try Self.bytesUntilClosed(c) == [], "no reply to SHUTDOWN, nor to what follows it: the connection just ends")
+            // By the time it ends, the server has shut down: socket removed, every namespace
+            // fsync'd, the data directory's lock released.
+            #expect(!FileManager.default.fileExists(atPath: first.socketPath), "the socket is removed before the asker's connection ends")
+            #expect(first.log.contains("shut down cleanly (SHUTDOWN from connection "), "\(first.log)")
+            #expect(other.isClosedByServer(), "the other connection was closed too")
+            let second = try ServerProcess(directory: dir)
+            defer { second.stop() }
+            #expect(first.process.status == 0)
+            let d = try RawConnection(path: second.socketPath)
+            #expect(try d.command(["GET", "sd", "k"]) == .bulk("v"))
+            #expect(try d.command(["GET", "sd", "after"]) == .null, "nothing after SHUTDOWN ran")
+        }
+    }
+
+    @Test("SHUTDOWN's options are Redis's; a bad combination, ABORT and SHUTDOWN inside MULTI are refused, the server serving on")
+    func refusedShutdownsLeaveTheServerServing() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            defer { server.stop() }
+            let c = try RawConnection(path: server.socketPath)
+            for words in [["SAVE", "NOSAVE"], ["ABORT", "NOW"], ["NOW", "LATER"], ["FORCE", "ABORT"]] {
+                let reply = try c.command(["SHUTDOWN"] + words)
+                #expect(reply == .error("ERR syntax error (usage: SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT])"), "\(words): \(reply)")
+            }
+            #expect(try c.command(["SHUTDOWN", "abort"]) == .error("ERR No shutdown in progress."), "ABORT: there is never one to cancel")
+            #expect(try c.command(["MULTI"]) == .simple("OK"))
+            #expect(try c.command(["SHUTDOWN"]).errorCode == "ERR")
+            #expect(try c.command(["EXEC"]).errorCode == "EXECABORT")
+            #expect(try c.command(["PUT", "still", "k", "v"]) == .simple("OK"))
+            #expect(server.process.isRunning)
+            #expect(!server.log.contains("shutting down"))
+        }
+    }
+
+    @Test("SHUTDOWN on a RESP3 connection, with the options repeated as Redis allows, sends nothing either")
+    func shutdownOnRESP3SendsNothing() async throws {
+        try await onOwnThread {
+            let server = try ServerProcess()
+            let c = try RawConnection(path: server.socketPath)
+            _ = try RESP3ServerTests.exchange(c, "HELLO 3\r\n", expect: "$7\r\nmodules\r\n*0\r\n")
+            try c.send("*3\r\n$8\r\nSHUTDOWN\r\n$3\r\nnow\r\n$3\r\nNOW\r\n")
+            #expect(try Self.bytesUntilClosed(c) == [])
+            #expect(server.process.status == 0)
+        }
+    }
+}

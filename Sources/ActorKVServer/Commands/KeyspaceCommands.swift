@@ -5,7 +5,8 @@ import ActorKVStore
 /// a hash (protocol.md, "Namespaces as Redis hashes"): `KEYS`, `DBSIZE`, `RANDOMKEY`, `TYPE` and SCAN's keyspace form
 /// (`SCAN cursor …`, parsed here for ``KeyValueCommands``' SCAN). Those that list namespaces
 /// list only those the client may read; `TYPE` is a data command, a count of one namespace.
-/// (`EXISTS` of one name, the same question as TYPE's, is ``KeyValueCommands``'.) `UNLINK`
+/// (`EXISTS` of one name, the same question as TYPE's, is ``KeyValueCommands``'; `TOUCH` asks
+/// it of several.) `UNLINK`
 /// removes namespaces, and `FLUSHDB`/`FLUSHALL` every one of them.
 enum KeyspaceCommands {
     /// Their specs.
@@ -36,7 +37,29 @@ enum KeyspaceCommands {
         CommandSpec(name: "TYPE", usage: "TYPE ns", arity: .exactly(1), flags: [.namespaced, .readOnly]) { (args) throws(CommandError) in
             .data(namespace: try args.namespace(0), .count, shape: .keyType)
         },
+        CommandSpec(name: "TOUCH", usage: "TOUCH ns [ns ...]", arity: .atLeast(1), flags: [.readOnly, .namespacedArguments, .notInMulti],
+                    parse: parseTouch),
     ]
+
+    /// `TOUCH ns [ns ...]`, Redis's: `:n`, how many of the names are namespaces holding a key (a
+    /// name given twice counts twice, as in Redis). Redis also marks each key as just used, for
+    /// its eviction; ActorKV evicts nothing, so nothing else happens.
+    private static func parseTouch(_ args: CommandArguments) throws(CommandError) -> Command {
+        var names: [String] = []
+        for i in 0..<args.count { names.append(try args.namespace(i)) }
+        let touching = names
+        return .local(LocalCommand { context in
+            var held: Int64 = 0
+            for name in touching {
+                let outcome = await context.execute([.count], inNamespace: name).outcomes[0]
+                // EXISTS ns's answer, 1 or 0, or the namespace's error (corrupt, unavailable).
+                let reply = KeyValueCommands.reply(for: outcome, ofBatch: false, shape: .nonEmpty)
+                guard case .integer(let one) = reply else { return reply }
+                held += one
+            }
+            return .integer(held)
+        })
+    }
 
     /// `UNLINK ns [ns ...]`: removes each namespace in turn (Redis's UNLINK of hashes); `:n`, how
     /// many existed. An error stops it, saying how many of those before were removed.

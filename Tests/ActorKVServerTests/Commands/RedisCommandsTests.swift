@@ -270,7 +270,7 @@ struct RedisCommandsTests {
         }
     }
 
-    @Test("Redis's keyspace commands see the namespaces that hold keys as hashes: SCAN 0 (one page), KEYS, DBSIZE, TYPE, EXISTS of one name; SCAN ns cursor still pages a namespace")
+    @Test("Redis's keyspace commands see the namespaces that hold keys as hashes: SCAN 0 (one page), KEYS, DBSIZE, TYPE, EXISTS of one name, TOUCH; SCAN ns cursor still pages a namespace")
     func keyspaceCommands() async throws {
         try await withProcessor { p in
             #expect(await run(p, ["RANDOMKEY", "DBSIZE", "SCAN 0"]) == [.null, .integer(0), .array([bulk("0"), .array([])])])
@@ -282,6 +282,7 @@ struct RedisCommandsTests {
                 "SCAN 0", "scan 0 match user.* count 1", "SCAN 0 TYPE HASH", "SCAN 0 TYPE string", "SCAN 0 MATCH [c]* TYPE hash COUNT 100",
                 "KEYS *", "KEYS user.?", "KEYS nothing*", "DBSIZE",
                 "TYPE config", "TYPE gone", "TYPE never", "EXISTS config", "EXISTS gone", "EXISTS never",
+                "TOUCH config gone never config user.1", "touch never",
                 "SCAN config 0", "EXISTS config theme nope theme", "HMSET config a 1 b 2", "HMSET config a 3", "HGETALL config",
             ])
             #expect(replies == [
@@ -289,6 +290,7 @@ struct RedisCommandsTests {
                 .array([bulk("0"), .array([bulk("config")])]),
                 all, users, .array([]), .integer(3),
                 .simple("hash"), .simple("none"), .simple("none"), .integer(1), .integer(0), .integer(0),
+                .integer(3), .integer(0),
                 .array([bulk("0"), .array([bulk("theme"), bulk("dark")])]), .integer(2), .simple("OK"), .simple("OK"),
                 .map(["a", "3", "b", "2", "theme", "dark"].map(bulk)),
             ])
@@ -302,9 +304,11 @@ struct RedisCommandsTests {
             #expect(drawn == ["config", "user.1", "user.2"])
             #expect(await run(p, ["HMSET config a", "HMSET config", "RANDOMKEY x"]).map(\.errorCode) == ["ERR", "ERR", "ERR"])
             let errors = await run(p, ["SCAN 7", "SCAN x", "SCAN 0 COUNT 0", "SCAN 0 COUNT x", "SCAN 0 NOVALUES x", "SCAN 0 MATCH",
-                                       "SCAN", "SCAN 0 MATCH a COUNT 1 TYPE hash x", "KEYS", "DBSIZE x", "TYPE a b", "TYPE bad/name"])
+                                       "SCAN", "SCAN 0 MATCH a COUNT 1 TYPE hash x", "KEYS", "DBSIZE x", "TYPE a b", "TYPE bad/name",
+                                       "TOUCH", "TOUCH config bad/name"])
             // SCAN 0 MATCH, an even count, is SCAN ns cursor: a namespace "0" and no cursor.
-            #expect(errors.map(\.errorCode) == ["BADCURSOR", "ERR", "ERR", "ERR", "ERR", "BADCURSOR", "ERR", "ERR", "ERR", "ERR", "ERR", "BADNS"], "\(errors)")
+            #expect(errors.map(\.errorCode) == ["BADCURSOR", "ERR", "ERR", "ERR", "ERR", "BADCURSOR", "ERR", "ERR", "ERR", "ERR", "ERR", "BADNS",
+                                                "ERR", "BADNS"], "\(errors)")
             #expect(errors[1] == .error("ERR wrong number of arguments for 'SCAN' (usage: \(KeyValueCommands.scanUsage))"),
                     "an odd count whose first word is no cursor is SCAN ns cursor with an option missing")
             #expect(errors[4] == .error("ERR unknown SCAN option 'NOVALUES' (expected MATCH, COUNT or TYPE; SCAN ns cursor pages a namespace)"))

@@ -7,7 +7,7 @@ protocol.md "Differences from Redis" lists.
 Each round opens two connections to each server (RESP2 in even rounds, RESP3 after HELLO 3 in
 odd ones, then switched by random HELLO 2, HELLO 3 and RESET) and sends the same random commands, drawn from a small set of hashes, fields and
 values so that they meet: HSET, HMSET, HSETNX, HGET, HMGET, HDEL, HEXISTS, HLEN, HSTRLEN,
-HINCRBY, HINCRBYFLOAT, HKEYS, HVALS, HGETALL, HRANDFIELD, HSCAN, EXISTS, TYPE, KEYS, UNLINK,
+HINCRBY, HINCRBYFLOAT, HKEYS, HVALS, HGETALL, HRANDFIELD, HSCAN, EXISTS, TYPE, TOUCH, KEYS, UNLINK,
 RENAME, RENAMENX and COPY (with and without REPLACE) between the hashes (not through an agent,
 which refuses them),
 a whole hash's deadline (EXPIREAT, PEXPIREAT with NX/XX/GT/LT, EXPIRE and PEXPIRE of a time
@@ -158,7 +158,7 @@ class Draw:
             ["HRANDFIELD", h, "1", "WITHVALUES", "x"], ["HSCAN", h], ["HSCAN", h, "0", "COUNT"],
             ["HSCAN", h, "0", "COUNT", "0"], ["HSCAN", h, "0", "COUNT", "x"], ["HSCAN", h, "0", "BOGUS", "1"],
             ["HINCRBYFLOAT", h, "a", self.rng.choice(BAD_FLOAT_INCREMENTS)],
-            ["TYPE"], ["EXISTS"], ["ECHO"], ["ECHO", "a", "b"], ["PING", "a", "b"], ["UNLINK"], ["KEYS"],
+            ["TYPE"], ["EXISTS"], ["TOUCH"], ["ECHO"], ["ECHO", "a", "b"], ["PING", "a", "b"], ["UNLINK"], ["KEYS"],
             ["MULTI", "x"], ["EXEC", "x"], ["DISCARD", "x"], ["WATCH"], ["UNWATCH", "x"],
             ["EXPIRE", h], ["EXPIRE", h, "x"], ["EXPIRE", h, "10", "NX", "XX"], ["EXPIRE", h, "10", "GT", "LT"],
             ["EXPIRE", h, "10", "soon"], ["EXPIREAT", h], ["TTL"], ["TTL", h, "x"], ["EXPIRETIME", h, "x"], ["PERSIST"],
@@ -496,7 +496,7 @@ class Round:
             return self.scan_all(d.hash())
         if r < 0.59:
             return self.send(self.rng.choice([
-                ["EXISTS", d.hash()], ["TYPE", d.hash()], ["KEYS", f"diff:{TAG}:*"],
+                ["EXISTS", d.hash()], ["TYPE", d.hash()], ["TOUCH", d.hash(), d.hash(), d.hash()], ["KEYS", f"diff:{TAG}:*"],
                 ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "COUNT", "1000"], ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "TYPE", "hash", "COUNT", "1000"],
                 ["SCAN", "0", "MATCH", f"diff:{TAG}:*", "TYPE", "string", "COUNT", "1000"], ["PING"], ["PING", d.value()], ["ECHO", d.value()],
                 ["SELECT", "0"], ["CLIENT", "SETNAME", self.rng.choice(["", "differential"])], ["CLIENT", "GETNAME"],

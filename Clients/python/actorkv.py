@@ -1251,6 +1251,26 @@ class Client(_Commands):
         finally:
             self.close()
 
+    def shutdown(self):
+        """``SHUTDOWN``: the server stops as on SIGTERM (the requests in flight finished, every
+        namespace fsync'd, its socket removed) and closes this connection, with no reply, once it
+        has; returns None then, the client closed. Waits up to the client's timeout
+        (:class:`ActorKVTimeoutError`). A server that cannot be reached raises
+        :class:`ActorKVConnectionError` as any call does; under ``--acl`` only the server's own
+        uid may ask (:class:`PermissionDeniedError`, nothing done); a shutdown that could not
+        make every namespace durable raises its :class:`ServerError` (``IOERR``)."""
+        self.connect()  # so that "cannot connect" is not taken for the server's closing
+        try:
+            reply = self._call(_identity, "SHUTDOWN")
+        except ActorKVTimeoutError:
+            raise
+        except ServerError:
+            raise
+        except ActorKVConnectionError:
+            self.close()
+            return None
+        raise ProtocolError("unexpected reply to SHUTDOWN (it has none): %r" % (reply,))
+
     def __enter__(self):
         self.connect()
         return self

@@ -1514,6 +1514,22 @@ class LifecycleTests(unittest.TestCase):
             self.assertEqual(sorted(kv.namespaces()), ["cfg", "many", "other"])
         self.assert_clean_stop(server)
 
+    def test_shutdown_returns_once_the_server_has_shut_down(self):
+        server = self.start(ServerProcess())
+        with server.client() as kv:
+            kv.put("cfg", "theme", "dark")
+            self.assertIsNone(kv.shutdown())
+            self.assertFalse(kv.connected)
+            self.assertFalse(os.path.exists(server.socket), "the socket is gone by the time shutdown() returns")
+            with self.assertRaises(actorkv.ActorKVConnectionError, msg="no server to reach now"):
+                kv.shutdown()
+        self.assertEqual(server.process.wait(timeout=30), 0, server.log())
+        self.assertIn("shut down cleanly (SHUTDOWN from connection ", server.log())
+        server.start()  # same data directory
+        with server.client() as kv:
+            self.assertEqual(kv.get("cfg", "theme"), b"dark")
+        self.assert_clean_stop(server)
+
     def test_kill_9_keeps_acknowledged_puts(self):
         """Under --fsync always, every put the server acknowledged survives SIGKILL."""
         server = self.start(ServerProcess(fsync="always"))

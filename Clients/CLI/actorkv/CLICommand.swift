@@ -4,7 +4,7 @@
 /// ``CommandRunner`` switches over every case, so a command added here must be run there.
 enum CLICommand: String, CaseIterable {
     case get, put, getv, pttl, expire, persist, lock, incr, del, exists, count, memory, scan, batch, changes, compact, backup, unlink, rename, renamenx, copy, sync
-    case namespaces, info, ping, clients
+    case namespaces, info, ping, clients, shutdown
     case killClient = "kill-client"
 
     /// The command `word` (lowercased) names, aliases included (`set` is `put`, `delete` is
@@ -20,7 +20,7 @@ enum CLICommand: String, CaseIterable {
     /// Whether it changes data: the outcome of one whose reply never came is unknown.
     var writes: Bool {
         switch self {
-        case .put, .incr, .del, .batch, .expire, .persist, .compact, .killClient, .unlink, .rename, .renamenx, .copy: true
+        case .put, .incr, .del, .batch, .expire, .persist, .compact, .killClient, .unlink, .rename, .renamenx, .copy, .shutdown: true
         case .get, .getv, .pttl, .lock, .exists, .count, .memory, .scan, .changes, .namespaces, .info, .ping, .backup, .clients, .sync: false
         }
     }

@@ -21,8 +21,10 @@ struct CommandRunner {
 
     init(_ invocation: Invocation, output: Output, signalMask: sigset_t) {
         self.invocation = invocation
-        // A backup takes as long as the data takes to write: waited for, unless --timeout says.
-        let timeout = invocation.kind == .backup && !invocation.timeoutGiven ? nil : invocation.timeout
+        // A backup takes as long as the data takes to write, a shutdown as long as the requests in
+        // flight and the last fsyncs take: waited for, unless --timeout says.
+        let waits = invocation.kind == .backup || invocation.kind == .shutdown
+        let timeout = waits && !invocation.timeoutGiven ? nil : invocation.timeout
         self.client = ActorKVClient(socketPath: invocation.socketPath, timeout: timeout)
         self.output = output
         self.signalMask = signalMask
@@ -80,6 +82,7 @@ struct CommandRunner {
         case .ping: return try await ping()
         case .clients: return try await clients()
         case .killClient: return try await killClient()
+        case .shutdown: return try await shutdown()
         }
     }
 
@@ -323,6 +326,13 @@ struct CommandRunner {
     private func clients() async throws -> Int32 {
         try need(0...0, "clients")
         try output.write(Array(try await client.clientList().utf8))
+        return Exit.ok
+    }
+
+    /// SHUTDOWN: returns once the server has shut down (every namespace fsync'd, its socket gone).
+    private func shutdown() async throws -> Int32 {
+        try need(0...0, "shutdown")
+        try await client.shutdown()
         return Exit.ok
     }
 

@@ -142,6 +142,10 @@ Commands:
                               locks, say); print 1, or print 0 and exit 1 if no connection has
                               that id. clients and kill-client: only the server's own user, under
                               actorkvd --acl
+  shutdown                    stop the server as SIGTERM does (requests in flight finished, every
+                              namespace fsync'd, its socket removed); return once it has. Waits
+                              as long as that takes, unless --timeout is given. Only the
+                              server's own user, under actorkvd --acl
 
 Options:
   --socket PATH, -s PATH      the server's socket (default: $ACTORKV_SOCKET, else ./actorkv.sock)

@@ -450,6 +450,23 @@ public final class ActorKVClient: Sendable {
         return absolute
     }
 
+    /// Asks the server to shut down (`SHUTDOWN`, what `redis-cli shutdown` sends) and returns
+    /// once it has: the server closes this connection, with no reply, after it has finished the
+    /// requests in flight, fsync'd every namespace and removed its socket. Throws the server's
+    /// refusal (`NOPERM` under `--acl`: only the server's own uid may) or, should the shutdown
+    /// fail to make every namespace durable, its `IOERR`. See protocol.md, "SHUTDOWN".
+    public func shutdown() async throws(ActorKVError) {
+        var request: [UInt8] = []
+        RequestEncoder.encode([Array("SHUTDOWN".utf8)], into: &request)
+        let connection = try await connector.connection()
+        switch await connection.send(request) {
+        case .reply(.error(let text)): throw ActorKVError.fromErrorReply(text)
+        case .reply(let reply): throw Self.unexpected(reply, for: "SHUTDOWN")
+        case .failed(.connectionLost): return  // the server closed it, having shut down
+        case .failed(let error), .notSent(let error): throw error
+        }
+    }
+
     /// The names of the namespaces that exist.
     public func namespaces() async throws(ActorKVError) -> [String] {
         let reply = try await send([Array("NAMESPACES".utf8)])

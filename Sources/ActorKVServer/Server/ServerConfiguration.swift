@@ -168,7 +168,7 @@ extension ServerConfiguration {
                                  must be the server user's or root's, not writable by others
                                  (a world-writable directory only if sticky, as /tmp)
       --allow-shared-data-dir    run even if other users may write to or own the data directory
-      --shutdown-grace SECS      how long SIGTERM waits for requests in flight (default 5)
+      --shutdown-grace SECS      how long SIGTERM or SHUTDOWN waits for requests in flight (default 5)
       --execution MODE           where namespace actors run requests: loop (the event-loop
                                  thread, fewest hand-offs) | pool (Swift's cooperative pool,
                                  namespaces in parallel across cores)       (default loop)

@@ -69,6 +69,11 @@ enum ServerCommands {
             let reply: Reply = args.count == 1 && CommandTable.matches(args[0], countWord) ? .integer(0) : .array([])
             return .local(LocalCommand(now: { _ in reply }))
         },
+        // Redis's answer of a primary without replicas: what ActorKV is (an agent of an etcd
+        // cluster too, which takes writes), for clients that ask before writing.
+        CommandSpec(name: "ROLE", usage: "ROLE", arity: .exactly(0), flags: [.unrestricted]) { (_) throws(CommandError) in
+            .local(LocalCommand(replying: .array([.bulk(Array("master".utf8)), .integer(0), .array([])])))
+        },
         CommandSpec(name: "TIME", usage: "TIME", arity: .exactly(0), flags: [.unrestricted]) { (_) throws(CommandError) in
             .local(LocalCommand(now: { _ in
                 let now = WallClock.secondsAndMicroseconds()

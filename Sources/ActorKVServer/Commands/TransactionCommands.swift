@@ -65,7 +65,7 @@ enum TransactionCommands {
         guard case .data(let namespace, let operation, let shape) = command,
               let plan = TransactionStep.plan(for: operation, shape: shape) else {
             session.refuseQueued()
-            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, PEXPIRE, PERSIST, PTTL, EXPIRE, EXPIREAT, PEXPIREAT, TTL, EXPIRETIME, PEXPIRETIME, HGET, HSET, HSETNX, HDEL, HGETDEL, HGETEX, HSETEX, HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HMGET, HMSET, HLEN, HGETALL, HKEYS, HVALS, HRANDFIELD, HEXPIRE, HPEXPIRE, HEXPIREAT, HPEXPIREAT, HPERSIST, HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME, TYPE, PING, ECHO; PUT without IFVERSION or EPHEMERAL; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
+            return .error(.err, "this command cannot be queued in a transaction: only reads and writes of one namespace's keys can (GET, PUT, DEL, EXISTS, INCR, PEXPIRE, PERSIST, PTTL, EXPIRE, EXPIREAT, PEXPIREAT, TTL, EXPIRETIME, PEXPIRETIME, HGET, HSET, HSETNX, HDEL, HGETDEL, HGETEX, HSETEX, HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HMGET, HMSET, HLEN, HGETALL, HKEYS, HVALS, HRANDFIELD, HEXPIRE, HPEXPIRE, HEXPIREAT, HPEXPIREAT, HPERSIST, HTTL, HPTTL, HEXPIRETIME, HPEXPIRETIME, TYPE, PING, ECHO, ROLE; PUT without IFVERSION or EPHEMERAL; protocol.md, \"Transactions\"); read the others before MULTI under a WATCH")
         }
         guard session.queue(QueuedCommand(namespace: namespace, operation: operation, shape: shape, plan: plan)) else {
             return tooLarge(limit: session.transactionLimit, then: "EXEC will apply nothing")

@@ -304,6 +304,8 @@ public final class Server: Sendable {
         let resident = ServerStatistics.residentBytes()
         lines += ["", "# Memory", "used_memory:\(resident)", "used_memory_human:\(ServerStatistics.humanBytes(resident))",
                   "used_memory_rss:\(resident)", "used_memory_rss_human:\(ServerStatistics.humanBytes(resident))"]
+        // Redis's, for clients that ask a server's role before writing to it (ROLE's answer too).
+        lines += ["", "# Replication", "role:master", "connected_slaves:0"]
         if let access {
             lines += ["", "# Access", "acl_file:\(access.path)", "acl_rules:\(access.ruleCount)", "acl_reloads:\(access.generation)"]
         }

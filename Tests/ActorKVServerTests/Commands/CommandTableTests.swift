@@ -16,7 +16,7 @@ struct CommandTableTests {
         "EXISTS": ["EXISTS", "ns", "k"], "COUNT": ["COUNT", "ns"], "SCAN": ["SCAN", "ns", "0", "COUNT", "5"],
         "BATCH": ["BATCH", "ns", "PUT", "k", "v", "DEL", "j"], "PING": ["PING"], "ECHO": ["ECHO", "x"],
         "QUIT": ["QUIT"], "CLIENT": ["CLIENT", "ID"], "INFO": ["INFO"], "NAMESPACES": ["NAMESPACES"],
-        "COMPACT": ["COMPACT", "ns"], "BACKUP": ["BACKUP", "/tmp/backup"], "SHUTDOWN": ["SHUTDOWN", "NOSAVE"], "TOUCH": ["TOUCH", "ns", "other"], "COMMAND": ["COMMAND", "COUNT"], "TIME": ["TIME"], "WAITAOF": ["WAITAOF", "1", "0", "0"], "CONFIG": ["CONFIG", "GET", "save"],
+        "COMPACT": ["COMPACT", "ns"], "BACKUP": ["BACKUP", "/tmp/backup"], "SHUTDOWN": ["SHUTDOWN", "NOSAVE"], "TOUCH": ["TOUCH", "ns", "other"], "ROLE": ["ROLE"], "COMMAND": ["COMMAND", "COUNT"], "TIME": ["TIME"], "WAITAOF": ["WAITAOF", "1", "0", "0"], "CONFIG": ["CONFIG", "GET", "save"],
         "HELLO": ["HELLO", "3"], "SELECT": ["SELECT", "0"], "RESET": ["RESET"],
         "HGET": ["HGET", "ns", "f"], "HSET": ["HSET", "ns", "f", "v", "g", "w"], "HSETNX": ["HSETNX", "ns", "f", "v"],
         "HDEL": ["HDEL", "ns", "f", "g"], "HEXISTS": ["HEXISTS", "ns", "f"], "HLEN": ["HLEN", "ns"],

@@ -444,7 +444,7 @@ struct RedisCommandsTests {
                        "HSETEX": "HSETEX q FXX EX 10 FIELDS 1 k v", "HEXPIRE": "HEXPIRE q 10 FIELDS 1 k", "HPEXPIRE": "HPEXPIRE q 10 FIELDS 1 k",
                        "HEXPIREAT": "HEXPIREAT q 1 FIELDS 1 k", "HPEXPIREAT": "HPEXPIREAT q 1 FIELDS 1 k", "HPERSIST": "HPERSIST q FIELDS 1 k",
                        "HTTL": "HTTL q FIELDS 1 k", "HPTTL": "HPTTL q FIELDS 1 k", "HEXPIRETIME": "HEXPIRETIME q FIELDS 1 k",
-                       "HPEXPIRETIME": "HPEXPIRETIME q FIELDS 1 k", "HRANDFIELD": "HRANDFIELD q 2 WITHVALUES", "PING": "PING", "ECHO": "ECHO hi",
+                       "HPEXPIRETIME": "HPEXPIRETIME q FIELDS 1 k", "HRANDFIELD": "HRANDFIELD q 2 WITHVALUES", "PING": "PING", "ECHO": "ECHO hi", "ROLE": "ROLE",
                        "EXPIRE": "EXPIRE q 10 NX", "EXPIREAT": "EXPIREAT q 4000000000", "PEXPIREAT": "PEXPIREAT q 4000000000000 GT",
                        "TTL": "TTL q", "EXPIRETIME": "EXPIRETIME q", "PEXPIRETIME": "PEXPIRETIME q"]
         try await withProcessor { p in
@@ -459,6 +459,17 @@ struct RedisCommandsTests {
             let queued = await run(p, ["MULTI"] + names.compactMap { samples[$0] } + ["EXEC"])
             #expect(Array(queued.dropFirst().dropLast()) == Array(repeating: .simple("QUEUED"), count: names.count), "\(queued)")
             #expect(queued.last.map { if case .array = $0 { true } else { false } } == true, "\(queued)")
+        }
+    }
+
+    @Test("ROLE answers Redis's primary without replicas, alone and queued in MULTI; INFO's Replication section says the same")
+    func role() async throws {
+        try await withProcessor { p in
+            let master = Reply.array([bulk("master"), .integer(0), .array([])])
+            let replies = await run(p, ["ROLE", "MULTI", "ROLE", "HSET r a 1", "EXEC", "ROLE x"])
+            #expect(Array(replies.prefix(5)) == [master, .simple("OK"), .simple("QUEUED"), .simple("QUEUED"), .array([master, .integer(1)])],
+                    "\(replies)")
+            #expect(replies[5] == .error("ERR wrong number of arguments for 'ROLE' (usage: ROLE)"))
         }
     }
 

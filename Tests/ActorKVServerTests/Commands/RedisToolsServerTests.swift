@@ -69,7 +69,9 @@ struct RedisToolsServerTests {
             #expect(try c.command(["INFO", "KeySpace"]).bulkText == "# Keyspace\r\ndb0:keys=4,expires=1,avg_ttl=0\r\n")
 
             let every = try #require(try c.command(["INFO"]).bulkText)
-            #expect(Self.headers(every) == ["Server", "Clients", "Memory", "Namespaces", "Keyspace"])
+            #expect(Self.headers(every) == ["Server", "Clients", "Memory", "Replication", "Namespaces", "Keyspace"])
+            #expect(try c.command(["INFO", "replication"]).bulkText == "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n",
+                    "what redis-py's info('replication')['role'] reads")
             // A name with Redis's `:` has it written %3A in its field, which ends at the first `:`.
             #expect(try c.command(["HSET", "user:1", "f", "v"]) == .integer(1))
             #expect(try c.command(["KEYS", "user:*"]) == .array([.bulk("user:1")]))

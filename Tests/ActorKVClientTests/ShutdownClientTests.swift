@@ -25,6 +25,18 @@ struct ShutdownClientTests {
         }
     }
 
+    @Test("shutdown() on a connection the server closed meanwhile (it was restarted) asks the server now there, as any call would")
+    func shutdownAfterARestart() async throws {
+        try await withServer { server, kv in
+            try await kv.put("cfg", "theme", "dark")
+            try await server.signal(SIGTERM)
+            try await server.restart()
+            try await kv.shutdown()
+            #expect(!FileManager.default.fileExists(atPath: server.socketPath))
+            #expect(server.process.status == 0, "\(server.log)")
+        }
+    }
+
     @Test("actorkv shutdown: exit 0 with nothing printed once the server has shut down; an operand is a usage error (exit 2)")
     func commandLineShutdown() async throws {
         try await withServer { server, _ in

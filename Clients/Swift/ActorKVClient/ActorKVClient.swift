@@ -86,21 +86,27 @@ public final class ActorKVClient: Sendable {
     public func send(_ arguments: [[UInt8]]) async throws(ActorKVError) -> Reply {
         var request: [UInt8] = []
         RequestEncoder.encode(arguments, into: &request)
-        // A request that was not sent (its connection failed or began closing between being
-        // looked up and being used) is retried on a fresh connection, a bounded number of times.
+        switch try await deliver(request) {
+        case .reply(.error(let text)): throw ActorKVError.fromErrorReply(text)
+        case .reply(let reply): return reply
+        case .failed(let error), .notSent(let error): throw error
+        }
+    }
+
+    /// Sends an encoded request and returns what came of it: its reply, or the failure of the
+    /// connection after it was sent (or may have been). A request that was not sent (its
+    /// connection failed or began closing between being looked up and being used) is retried on
+    /// a fresh connection, a bounded number of times, then thrown, as is a refusal to connect.
+    private func deliver(_ request: [UInt8]) async throws(ActorKVError) -> SendResult {
         var attempts = 0
         while true {
             let connection = try await connector.connection()
-            switch await connection.send(request) {
-            case .reply(.error(let text)): throw ActorKVError.fromErrorReply(text)
-            case .reply(let reply): return reply
-            case .failed(let error): throw error
-            case .notSent(let error):
-                // A refusal is the server's answer to connecting; do not ask again at once.
-                if case .refused = error { throw error }
-                attempts += 1
-                if attempts == 3 { throw error }
-            }
+            let result = await connection.send(request)
+            guard case .notSent(let error) = result else { return result }
+            // A refusal is the server's answer to connecting; do not ask again at once.
+            if case .refused = error { throw error }
+            attempts += 1
+            if attempts == 3 { throw error }
         }
     }
 
@@ -458,8 +464,7 @@ public final class ActorKVClient: Sendable {
     public func shutdown() async throws(ActorKVError) {
         var request: [UInt8] = []
         RequestEncoder.encode([Array("SHUTDOWN".utf8)], into: &request)
-        let connection = try await connector.connection()
-        switch await connection.send(request) {
+        switch try await deliver(request) {
         case .reply(.error(let text)): throw ActorKVError.fromErrorReply(text)
         case .reply(let reply): throw Self.unexpected(reply, for: "SHUTDOWN")
         case .failed(.connectionLost): return  // the server closed it, having shut down

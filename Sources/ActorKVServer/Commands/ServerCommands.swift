@@ -2,8 +2,8 @@ import ActorKVProtocol
 import ActorKVStore
 
 /// The commands that are not one operation on a namespace's data: the connection's own
-/// (PING, ECHO, QUIT), the server's (INFO, NAMESPACES, COMPACT, BACKUP, TIME), and the probes that
-/// Redis tools send on connecting (COMMAND, CONFIG).
+/// (PING, ECHO, QUIT), the server's (INFO, NAMESPACES, COMPACT, BACKUP, TIME, ROLE), and the
+/// probes that Redis tools send on connecting (COMMAND, CONFIG). SHUTDOWN is ``ShutdownCommand``.
 enum ServerCommands {
     /// Their specs.
     static let specs: [CommandSpec] = [

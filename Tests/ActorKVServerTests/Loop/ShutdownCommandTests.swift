@@ -1,6 +1,8 @@
 import ActorKVProtocol
+@testable import ActorKVServer
 import ActorKVTestSupport
 import Foundation
+import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -17,6 +19,41 @@ import Glibc
             if n == 0 { return received }
             guard n > 0 else { throw TestFailure("recv after \(received.count) bytes: errno \(errno)") }
             received += buffer[0..<n]
+        }
+    }
+
+    @Test("the shutdown request holds only the askers' sockets, and ends them with the failure as their reply when there is one, else with none")
+    func requestHoldsAndAnswersTheAskers() throws {
+        func pair() -> (Int32, Int32) {
+            var fds: [Int32] = [-1, -1]
+            _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
+            return (fds[0], fds[1])
+        }
+        func rest(_ fd: Int32) -> [UInt8] {
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 256)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n <= 0 { return received }
+                received += buffer[0..<n]
+            }
+        }
+        for failure in [nil, "IOERR shut down, but the logs of 1 namespace(s) may not be on disk"] {
+            let request = ShutdownRequest()
+            let woken = WakeCount()
+            request.setWake { woken.count.add(1, ordering: .relaxed) }
+            let (asker, askerPeer) = pair()
+            let (other, otherPeer) = pair()
+            #expect(!request.isRequested && request.asker == nil)
+            request.request(by: 7, who: "connection 7, uid 0, pid 1")
+            #expect(request.isRequested && request.asker == "connection 7, uid 0, pid 1" && woken.count.load(ordering: .relaxed) == 1)
+            #expect(!request.hold(other, of: 8), "connection 8 did not ask: the loop closes it as usual")
+            #expect(request.hold(asker, of: 7))
+            request.finish(failure: failure)
+            #expect(rest(askerPeer) == Array((failure.map { "-\($0)\r\n" } ?? "").utf8), "then the end of the stream")
+            var probe: UInt8 = 0
+            #expect(send(other, &probe, 1, Int32(MSG_DONTWAIT)) == 1, "a socket not held stays the caller's, open")
+            for fd in [askerPeer, other, otherPeer] { close(fd) }
         }
     }
 
@@ -77,4 +114,9 @@ import Glibc
             #expect(server.process.status == 0)
         }
     }
+}
+
+/// How many times a ``ShutdownRequest`` woke its loop.
+private final class WakeCount: Sendable {
+    let count = Atomic<Int>(0)
 }

@@ -11,11 +11,14 @@ import Glibc
 /// `SHUTDOWN`, Redis's way to stop the server, on the real `actorkvd` over a real socket.
 @Suite struct ShutdownCommandTests {
     /// What the server sends on `c` until it closes it (within the connection's timeout).
-    static func bytesUntilClosed(_ c: RawConnection) throws -> [UInt8] {
+    static func bytesUntilClosed(_ c: RawConnection) throws -> [UInt8] { try bytesUntilClosed(c.fd) }
+
+    /// What arrives on socket `fd` until its other end closes it.
+    static func bytesUntilClosed(_ fd: Int32) throws -> [UInt8] {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = buffer.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, 0) }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n == 0 { return received }
             guard n > 0 else { throw TestFailure("recv after \(received.count) bytes: errno \(errno)") }
             received += buffer[0..<n]
@@ -29,15 +32,6 @@ import Glibc
             _ = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
             return (fds[0], fds[1])
         }
-        func rest(_ fd: Int32) -> [UInt8] {
-            var received: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 256)
-            while true {
-                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n <= 0 { return received }
-                received += buffer[0..<n]
-            }
-        }
         for failure in [nil, "IOERR shut down, but the logs of 1 namespace(s) may not be on disk"] {
             let request = ShutdownRequest()
             let woken = WakeCount()
@@ -50,7 +44,7 @@ import Glibc
             #expect(!request.hold(other, of: 8), "connection 8 did not ask: the loop closes it as usual")
             #expect(request.hold(asker, of: 7))
             request.finish(failure: failure)
-            #expect(rest(askerPeer) == Array((failure.map { "-\($0)\r\n" } ?? "").utf8), "then the end of the stream")
+            #expect(try Self.bytesUntilClosed(askerPeer) == Array((failure.map { "-\($0)\r\n" } ?? "").utf8), "then the end of the stream")
             var probe: UInt8 = 0
             #expect(send(other, &probe, 1, Int32(MSG_DONTWAIT)) == 1, "a socket not held stays the caller's, open")
             for fd in [askerPeer, other, otherPeer] { close(fd) }

@@ -29,7 +29,7 @@ enum ShutdownCommand {
         let (noSave, save, abort) = (0, 1, 4)
         if given.contains(noSave) && given.contains(save) || given.contains(abort) && given.count > 1 { throw syntaxError }
         if given.contains(abort) {
-            return .local(LocalCommand(replying: .error("ERR No shutdown in progress.")))
+            return .local(LocalCommand(replying: .error(.err, "No shutdown in progress.")))
         }
         return .local(LocalCommand(now: { context in
             context.shutdown.request(by: context.session.id, who: describe(context.session))

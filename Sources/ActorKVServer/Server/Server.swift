@@ -336,7 +336,7 @@ public final class Server: Sendable {
             "namespaces:\(namespaces.count)",
         ]
         for ns in namespaces {
-            lines.append("ns_\(Self.infoField(ns.name)):keys=\(ns.keys),live_bytes=\(ns.liveBytes),log_bytes=\(ns.logBytes),history_bytes=\(ns.historyBytes),last_sequence=\(ns.lastSequence),snapshot_sequence=\(ns.snapshotSequence),snapshot_time=\(ns.snapshotTime),records_replayed=\(ns.recordsReplayed),torn_bytes_cut=\(ns.tornBytesCut),compactions=\(ns.compactions),io_errors=\(ns.ioErrors),oldest_sequence=\(ns.oldestSequence),followers=\(ns.followers),changes_sent=\(ns.changesSent),followers_dropped=\(ns.followersDropped),changes_held=\(ns.changesHeld),expiring_keys=\(ns.expiringKeys),ephemeral_keys=\(ns.ephemeralKeys),status=\(ns.failure == nil ? "ok" : "durability_lost")")
+            lines.append("ns_\(Self.infoField(ns.name)):keys=\(ns.keys),live_bytes=\(ns.liveBytes),log_bytes=\(ns.logBytes),history_bytes=\(ns.historyBytes),last_sequence=\(ns.lastSequence),snapshot_sequence=\(ns.snapshotSequence),snapshot_time=\(ns.snapshotTime),records_replayed=\(ns.recordsReplayed),torn_bytes_cut=\(ns.tornBytesCut),compactions=\(ns.compactions),io_errors=\(ns.ioErrors),oldest_sequence=\(ns.oldestSequence),followers=\(ns.followers),changes_sent=\(ns.changesSent),followers_dropped=\(ns.followersDropped),changes_held=\(ns.changesHeld),expiring_keys=\(ns.expiringKeys),ephemeral_keys=\(ns.ephemeralKeys),deadline_ms=\(ns.deadline),status=\(ns.failure == nil ? "ok" : "durability_lost")")
         }
         for name in await store.namespaceNames() where shows(name) && !namespaces.contains(where: { $0.name == name }) {
             if let error = await store.unavailability(of: name) {

@@ -798,6 +798,7 @@ public actor Namespace {
         s.changesHeld = feed.heldBytes
         s.expiringKeys = data.lifetimes.expiringCount
         s.ephemeralKeys = data.lifetimes.ephemeralCount
+        s.deadline = data.deadline
         if s.failure == nil { s.failure = syncer.failure?.message }  // a background fsync failed: writes are refused
         if syncer.failedInLoop { s.ioErrors += 1 }
         return s

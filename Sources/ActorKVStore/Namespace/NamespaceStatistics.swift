@@ -44,4 +44,6 @@ public struct NamespaceStatistics: Sendable, Equatable {
     public var expiringKeys = 0
     /// Keys owned by a connection (`EPHEMERAL`).
     public var ephemeralKeys = 0
+    /// The namespace's own deadline (`EXPIRE ns …`), in milliseconds since 1970 (0: none).
+    public var deadline: UInt64 = 0
 }

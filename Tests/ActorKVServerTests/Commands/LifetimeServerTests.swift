@@ -208,7 +208,19 @@ struct LifetimeServerTests {
             #expect((3590...3600).contains(left), "the deadline survived: \(left)")
             #expect(try c.command(["HGETALL", "short"]) == .array([]))
             #expect(try c.command(["TTL", "short"]) == .integer(-2))
+            // INFO shows each namespace's deadline, as PEXPIRETIME gives it; 0 without one.
+            guard case .integer(let at) = try c.command(["PEXPIRETIME", "kept"]) else { Issue.record("PEXPIRETIME"); return }
+            #expect(try Self.infoLine(c, "kept")?.contains(",deadline_ms=\(at),") == true)
+            #expect(try Self.infoLine(c, "short")?.contains(",deadline_ms=0,") == true)
+            #expect(try c.command(["PERSIST", "kept"]) == .integer(1))
+            #expect(try Self.infoLine(c, "kept")?.contains(",deadline_ms=0,") == true)
         }
+    }
+
+    /// The `ns_<name>:` line of INFO, if it has one.
+    static func infoLine(_ c: RawConnection, _ name: String) throws -> String? {
+        guard case .bulk(let info) = try c.command(["INFO"]) else { return nil }
+        return String(decoding: info, as: UTF8.self).split(separator: "\r\n").first { $0.hasPrefix("ns_\(name):") }.map(String.init)
     }
 
     @Test("HEXPIRE's family on a live server: a watcher sees no change of deadline but the deletes (at 0, at the deadline); the deadlines survive kill -9")

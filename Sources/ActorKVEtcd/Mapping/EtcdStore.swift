@@ -225,15 +225,11 @@ public final class EtcdStore: Sendable {
         case .delete(let keys):
             return .integer(try await delete(keys.map { etcdKey(ns, $0) }, in: ns))
         case .increment(let key, let delta):
-            let outcome = try await batch([.increment(key: key, by: delta)], in: ns)
-            if case .batch(let results) = outcome { return results[0] }
-            return outcome
+            return try await batchOfOne(.increment(key: key, by: delta), in: ns)
         case .batch(let steps):
             return try await batch(steps, in: ns)
         case .update(let key, let update):
-            let outcome = try await batch([.update(key: key, update)], in: ns)
-            if case .batch(let results) = outcome { return results[0] }
-            return outcome
+            return try await batchOfOne(.update(key: key, update), in: ns)
         case .lifetimePut(let put):
             return try await lifetimePut(put, in: ns)
         case .setTimeToLive(let key, let milliseconds):
@@ -246,24 +242,11 @@ public final class EtcdStore: Sendable {
             return try await expire(expiry, in: ns)
         case .setAll(let setting):
             // HSETEX: a batch of one step, so one `txn` as a MULTI's.
-            let outcome = try await batch([.setAll(setting)], in: ns)
-            if case .batch(let results) = outcome { return results[0] }
-            return outcome
+            return try await batchOfOne(.setAll(setting), in: ns)
         case .deadlines(let keys):
-            var deadlines: [Outcome] = []
-            for kv in try await readAll(keys.map { etcdKey(ns, $0) }) {
-                guard let kv, let deadline = try await deadline(of: kv) else {
-                    deadlines.append(.integer(-2))
-                    continue
-                }
-                deadlines.append(.integer(deadline == 0 ? -1 : Int(clamping: deadline)))
-            }
-            return .batch(deadlines)
+            return .batch(try await deadlines(keys.map { etcdKey(ns, $0) }))
         case .count:
-            let base = etcdKey(ns, [])
-            let request = EtcdRequest.range(key: base, rangeEnd: EtcdKeys.rangeEnd(ofPrefix: base), countOnly: true)
-            let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
-            return .integer(answer.countValue)
+            return .integer(try await count(ns))
         case .scan(let cursor, let keyPrefix, let limit):
             return .page(try await scan(ns, after: cursor.afterKey, prefix: keyPrefix, limit: limit))
         case .packedEntries(let parts, let bound):
@@ -282,7 +265,36 @@ public final class EtcdStore: Sendable {
         }
     }
 
+    /// Runs `step` as a batch of its own (one `txn`, as a MULTI's): its outcome, not the batch's.
+    private func batchOfOne(_ step: BatchStep, in ns: String) async throws(EtcdError) -> Outcome {
+        let outcome = try await batch([step], in: ns)
+        if case .batch(let results) = outcome { return results[0] }
+        return outcome
+    }
+
     // MARK: - Reads
+
+    /// The deadlines of `keys`, as the engine gives them: -2 absent, -1 none, else milliseconds
+    /// since the epoch.
+    private func deadlines(_ keys: [[UInt8]]) async throws(EtcdError) -> [Outcome] {
+        var deadlines: [Outcome] = []
+        for kv in try await readAll(keys) {
+            guard let kv, let deadline = try await deadline(of: kv) else {
+                deadlines.append(.integer(-2))
+                continue
+            }
+            deadlines.append(.integer(deadline == 0 ? -1 : Int(clamping: deadline)))
+        }
+        return deadlines
+    }
+
+    /// How many keys namespace `ns` holds (a count-only range: no key or value sent).
+    private func count(_ ns: String) async throws(EtcdError) -> Int {
+        let base = etcdKey(ns, [])
+        let request = EtcdRequest.range(key: base, rangeEnd: EtcdKeys.rangeEnd(ofPrefix: base), countOnly: true)
+        let answer = try await client.call(EtcdResponses.Range.self, request.path, body: request.body, write: false)
+        return answer.countValue
+    }
 
     func read(_ key: [UInt8]) async throws(EtcdError) -> EtcdResponses.KeyValue? {
         let request = EtcdRequest.range(key: key)

@@ -521,82 +521,113 @@ struct WritePlanner {
     /// with the error of a step that refused, or ``Outcome/conditionFailed`` when a guard does
     /// not hold.
     private mutating func resolve(_ steps: [BatchStep], at index: Int) {
-        let version = sequence + 1  // the number the record gets if there is one
-        var scratch = RunOverlay()  // this batch's own writes, over the run's
-        func currentAndMark(_ key: [UInt8]) -> (VersionedValue?, Bool) {
-            if let noted = scratch.noted(key) { return (noted, scratch.hasLifetimes) }
-            // A step before may have given the key a lifetime without writing its value.
-            let (entry, mayHaveLifetime) = overlay!.entryAndMark(of: key, in: base)
-            return (entry, mayHaveLifetime || scratch.hasLifetimes)
+        var batch = BatchProgress(version: sequence + 1, namespaceDeadline: base.deadline)
+        batch.results.reserveCapacity(steps.count)
+        for (position, step) in steps.enumerated() {
+            batch.notesWrites = position + 1 < steps.count  // no step after the last one reads what it writes
+            if let refusal = resolve(step, of: index, into: &batch) {
+                outcomes[index] = refusal
+                return
+            }
         }
+        if !batch.mutations.isEmpty {
+            guard record(batch.mutations, of: index) else { return }
+            overlay!.note(batch.mutations, version: batch.version)
+        }
+        keep(Resolved(mutations: .many(batch.mutations), outcome: .batch(batch.results), reads: batch.reads), at: index)
+    }
+
+    /// A batch being resolved: what its steps so far write and yield, and the state they leave.
+    private struct BatchProgress {
+        /// The number the batch's record gets if there is one.
+        let version: UInt64
+        /// The batch's own writes so far, over the run's: what its later steps see.
+        var scratch = RunOverlay()
         var mutations: [Mutation] = []
         var results: [Outcome] = []
         var reads: [DeferredRead] = []
-        var namespaceDeadline = base.deadline  // as this batch's steps leave it
-        var deadlineSetAt = 0  // how many of `mutations` came before the last change of it
-        results.reserveCapacity(steps.count)
-        for (position, step) in steps.enumerated() {
-            if case .unchangedSince(let expected) = step {
-                // `sequence` is the last record before this batch, the run's earlier ones included.
-                guard sequence == expected else {
-                    outcomes[index] = .conditionFailed
-                    return
-                }
-                results.append(.stored)
-                continue
-            }
-            if case .read(let read) = step {
-                // Made when the batch is applied, after the mutations of the steps before it.
-                reads.append(DeferredRead(read: read, after: mutations.count, result: results.count))
-                results.append(.stored)
-                continue
-            }
-            if case .setNamespaceDeadline(let change) = step {
-                precondition(index == 0, "WritePlanner: a batch that changes the namespace's deadline is planned first in its run")
-                // The delete that empties the namespace clears its deadline, when applied.
-                if empties(mutations, from: deadlineSetAt) { namespaceDeadline = 0 }
-                let (written, outcome) = resolve(change, over: scratch, after: mutations, deadline: namespaceDeadline)
-                for case .lifetime(let key, let lifetime) in written where key.isEmpty { namespaceDeadline = lifetime.deadline }
-                if case .delete? = written.first { namespaceDeadline = 0 }  // every key deleted
-                deadlineSetAt = mutations.count + written.count
-                results.append(outcome)
-                if position + 1 < steps.count { scratch.note(written, version: version) }
-                mutations += written
-                continue
-            }
-            if step.readsLifetimes {
-                let (written, outcome) = resolveLifetimeStep(step, over: scratch)
-                results.append(outcome)
-                if position + 1 < steps.count { scratch.note(written, version: version) }
-                mutations += written
-                continue
-            }
-            let mutation: Mutation?
-            let (before, mayHaveLifetime) = currentAndMark(step.key)
-            switch resolve(step, current: before) {
-            case .failure(let refusal):
-                outcomes[index] = refusal.outcome
-                return
-            case .success(let resolved):
-                mutation = resolved.mutation
-                results.append(resolved.outcome)
-            }
-            if let mutation {
-                let kept = keptLifetime(step, writing: mutation, current: before, mayHaveLifetime: mayHaveLifetime, batch: scratch)
-                // No step after the last one reads what it writes.
-                if position + 1 < steps.count {
-                    scratch.note(mutation, version: version)
-                    if !kept.isNone { scratch.note(.lifetime(key: step.key, kept), version: version) }
-                }
-                mutations.append(mutation)
-                if !kept.isNone { mutations.append(.lifetime(key: step.key, kept)) }
-            }
+        /// The namespace's own deadline as the steps so far leave it.
+        var namespaceDeadline: UInt64
+        /// How many of ``mutations`` came before the last change of ``namespaceDeadline``.
+        var deadlineSetAt = 0
+        /// Whether a step after the one being resolved may read what it writes (not after the last).
+        var notesWrites = true
+
+        init(version: UInt64, namespaceDeadline: UInt64) {
+            self.version = version
+            self.namespaceDeadline = namespaceDeadline
         }
-        if !mutations.isEmpty {
-            guard record(mutations, of: index) else { return }
-            overlay!.note(mutations, version: version)
+
+        /// Adds a step's mutations, noted for the steps after it, and its outcome.
+        mutating func add(_ written: [Mutation], outcome: Outcome) {
+            results.append(outcome)
+            if notesWrites { scratch.note(written, version: version) }
+            mutations += written
         }
-        keep(Resolved(mutations: .many(mutations), outcome: .batch(results), reads: reads), at: index)
+    }
+
+    /// Resolves one step of operation `index`, a batch, into `batch`; returns the outcome the
+    /// whole batch gets instead when the step refuses or its guard fails, else nil.
+    private mutating func resolve(_ step: BatchStep, of index: Int, into batch: inout BatchProgress) -> Outcome? {
+        switch step {
+        case .unchangedSince(let expected):
+            // `sequence` is the last record before this batch, the run's earlier ones included.
+            guard sequence == expected else { return .conditionFailed }
+            batch.results.append(.stored)
+        case .read(let read):
+            // Made when the batch is applied, after the mutations of the steps before it.
+            batch.reads.append(DeferredRead(read: read, after: batch.mutations.count, result: batch.results.count))
+            batch.results.append(.stored)
+        case .setNamespaceDeadline(let change):
+            precondition(index == 0, "WritePlanner: a batch that changes the namespace's deadline is planned first in its run")
+            resolve(change, into: &batch)
+        case .put, .delete, .update, .ifVersion, .increment, .set, .setIfAbsent, .expire, .setAll, .deadlines:
+            guard step.readsLifetimes else { return resolveKeyStep(step, into: &batch) }
+            let (written, outcome) = resolveLifetimeStep(step, over: batch.scratch)
+            batch.add(written, outcome: outcome)
+        }
+        return nil
+    }
+
+    /// Resolves `change` to the namespace's own deadline, a step of `batch`.
+    private mutating func resolve(_ change: NamespaceDeadline, into batch: inout BatchProgress) {
+        // The delete that empties the namespace clears its deadline, when applied.
+        if empties(batch.mutations, from: batch.deadlineSetAt) { batch.namespaceDeadline = 0 }
+        let (written, outcome) = resolve(change, over: batch.scratch, after: batch.mutations, deadline: batch.namespaceDeadline)
+        for case .lifetime(let key, let lifetime) in written where key.isEmpty { batch.namespaceDeadline = lifetime.deadline }
+        if case .delete? = written.first { batch.namespaceDeadline = 0 }  // every key deleted
+        batch.deadlineSetAt = batch.mutations.count + written.count
+        batch.add(written, outcome: outcome)
+    }
+
+    /// Resolves a step that reads one key's value and may write it, into `batch`; returns the
+    /// outcome the whole batch gets instead when the step refuses or its guard fails, else nil.
+    private mutating func resolveKeyStep(_ step: BatchStep, into batch: inout BatchProgress) -> Outcome? {
+        let (before, mayHaveLifetime) = currentAndMark(step.key, under: batch.scratch)
+        let resolved: ResolvedStep
+        switch resolve(step, current: before) {
+        case .failure(let refusal): return refusal.outcome
+        case .success(let result): resolved = result
+        }
+        batch.results.append(resolved.outcome)
+        guard let mutation = resolved.mutation else { return nil }
+        let kept = keptLifetime(step, writing: mutation, current: before, mayHaveLifetime: mayHaveLifetime, batch: batch.scratch)
+        if batch.notesWrites {
+            batch.scratch.note(mutation, version: batch.version)
+            if !kept.isNone { batch.scratch.note(.lifetime(key: step.key, kept), version: batch.version) }
+        }
+        batch.mutations.append(mutation)
+        if !kept.isNone { batch.mutations.append(.lifetime(key: step.key, kept)) }
+        return nil
+    }
+
+    /// The value of `key` as a batch's earlier steps (`batch`) and the run before it leave it,
+    /// and whether it may have a lifetime (one of those steps may have given it one without
+    /// writing its value).
+    private mutating func currentAndMark(_ key: [UInt8], under batch: RunOverlay) -> (VersionedValue?, Bool) {
+        if let noted = batch.noted(key) { return (noted, batch.hasLifetimes) }
+        let (entry, mayHaveLifetime) = overlay!.entryAndMark(of: key, in: base)
+        return (entry, mayHaveLifetime || batch.hasLifetimes)
     }
 
     /// The mutations and outcome of a batch step that reads or writes keys' lifetimes

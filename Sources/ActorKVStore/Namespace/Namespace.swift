@@ -46,6 +46,8 @@ public actor Namespace {
     var olderBytes: Int
     /// The sequence number of the active segment's first record (or of the next one written).
     var activeFirstSequence: UInt64
+    /// The sequence this life of the namespace began at, empty (``SnapshotCodec/Header/startedEmptyAt``).
+    let startedEmptyAt: UInt64
     /// The feed of this namespace's changes, which its followers read.
     public nonisolated let feed: ChangeFeed
     var compactionTask: Task<Void, any Error>?
@@ -109,6 +111,7 @@ public actor Namespace {
         olderSegments = r.olderSegments
         olderBytes = r.olderBytes
         activeFirstSequence = r.activeFirstSequence
+        startedEmptyAt = r.startedEmptyAt
         self.feed = feed
         // Under `always` a change may be delivered once its fsync completes; under the other
         // policies when its write returns (see `execute`).
@@ -732,9 +735,17 @@ public actor Namespace {
     public func follow(from start: FollowFrom) async throws(StoreError) -> FollowStart {
         if data.deadline != 0 { expireIfDue() }  // a snapshot, or the last sequence, must not hold keys gone by then
         let oldest = oldestSequence
-        if case .sequence(let after) = start {
+        var start = start
+        if case .sequence(var after) = start {
             guard after <= lastSequence else {
                 throw StoreError(.invalidArgument, "FROM sequence \(after) is after the last sequence of namespace '\(name)' (\(lastSequence))")
+            }
+            // A follower that has seen nothing (0) is served from where this life began, empty,
+            // while every change since is held; one from before that, or from a change no longer
+            // held, may miss keys.
+            if after == 0 && startedEmptyAt + 1 == oldest {
+                after = startedEmptyAt
+                start = .sequence(after)
             }
             guard after + 1 >= oldest else { throw StoreError(.compacted, "oldest available sequence is \(oldest)") }
         }

@@ -61,7 +61,8 @@ extension Namespace {
             let dropping = Array(olderSegments.prefix(HistoryRetention.droppable(
                 olderSegments, next: activeFirstSequence, covered: covered, history: options.changesHistory)))
             try self.files.system.failpoint("compaction.afterRotate")
-            let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)), deadline: deadline)
+            let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)), deadline: deadline,
+                                              startedEmptyAt: startedEmptyAt)
             let files = self.files
             let (size, keyCount) = try await BlockingIO.run { () throws(StoreError) in
                 // Writes that came while the fsync above ran are covered too: left in the active

@@ -10,6 +10,8 @@ struct RecoveredNamespace {
     var lastSequence: UInt64
     var snapshotSequence: UInt64
     var snapshotCreatedAt: UInt64
+    /// The snapshot's ``SnapshotCodec/Header/startedEmptyAt``.
+    var startedEmptyAt: UInt64
     /// The segments before the active one, oldest first.
     var olderSegments: [SegmentSpan]
     /// The bytes of those holding changes after the snapshot (the rest are kept as history).
@@ -34,6 +36,8 @@ struct NamespaceReading {
     var lastSequence: UInt64
     var snapshotSequence: UInt64
     var snapshotCreatedAt: UInt64
+    /// The snapshot's ``SnapshotCodec/Header/startedEmptyAt``.
+    var startedEmptyAt: UInt64
     /// The segment numbers, ascending.
     var segments: [UInt64]
     /// Where each segment's records end (its valid length).
@@ -147,7 +151,7 @@ enum NamespaceRecovery {
         let activeFirst = found.firstSequences.last ?? found.lastSequence + 1
         return RecoveredNamespace(
             data: found.data, lastSequence: found.lastSequence,
-            snapshotSequence: found.snapshotSequence, snapshotCreatedAt: found.snapshotCreatedAt,
+            snapshotSequence: found.snapshotSequence, snapshotCreatedAt: found.snapshotCreatedAt, startedEmptyAt: found.startedEmptyAt,
             olderSegments: older, olderBytes: Self.bytesAfterSnapshot(older, next: activeFirst, snapshot: found.snapshotSequence) - found.olderCoveredBytes,
             activeFirstSequence: activeFirst,
             active: active, activeStart: recordsStart, activeLength: activeLength, activeCoveredBytes: coveredBytes,
@@ -179,7 +183,7 @@ enum NamespaceRecovery {
         state.data = LiveData()
         var found = NamespaceReading(
             data: LiveData(), lastSequence: state.lastSequence, snapshotSequence: state.lastSequence,
-            snapshotCreatedAt: state.createdAt, segments: segments, lengths: [], lastFileSize: 0, lastRecordsStart: 0,
+            snapshotCreatedAt: state.createdAt, startedEmptyAt: state.startedEmptyAt, segments: segments, lengths: [], lastFileSize: 0, lastRecordsStart: 0,
             recordsReplayed: 0, tornTail: nil, temporarySnapshotLeft: names.contains("snapshot.json.tmp"))
         for (index, number) in segments.enumerated() {
             let path = files.segmentPath(number)
@@ -292,6 +296,7 @@ enum NamespaceRecovery {
         var data: LiveData
         var lastSequence: UInt64
         var createdAt: UInt64
+        var startedEmptyAt: UInt64 = 0
     }
 
     private static func loadSnapshot(name: String, files: NamespaceFiles, present: Bool) throws(StoreError) -> SnapshotState {
@@ -316,7 +321,8 @@ enum NamespaceRecovery {
         }
         let data = LiveData(map: decoded.map, bytes: LiveData.byteCount(of: decoded.map), lifetimes: decoded.lifetimes,
                             deadline: decoded.header.deadline)
-        return SnapshotState(data: data, lastSequence: decoded.header.lastSequence, createdAt: decoded.header.createdAt)
+        return SnapshotState(data: data, lastSequence: decoded.header.lastSequence, createdAt: decoded.header.createdAt,
+                             startedEmptyAt: decoded.header.startedEmptyAt)
     }
 
     private static func cut(_ path: String, to length: Int, system: SystemCalls) throws(StoreError) {

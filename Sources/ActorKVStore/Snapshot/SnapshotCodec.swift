@@ -14,7 +14,8 @@ import ActorKVProtocol
 /// lifetime has a fourth element, `{"deadline":1763800000000}` (milliseconds since the epoch),
 /// `{"ephemeral":true}` or both (format version 3; version 2 has no lifetimes). A namespace with
 /// a deadline of its own (``Mutation/namespaceDeadline(_:)``) has `"deadline":1763800000000`
-/// after `createdAt` (a reader that does not know the field skips it). A key or value
+/// after `createdAt` (a reader that does not know the field skips it), and one created empty after
+/// a removal `"startedEmptyAt":7`, the sequence its life began at (``Header/startedEmptyAt``). A key or value
 /// that is valid UTF-8 is a JSON string; any other bytes are `{"base64":"…"}`, so every byte
 /// string round-trips. Format version 1 (before keys had versions) has `[key, value]` pairs and
 /// is still read: its keys take `lastSequence` as their version. `lastSequence` comes before
@@ -55,13 +56,20 @@ public enum SnapshotCodec {
         /// The namespace's own deadline, in milliseconds since the epoch (0: none; the field
         /// `deadline`, written only when there is one).
         public var deadline: UInt64
+        /// The sequence this life of the namespace began at, holding no key (a name created after
+        /// a removal numbers its first write after the ``SequenceFloor``): while the log still
+        /// holds every change after it, `CHANGES … FROM 0` is served from there. 0: at 0 (every
+        /// namespace's history starts empty there), or not empty (a renamed or copied namespace
+        /// begins with keys). The field `startedEmptyAt`, written only when not 0.
+        public var startedEmptyAt: UInt64
 
         /// Creates a header.
-        public init(namespace: String, lastSequence: UInt64, createdAt: UInt64, deadline: UInt64 = 0) {
+        public init(namespace: String, lastSequence: UInt64, createdAt: UInt64, deadline: UInt64 = 0, startedEmptyAt: UInt64 = 0) {
             self.namespace = namespace
             self.lastSequence = lastSequence
             self.createdAt = createdAt
             self.deadline = deadline
+            self.startedEmptyAt = startedEmptyAt
         }
     }
 
@@ -87,6 +95,7 @@ public enum SnapshotCodec {
         appendValue(Array(header.namespace.utf8), to: &writer.buffer)
         writer.append(",\"lastSequence\":\(header.lastSequence),\"createdAt\":\(header.createdAt)")
         if header.deadline != 0 { writer.append(",\"deadline\":\(header.deadline)") }
+        if header.startedEmptyAt != 0 { writer.append(",\"startedEmptyAt\":\(header.startedEmptyAt)") }
         let expired = now == 0 ? 0 : lifetimes.expiredCountByScanning(at: now)
         writer.append(",\"count\":\(map.count - expired),\"entries\":[")
         var first = true
@@ -281,6 +290,7 @@ private struct SnapshotParser {
     var lastSequence: UInt64?
     var createdAt: UInt64 = 0
     var deadline: UInt64 = 0
+    var startedEmptyAt: UInt64 = 0
     var count: UInt64?
     var map: OrderedMap?
     var lifetimes = KeyLifetimes()
@@ -344,6 +354,7 @@ private struct SnapshotParser {
         case "lastSequence": lastSequence = try scanner.unsignedInteger()
         case "createdAt": createdAt = try scanner.unsignedInteger()
         case "deadline": deadline = try scanner.unsignedInteger()
+        case "startedEmptyAt": startedEmptyAt = try scanner.unsignedInteger()
         case "count": count = try scanner.unsignedInteger()
         case "entries":
             guard let version else { throw scanner.fail("entries before the format version") }
@@ -466,7 +477,7 @@ private struct SnapshotParser {
             throw scanner.fail("count says \(count) entries but \(map.count) were read")
         }
         return SnapshotCodec.Contents(header: SnapshotCodec.Header(namespace: namespace, lastSequence: lastSequence, createdAt: createdAt,
-                                                                   deadline: map.count == 0 ? 0 : deadline),
+                                                                   deadline: map.count == 0 ? 0 : deadline, startedEmptyAt: startedEmptyAt),
                                       map: map, lifetimes: lifetimes)
     }
 }

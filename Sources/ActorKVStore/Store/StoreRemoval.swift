@@ -170,9 +170,10 @@ extension Store {
     }
 
     /// Writes an empty snapshot through sequence `base` into a namespace that holds nothing yet,
-    /// so that its first write is numbered `base + 1` and its history starts there.
+    /// so that its first write is numbered `base + 1` and its history starts there, empty
+    /// (``SnapshotCodec/Header/startedEmptyAt``).
     static func writeBase(_ base: UInt64, of name: String, files: NamespaceFiles) throws(StoreError) {
-        let header = SnapshotCodec.Header(namespace: name, lastSequence: base, createdAt: UInt64(time(nil)))
+        let header = SnapshotCodec.Header(namespace: name, lastSequence: base, createdAt: UInt64(time(nil)), startedEmptyAt: base)
         _ = try SnapshotWriter.write(OrderedMap(), lifetimes: KeyLifetimes(), expiredAt: 0, header: header, files: files)
     }
 }

@@ -197,6 +197,46 @@ struct NamespaceRemovalTests {
         }
     }
 
+    @Test("a namespace created after a removal serves FROM 0 from its first write while its log holds every change since, across compactions and restarts; then COMPACTED, as FROM a sequence before its life")
+    func fromZeroAfterTheFloor() async throws {
+        let dir = TemporaryDirectory("remove-from-zero")
+        defer { dir.remove() }
+        var options = testOptions(.everysec)
+        options.changesHistory = 15
+        options.segmentSealBytes = 0  // a segment per compaction
+        /// The sequences FROM 0 gives (the start, then every change read from the log), or the error.
+        func fromZero(_ store: Store) async throws -> Result<[UInt64], StoreError> {
+            let start: FollowStart
+            do { start = try await store.follow("fresh", from: .sequence(0)) } catch { return .failure(error) }
+            defer { start.feed.removeFollower() }
+            let ns = try #require(try await store.existingNamespace("fresh"))
+            let last = await ns.currentStatistics().lastSequence
+            let chunk = try await ns.readHistory(after: start.sequence, through: last, maxBytes: 1 << 20, from: nil)
+            return .success([start.sequence] + chunk.changes.map(\.sequence))
+        }
+        try await withStore(dir.data, options) { store in
+            try await store.namespace("old").put(b("k"), b("v"))  // 1
+            #expect(try await store.removeNamespace("old"))           // 2: the floor
+            let fresh = try await store.namespace("fresh")
+            for i in 1...5 { try await fresh.put(b("k\(i)"), b("v")) }  // 3-7
+            #expect(try await fromZero(store) == .success([2, 3, 4, 5, 6, 7]), "from its first write, as if it had been followed while absent")
+            #expect(await storeError { _ = try await store.follow("fresh", from: .sequence(1)) }?.code == .compacted, "FROM 1 may have seen the earlier life")
+            try await fresh.compact()
+            #expect(try await fromZero(store) == .success([2, 3, 4, 5, 6, 7]), "the compaction kept the history")
+        }
+        try await withStore(dir.data, options) { store in
+            #expect(try await fromZero(store) == .success([2, 3, 4, 5, 6, 7]), "the snapshot remembers where the life began")
+            let fresh = try #require(try await store.existingNamespace("fresh"))
+            for round in 0..<3 {
+                for i in 1...10 { try await fresh.put(b("k\(i)"), b("r\(round)")) }
+                try await fresh.compact()
+            }
+            #expect(await fresh.currentStatistics().oldestSequence > 3)
+            guard case .failure(let error) = try await fromZero(store) else { Issue.record("FROM 0 served"); return }
+            #expect(error.code == .compacted, "its first changes are dropped: FROM 0 would miss keys")
+        }
+    }
+
     @Test("a follower waiting on an absent name keeps its place when a removal elsewhere raises the floor before the name is created")
     func waitingFollowerKeepsItsPlace() async throws {
         let dir = TemporaryDirectory("remove-waiting")

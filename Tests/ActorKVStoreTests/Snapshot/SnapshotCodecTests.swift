@@ -192,6 +192,17 @@ struct SnapshotCodecTests {
         #expect(try SnapshotCodec.decode(document).header.namespace == "other")
     }
 
+    @Test("where a namespace's life began empty is written only when not 0, and read back")
+    func startedEmptyAtInHeader() throws {
+        let header = SnapshotCodec.Header(namespace: "fresh", lastSequence: 9, createdAt: 2, startedEmptyAt: 7)
+        let document = SnapshotCodec.encode(Self.map(Self.pairs), header: header)
+        #expect(document.firstRange(of: b(",\"startedEmptyAt\":7,")) != nil)
+        #expect(try SnapshotCodec.decode(document).header == header)
+        let plain = SnapshotCodec.encode(Self.map(Self.pairs), header: Self.header)
+        #expect(plain.firstRange(of: b("startedEmptyAt")) == nil, "a snapshot as earlier builds wrote it")
+        #expect(try SnapshotCodec.decode(plain).header.startedEmptyAt == 0)
+    }
+
     @Test("truncated documents, wrong counts, missing checksums and data after the end are refused")
     func malformedDocuments() throws {
         let document = SnapshotCodec.encode(Self.map(Self.pairs), header: Self.header)

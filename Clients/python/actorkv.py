@@ -2036,7 +2036,9 @@ class ChangeFeed(object):
         if self.start_seq is None:
             self.start_seq = seq
         if not self._want_snapshot:
-            if self.seq is not None and seq != self.seq:
+            # FROM 0 (nothing seen yet) starts where the namespace's life began, which a
+            # name used again after a removal numbers after the removal's change.
+            if self.seq is not None and seq != self.seq and self.seq != 0:
                 self._client.close()
                 raise ProtocolError("CHANGES ... FROM %d answered with changes after %d"
                                     % (self.seq, seq))

@@ -35,6 +35,23 @@ struct CLIChangesTests {
         }
     }
 
+    @Test("--from 0 of a namespace made after another was removed prints its whole history, numbered after the removal",
+          .localOnly("checks the local engine's sequence numbers; an agent's sequences are etcd revisions (protocol.md, Cluster mode)"))
+    func fromZeroAfterARemoval() async throws {
+        try await withServer { server, kv in
+            try await kv.put("old", "k", "v")                                          // 1
+            #expect(try await kv.removeNamespace("old"))                               // 2
+            try await kv.put("fresh", "a", "1")                                        // 3
+            try await kv.put("fresh", "b", "2")                                        // 4
+            let cli = try FollowingCLI(["changes", "--from", "0", "fresh"], socket: server.socketPath)
+            defer { cli.kill() }
+            #expect(try await cli.nextLine() == "3\ta\t1")
+            #expect(try await cli.nextLine() == "4\tb\t2")
+            let (rest, errors) = cli.stop()
+            #expect(rest.isEmpty && errors.isEmpty, "\(rest) \(errors)")
+        }
+    }
+
     @Test("--from SEQ with a PREFIX resumes after a kill -9 and restart: the changes written meanwhile are printed, once",
           .localOnly("checks the local engine's sequence numbers (1, 2, …); an agent's sequences are etcd revisions, shared by every namespace (protocol.md, Cluster mode)"))
     func resumesAfterKill() async throws {

@@ -434,6 +434,12 @@ struct FollowStateTests {
         after.connectionStarted()
         #expect(after.handle(Self.message("changes", 3)) == .deliver([]))
         #expect(after.handle(Self.message("change", 4, [.bulk("k".bytes), .bulk("v".bytes)])) == .deliver([Self.change(4, "k", "v")]))
+
+        // FROM 0 of a name used again after a removal starts where its life began, after 0.
+        var fromZero = FollowState(namespace: "ns", prefix: [], start: .after(0), resnapshots: false)
+        fromZero.connectionStarted()
+        #expect(fromZero.handle(Self.message("changes", 2)) == .deliver([]))
+        #expect(fromZero.request == Self.words("CHANGES ns FROM 2"))
     }
 
     @Test("SNAPSHOT is asked for again until a snapshot is complete; a new one's first page is marked first")

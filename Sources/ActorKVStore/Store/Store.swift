@@ -441,8 +441,13 @@ public actor Store {
         openNamespaces.withLock { Array($0.values) }.sorted { $0.name < $1.name }
     }
 
-    /// Statistics of every open namespace, sorted by name.
+    /// Statistics of every namespace, sorted by name: those not open yet are opened first; those
+    /// that cannot be (``unavailability(of:)``) are left out.
     public func statistics() async -> [NamespaceStatistics] {
+        // One that RENAME or COPY made is on disk but not open yet: opened now, as at start.
+        for name in onDisk.sorted() where failed[name] == nil && openFailures[name] == nil && openNamespace(name) == nil {
+            _ = try? await open(name, create: false)
+        }
         var all: [NamespaceStatistics] = []
         for ns in openNamespaces.withLock({ Array($0.values) }) { all.append(await ns.currentStatistics()) }
         return all.sorted { $0.name < $1.name }

@@ -54,6 +54,22 @@ import Glibc
         #expect(leftovers.isEmpty, "\(leftovers)")
     }
 
+    @Test("INFO shows a namespace that COPY or RENAME made before anything reads it: its line, the namespace count, db0's keys")
+    func infoShowsTargets() async throws {
+        let server = try await ServerProcess.started()
+        defer { server.stop() }
+        try await onOwnThread {
+            let c = try RawConnection(path: server.socketPath)
+            #expect(try c.command(["HSET", "src", "a", "1", "b", "2", "c", "3"]) == .integer(3))
+            #expect(try c.command(["COPY", "src", "copied"]) == .integer(1))
+            #expect(try c.command(["RENAME", "copied", "moved"]) == .simple("OK"))
+            guard case .bulk(let bytes) = try c.command(["INFO"]) else { Issue.record("INFO"); return }
+            let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\r\n")
+            #expect(lines.contains { $0.hasPrefix("ns_moved:keys=3,") }, "\(lines)")
+            #expect(lines.contains("namespaces:2") && lines.contains { $0.hasPrefix("db0:keys=6,") }, "\(lines)")
+        }
+    }
+
     @Test("one name twice, bad options, bad names, wrong arity, a namespace holding a lock, and MULTI are refused with Redis's texts, nothing copied, the connection usable")
     func refusals() async throws {
         let server = try await ServerProcess.started()

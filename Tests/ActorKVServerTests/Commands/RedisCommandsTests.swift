@@ -210,6 +210,22 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("a delete that removes nothing (HDEL, DEL, a BATCH's DEL, a failed IFVERSION) is no write: another connection's WATCH holds, as in Redis; one that removes a field breaks it")
+    func noOpDeletesKeepAWatch() async throws {
+        try await withProcessor { p in
+            let other = ClientSession(id: 2, peer: nil)
+            let session = ClientSession(id: 1, peer: nil)
+            _ = await run(p, ["HSET w a 1"])
+            _ = await run(p, ["WATCH w", "MULTI", "HSET w y 1"], on: session)
+            let noOps = await run(p, ["HDEL w nosuch", "DEL w nosuch other", "BATCH w DEL nosuch", "PUT w a 2 IFVERSION 999"], on: other)
+            #expect(noOps == [.integer(0), .integer(0), .array([.integer(0)]), .null])
+            #expect(await run(p, ["EXEC"], on: session) == [.array([.integer(1)])])
+            _ = await run(p, ["WATCH w", "MULTI", "HSET w z 1"], on: session)
+            #expect(await run(p, ["HDEL w y nosuch"], on: other) == [.integer(1)])
+            #expect(await run(p, ["EXEC"], on: session) == [.nullArray])
+        }
+    }
+
     @Test("a transaction is all or nothing: a command that fails at EXEC, one refused while queueing, or two namespaces apply nothing")
     func allOrNothing() async throws {
         try await withProcessor { p in

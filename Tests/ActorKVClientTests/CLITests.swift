@@ -123,6 +123,16 @@ struct CLITests {
             #expect(r.status == 0 && stored == "--bogus")
             r = try await runCLI(["scan", "config", "--", "--jsno"], socket: s)
             #expect(r.status == 0 && r.text == "--jsno-key\tx\n", "\(r.text)")
+            // A command without options of its own reads '--' the same way: a key named --help is read after it.
+            try await kv.put("config", "--help", "h")
+            try await kv.put("config", "--", "dashes")
+            r = try await runCLI(["get", "config", "--", "--help"], socket: s)
+            #expect(r.status == 0 && r.text == "h", "\(r.status) \(r.text) \(r.stderr)")
+            r = try await runCLI(["get", "config", "--jsno-key"], socket: s)
+            #expect(r.status == 2 && r.stderr.contains("unknown option '--jsno-key'") && r.stdout.isEmpty, "\(r.status) \(r.stderr)")
+            r = try await runCLI(["del", "config", "--", "--jsno-key"], socket: s)
+            #expect(r.status == 0 && r.text == "1\n", "\(r.status) \(r.text) \(r.stderr)")
+            #expect(try await kv.getString("config", "--") == "dashes", "'--' ended the options: it named no key to delete")
             r = try await runCLI(["lock", "ns", "k", "sh", "-c", "echo \"$0\"", "--help"], socket: s)
             #expect(r.status == 0 && r.text == "--help\n", "lock's COMMAND gets its own --help: \(r.text) \(r.stderr)")
             for seconds in ["0x10", "1e3", "-1", "inf", "1.2.3", "", "1000000001"] {

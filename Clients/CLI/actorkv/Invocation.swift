@@ -124,7 +124,11 @@ struct Invocation {
                 replace = true
                 return true
             }
-        default: break
+        case "scan": break
+        default:
+            // No options of its own: a word that starts with '--' before a '--' is a mistake
+            // (`get ns --help` asked for the usage already), and '--' ends them as for the others.
+            rest = try actorkv.operands(of: rest) { (_, _) throws(Failure) -> Bool in false }
         }
         return rest
     }

@@ -155,12 +155,13 @@ Options:
   --help, -h                  print this text
   --version                   print actorkv's version (the same as actorkvd --version's)
 
-The options of put, scan and changes may come anywhere among their arguments (lock's: before
-NS); an unknown one is a usage error. --help after any command (before a '--'; lock: among its
-options) prints this text. The first '--' ends them: every argument after it is taken as it
-is, even one that looks like an option, so that a key, value or prefix that starts with '--'
-can be given:
+A command's options may come anywhere among its arguments (lock's: before NS); an argument
+that starts with '--' and is not one of them is a usage error. --help after any command (before
+a '--'; lock: among its options) prints this text. The first '--' ends them: every argument
+after it is taken as it is, even one that looks like an option, so that a key, value or prefix
+that starts with '--' can be given (a script passing a key it did not choose puts '--' first):
   actorkv put ns key -- --ttl     stores the value '--ttl'
+  actorkv get ns -- "$key"        prints the value of the key '--help', if that is $key
   actorkv scan ns -- --json       prints the entries whose key starts with '--json'
 (The options before 'COMMAND' are actorkv's own: --socket, --timeout, --help, --version; '--' ends
 them too.)

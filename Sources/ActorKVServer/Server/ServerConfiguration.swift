@@ -143,11 +143,12 @@ extension ServerConfiguration {
       --max-bulk-bytes N         largest bulk string in a request          (default 67108864, 64 MiB)
       --max-inline-bytes N       longest inline (typed) request line       (default 65536)
       --max-arguments N          most arguments in one request             (default 1048576)
-      --max-request-bytes N      largest multibulk request in total (56 bytes more
-                                 per argument past 64 arguments); also the most
-                                 requests read ahead per client while its
-                                 replies wait to be read, and the most a
-                                 transaction (WATCH, MULTI queue) holds    (default 134217728, 128 MiB)
+      --max-request-bytes N      largest multibulk request in total (and 56
+                                 bytes for each argument of one with more
+                                 than 64); also the most requests read ahead
+                                 per client while its replies wait to be
+                                 read, and the most a transaction (WATCH,
+                                 MULTI queue) holds                        (default 134217728, 128 MiB)
       --max-output-bytes N       unread replies buffered per client before its
                                  requests stop being run (backpressure)    (default 1048576, 1 MiB)
       --snapshot-interval SECS   snapshot namespaces changed this long ago; 0 = off (default 60)

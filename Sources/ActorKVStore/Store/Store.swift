@@ -339,7 +339,8 @@ public actor Store {
                                             snapshotTime: recovered.snapshotCreatedAt, openedAt: ns.openedAt)
                 let (ephemeral, expired) = await ns.endEarlierLifetimes()
                 self.finishOpening(name, ns, look: look)
-                options.log("namespace \(name): opened: \(recovered.data.map.count) keys, snapshot through sequence \(recovered.snapshotSequence), \(recovered.recordsReplayed) log records replayed, \(recovered.tornBytesCut) torn bytes cut, \(ephemeral) ephemeral keys of the previous run and \(expired) expired keys deleted")
+                // The keys it holds once those of the previous run's owners, and those expired, are deleted.
+                options.log("namespace \(name): opened: \(await ns.count()) keys, snapshot through sequence \(recovered.snapshotSequence), \(recovered.recordsReplayed) log records replayed, \(recovered.tornBytesCut) torn bytes cut, \(ephemeral) ephemeral keys of the previous run and \(expired) expired keys deleted")
                 return ns
             } catch {
                 let storeError = error as? StoreError ?? StoreError(.io, "\(error)")

@@ -369,6 +369,7 @@ struct LifetimeServerTests {
             #expect(try c.command(["COUNT", "s"]) == .integer(20))
             #expect(try c.command(["EXISTS", "s", "eph-0", "eph-14"]) == .integer(0))
             #expect(server.log.contains("15 ephemeral keys of the previous run"))
+            #expect(server.log.contains("namespace s: opened: 20 keys,"), "the keys it holds, those deleted not counted: \(server.log)")
         }
     }
 

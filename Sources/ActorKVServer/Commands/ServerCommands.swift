@@ -13,7 +13,7 @@ enum ServerCommands {
         CommandSpec(name: "ECHO", usage: "ECHO message", arity: .exactly(1), flags: [.unrestricted]) { (args) throws(CommandError) in
             .local(LocalCommand(replying: .bulk(args.array(0))))
         },
-        CommandSpec(name: "QUIT", usage: "QUIT", arity: .exactly(0), flags: [.unrestricted, .session, .allowedWhileFollowing, .transactionControl]) { (_) throws(CommandError) in
+        CommandSpec(name: "QUIT", usage: "QUIT", arity: .atLeast(0), flags: [.unrestricted, .session, .allowedWhileFollowing, .transactionControl]) { (_) throws(CommandError) in
             .local(LocalCommand(now: { context in
                 context.session.requestClose()
                 return .simple("OK")

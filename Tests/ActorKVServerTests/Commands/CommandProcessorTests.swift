@@ -94,6 +94,9 @@ import Testing
             #expect(quit)
             #expect(replies == [.simple("OK")])
             #expect(await run(p, ["GET q k"]) == [.null])
+            // Arguments are ignored, as Redis 7 ignores them.
+            let (withArguments, quitAgain) = await p.process([["QUIT", "now", "please"], ["PUT", "q", "k", "v"]].map { $0.map { Array($0.utf8) } })
+            #expect(quitAgain && withArguments == [.simple("OK")])
         }
     }
 

@@ -71,6 +71,26 @@ import Testing
         #expect(healthy.requests == 1, "the write was sent again")
         #expect(try await viaStopped.call("/v3/kv/range", write: false) == Self.ok)
         #expect(healthy.requests == 2)
+
+        // A member stopping cancels what its gateway holds (HTTP 408, gRPC 1): a write's outcome
+        // is unknown, and the next write goes to the next member rather than to it again.
+        let closing = try FakeMember { _ in
+            .answer(408, Array(#"{"error":"grpc: the client connection is closing","code":1,"message":"grpc: the client connection is closing"}"#.utf8))
+        }
+        let other = try FakeMember { _ in .answer(200, Self.ok) }
+        let viaClosing = ClientUnderTest([closing, other], way)
+        defer { viaClosing.finish() }
+        do {
+            _ = try await viaClosing.call("/v3/kv/put", write: true)
+            Issue.record("a write cancelled by a stopping member was answered")
+        } catch {
+            #expect(error.kind == .outcomeUnknown, "\(error)")
+        }
+        #expect(other.requests == 0, "the write was sent again")
+        #expect(try await viaClosing.call("/v3/kv/put", write: true) == Self.ok)
+        #expect(closing.requests == 1 && other.requests == 1, "the second write went to the next member")
+        #expect(try await viaClosing.call("/v3/kv/range", write: false) == Self.ok)
+        #expect(closing.requests == 1, "and so does a read")
     }
 }
 

@@ -168,6 +168,8 @@ public final class EtcdClient: Sendable {
         // the member stopping) may come after it was proposed, and it may have been applied:
         // sending it again could apply it twice.
         if write && !message.lowercased().contains("no leader") {
+            // The next call starts with the next member: this one may be stopping.
+            _ = preferred.compareExchange(expected: start, desired: (index + 1) % endpoints.count, ordering: .relaxed)
             return .failure(EtcdError(.outcomeUnknown, "etcd did not confirm the write (\(message)): it may or may not have been applied"))
         }
         return .nextMember("\(endpoints[index]): \(message)")

@@ -42,7 +42,10 @@ public struct EtcdError: Error, Sendable, CustomStringConvertible {
             return EtcdError(.tooLarge, "etcd refused the request: \(message) (etcd's --max-txn-ops, 128 by default: in cluster mode a BATCH, MULTI/EXEC, HSET, HSETEX or DEL writes at most that many keys at once, one fewer with a delete)")
         }
         if lower.contains("lease not found") { return EtcdError(.leaseNotFound, message) }
-        if code == 14 || code == 4 || lower.contains("no leader") || lower.contains("timed out") || lower.contains("unavailable") {
+        // 14 unavailable, 4 deadline exceeded, 1 canceled: a member stopping cancels what its
+        // gateway has under way ("grpc: the client connection is closing", HTTP 408).
+        if code == 14 || code == 4 || code == 1 || lower.contains("no leader") || lower.contains("timed out") || lower.contains("unavailable")
+            || lower.contains("connection is closing") {
             return EtcdError(.unavailable, "etcd: \(message)")
         }
         return EtcdError(.refused, "etcd refused the request (HTTP \(status), code \(code)): \(message)")

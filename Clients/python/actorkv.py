@@ -1798,9 +1798,10 @@ class Synced(collections.namedtuple("Synced", "namespace seq")):
 _RECONNECT_BACKOFF = (0.05, 2.0)
 
 #: Error codes a change feed answers by connecting again and resuming: the server dropped a
-#: follower that fell behind (``LAGGING``), is shutting down, or has no room for a connection.
+#: follower that fell behind (``LAGGING``), is shutting down, has no room for a connection, or
+#: (cluster mode) lost etcd or cannot reach it yet (``UNAVAILABLE``).
 #: Not ``NOPERM``: a feed refused the right to read its namespace would be refused again.
-_RESUME_CODES = frozenset({"LAGGING", "SHUTDOWN", "MAXCLIENTS"})
+_RESUME_CODES = frozenset({"LAGGING", "SHUTDOWN", "MAXCLIENTS", "UNAVAILABLE"})
 
 #: ``-ERR FROM sequence 9 is after the last sequence of namespace 'config' (6)``: the server
 #: never wrote the changes the feed has seen (its data directory was replaced, say).

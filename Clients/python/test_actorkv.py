@@ -1760,6 +1760,20 @@ class ChangeFeedFakeServerTests(unittest.TestCase):
             [b"CHANGES", b"cfg", b"PREFIX", b"a", b"FROM", b"7"],
         ])
 
+    def test_resumes_after_unavailable_in_cluster_mode(self):
+        # An agent that lost etcd ends the stream with -UNAVAILABLE, and refuses CHANGES with
+        # it until etcd is back: the feed keeps trying, then resumes FROM its last change.
+        path, requests, _ = scripted_server(self, "unav", [
+            push("changes", "cfg", 5) + push("change", "cfg", 6, ["a", "1"])
+            + b"-UNAVAILABLE the change feed lost etcd: no etcd member answered; resume with CHANGES cfg FROM the last sequence received\r\n",
+            b"-UNAVAILABLE no etcd member answered: 127.0.0.1:2379: connection refused\r\n",
+            push("changes", "cfg", 6) + push("change", "cfg", 7, ["a", "2"]) + push("synced", "cfg", 7),
+        ])
+        with actorkv.ChangeFeed(path, "cfg", timeout=10, reconnect_timeout=None) as feed:
+            self.assertEqual(take(feed, 3), [Change("cfg", 6, [(b"a", b"1")]), Change("cfg", 7, [(b"a", b"2")]),
+                                             Synced("cfg", 7)])
+        self.assertEqual(requests, [[b"CHANGES", b"cfg"]] + [[b"CHANGES", b"cfg", b"FROM", b"6"]] * 2)
+
     def test_resume_before_any_change_uses_the_header_sequence(self):
         path, requests, _ = scripted_server(self, "hdr", [
             push("changes", "n", 41) + push("synced", "n", 41),

@@ -480,7 +480,7 @@ struct FollowStateTests {
         fails([.simple("OK")], "a status reply")
     }
 
-    @Test("errors: COMPACTED fails typed, or asks for SNAPSHOT on the same connection; LAGGING and SHUTDOWN reconnect; others fail")
+    @Test("errors: COMPACTED fails typed, or asks for SNAPSHOT on the same connection; LAGGING, SHUTDOWN and (cluster mode) UNAVAILABLE reconnect; others fail")
     func errors() {
         var s = FollowState(namespace: "ns", prefix: [], start: .after(2), resnapshots: false)
         s.connectionStarted()
@@ -497,8 +497,9 @@ struct FollowStateTests {
         following.connectionStarted()
         _ = following.handle(Self.message("changes", 2))
         guard case .reconnect = following.handle(.error("LAGGING resume from sequence 2 of namespace 'ns'")),
-              case .reconnect = following.handle(.error("SHUTDOWN the server is shutting down")) else {
-            Issue.record("LAGGING and SHUTDOWN reconnect"); return
+              case .reconnect = following.handle(.error("SHUTDOWN the server is shutting down")),
+              case .reconnect = following.handle(.error("UNAVAILABLE the change feed lost etcd: no etcd member answered")) else {
+            Issue.record("LAGGING, SHUTDOWN and UNAVAILABLE reconnect"); return
         }
         #expect(following.request == Self.words("CHANGES ns FROM 2"))
         #expect(following.handle(.error("BADNS bad name")) == .fail(.server(code: "BADNS", message: "bad name")))

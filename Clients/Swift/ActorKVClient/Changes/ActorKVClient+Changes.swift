@@ -12,8 +12,9 @@ extension ActorKVClient {
     ///
     /// Each iteration opens its own connection, to the client's socket, when the loop first asks
     /// for an event. A change is delivered once it is as durable as the server's `--fsync`
-    /// promises, in order: none is missed and none delivered twice. If the connection breaks,
-    /// the stream reconnects as `reconnect` says and resumes after the last change it delivered
+    /// promises, in order: none is missed and none delivered twice. If the connection breaks
+    /// (or the server ends the stream with `-LAGGING`, `-SHUTDOWN`, or, in cluster mode, with
+    /// `-UNAVAILABLE` when its agent loses etcd), the stream reconnects as `reconnect` says and resumes after the last change it delivered
     /// (`FROM seq`), so the loop does not notice, except for a second ``ChangeEvent/synced(_:)``.
     /// A broken connection during the snapshot is followed by a new snapshot (see
     /// ``SnapshotPage/isFirst``).

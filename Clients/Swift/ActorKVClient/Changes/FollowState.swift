@@ -185,8 +185,9 @@ struct FollowState: Sendable {
         case .err? where message.hasPrefix("FROM sequence ") && message.contains("is after the last sequence"):
             // The server never wrote the changes this stream has seen (its data was replaced).
             return resnapshots ? startSnapshotAgain() : .fail(error)
-        case .lagging?, .shutdown?:
-            // Dropped for falling behind, or the server is stopping: resume on a new connection.
+        case .lagging?, .shutdown?, .unavailable?:
+            // Dropped for falling behind, the server is stopping, or (cluster mode) the agent
+            // lost etcd or cannot reach it yet: resume on a new connection.
             return .reconnect(.connectionLost("the server ended the change stream: \(text)"))
         case .noPerm?:
             // The read right is missing (never given, or withdrawn by a reload, after which the

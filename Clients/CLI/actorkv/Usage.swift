@@ -65,7 +65,7 @@ Commands:
                                           lines S<TAB>KEY<TAB>VALUE, then the changes after S
                               neither     the changes from now on
                               If the connection breaks (the server restarts, is killed, drops a
-                              reader that lags), it reconnects and resumes after the last line
+                              reader that lags; an agent loses etcd), it reconnects and resumes after the last line
                               printed: no change is missed or printed twice. (A --snapshot cut
                               short is taken again as of a later S; it prints only the keys not
                               printed yet or changed since, and then a deleted line for each key

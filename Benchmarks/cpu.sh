@@ -3,13 +3,15 @@
 # perf can probe glibc) malloc calls per request. Less sensitive to a noisy shared machine than
 # requests per second, since it does not count the time the server waits for the CPU.
 #
-# Usage: Benchmarks/cpu.sh ACTORKVD GET|PUT|INCR|HSET|HGET|DEL [REQUESTS] [PIPELINE] [mallocs]
+# Usage: Benchmarks/cpu.sh ACTORKVD GET|PUT|INCR|HSET|HGET|DEL|BATCH [REQUESTS] [PIPELINE] [mallocs]
 #
 # Starts ACTORKVD on a fresh temp directory with automatic compaction off (or with the flags in
 # ACTORKVD_FLAGS instead, when that is set: ACTORKVD_FLAGS= keeps the defaults), fills 100,000 keys with
 # 100-byte values, then runs REQUESTS (default 600000) GETs, PUTs, INCRs (of 100,000 counters),
-# HSETs and HGETs of the same keys (a namespace is a hash), or DELs of them (most of which find the
-# key already gone once the first hundred thousand have run) with redis-benchmark -c 50
+# HSETs and HGETs of the same keys (a namespace is a hash), DELs of them (most of which find the
+# key already gone once the first hundred thousand have run), or BATCHes of an INCR and a PUT
+# (the write planner's path for a batch that reads before it writes, which MULTI/EXEC takes too)
+# with redis-benchmark -c 50
 # -r 100000 -P PIPELINE (default 16) and prints the server's utime+stime per request (from
 # /proc/PID/stat). With `mallocs` as the fifth argument it counts malloc calls per request
 # instead (a uprobe per call slows the server several times over, so the CPU figure of such a
@@ -39,7 +41,8 @@ case $CMD in
     HSET) args=(HSET bench key:__rand_int__ "$V") ;;
     HGET) args=(HGET bench key:__rand_int__) ;;
     DEL) args=(DEL bench key:__rand_int__) ;;
-    *) echo "usage: $0 ACTORKVD GET|PUT|INCR|HSET|HGET|DEL [REQUESTS] [PIPELINE]" >&2; exit 2 ;;
+    BATCH) args=(BATCH bench INCR counter:__rand_int__ 1 PUT key:__rand_int__ "$V") ;;
+    *) echo "usage: $0 ACTORKVD GET|PUT|INCR|HSET|HGET|DEL|BATCH [REQUESTS] [PIPELINE]" >&2; exit 2 ;;
 esac
 
 probe=no

@@ -1,4 +1,5 @@
 import ActorKVProtocol
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -72,6 +73,20 @@ public actor Namespace {
     /// Removed from its store (``detachForRemoval(unregister:)``): closed, and empty; the store
     /// runs what reaches it late on the namespace's next life instead.
     @exclusivity(unchecked) var removed = false
+    /// ``removed``, readable from any thread (``isDetached``).
+    private nonisolated let detachedFlag = Atomic<Bool>(false)
+    /// Whether this namespace was removed from its store, renamed away or replaced by a RENAME
+    /// or COPY (``Store/removeNamespace(_:)``, ``Store/renameNamespace(_:to:replacing:)``,
+    /// ``Store/copyNamespace(_:to:replacing:)``): it then holds no key and refuses writes, and
+    /// its name, if it names anything, names another namespace, which ``Store/namespace(_:)``
+    /// gives. A ``Repository`` made from a store goes on to that one by itself.
+    public nonisolated var isDetached: Bool { detachedFlag.load(ordering: .acquiring) }
+
+    /// Marks this namespace removed (``isDetached``), in the step that detaches it.
+    func markDetached() {
+        removed = true
+        detachedFlag.store(true, ordering: .releasing)
+    }
     /// The planner's arrays, kept from one run to the next (``WritePlanner/Scratch``).
     @exclusivity(unchecked) private var plannerScratch = WritePlanner.Scratch()
     /// The random numbers of HRANDFIELD's draws, seeded at the first.

@@ -46,7 +46,7 @@ extension Namespace {
         while let running = compactionTask { _ = try? await running.value }
         guard condition(data) else { return nil }
         closed = true
-        removed = true
+        markDetached()
         sweeper?.cancel()
         promptSweep?.cancel()
         unregister()

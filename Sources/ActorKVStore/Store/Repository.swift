@@ -22,40 +22,62 @@ import Foundation
 /// (`await store.close()`). For shared state across processes, `RemoteRepository<Question>` in
 /// ActorKVClient has the same calls.
 public struct Repository<T: Codable & Identifiable & Sendable>: Sendable where T.ID: RepositoryKey {
-    /// The namespace the items live in.
+    /// The namespace the items live in: the one the repository was made with. Made from a store,
+    /// the repository follows the namespace's name: once this one is removed, renamed away or
+    /// replaced (``Namespace/isDetached``: `removeNamespace`, or a `renameNamespace` or
+    /// `copyNamespace` onto its name), each call uses the namespace the name names then (a write
+    /// creates it; a read of a name that names nothing finds nothing).
     public let namespace: Namespace
+    /// The store it was made from; nil when made from a namespace, which it keeps.
+    private let store: Store?
 
     /// A repository over `namespace` of `store`, created on first use.
     public init(store: Store, namespace name: String) async throws {
         namespace = try await store.namespace(name)
+        self.store = store
     }
 
-    /// A repository over an open namespace.
+    /// A repository over an open namespace (kept whatever happens to it: see ``namespace``).
     public init(namespace: Namespace) {
         self.namespace = namespace
+        store = nil
+    }
+
+    /// The namespace to write to now (see ``namespace``).
+    private func writable() async throws(StoreError) -> Namespace {
+        guard namespace.isDetached, let store else { return namespace }
+        return try await store.namespace(namespace.name)
+    }
+
+    /// The namespace to read now (see ``namespace``); nil when its name names none any more.
+    private func readable() async throws(RepositoryError) -> Namespace? {
+        guard namespace.isDetached, let store else { return namespace }
+        do { return try await store.existingNamespace(namespace.name) } catch {
+            throw .unavailable(namespace: namespace.name, reason: error.message)
+        }
     }
 
     /// Stores `item`, replacing any item with the same id; durable per the store's policy.
     public func save(_ item: T) async throws {
-        try await namespace.put(item.id.repositoryKey, try Self.encode(item))
+        try await writable().put(item.id.repositoryKey, try Self.encode(item))
     }
 
     /// Stores all `items` as one all-or-nothing batch.
     public func save(contentsOf items: [T]) async throws {
         guard !items.isEmpty else { return }
-        try await namespace.apply(try items.map { .put(key: $0.id.repositoryKey, value: try Self.encode($0)) })
+        try await writable().apply(try items.map { .put(key: $0.id.repositoryKey, value: try Self.encode($0)) })
     }
 
     /// Removes the item with `id` (nothing happens if there is none).
     public func delete(_ id: T.ID) async throws {
-        try await namespace.delete([id.repositoryKey])
+        try await writable().delete([id.repositoryKey])
     }
 
     /// The item with `id`, or nil. Throws ``RepositoryError/decodingFailed(namespace:key:reason:)``
     /// if the stored bytes do not decode as `T`, or decode as an item with another id.
     public func find(by id: T.ID) async throws(RepositoryError) -> T? {
         let key = id.repositoryKey
-        guard let bytes = await namespace.get(key) else { return nil }
+        guard let bytes = try await readable()?.get(key) else { return nil }
         return try decode(bytes, key: key)
     }
 
@@ -79,6 +101,7 @@ public struct Repository<T: Codable & Identifiable & Sendable>: Sendable where T
     /// returned exactly once across the pages, even while others write. Throws what
     /// ``loadAll()`` throws.
     public func scanPage(after cursor: ScanCursor = .start, prefix: String = "", limit: Int = 100) async throws(RepositoryError) -> (items: [T], next: ScanCursor) {
+        guard let namespace = try await readable() else { return ([], .start) }
         let page = await namespace.scan(from: cursor, prefix: Array(prefix.utf8), limit: limit)
         var items: [T] = []
         items.reserveCapacity(page.entries.count)
@@ -86,8 +109,9 @@ public struct Repository<T: Codable & Identifiable & Sendable>: Sendable where T
         return (items, page.next)
     }
 
-    /// The number of items.
-    public func count() async -> Int { await namespace.count() }
+    /// The number of items (0 also when the name, followed as ``namespace`` says, names a
+    /// namespace that cannot be opened).
+    public func count() async -> Int { await (try? readable())??.count() ?? 0 }
 
     // MARK: Versions
 
@@ -95,7 +119,7 @@ public struct Repository<T: Codable & Identifiable & Sendable>: Sendable where T
     /// to write only if nobody else has since. Throws what ``find(by:)`` throws.
     public func findVersioned(by id: T.ID) async throws(RepositoryError) -> (item: T, version: UInt64)? {
         let key = id.repositoryKey
-        guard let found = await namespace.versioned(key) else { return nil }
+        guard let found = try await readable()?.versioned(key) else { return nil }
         return (try decode(found.value, key: key), found.version)
     }
 
@@ -103,7 +127,7 @@ public struct Repository<T: Codable & Identifiable & Sendable>: Sendable where T
     /// none). Returns the new version, or nil when the condition did not hold (nothing written).
     @discardableResult
     public func save(_ item: T, ifVersion: UInt64) async throws -> UInt64? {
-        try await namespace.put(item.id.repositoryKey, try Self.encode(item), ifVersion: ifVersion)
+        try await writable().put(item.id.repositoryKey, try Self.encode(item), ifVersion: ifVersion)
     }
 
     /// Reads the item with `id`, lets `body` change it, and writes it back only if nobody wrote
@@ -175,6 +199,9 @@ public enum RepositoryError: Error, Sendable, Equatable, CustomStringConvertible
     /// its read and its conditional write on every one of its attempts; nothing was written by
     /// it. The text says which item and how many attempts.
     case conflict(String)
+    /// The namespace the repository's name names now (after the one it was made with was
+    /// renamed away or replaced) could not be opened: `reason` is the store's error.
+    case unavailable(namespace: String, reason: String)
 
     /// A one-line explanation, e.g. `cannot decode the item under key 'q1' in namespace 'questions': …`.
     public var description: String {
@@ -184,6 +211,8 @@ public enum RepositoryError: Error, Sendable, Equatable, CustomStringConvertible
                 + "'\(namespace)': \(reason)"
         case .conflict(let reason):
             return "conflict: \(reason)"
+        case .unavailable(let namespace, let reason):
+            return "namespace '\(namespace)' cannot be read: \(reason)"
         }
     }
 }

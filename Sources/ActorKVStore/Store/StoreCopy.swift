@@ -25,6 +25,7 @@ extension Store {
     /// when `source` holds keys of a connection (``Lifetime/owner``): those are released by their
     /// namespace's name, and a copy would outlive its owner. Refused (`tooManyNamespaces`) when
     /// `target` would be one namespace too many, as a write creating it would be.
+    @discardableResult
     public func copyNamespace(_ source: String, to target: String, replacing: Bool) async throws(StoreError) -> CopyOutcome {
         let source = try NamespaceName.validate(Array(source.utf8)), target = try NamespaceName.validate(Array(target.utf8))
         guard source != target else {

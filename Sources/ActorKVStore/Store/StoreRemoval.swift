@@ -27,6 +27,7 @@ extension Store {
     /// Throws the namespace's error if it cannot be opened (its files corrupt: it is not
     /// removed), and `io` if the floor or the rename cannot be made durable; then nothing was
     /// removed, and the name's next use opens its files again.
+    @discardableResult
     public func removeNamespace(_ name: String) async throws(StoreError) -> Bool {
         while true {
             guard let namespace = try await existingNamespace(name) else { return false }

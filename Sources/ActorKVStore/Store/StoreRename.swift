@@ -25,6 +25,7 @@ extension Store {
     /// Refused (`invalidArgument`, nothing done) when `source` holds keys of a connection
     /// (``Lifetime/owner``): their owner releases them by namespace name. The same name twice:
     /// `renamed` if it holds a key (nothing to do), as Redis answers.
+    @discardableResult
     public func renameNamespace(_ source: String, to target: String, replacing: Bool) async throws(StoreError) -> RenameOutcome {
         let source = try NamespaceName.validate(Array(source.utf8)), target = try NamespaceName.validate(Array(target.utf8))
         while true {

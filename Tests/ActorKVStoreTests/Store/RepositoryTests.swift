@@ -104,6 +104,43 @@ struct RepositoryTests {
         }
     }
 
+    @Test("a repository made from a store follows its name: after a rename or copy onto it, or its removal, it reads and writes the namespace the name names then; one made from a namespace keeps that one")
+    func followsItsName() async throws {
+        let dir = TemporaryDirectory("repo-follow")
+        defer { dir.remove() }
+        func note(_ id: String) -> Note { Note(id: id, text: id, tags: []) }
+        try await withStore(dir.data) { store in
+            let config = try await Repository<Note>(store: store, namespace: "config")
+            let pinned = Repository<Note>(namespace: config.namespace)
+            try await config.save(note("old"))
+            let staging = try await Repository<Note>(store: store, namespace: "staging")
+            try await staging.save(note("new"))
+            // The recipe: build under a temporary name, then swap it in.
+            try await store.renameNamespace("staging", to: "config", replacing: true)
+            #expect(config.namespace.isDetached && staging.namespace.isDetached)
+            #expect(try await config.loadAll() == [note("new")], "the namespace the name names now")
+            #expect(try await config.find(by: "new") == note("new"))
+            #expect(await config.count() == 1)
+            try await config.save(note("more"))
+            #expect(try await Repository<Note>(store: store, namespace: "config").loadAll() == [note("more"), note("new")])
+            #expect(try await pinned.loadAll() == [], "made from a namespace: it keeps the one it was made with")
+            await #expect(throws: StoreError.self) { try await pinned.save(note("lost")) }
+            #expect(try await staging.loadAll() == [], "renamed away: its name names nothing now")
+            // A copy onto the name, and its removal.
+            try await Repository<Note>(store: store, namespace: "template").save(note("t"))
+            let beforeCopy = try await Repository<Note>(store: store, namespace: "config")
+            try await store.copyNamespace("template", to: "config", replacing: true)
+            #expect(try await beforeCopy.loadAll() == [note("t")] && config.namespace.isDetached)
+            try await store.removeNamespace("config")
+            #expect(try await beforeCopy.loadAll() == [])
+            #expect(await beforeCopy.count() == 0)
+            #expect(try await beforeCopy.find(by: "t") == nil)
+            #expect(await store.namespaceNames().contains("config") == false, "a read created nothing")
+            try await beforeCopy.save(note("again"))
+            #expect(try await Repository<Note>(store: store, namespace: "config").loadAll() == [note("again")], "a write creates it")
+        }
+    }
+
     @Test("UUID and Int ids: keys are their text; loadAll pages past 1000 items")
     func uuidAndIntIDs() async throws {
         let dir = TemporaryDirectory("repo")

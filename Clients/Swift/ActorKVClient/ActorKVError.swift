@@ -53,8 +53,9 @@ public enum ActorKVError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The calling task was cancelled while it waited: for a lock held by another
     /// (``ActorKVClient/acquireLock(_:_:timeout:ttl:)-([UInt8])``,
     /// ``ActorKVClient/withLock(_:_:timeout:ttl:_:)-([UInt8])``: it stopped waiting, does not
-    /// hold the lock, and the body did not run), or for a mirror to catch up
-    /// (``ChangeMirror/waitUntil(sequence:)``: the mirror goes on). Swift's `CancellationError`
+    /// hold the lock, and the body did not run), for a mirror to catch up
+    /// (``ChangeMirror/waitUntil(sequence:)``: the mirror goes on), or for a new mirror's first
+    /// snapshot (``ActorKVClient/mirror(_:prefix:reconnect:)-([UInt8])``: it is closed). Swift's `CancellationError`
     /// for a call whose errors are typed; the client and its connections stay usable.
     case cancelled
     /// The server sent bytes that are not valid RESP2, or a reply of the wrong shape for the command.

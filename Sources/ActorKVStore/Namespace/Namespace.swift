@@ -193,7 +193,8 @@ public actor Namespace {
         return left
     }
 
-    /// Up to `limit` entries after `cursor` whose keys start with `prefix`, in key order.
+    /// Up to `limit` entries after `cursor` whose keys start with `prefix`, in key order (a
+    /// `limit` below 1 counts as 1: each page makes progress).
     public func scan(from cursor: ScanCursor = .start, prefix: [UInt8] = [], limit: Int = 100) -> ScanPage {
         startRun()
         return scanPage(from: cursor, prefix: prefix, limit: limit)

@@ -74,7 +74,9 @@ public struct Repository<T: Codable & Identifiable & Sendable>: Sendable where T
     }
 
     /// The item with `id`, or nil. Throws ``RepositoryError/decodingFailed(namespace:key:reason:)``
-    /// if the stored bytes do not decode as `T`, or decode as an item with another id.
+    /// if the stored bytes do not decode as `T`, or decode as an item with another id. An id whose
+    /// key no item can have (empty, or longer than a key may be) finds nothing here, where
+    /// `RemoteRepository`'s server refuses it (`BADKEY`); saving under it throws in both.
     public func find(by id: T.ID) async throws(RepositoryError) -> T? {
         let key = id.repositoryKey
         guard let bytes = try await readable()?.get(key) else { return nil }
@@ -95,11 +97,11 @@ public struct Repository<T: Codable & Identifiable & Sendable>: Sendable where T
         return items
     }
 
-    /// One page of items in key order: at most `limit` items whose keys come after `cursor` and
-    /// start with `prefix` (the text of the ids, see `RepositoryKey`), and the cursor for the next
-    /// page (``ScanCursor/start`` after the last). Every item present for the whole scan is
-    /// returned exactly once across the pages, even while others write. Throws what
-    /// ``loadAll()`` throws.
+    /// One page of items in key order: at most `limit` items (a limit below 1 counts as 1) whose
+    /// keys come after `cursor` and start with `prefix` (the text of the ids, see
+    /// `RepositoryKey`), and the cursor for the next page (``ScanCursor/start`` after the last).
+    /// Every item present for the whole scan is returned exactly once across the pages, even
+    /// while others write. Throws what ``loadAll()`` throws.
     public func scanPage(after cursor: ScanCursor = .start, prefix: String = "", limit: Int = 100) async throws(RepositoryError) -> (items: [T], next: ScanCursor) {
         guard let namespace = try await readable() else { return ([], .start) }
         let page = await namespace.scan(from: cursor, prefix: Array(prefix.utf8), limit: limit)

@@ -56,8 +56,8 @@ extension ActorKVClient {
     /// state as of the moment it caught up (`synced`).
     ///
     /// Throws what ``changes(_:prefix:from:reconnect:)`` throws before that, except
-    /// `COMPACTED`, after which the mirror takes a new snapshot; ``ActorKVError/closed`` if the
-    /// calling task is cancelled first.
+    /// `COMPACTED`, after which the mirror takes a new snapshot; ``ActorKVError/cancelled`` if the
+    /// calling task is cancelled first (the mirror it was making is closed).
     public func mirror(_ namespace: String, prefix: [UInt8] = [],
                        reconnect: ReconnectPolicy = .default) async throws(ActorKVError) -> ChangeMirror {
         let stream = ChangeStream(namespace: namespace, prefix: prefix, start: .snapshot, reconnect: reconnect,

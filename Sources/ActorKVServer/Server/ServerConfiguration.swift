@@ -139,7 +139,9 @@ extension ServerConfiguration {
                                  keeps its log open, so a low ulimit -n allows
                                  fewer: said at start and in the -ERR; local
                                  data only: an etcd agent keeps none open) (default 1024)
-      --max-value-bytes N        largest value a PUT may store             (default 33554432, 32 MiB)
+      --max-value-bytes N        largest value a PUT may store, at most
+                                 --max-bulk-bytes (left at its default, it
+                                 is lowered to that)                       (default 33554432, 32 MiB)
       --max-bulk-bytes N         largest bulk string in a request          (default 67108864, 64 MiB)
       --max-inline-bytes N       longest inline (typed) request line       (default 65536)
       --max-arguments N          most arguments in one request             (default 1048576)
@@ -202,6 +204,7 @@ extension ServerConfiguration {
         var config = ServerConfiguration()
         var rest = arguments[...]
         var check = false
+        var valueLimitGiven = false
         while let flag = rest.popFirst() {
             if flag == "--help" || flag == "-h" { return .help }
             if flag == "--version" { return .version }
@@ -212,8 +215,24 @@ extension ServerConfiguration {
                                  ? "\(flag) needs a value" : "unknown option '\(flag)'")
             }
             try apply(flag, value, to: &config)
+            if flag == "--max-value-bytes" { valueLimitGiven = true }
         }
+        try fitValueLimit(&config, given: valueLimitGiven)
         return check ? .check(config) : .run(config)
+    }
+
+    /// Keeps the value limit within the bulk limit, so that a value too long is refused as one
+    /// (`-TOOBIG`, the connection kept), never as a protocol error that closes the connection:
+    /// left at its default, it is lowered to the bulk limit; given larger, it is refused.
+    private static func fitValueLimit(_ config: inout ServerConfiguration, given: Bool) throws(UsageError) {
+        let bulk = config.protocolLimits.maxBulkLength
+        guard config.maxValueBytes > bulk else { return }
+        guard !given else {
+            throw UsageError(description: "--max-value-bytes \(config.maxValueBytes) is more than --max-bulk-bytes \(bulk): a value "
+                             + "between the two would be refused as a protocol error, closing the connection, rather than "
+                             + "with -TOOBIG; give --max-value-bytes at most \(bulk)")
+        }
+        config.maxValueBytes = bulk
     }
 
     private static let knownFlags: Set<String> = [

@@ -27,6 +27,8 @@ struct CommandLineOptionTests {
             (["--allow-gid", "4294967295"], "--allow-gid 4294967295 is (gid_t)-1, which means no group"),
             (["--allow-uid", "5,4294967295"], "--allow-uid 4294967295 is (uid_t)-1, which means no user"),
             (["--allow-uid", ""], "--allow-uid needs at least one id"),
+            (["--max-bulk-bytes", "1000", "--max-value-bytes", "1001"], "--max-value-bytes 1001 is more than --max-bulk-bytes 1000"),
+            (["--max-value-bytes", "70000000"], "--max-value-bytes 70000000 is more than --max-bulk-bytes 67108864"),
           ])
     func refused(arguments: [String], message: String) {
         let error = Self.usageError(arguments)
@@ -44,6 +46,12 @@ struct CommandLineOptionTests {
         }
         #expect(configuration.allowGIDs == [4_294_967_294, 7])
         #expect(configuration.socketMode == 0o660)
+        // A bulk limit under the default value limit lowers it: a value too long stays -TOOBIG.
+        guard case .run(let lowered) = try ServerConfiguration.parse(["--max-bulk-bytes", "65536"]),
+              case .run(let equal) = try ServerConfiguration.parse(["--max-bulk-bytes", "1000", "--max-value-bytes", "1000"]) else {
+            throw TestFailure("did not parse to a configuration")
+        }
+        #expect(lowered.maxValueBytes == 65536 && equal.maxValueBytes == 1000)
     }
 
     @Test("actorkvd exits 2 on each, with the message and the pointer to --help, as on any bad option")

@@ -123,7 +123,8 @@ public enum BatchStep: Sendable {
     /// Whether the step may store a value (and so bring its namespace into existence).
     var mayWriteValue: Bool {
         switch self {
-        case .put, .update, .increment, .set, .setIfAbsent: return true
+        case .put, .increment, .set, .setIfAbsent: return true
+        case .update(_, let update): return update.mayStore
         case .setAll(let setting): return setting.presence != .allPresent
         case .delete, .ifVersion, .unchangedSince, .read, .expire, .deadlines, .setNamespaceDeadline: return false
         }

@@ -187,12 +187,14 @@ public enum Operation: Sendable {
     }
 
     /// Whether the operation may bring a namespace that does not exist into existence: a PUT, a
-    /// batch that may write a value, an increment, or an update (which may compute a value).
-    /// Deletes and reads never do, nor a write whose condition cannot hold where nothing exists
-    /// (`floor`: the sequence such a namespace stands at, its store's ``SequenceFloor``).
+    /// batch that may write a value, an increment, or an update that may compute a value.
+    /// Deletes and reads never do (a batch's reads of keys, ``Update/keep``, among them), nor a
+    /// write whose condition cannot hold where nothing exists (`floor`: the sequence such a
+    /// namespace stands at, its store's ``SequenceFloor``).
     func mayCreateNamespace(floor: UInt64) -> Bool {
         switch self {
-        case .put, .set, .update, .increment: return true
+        case .put, .set, .increment: return true
+        case .update(_, let update): return update.mayStore
         case .conditionalPut(_, _, let version): return version == 0
         case .lifetimePut(let put): return (put.ifVersion ?? 0) == 0
         case .setAll(let setting): return setting.presence != .allPresent

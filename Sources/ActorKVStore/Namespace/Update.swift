@@ -8,17 +8,25 @@ public struct Update: Sendable {
     /// changed, not replaced: Redis's HINCRBYFLOAT); otherwise the key is written anew, without
     /// them, as a PUT writes it.
     public let keepsLifetime: Bool
+    /// Whether it may store a value (``UpdateResult/set(_:)``); one that cannot never brings a
+    /// namespace that does not exist into existence (see ``Operation/mayCreateNamespace(floor:)``).
+    public let mayStore: Bool
 
     /// An update that runs `compute`; with `keepsLifetime`, a value it sets keeps the key's
     /// deadline and owner.
     public init(keepsLifetime: Bool = false, _ compute: @escaping @Sendable (_ current: [UInt8]?) -> UpdateResult) {
+        self.init(keepsLifetime: keepsLifetime, mayStore: true, compute)
+    }
+
+    private init(keepsLifetime: Bool, mayStore: Bool, _ compute: @escaping @Sendable (_ current: [UInt8]?) -> UpdateResult) {
         self.compute = compute
         self.keepsLifetime = keepsLifetime
+        self.mayStore = mayStore
     }
 
     /// An update that writes nothing: its outcome is the key's current value, a read of one key
     /// inside a batch (MULTI's GET, HGETDEL's read before its delete).
-    public static let keep = Update { _ in .keep }
+    public static let keep = Update(keepsLifetime: false, mayStore: false) { _ in .keep }
 }
 
 /// What an ``Update`` decided.

@@ -213,17 +213,36 @@ public actor Store {
         case .packedEntries: return .strings(BulkStrings())
         case .conditionalPut: return .conditionFailed  // a version other than 0: no key has it
         case .batch(let steps):
-            // Deletes and guards only, or a guard of a version other than 0, which no key has.
+            // Deletes, reads and guards only, or a guard of a version other than 0, which no key has.
             if !Operation.guardsHoldWhereNothingExists(steps, floor: floor) { return .conditionFailed }
-            return .batch(steps.map {
-                switch $0 {
-                case .ifVersion, .unchangedSince: return .stored
-                case .read(.entries), .read(.sample): return .page(ScanPage(entries: [], next: .start))
-                case .read(.deadline): return .integer(-2)
-                default: return .integer(0)
+            var outcomes: [Outcome] = []
+            outcomes.reserveCapacity(steps.count)
+            for step in steps {
+                switch step {
+                case .ifVersion, .unchangedSince: outcomes.append(.stored)
+                case .read(.entries), .read(.sample): outcomes.append(.page(ScanPage(entries: [], next: .start)))
+                case .read(.deadline): outcomes.append(.integer(-2))
+                case .update(_, let update):
+                    // One that cannot store (a read of the key): what it yields of an absent key.
+                    let outcome = Self.outcomeOfUpdateWhereAbsent(update)
+                    if case .failure = outcome { return outcome }  // a refusal refuses the whole batch
+                    outcomes.append(outcome)
+                default: outcomes.append(.integer(0))
                 }
-            })
+            }
+            return .batch(outcomes)
+        case .update(_, let update) where !update.mayStore: return Self.outcomeOfUpdateWhereAbsent(update)
         case .put, .set, .update, .increment: preconditionFailure("Store: a valid write creates its namespace")
+        }
+    }
+
+    /// What an update that cannot store a value (``Update/mayStore``) yields of an absent key:
+    /// its value, none, or its refusal.
+    private static func outcomeOfUpdateWhereAbsent(_ update: Update) -> Outcome {
+        switch update.compute(nil) {
+        case .keep, .delete: return .value(nil)
+        case .refuse(let error): return .failure(error)
+        case .set: preconditionFailure("Store: an update that cannot store a value stored one")
         }
     }
 

@@ -210,6 +210,22 @@ struct RedisCommandsTests {
         }
     }
 
+    @Test("reads and deletes of a hash that does not exist create no namespace: HGETDEL, and HGET, HMGET, HEXISTS, GET, EXISTS queued in a transaction, with or without WATCH")
+    func readsCreateNothing() async throws {
+        try await withProcessor { p in
+            let session = ClientSession(id: 1, peer: nil)
+            let replies = await run(p, ["HGETDEL n1 FIELDS 1 a",
+                                        "WATCH n2", "MULTI", "HGET n2 a", "HMGET n2 a b", "HEXISTS n2 a", "EXEC",
+                                        "MULTI", "GET n3 a", "EXISTS n3 a", "EXEC", "NAMESPACES"], on: session)
+            #expect(replies[0] == .array([.null]))
+            #expect(replies[6] == .array([.null, .array([.null, .null]), .integer(0)]))
+            #expect(replies[10] == .array([.null, .integer(0)]))
+            #expect(replies[11] == .array([]), "no namespace was created: \(replies[11])")
+            // A write still creates one.
+            #expect(await run(p, ["HSET n1 a 1", "NAMESPACES"], on: session) == [.integer(1), .array([bulk("n1")])])
+        }
+    }
+
     @Test("a delete that removes nothing (HDEL, DEL, a BATCH's DEL, a failed IFVERSION) is no write: another connection's WATCH holds, as in Redis; one that removes a field breaks it")
     func noOpDeletesKeepAWatch() async throws {
         try await withProcessor { p in

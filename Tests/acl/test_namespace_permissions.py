@@ -145,7 +145,8 @@ class CommandFamilies(ServerTestCase):
     acl = ("# subject  namespaces  rights\n"
            "uid:2001   fam-r       read\n"
            "uid:2001   fam-w       write\n"
-           "uid:2001   fam-a       admin\n")
+           "uid:2001   fam-a       admin\n"
+           "uid:2001   fam-rw      read write\n")
     UID = 2001
     NAMESPACES = ("fam-r", "fam-w", "fam-a", "fam-none")
 
@@ -204,18 +205,43 @@ class CommandFamilies(ServerTestCase):
         self.assertEqual(self.client.call("UNLINK", "fam-w"), 1)
         self.assertNotIn(b"fam-w", self.root.call("NAMESPACES"))
 
-    def test_rename_needs_write_on_both(self):
+    def test_rename_needs_read_and_write_on_the_source_and_write_on_the_target(self):
+        # Read too on the source: renamed into a namespace the client may read, a write-only
+        # namespace's keys would be read there.
         before = {ns: self.last_sequence(ns) for ns in self.NAMESPACES}
-        for source, target in (("fam-w", "fam-r"), ("fam-r", "fam-w"), ("fam-w", "fam-none"), ("fam-a", "fam-w")):
+        for source, target, right, refused in (("fam-w", "fam-rw", "read", "fam-w"), ("fam-r", "fam-w", "write", "fam-r"),
+                                               ("fam-w", "fam-none", "read", "fam-w"), ("fam-a", "fam-w", "read", "fam-a"),
+                                               ("fam-rw", "fam-r", "write", "fam-r"), ("fam-w", "fam-w", "read", "fam-w")):
             for command in ("RENAME", "RENAMENX"):
                 reply = self.client.call(command, source, target)
-                refused = source if source != "fam-w" else target
-                self.assertNoPerm(reply, "write", refused, self.UID, "%s %s %s" % (command, source, target))
+                self.assertNoPerm(reply, right, refused, self.UID, "%s %s %s" % (command, source, target))
                 self.assertUsable(self.client, command)
         for ns in ("fam-r", "fam-a", "fam-none"):
             self.assertUntouched(ns, before[ns])
-        self.assertEqual(self.last_sequence("fam-w"), before["fam-w"], "fam-w renamed though the other name was refused")
-        self.assertEqual(self.client.call("RENAME", "fam-w", "fam-w"), "OK", "the same name, with write on it")
+        self.assertEqual(self.last_sequence("fam-w"), before["fam-w"], "fam-w renamed though refused")
+        self.root.call("PUT", "fam-rw", "moved", "1")
+        self.assertEqual(self.client.call("RENAME", "fam-rw", "fam-rw"), "OK", "the same name, with read and write on it")
+        self.assertEqual(self.client.call("RENAMENX", "fam-rw", "fam-w"), 0, "write alone on the target: fam-w holds keys")
+        self.assertEqual(self.client.call("UNLINK", "fam-rw"), 1)
+
+    def test_writes_that_reply_values_need_read_too(self):
+        # HGETDEL and HGETEX reply the values they take or touch: write alone would read them.
+        sequence = self.last_sequence("fam-w")
+        for command in (("HGETDEL", "fam-w", "FIELDS", "1", "k"), ("HGETEX", "fam-w", "FIELDS", "1", "k"),
+                        ("HGETEX", "fam-w", "PERSIST", "FIELDS", "1", "k"), ("HGETEX", "fam-w", "PX", "9", "FIELDS", "1", "k")):
+            self.assertNoPerm(self.client.call(*command), "read", "fam-w", self.UID, command)
+            replies = self.client.pipeline([("MULTI",), command, ("EXEC",)])
+            self.assertNoPerm(replies[1], "read", "fam-w", self.UID, ("queued",) + command)
+            self.assertEqual(replies[2].code, "EXECABORT", command)
+            self.assertUsable(self.client, command)
+        self.assertEqual(self.last_sequence("fam-w"), sequence, "a refused command wrote to fam-w")
+        self.assertEqual(self.root.call("GET", "fam-w", "k"), b"seed")
+        self.assertGreater(self.root.call("PTTL", "fam-w", "k"), 100000, "a refused HGETEX changed k's deadline")
+        self.root.call("PUT", "fam-rw", "k", "v")
+        self.assertEqual(self.client.pipeline([("MULTI",), ("HGETEX", "fam-rw", "PX", "600000", "FIELDS", "1", "k"),
+                                               ("HGETDEL", "fam-rw", "FIELDS", "1", "k"), ("EXEC",)]),
+                         ["OK", "QUEUED", "QUEUED", [[b"v"], [b"v"]]])
+        self.assertEqual(self.client.call("HGETEX", "fam-rw", "FIELDS", "1", "k"), [None])
 
     def test_copy_needs_read_on_the_source_and_write_on_the_target(self):
         before = {ns: self.last_sequence(ns) for ns in self.NAMESPACES}
@@ -559,6 +585,29 @@ class Followers(ServerTestCase):
         self.expect_change(follower, "feed-a", "k4", "v4")
         self.assertUsable(follower)
 
+    def test_the_end_of_a_feed_names_only_namespaces_the_follower_may_read(self):
+        # RENAME and COPY onto a followed namespace end its feed, saying what replaced it: the
+        # other namespace is named only to a follower that may read it.
+        for command, named, anonymous in (
+                ("RENAME", "the namespace was replaced by 'feed-src', renamed to it", "the namespace was replaced by another, renamed to it"),
+                ("COPY", "the namespace was replaced by a copy of 'feed-src'", "the namespace was replaced by a copy of another")):
+            self.server.write_acl(self.acl + "uid:2003  feed-src  read\n")
+            self.root.call("ACL", "LOAD")
+            self.root.call("PUT", "feed-src", "s", "1")
+            self.root.call("PUT", "feed-a", "k0", "v0")
+            blind, seeing = self.follow(2001, "feed-a"), self.follow(2003, "feed-a")
+            self.assertEqual(self.root.call(command, "feed-src", "feed-a", *(("REPLACE",) if command == "COPY" else ())),
+                             "OK" if command == "RENAME" else 1)
+            for follower, words in ((blind, anonymous), (seeing, named)):
+                while True:
+                    kind, message = follower.read()
+                    self.assertEqual(kind, "reply", command)
+                    if isinstance(message, Error):
+                        break
+                self.assertEqual(message.code, "LAGGING", command)
+                self.assertTrue(str(message).endswith("(%s)" % words), "%s: %s" % (command, message))
+            self.root.call("UNLINK", "feed-a", "feed-src")
+
     def test_a_reload_that_keeps_the_right_cuts_nobody_off(self):
         follower = self.follow(2001, "feed-a")
         self.server.write_acl(self.acl + "uid:2009  feed-a  read\n")
@@ -623,8 +672,8 @@ class Flushing(ServerTestCase):
         partial = self.peer(2002, 2002)
         for command in (("FLUSHDB",), ("FLUSHALL", "ASYNC")):
             self.assertEqual(partial.call(*command),
-                             "NOPERM FLUSHDB and FLUSHALL remove every namespace, and uid 2002 has no write "
-                             "permission on 2 of the 3; nothing was removed", command)
+                             "NOPERM FLUSHDB and FLUSHALL remove every namespace, and uid 2002 lacks the write "
+                             "permission on some; nothing was removed", command)
             self.assertUsable(partial, command)
         self.assertEqual(self.root.call("NAMESPACES"), [b"fl-a", b"fl-b", b"fl-own"])
         self.assertEqual(self.root.call("GET", "fl-own", "k"), b"fl-own", "the namespace it may write was not removed either")

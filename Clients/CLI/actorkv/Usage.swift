@@ -98,6 +98,10 @@ Commands:
                               a process in /proc, among the processes it may inspect: its user's.)
                               So the lock is never left behind, and actorkv does not release it
                               while COMMAND runs (a server restart or --ttl can: see exit 4).
+                              The connection keeps the rights of the user who ran actorkv (under
+                              --acl, and with every right if that is the server's user): a
+                              COMMAND that drops privileges (setpriv, runuser, su) can still use
+                              them. Drop them first: setpriv ... actorkv lock NS KEY -- COMMAND.
                               Waiting follows NS's changes (no polling).
                               --timeout SECS  give up after SECS seconds (exit 7; COMMAND is not
                                               run); 0: one attempt; default: wait for ever. (The

@@ -116,11 +116,24 @@ extension AccessRules {
         case S_IFDIR: throw cannotRead(path, EISDIR)
         default: throw AccessRulesError(file: path, line: nil, message: "cannot read: not a regular file")
         }
-        if let problem = ownershipProblem(uid: status.st_uid, mode: status.st_mode, serverUID: geteuid())
-            ?? PrivateDirectory.problem(PrivateDirectory.containing(path), role: "its directory", holding: "the file, and so grant every right") {
+        if let problem = ownershipProblem(uid: status.st_uid, mode: status.st_mode, serverUID: geteuid()) ?? directoryProblem(path) {
             throw AccessRulesError(file: path, line: nil, message: problem)
         }
         return Int(status.st_size)
+    }
+
+    /// Why another user could replace the file at `path` where it is named or, through a
+    /// symbolic link, where it really is: either directory writable by others than the server's
+    /// user (its group included) without the sticky bit, or owned by another user. Nil if neither.
+    private static func directoryProblem(_ path: String) -> String? {
+        let named = PrivateDirectory.containing(path)
+        let holding = "the file, and so grant every right"
+        if let problem = PrivateDirectory.problem(named, role: "its directory", holding: holding, groupToo: true) { return problem }
+        guard let resolved = realpath(path, nil) else { return nil }  // fstat found it: a race, judged at the next load
+        defer { free(resolved) }
+        let real = PrivateDirectory.containing(String(cString: resolved))
+        guard real != named else { return nil }
+        return PrivateDirectory.problem(real, role: "the directory it links into,", holding: holding, groupToo: true)
     }
 
     /// Why a file with this owner and mode may not hold the rules, or nil if it may.

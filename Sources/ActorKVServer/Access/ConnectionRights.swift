@@ -65,7 +65,7 @@ final class ConnectionRights {
         } else if flags.contains(.namespaced) {
             try require(needed, on: String(decoding: request[1], as: UTF8.self))
         } else if flags.contains(.sourceThenTarget) {
-            try require(.read, on: String(decoding: request[1], as: UTF8.self))
+            try require(flags.contains(.movesSource) ? needed.union(.read) : .read, on: String(decoding: request[1], as: UTF8.self))
             try require(needed, on: String(decoding: request[2], as: UTF8.self))
         } else if flags.contains(.namespacedArguments) {
             for index in 1..<request.count { try require(needed, on: String(decoding: request[index], as: UTF8.self)) }

@@ -133,9 +133,15 @@ final class Follower {
     /// (checked for a follower that is not reading, whose turn would not come).
     var isLagging: Bool { synced && feed.hasTrimmed(after: cursor) }
 
-    /// The `-LAGGING` error that ends its connection.
-    var laggingReply: Reply {
-        let ended = localFeed?.endSequence == nil ? "" : " (\((localFeed?.endReason ?? .removed).text))"
+    /// The `-LAGGING` error that ends its connection, whose `rights` (nil: every right) decide
+    /// whether it names the other namespace of a rename or copy that ended the feed.
+    func laggingReply(for rights: ConnectionRights?) -> Reply {
+        var ended = ""
+        if localFeed?.endSequence != nil {
+            let reason = localFeed?.endReason ?? .removed
+            let mayRead = reason.otherNamespace.map { rights?.rights(on: $0).contains(.read) ?? true } ?? true
+            ended = " (\(reason.text(namingOther: mayRead)))"
+        }
         return .error(.lagging, "resume from sequence \(cursor) of namespace '\(key.namespace)'\(ended)")
     }
 

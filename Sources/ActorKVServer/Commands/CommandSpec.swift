@@ -87,8 +87,10 @@ struct Arity: Sendable, Equatable {
 /// namespace's data: PING, HELLO, MULTI…); a test walks the table and fails on a command with
 /// none or two. The namespace the right is needed on is the first argument (`namespaced`) or
 /// every argument (`namespacedArguments`), or the second, the first needing the read right
-/// (`sourceThenTarget`, COPY); a `readOnly` command with none (NAMESPACES, INFO) shows only the
-/// namespaces the client may read.
+/// (`sourceThenTarget`, COPY; and the write right too with `movesSource`, RENAME); a write
+/// that replies the values it changes (`alsoReads`, HGETDEL) needs the read right as well; a
+/// `readOnly` command with none (NAMESPACES, INFO) shows only the namespaces the client may
+/// read.
 struct CommandFlags: OptionSet, Sendable {
     let rawValue: UInt16
 
@@ -118,6 +120,12 @@ struct CommandFlags: OptionSet, Sendable {
     /// Its first argument is a namespace it reads (the read right), its second one it changes
     /// (the command's right): COPY.
     static let sourceThenTarget = CommandFlags(rawValue: 1 << 11)
+    /// With `sourceThenTarget`: the source is changed too (RENAME empties it into the target),
+    /// so it needs the command's right as well as the read right.
+    static let movesSource = CommandFlags(rawValue: 1 << 12)
+    /// A write that replies the values it changes (HGETDEL, HGETEX): it needs the read right as
+    /// well, or a client granted only `write` could read through it.
+    static let alsoReads = CommandFlags(rawValue: 1 << 13)
 
     /// The flags that declare a command's right: a command has exactly one of them.
     static let rightDeclarations: [CommandFlags] = [.readOnly, .write, .admin, .serverOwner, .unrestricted]
@@ -125,7 +133,7 @@ struct CommandFlags: OptionSet, Sendable {
     /// The right these flags declare on a namespace (empty for `unrestricted` and `serverOwner`).
     var neededRight: AccessRights {
         if contains(.readOnly) { return .read }
-        if contains(.write) { return .write }
+        if contains(.write) { return contains(.alsoReads) ? [.write, .read] : .write }
         if contains(.admin) { return .admin }
         return []
     }

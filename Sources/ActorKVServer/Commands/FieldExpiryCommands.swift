@@ -21,7 +21,7 @@ enum FieldExpiryCommands {
             return .data(namespace: try args.namespace(0), .expire(KeyExpiry(keys: keys, deadline: .none)))
         },
         CommandSpec(name: "HGETEX", usage: "HGETEX ns [EX seconds | PX milliseconds | EXAT unix-time-seconds | PXAT unix-time-milliseconds | PERSIST] FIELDS numfields field [field ...]",
-                    arity: .atLeast(4), flags: [.namespaced, .write], parse: parseGetAndExpire),
+                    arity: .atLeast(4), flags: [.namespaced, .write, .alsoReads], parse: parseGetAndExpire),
         CommandSpec(name: "HSETEX", usage: setAllUsage, arity: .atLeast(5), flags: [.namespaced, .write], parse: parseSetAll),
         reader("HTTL", shape: .secondsLeft),
         reader("HPTTL", shape: .millisecondsLeft),

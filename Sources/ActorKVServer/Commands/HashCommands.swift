@@ -31,7 +31,7 @@ enum HashCommands {
         },
         // Redis 8's read-and-delete: each field's value, then the field deleted, in one log record.
         CommandSpec(name: "HGETDEL", usage: "HGETDEL ns FIELDS numfields field [field ...]", arity: .atLeast(4),
-                    flags: [.namespaced, .write]) { (args) throws(CommandError) in
+                    flags: [.namespaced, .write, .alsoReads]) { (args) throws(CommandError) in
             let ns = try args.namespace(0)
             let keys = try FieldExpiryCommands.fields(args, at: 1, countProblem: "Number of fields must be a positive integer")
             var steps: [BatchStep] = []

@@ -164,7 +164,7 @@ enum TransactionCommands {
     /// may no longer read a watched namespace.
     private static func refusalByCurrentRules(_ queued: [QueuedCommand], watched: [String: UInt64], _ context: CommandContext) -> CommandError? {
         if let namespace = queued.first?.namespace {
-            let needed: AccessRights = queued.reduce(into: []) { $0.insert($1.operation.isWrite ? .write : .read) }
+            let needed: AccessRights = queued.reduce(into: []) { $0.formUnion($1.operation.neededRight) }
             if let refusal = context.refusal(needing: needed, on: namespace) { return refusal }
         }
         for name in watched.keys.sorted() {

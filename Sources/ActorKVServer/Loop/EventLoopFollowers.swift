@@ -41,7 +41,7 @@ extension EventLoop {
                     if !draining && c.onlyFollows && !serviceFollowersWithinBudget(c) && !c.hasUnsentOutput { continue }
                     pump(c)
                 } else if let lagging = c.followers.first(where: \.isLagging) {
-                    drop(c, lagging.laggingReply, lagging: lagging)
+                    drop(c, lagging.laggingReply(for: c.rights), lagging: lagging)
                 }
             }
         }
@@ -132,7 +132,7 @@ extension EventLoop {
         var total = 0
         for follower in c.followers {
             if follower.isLagging {
-                drop(c, follower.laggingReply, lagging: follower)
+                drop(c, follower.laggingReply(for: c.rights), lagging: follower)
                 return (true, total)
             }
             adoptTape(follower, on: c)
@@ -162,7 +162,7 @@ extension EventLoop {
                     startHistoryRead(c, follower, after: after, through: through)
                     break turn
                 case .lagging:
-                    drop(c, follower.laggingReply, lagging: follower)
+                    drop(c, follower.laggingReply(for: c.rights), lagging: follower)
                     return (true, total + bytes)
                 case .failed(let error):
                     drop(c, ErrorMapping.reply(for: error), lagging: nil)
@@ -276,7 +276,7 @@ extension EventLoop {
                 send(follower.take(chunk.changes), of: follower, on: c)
                 pump(c)
             case .failure(let error) where error.code == .compacted:
-                drop(c, follower.laggingReply, lagging: follower)
+                drop(c, follower.laggingReply(for: c.rights), lagging: follower)
             case .failure(let error):
                 drop(c, ErrorMapping.reply(for: error), lagging: nil)
             }

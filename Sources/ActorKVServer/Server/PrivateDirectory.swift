@@ -16,15 +16,20 @@ enum PrivateDirectory {
 
     /// Why another user could replace `thing` in `directory`, or nil if no one but this
     /// process's user or root can: the directory cannot be read, is writable by every user
-    /// without the sticky bit, or is owned by another user. `role` names the directory in the
-    /// message ("socket directory /run/x is writable by every user and not sticky: …").
-    static func problem(_ directory: String, role: String, holding thing: String) -> String? {
+    /// (or, `groupToo`, by its group) without the sticky bit, or is owned by another user.
+    /// `role` names the directory in the message ("socket directory /run/x is writable by every
+    /// user and not sticky: …").
+    static func problem(_ directory: String, role: String, holding thing: String, groupToo: Bool = false) -> String? {
         var st = stat()
         guard fstatat(AT_FDCWD, directory, &st, 0) == 0 else {
             return "\(role) \(directory) does not exist or cannot be read"
         }
-        if st.st_mode & 0o002 != 0 && st.st_mode & UInt32(S_ISVTX) == 0 {
+        let sticky = st.st_mode & UInt32(S_ISVTX) != 0
+        if st.st_mode & 0o002 != 0 && !sticky {
             return "\(role) \(directory) is writable by every user and not sticky: another user could replace \(thing); use a private directory"
+        }
+        if groupToo && st.st_mode & 0o020 != 0 && !sticky {
+            return "\(role) \(directory) is writable by its group (gid \(st.st_gid)) and not sticky: a member of the group could replace \(thing); run chmod g-w on it"
         }
         if st.st_uid != geteuid() && st.st_uid != 0 {
             return "\(role) \(directory) is owned by uid \(st.st_uid): its owner could replace \(thing); use a directory owned by this user (uid \(geteuid())) or by root"

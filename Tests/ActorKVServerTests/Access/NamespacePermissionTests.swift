@@ -79,6 +79,33 @@ struct NamespacePermissionTests {
         #expect(try AccessControl(path: path, ownUID: 0, names: Self.names).ruleCount == 1)
     }
 
+    @Test("an ACL file in a directory its group may write to (not sticky), or linked into one, is refused: a member of the group could replace it")
+    func groupWritableDirectoryRefused() throws {
+        let path = directory.path + "/acl.conf"
+        try write("uid:2001 ns read\n")
+        chmod(directory.path, 0o770)
+        #expect(throws: AccessRulesError(file: path, line: nil, message: "its directory \(directory.path) is writable by its group (gid \(getegid())) and not sticky: a member of the group could replace the file, and so grant every right; run chmod g-w on it")) {
+            try AccessControl(path: path, ownUID: 0, names: Self.names)
+        }
+        chmod(directory.path, 0o1770)
+        #expect(try AccessControl(path: path, ownUID: 0, names: Self.names).ruleCount == 1, "sticky: others cannot replace what they do not own")
+        chmod(directory.path, 0o700)
+        // A link in a private directory to a file in a shared one: whoever may replace the file
+        // there chooses the rules.
+        let shared = directory.path + "/shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+        try "uid:2001 * read write admin\n".write(toFile: shared + "/acl.conf", atomically: true, encoding: .utf8)
+        chmod(shared + "/acl.conf", 0o644)
+        let link = directory.path + "/linked.conf"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: shared + "/acl.conf")
+        chmod(shared, 0o775)
+        #expect(throws: AccessRulesError(file: link, line: nil, message: "the directory it links into, \(shared) is writable by its group (gid \(getegid())) and not sticky: a member of the group could replace the file, and so grant every right; run chmod g-w on it")) {
+            try AccessControl(path: link, ownUID: 0, names: Self.names)
+        }
+        chmod(shared, 0o755)
+        #expect(try AccessControl(path: link, ownUID: 0, names: Self.names).ruleCount == 1, "a link into a private directory is fine")
+    }
+
     @Test("actorkvd does not start with an --acl file in a directory every user may write to")
     func unsafeDirectoryStopsTheStart() async throws {
         let acl = TemporaryDirectory("acl-open")
@@ -114,7 +141,9 @@ struct NamespacePermissionTests {
             } else if needed.isEmpty || spec.flags.isDisjoint(with: [.namespaced, .namespacedArguments]) {
                 #expect(refused == nil, "\(spec.name) needs no right on a namespace here, yet: \(refused ?? "")")
             } else {
-                #expect(refused == "no \(needed.names) permission on namespace 'ns' for uid 2001", "\(spec.name): \(refused ?? "ran")")
+                // A refusal names the first right missing, read before write.
+                let first = needed.contains(.read) ? "read" : needed.names
+                #expect(refused == "no \(first) permission on namespace 'ns' for uid 2001", "\(spec.name): \(refused ?? "ran")")
             }
         }
         // With every right on `ns`, nothing in the table is refused but what only the server's uid may run.
@@ -126,6 +155,35 @@ struct NamespacePermissionTests {
         let readOnly = ConnectionRights(access: try access("uid:2001 ns read write\nuid:2001 other read\n"), peer: Self.peer)
         #expect(refusal(["COPY", "ns", "other"], readOnly) == "no write permission on namespace 'other' for uid 2001")
         #expect(refusal(["COPY", "other", "ns", "REPLACE"], readOnly) == nil)
+    }
+
+    @Test("write without read reads nothing: RENAME needs read and write on its source (write on its target), HGETDEL and HGETEX read and write; EXEC judges a queued one so again")
+    func writeAloneReadsNothing() throws {
+        let rights = ConnectionRights(access: try access("uid:2001 wonly write\nuid:2001 mine read write\nuid:2001 drop write\n"), peer: Self.peer)
+        let noRead = "no read permission on namespace 'wonly' for uid 2001"
+        // Renamed into a namespace it may read, its keys would be read there.
+        #expect(refusal(["RENAME", "wonly", "mine"], rights) == noRead)
+        #expect(refusal(["RENAMENX", "wonly", "mine"], rights) == noRead)
+        #expect(refusal(["RENAME", "mine", "drop"], rights) == nil, "the target needs write alone: its keys are dropped, not read")
+        #expect(refusal(["RENAME", "mine", "other"], rights) == "no write permission on namespace 'other' for uid 2001")
+        let readOnly = ConnectionRights(access: try access("uid:2001 ro read\nuid:2001 mine read write\n"), peer: Self.peer)
+        #expect(refusal(["RENAME", "ro", "mine"], readOnly) == "no write permission on namespace 'ro' for uid 2001", "RENAME empties its source")
+        #expect(refusal(["HGETDEL", "wonly", "FIELDS", "1", "f"], rights) == noRead)
+        #expect(refusal(["HGETEX", "wonly", "FIELDS", "1", "f"], rights) == noRead)
+        #expect(refusal(["HGETEX", "wonly", "PERSIST", "FIELDS", "1", "f"], rights) == noRead)
+        #expect(refusal(["HGETEX", "mine", "PX", "10", "FIELDS", "1", "f"], rights) == nil)
+        #expect(refusal(["HDEL", "wonly", "f"], rights) == nil, "a write that replies counts only")
+        // EXEC's judgement of what it queued: the same rights the commands declare.
+        for (request, needed) in [(["HGETDEL", "ns", "FIELDS", "1", "f"], AccessRights([.read, .write])),
+                                  (["HGETEX", "ns", "EX", "9", "FIELDS", "1", "f"], [.read, .write]),
+                                  (["HGETEX", "ns", "FIELDS", "1", "f"], .read), (["HSET", "ns", "f", "v"], .write),
+                                  (["HGET", "ns", "f"], .read), (["INCR", "ns", "k"], .write)] {
+            guard case .data(_, let operation, _) = Command(parsing: Request(request.map { Array($0.utf8) })) else {
+                Issue.record("\(request) does not parse as a data command")
+                continue
+            }
+            #expect(operation.neededRight == needed, "\(request): \(operation.neededRight.names)")
+        }
     }
 
     @Test("rights are the union of matching rules; write alone does not read; WATCH needs read and UNLINK write on every namespace; ACL LOAD, BACKUP, CLIENT LIST and CLIENT KILL are the owner's")

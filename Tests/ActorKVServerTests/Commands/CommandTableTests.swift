@@ -123,6 +123,8 @@ struct CommandTableTests {
                 #expect(spec.flags.contains(.namespaced) && namespace == "ns", "\(spec.name)")
                 #expect(operation.isWrite == spec.flags.contains(.write), "\(spec.name): isWrite \(operation.isWrite)")
                 #expect(operation.isWrite != spec.flags.contains(.readOnly), "\(spec.name)")
+                // What EXEC judges a queued command by again: the right its spec declares.
+                #expect(operation.neededRight == spec.flags.neededRight, "\(spec.name): needs \(operation.neededRight.names), declares \(spec.flags.neededRight.names)")
             case .owned(let namespace, _):
                 #expect(spec.flags.contains(.namespaced) && spec.flags.contains(.write) && namespace == "ns", "\(spec.name)")
             case .local:

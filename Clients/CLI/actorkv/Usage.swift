@@ -116,7 +116,9 @@ Commands:
                               Exit 127 if COMMAND is not found, 126 if it cannot be run. A
                               file that is neither a binary nor a #! script is run with /bin/sh,
                               as flock(1) (execvp) runs it.
-  compact NS                  snapshot NS and truncate its log
+  compact NS                  snapshot NS and drop the log segments the snapshot covers, but
+                              those holding its last --changes-history changes (kept for
+                              CHANGES FROM)
   unlink NS...                remove namespaces, their keys and files; print how many existed.
                               A name used again numbers its versions on after its earlier life
   rename NS NEWNS             NEWNS gets NS's keys (with their expiries, and NS's own) and drops its

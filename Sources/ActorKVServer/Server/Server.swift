@@ -187,6 +187,9 @@ public final class Server: Sendable {
                               limits: StoreLimits(maxValueBytes: config.maxValueBytes), ephemeralTTL: config.ephemeralTTL,
                               changesHistory: config.changesHistory, log: log)
         log("actorkvd starting as an etcd agent: socket \(config.socketPath), etcd \(config.etcdEndpoints.joined(separator: ",")), prefix \(config.etcdPrefix), ephemeral TTL \(config.ephemeralTTL) s, max clients \(budget.clients)")
+        if !config.ignoredLocalFlags.isEmpty {
+            log("warning: \(config.ignoredLocalFlags.joined(separator: ", ")) given, but the data is in etcd: no effect in cluster mode")
+        }
         do { log("etcd revision \(try await store.revision()) at \(store.client.currentEndpoint)") } catch {
             log("warning: etcd does not answer yet (\(error.message)); commands get -UNAVAILABLE until it does")
         }

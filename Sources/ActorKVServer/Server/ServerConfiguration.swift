@@ -47,6 +47,8 @@ public struct ServerConfiguration: Sendable {
     public var execution = Execution.loop
     /// Cluster mode: the etcd members' client URLs (`--etcd`); empty: the data is local.
     public var etcdEndpoints: [String] = []
+    /// Cluster mode: the flags of local data that were given, and have no effect (said at start).
+    public var ignoredLocalFlags: [String] = []
     /// Cluster mode: what every etcd key of ActorKV's starts with (`--etcd-prefix`).
     public var etcdPrefix = "actorkv/"
     /// Cluster mode: seconds an agent's connection lease lives unrenewed (`--ephemeral-ttl`):
@@ -204,21 +206,42 @@ extension ServerConfiguration {
         var config = ServerConfiguration()
         var rest = arguments[...]
         var check = false
-        var valueLimitGiven = false
+        var given: Set<String> = []
         while let flag = rest.popFirst() {
             if flag == "--help" || flag == "-h" { return .help }
             if flag == "--version" { return .version }
             if flag == "--check" { check = true; continue }
-            if flag == "--allow-shared-data-dir" { config.allowSharedDataDirectory = true; continue }
+            if flag == "--allow-shared-data-dir" { config.allowSharedDataDirectory = true; given.insert(flag); continue }
             guard let value = rest.popFirst() else {
                 throw UsageError(description: flag.hasPrefix("--") && knownFlags.contains(flag)
                                  ? "\(flag) needs a value" : "unknown option '\(flag)'")
             }
             try apply(flag, value, to: &config)
-            if flag == "--max-value-bytes" { valueLimitGiven = true }
+            given.insert(flag)  // given twice, the last one counts, as with most commands
         }
-        try fitValueLimit(&config, given: valueLimitGiven)
+        try fitValueLimit(&config, given: given.contains("--max-value-bytes"))
+        try checkMode(&config, given: given, check: check)
         return check ? .check(config) : .run(config)
+    }
+
+    /// The flags that only local data uses, which cluster mode (`--etcd`) would ignore.
+    static let localDataFlags = ["--data-dir", "--fsync", "--snapshot-interval", "--compact-ratio", "--compact-min-bytes",
+                                 "--allow-shared-data-dir"]
+    /// The flags that only cluster mode uses.
+    static let clusterFlags = ["--etcd-prefix", "--ephemeral-ttl"]
+
+    /// Refuses the flags of cluster mode without `--etcd`, and `--check` (of a data directory)
+    /// with it; notes the flags of local data given with `--etcd` (``ignoredLocalFlags``), which
+    /// the start then warns of: scripts that start a server either way may pass them.
+    private static func checkMode(_ config: inout ServerConfiguration, given: Set<String>, check: Bool) throws(UsageError) {
+        if config.etcdEndpoints.isEmpty {
+            if let flag = clusterFlags.first(where: given.contains) {
+                throw UsageError(description: "\(flag) is for cluster mode and needs --etcd; without it the data is local")
+            }
+        } else {
+            if check { throw UsageError(description: "--check reads a local data directory; with --etcd there is none (check etcd with etcdctl)") }
+            config.ignoredLocalFlags = localDataFlags.filter(given.contains)
+        }
     }
 
     /// Keeps the value limit within the bulk limit, so that a value too long is refused as one

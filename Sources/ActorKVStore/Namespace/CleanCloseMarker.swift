@@ -31,20 +31,27 @@ enum CleanCloseMarker {
     /// The sequence a marker's bytes name, or nil unless they are exactly a marker's text.
     static func sequence(in bytes: [UInt8]) -> UInt64? { NumberLine.number(in: bytes, prefix: prefix) }
 
+    /// Where the marker is written before it is renamed into place.
+    static func temporaryPath(in files: NamespaceFiles) -> String { path(in: files) + ".tmp" }
+
     /// Writes the marker (replacing an older one through a temporary file and a rename). Call it
-    /// only once everything through `sequence` is fsync'd.
+    /// only once everything through `sequence` is fsync'd. If that fails (a full disk), the
+    /// temporary file is removed (or, if that fails too, at the namespace's next opening).
     static func write(through sequence: UInt64, files: NamespaceFiles) throws(Errno) {
-        let path = path(in: files)
-        let temporary = path + ".tmp"
-        let fd = try files.system.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
-        defer { SystemCalls.close(fd) }
-        let bytes = Array(text(through: sequence).utf8)
-        let written = bytes.withUnsafeBytes { (raw) -> Errno? in
-            do throws(Errno) { try files.system.pwriteAll(fd, raw, at: 0, path: temporary) } catch { return error }
-            return nil
+        let temporary = temporaryPath(in: files)
+        do throws(Errno) {
+            let fd = try files.system.open(temporary, O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            defer { SystemCalls.close(fd) }
+            let failed = Array(text(through: sequence).utf8).withUnsafeBytes { (raw) -> Errno? in
+                do throws(Errno) { try files.system.pwriteAll(fd, raw, at: 0, path: temporary) } catch { return error }
+                return nil
+            }
+            if let failed { throw failed }
+            try files.system.rename(temporary, path(in: files))
+        } catch {
+            try? files.system.unlink(temporary)
+            throw error
         }
-        if let written { throw written }
-        try files.system.rename(temporary, path)
     }
 
     /// The sequence the namespace's marker names, nil if it has none (`present`: its directory

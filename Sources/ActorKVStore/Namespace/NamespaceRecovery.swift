@@ -105,6 +105,8 @@ enum NamespaceRecovery {
             try? files.system.unlink(files.temporarySnapshotPath)
             log("namespace \(name): removed an unfinished snapshot.json.tmp left by an interrupted compaction")
         }
+        // A clean-close marker whose write failed (a full disk at shutdown) and was not removed then.
+        try? files.system.unlink(CleanCloseMarker.temporaryPath(in: files))
         var lengths = found.lengths
         var fileSize = found.lastFileSize
         var recordsStart = found.lastRecordsStart
@@ -176,8 +178,9 @@ enum NamespaceRecovery {
             throw StoreError.io("listing", files.directory, error)
         }
         let segments = names.compactMap(NamespaceFiles.segmentNumber(fileName:)).sorted()
-        var state = try loadSnapshot(name: name, files: files, present: names.contains("snapshot.json"))
-        var replay = Replay(snapshotSequence: state.lastSequence, data: state.data)
+        let hasSnapshot = names.contains("snapshot.json")
+        var state = try loadSnapshot(name: name, files: files, present: hasSnapshot)
+        var replay = Replay(snapshotSequence: state.lastSequence, data: state.data, snapshotMissing: !hasSnapshot)
         // The replay holds the only reference to the snapshot's map, so that its writes change the
         // nodes in place instead of copying each path still shared with a second reference.
         state.data = LiveData()
@@ -344,11 +347,15 @@ enum NamespaceRecovery {
         var lastSequence: UInt64 = 0
         var previous: UInt64?
         var replayed = 0
+        /// There is no snapshot file: a log that does not start at the first change lost the
+        /// snapshot that covered the changes before it.
+        let snapshotMissing: Bool
 
-        init(snapshotSequence: UInt64, data: LiveData) {
+        init(snapshotSequence: UInt64, data: LiveData, snapshotMissing: Bool) {
             self.snapshotSequence = snapshotSequence
             self.data = data
             self.lastSequence = snapshotSequence
+            self.snapshotMissing = snapshotMissing
         }
 
         mutating func apply(_ record: LogRecord, path: String, offset: Int) throws(StoreError) {
@@ -359,7 +366,9 @@ enum NamespaceRecovery {
             // the history CHANGES … FROM reads); the first one past the snapshot follows it.
             let expected = previous.map { $0 + 1 } ?? (record.sequence > snapshotSequence ? snapshotSequence + 1 : record.sequence)
             guard record.sequence == expected else {
-                throw StoreError.corrupt(path, offset: offset, "sequence gap: expected \(expected), found \(record.sequence)")
+                let missing = previous == nil && snapshotMissing
+                    ? ": the log starts at change \(record.sequence), and snapshot.json, which would hold the changes before it, is missing (restore it, or the namespace, from a backup)" : ""
+                throw StoreError.corrupt(path, offset: offset, "sequence gap: expected \(expected), found \(record.sequence)\(missing)")
             }
             previous = record.sequence
             guard record.sequence > snapshotSequence else { return }

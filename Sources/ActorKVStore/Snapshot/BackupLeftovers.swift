@@ -24,12 +24,15 @@ enum BackupLeftovers {
         ".\(name).partial-\(getpid())-" + String(UInt32.random(in: .min ... .max), radix: 16)
     }
 
-    /// The process id in `entry` if it is the name of a hidden directory of a backup to `name`
-    /// (``hiddenName(of:)``); nil otherwise. Pure.
-    static func owner(of entry: String, name: String) -> Int32? {
-        let prefix = ".\(name).partial-"
-        guard entry.hasPrefix(prefix) else { return nil }
-        let rest = entry.dropFirst(prefix.count).split(separator: "-", omittingEmptySubsequences: false)
+    /// The process id in `entry` if it is the name of a hidden directory of a backup to any
+    /// name (``hiddenName(of:)``: `.NAME.partial-PID-XXXXXXXX`); nil otherwise. Pure.
+    static func owner(of entry: String) -> Int32? {
+        let marker = Array(".partial-".utf8), bytes = Array(entry.utf8)
+        // The last marker, after a dot and a name of at least one byte.
+        guard bytes.first == UInt8(ascii: "."), bytes.count > marker.count + 1,
+              let at = stride(from: bytes.count - marker.count, through: 2, by: -1).first(where: { bytes[$0..<$0 + marker.count].elementsEqual(marker) })
+        else { return nil }
+        let rest = String(decoding: bytes[(at + marker.count)...], as: UTF8.self).split(separator: "-", omittingEmptySubsequences: false)
         guard rest.count == 2, let pid = Int32(rest[0]), pid > 0, !rest[1].isEmpty,
               rest[1].allSatisfy(\.isHexDigit) else { return nil }
         return pid
@@ -41,15 +44,18 @@ enum BackupLeftovers {
     /// Notes that `partial` was renamed or removed.
     static func release(_ partial: String) { _ = claimed.withLock { $0.remove(partial) } }
 
-    /// Removes the leftovers of backups to `name` in directory `parent`, as ``BackupWriter/discard(_:names:system:)``
-    /// removes a failed one's (what it does not know stays, and so does the directory holding
-    /// it); returns the paths it removed. Never fails: a leftover it cannot read or remove stays.
-    static func removeStale(of name: String, in parent: String, system: SystemCalls) -> [String] {
+    /// Removes the leftovers of backups to any name in directory `parent` (a backup cut short
+    /// by its server's stop or death, to this path or to another: a nightly backup to a new
+    /// dated name each time would otherwise leave each one there for good), as
+    /// ``BackupWriter/discard(_:names:system:)`` removes a failed one's (what it does not know
+    /// stays, and so does the directory holding it); returns the paths it removed. Never fails:
+    /// a leftover it cannot read or remove stays.
+    static func removeStale(in parent: String, system: SystemCalls) -> [String] {
         guard let entries = try? system.listDirectory(parent) else { return [] }
         var removed: [String] = []
         let me = getpid()
         for entry in entries.sorted() {
-            guard let pid = owner(of: entry, name: name) else { continue }
+            guard let pid = owner(of: entry) else { continue }
             let path = parent + (parent == "/" ? "" : "/") + entry
             let stale = pid == me ? !claimed.withLock { $0.contains(path) } : !SystemCalls.processExists(pid)
             guard stale, isOwnDirectory(path) else { continue }

@@ -55,10 +55,10 @@ enum BackupWriter {
         if realParent == realData || realParent.hasPrefix(realData == "/" ? "/" : realData + "/") {
             throw StoreError(.invalidArgument, "a backup cannot go inside the data directory \(dataDirectory) (the server would take it for a namespace): \(path)")
         }
-        let removed = BackupLeftovers.removeStale(of: name, in: parent, system: system)
+        let removed = BackupLeftovers.removeStale(in: parent, system: system)
         let partial = parent + (parent == "/" ? "" : "/") + BackupLeftovers.hiddenName(of: name)
         // Claimed before it exists: another backup's search for leftovers then never takes it
-        // for one (``BackupLeftovers/removeStale(of:in:system:)``).
+        // for one (``BackupLeftovers/removeStale(in:system:)``).
         BackupLeftovers.claim(partial)
         do throws(Errno) {
             guard try system.mkdir(partial) else { throw Errno(EEXIST) }

@@ -12,8 +12,8 @@ extension Store {
     /// deleted when it is opened, as after a restart.
     ///
     /// The backup is written to a hidden directory beside `path` and renamed to `path` once
-    /// complete, so `path` never holds part of one; the hidden directories of earlier backups to
-    /// `path` that a killed process left are removed first (``BackupLeftovers``). A namespace that cannot be opened is left out
+    /// complete, so `path` never holds part of one; the hidden directories that earlier backups
+    /// cut short left in the same directory are removed first (``BackupLeftovers``). A namespace that cannot be opened is left out
     /// and named in ``BackupSummary/unavailable``. Throws `invalidArgument` for a bad path, `io`
     /// when writing fails (what was written is removed), `closed` if the store is closed.
     public func backup(to path: String) async throws(StoreError) -> BackupSummary {
@@ -24,7 +24,7 @@ extension Store {
             try BackupWriter.prepare(path, dataDirectory: self.directory, system: system)
         }
         for leftover in paths.removedLeftovers {
-            options.log("backup: removed \(leftover), left by a backup to the same path whose server was killed while writing it")
+            options.log("backup: removed \(leftover), left by a backup cut short (its server stopped or was killed while writing it)")
         }
         // A name removed before the copy, used again in it, must number on after its earlier life.
         let floor = sequenceFloor

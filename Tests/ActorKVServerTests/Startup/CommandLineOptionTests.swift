@@ -29,6 +29,9 @@ struct CommandLineOptionTests {
             (["--allow-uid", ""], "--allow-uid needs at least one id"),
             (["--max-bulk-bytes", "1000", "--max-value-bytes", "1001"], "--max-value-bytes 1001 is more than --max-bulk-bytes 1000"),
             (["--max-value-bytes", "70000000"], "--max-value-bytes 70000000 is more than --max-bulk-bytes 67108864"),
+            (["--etcd-prefix", "x/"], "--etcd-prefix is for cluster mode and needs --etcd"),
+            (["--ephemeral-ttl", "5", "--data-dir", "d"], "--ephemeral-ttl is for cluster mode and needs --etcd"),
+            (["--check", "--etcd", "http://127.0.0.1:2379"], "--check reads a local data directory; with --etcd there is none"),
           ])
     func refused(arguments: [String], message: String) {
         let error = Self.usageError(arguments)
@@ -52,6 +55,12 @@ struct CommandLineOptionTests {
             throw TestFailure("did not parse to a configuration")
         }
         #expect(lowered.maxValueBytes == 65536 && equal.maxValueBytes == 1000)
+        // Local data's flags with --etcd start, noted for the start's warning; none without --etcd.
+        guard case .run(let agent) = try ServerConfiguration.parse(["--data-dir", "d", "--etcd", "http://127.0.0.1:2379", "--fsync", "always", "--max-clients", "9"]),
+              case .run(let local) = try ServerConfiguration.parse(["--data-dir", "d", "--fsync", "always"]) else {
+            throw TestFailure("did not parse to a configuration")
+        }
+        #expect(agent.ignoredLocalFlags == ["--data-dir", "--fsync"] && local.ignoredLocalFlags.isEmpty)
     }
 
     @Test("actorkvd exits 2 on each, with the message and the pointer to --help, as on any bad option")

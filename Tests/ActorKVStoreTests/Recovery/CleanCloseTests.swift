@@ -25,6 +25,28 @@ struct CleanCloseTests {
         }
     }
 
+    @Test("a clean-close marker that cannot be written (a full disk at shutdown) leaves no closed-cleanly.tmp; one left by an older build is removed at the next opening")
+    func failedMarkerLeavesNothing() async throws {
+        let dir = TemporaryDirectory("cleanfull")
+        defer { dir.remove() }
+        let faults = FaultInjector()
+        var options = testOptions()
+        options.faults = faults
+        try await withStore(dir.data, options) { store in
+            try await store.namespace("ns").put(b("k"), b("v"))
+            faults.failSyscall(.write, pathContains: CleanCloseMarker.fileName + ".tmp", errno: ENOSPC)
+        }
+        let temporary = Self.markerPath(dir.data, "ns") + ".tmp"
+        #expect(!fileExists(temporary), "the failed marker's temporary file stays")
+        #expect(!fileExists(Self.markerPath(dir.data, "ns")), "no marker was written")
+        try writeFile(temporary, [])
+        try await withStore(dir.data) { store in
+            let ns = try await store.namespace("ns")
+            #expect(await ns.get(b("k")) == b("v"))
+            #expect(!fileExists(temporary), "opening removes a leftover temporary marker")
+        }
+    }
+
     @Test("a flipped bit in the last record's length, after a clean close, is refused and the file left alone")
     func flippedLengthBitRefused() async throws {
         let dir = TemporaryDirectory("cleanflip")

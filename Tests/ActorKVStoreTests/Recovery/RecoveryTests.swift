@@ -238,6 +238,19 @@ struct RecoveryTests {
         }
     }
 
+    @Test("a missing snapshot is named: a log that starts after the first change, with no snapshot, says snapshot.json is missing")
+    func missingSnapshot() async throws {
+        let dir = TemporaryDirectory("rec")
+        defer { dir.remove() }
+        // Compacted through 10 (000001.log dropped), then snapshot.json removed by hand.
+        let nsDir = try Self.layout(dir, segments: [2: [Self.put(11, "a", "11"), Self.put(12, "a", "12")]], headers: true)
+        let checked = try Store.check(directory: dir.data)
+        #expect(checked.first?.failure?.message == "\(nsDir)/000002.log is corrupt at byte offset 8: sequence gap: expected 1, found 11: the log starts at change 11, and snapshot.json, which would hold the changes before it, is missing (restore it, or the namespace, from a backup); the file was left untouched")
+        // With the snapshot there but behind, the gap is the log's, and nothing is said of a missing one.
+        _ = try Self.layout(dir, "behind", segments: [2: [Self.put(11, "a", "11")]], snapshot: (5, [(b("a"), b("5"))]), headers: true)
+        #expect(try Store.check(directory: dir.data).first { $0.name == "behind" }?.failure?.message.contains("missing") == false)
+    }
+
     @Test("a leftover snapshot.json.tmp is removed and ignored")
     func leftoverTemporarySnapshot() async throws {
         let dir = TemporaryDirectory("rec")

@@ -30,6 +30,9 @@ public actor Store {
     /// no space, no file descriptor left): the next access tries again; until it succeeds they
     /// are reported unavailable with this error.
     var openFailures: [String: StoreError] = [:]
+    /// The failures to open namespaces that were logged last, by name, so that one repeated on
+    /// every request (a full disk) is logged once a while rather than thousands of times.
+    private var loggedFailures = RepeatedLines()
     /// The open namespaces. One is never replaced, and is removed only on the serial executor's
     /// thread when there is one (``unregister(_:)``: ``RecentNamespaces`` relies on it).
     private nonisolated let openNamespaces = Mutex<[String: Namespace]>([:])
@@ -363,8 +366,7 @@ public actor Store {
                 return ns
             } catch {
                 let storeError = error as? StoreError ?? StoreError(.io, "\(error)")
-                self.failOpening(name, storeError, wasNew: isNew)
-                options.log("namespace \(name): UNAVAILABLE: \(storeError.message)")
+                if let line = self.failOpening(name, storeError, wasNew: isNew) { options.log(line) }
                 throw storeError
             }
         }
@@ -419,16 +421,20 @@ public actor Store {
     private func finishOpening(_ name: String, _ ns: Namespace, look: Housekeeper.Look) {
         opening[name] = nil
         openFailures[name] = nil
+        loggedFailures.forget(name)
         openNamespaces.withLock { $0[name] = ns }
         keeper.adopt(ns, look: look)
     }
 
-    private func failOpening(_ name: String, _ error: StoreError, wasNew: Bool) {
+    /// Notes that namespace `name` failed to open with `error`; returns the line to log, nil
+    /// when the same failure was logged within ``RepeatedLines/quietSeconds``.
+    private func failOpening(_ name: String, _ error: StoreError, wasNew: Bool) -> String? {
         opening[name] = nil
         if error.code == .corrupt { failed[name] = error }
         // A namespace that could not be created does not exist: the next open creates it again.
         else if wasNew { onDisk.remove(name) }
         else { openFailures[name] = error }
+        return loggedFailures.line(for: name, "namespace \(name): UNAVAILABLE: \(error.message)")
     }
 
     /// The error that keeps a namespace unavailable, if any: its files are corrupt, or its last

@@ -36,8 +36,8 @@ Errors all derive from :class:`ActorKVError`:
 
 A :class:`Client` is one connection and is not thread-safe: give each thread its own client
 (a second thread calling it while a call is running gets ``RuntimeError``, not a reply meant
-for the first). In a child of ``fork()`` an inherited client opens a connection of its own at
-its first call, leaving the parent's alone. After a server restart, the first call on an
+for the first). In a child of ``fork()`` an inherited client's copy of the connection
+is closed at the fork (the parent's is left alone), and it connects anew at its first call. After a server restart, the first call on an
 existing client is sent again on a new connection by itself (nothing of it had been sent).
 
 To follow a namespace's changes as they are written, see :meth:`Client.changes` (an iterator of
@@ -66,6 +66,7 @@ import select
 import socket
 import threading
 import time
+import weakref
 
 __all__ = [
     "ActorKVConnectionError",
@@ -132,6 +133,24 @@ _UPDATE_BACKOFF = (0.0005, 0.05)
 
 #: poll(2) where there is one (no limit on descriptor numbers); select(2) otherwise.
 _HAVE_POLL = hasattr(select, "poll")
+
+# Every Client with a connection, so that a child of fork() closes its copies at once (see
+# _close_inherited_connections): a copy left open until the child's first call (if it ever
+# made one) kept the connection, and with it a lock or an EPHEMERAL key, alive after the
+# parent died, for as long as the child lived.
+_CONNECTED_CLIENTS = weakref.WeakSet()
+
+
+def _close_inherited_connections():
+    """In a child of fork(), at once: closes this process's copy of every inherited connection
+    (never shutting one down: it is the parent's), as a client's first call in the child would."""
+    for client in list(_CONNECTED_CLIENTS):
+        if client._sock is not None and client._pid != os.getpid():
+            client._forget_inherited()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_inherited_connections)
 
 #: What a send on a connection the server has closed fails with, having taken no byte.
 _UNSENT_ERRNOS = frozenset({errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN})
@@ -1176,9 +1195,10 @@ class Client(_Commands):
 
     Not thread-safe: give each thread its own client. A call made while another thread's call
     on the same client is running raises ``RuntimeError`` (a non-blocking lock per call), so
-    that replies never go to the wrong thread. Fork-safe: in a child of ``fork()`` the first
-    call drops the inherited connection (closing the child's descriptor only, never shutting
-    down the parent's connection) and connects again.
+    that replies never go to the wrong thread. Fork-safe: in a child of ``fork()`` the inherited
+    connection is dropped at once (the child's descriptor closed, the parent's connection never
+    shut down: a lock or ``EPHEMERAL`` key of the parent's goes when the parent does), and the
+    first call connects again.
     """
 
     #: Bytes asked of the socket per read.
@@ -1226,6 +1246,7 @@ class Client(_Commands):
                                          % (self.path, error.strerror or error))
         sock.setblocking(False)  # from now on, _roundtrip waits with poll/select
         self._sock = sock
+        _CONNECTED_CLIENTS.add(self)
         self._parser = ReplyParser()
         self._poller = select.poll() if _HAVE_POLL else None
 

@@ -3529,6 +3529,39 @@ class ReliabilityTests(unittest.TestCase):
         self.assertTrue(lock.check())
         self.assertTrue(lock.release())
 
+    def test_a_lock_goes_with_its_holder_killed_though_a_fork_child_lives_on(self):
+        # The child closes its copy of the lock's connection as it forks: kill -9 of the holder
+        # releases the lock at once, however long the child lives (it did not before).
+        server = self.start()
+        kv = server.client()
+        self.addCleanup(kv.close)
+        ready_r, ready_w = os.pipe()
+        holder = os.fork()
+        if holder == 0:
+            try:
+                os.close(ready_r)
+                lock = server.client().lock("fork", "dies")
+                lock.acquire()
+                child = os.fork()
+                if child == 0:
+                    time.sleep(30)  # lives on, using nothing
+                    os._exit(0)
+                os.write(ready_w, b"%d\n" % child)
+                os.kill(os.getpid(), signal.SIGKILL)
+            finally:
+                os._exit(3)
+        os.close(ready_w)
+        with os.fdopen(ready_r) as ready:
+            child = int(ready.readline() or "0")
+        self.assertGreater(child, 0, "the holder did not get to fork")
+        self.addCleanup(os.kill, child, signal.SIGKILL)
+        self.assertEqual(os.waitpid(holder, 0)[1] & 0x7F, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while kv.getv("fork", "dies") is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertIsNone(kv.getv("fork", "dies"), "the lock outlived its holder while the holder's child lives")
+        os.kill(child, 0)  # the child (init's now) is still alive: raises if it is not
+
     def test_threads_sharing_a_client_get_right_values_or_runtime_error(self):
         server = self.start()
         kv = server.client()

@@ -141,6 +141,19 @@ struct CLITests {
             }
             r = try await runCLI(["put", "--ttl", ".5", "config", "t", "v"], socket: s)
             #expect(r.status == 0, "\(r.stderr)")
+            // flock(1)'s short options (and any '-x' where the namespace goes) are usage errors,
+            // not a namespace '-t' made by the lock's write; after '--' such a name is taken.
+            for arguments in [["lock", "-t", "1", "locks", "z", "--", "true"], ["lock", "--ttl", "5", "-n", "locks", "z", "true"],
+                              ["put", "-n", "k", "v"], ["get", "-x", "k"], ["changes", "-w"]] {
+                r = try await runCLI(arguments, socket: s)
+                #expect(r.status == 2 && r.stderr.contains("unknown option '-"), "\(arguments): \(r.status) \(r.stderr)")
+            }
+            #expect(try await kv.namespaces().allSatisfy { !$0.hasPrefix("-") }, "a refused '-x' made a namespace")
+            r = try await runCLI(["put", "--", "-n", "k", "v"], socket: s)
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(try await kv.getString("-n", "k") == "v")
+            r = try await runCLI(["incr", "config", "n", "-5"], socket: s)
+            #expect(r.status == 0 && r.text == "-5\n", "a negative delta is no option: \(r.text) \(r.stderr)")
         }
     }
 

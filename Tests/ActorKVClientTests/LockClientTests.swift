@@ -233,6 +233,22 @@ struct LockClientTests {
         }
     }
 
+    @Test("a waiter whose lock timeout ends while the server is down throws the connection error, not lockTimedOut (the CLI's exit 4, not 7)")
+    func timeoutWhileServerDown() async throws {
+        try await withServer(fsync: "always") { server, kv in
+            let held = try await kv.acquireLock("locks", "d", timeout: .zero)
+            let quick = ActorKVClient(socketPath: server.socketPath, timeout: .milliseconds(500))
+            let waiter = Task { try await quick.withLock("locks", "d", timeout: .seconds(2)) { $0 } }
+            try await eventually("the waiter follows") { try await followerCount(kv, "locks") == 1 }
+            try await server.signal(SIGKILL)
+            withExtendedLifetime(held) {}  // held until the server went
+            let outcome = await waiter.result
+            guard case .failure(let error) = outcome else { throw TestFailure("acquired a lock with the server down: \(outcome)") }
+            #expect((error as? ActorKVError)?.meansServerGone == true, "the server was unreachable at the end of the wait, not the lock held: \(error)")
+            try await server.restart()
+        }
+    }
+
     @Test("a waiter waits through a server outage longer than its client's timeout, for as long as its lock timeout")
     func outageLongerThanClientTimeout() async throws {
         try await withServer(fsync: "always") { server, kv in

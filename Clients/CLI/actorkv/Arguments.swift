@@ -37,9 +37,19 @@ func operands(of arguments: ArraySlice<[UInt8]>,
             }
             continue
         }
+        if rest.isEmpty { try refuseShortOption(argument) }
         rest.append(argument)
     }
     return rest[...]
+}
+
+/// Throws a usage error if `first`, a command's first operand (its namespace) taken before any
+/// `--`, looks like a one-letter option (`-n`, `-w 5`, as flock(1) and others take): actorkv's
+/// commands have none, and it would be taken for a namespace (made by a write). A namespace that
+/// starts with '-' goes after '--'. A negative number (`-5`) is no option.
+func refuseShortOption(_ first: [UInt8]) throws(Failure) {
+    guard first.count > 1, first[0] == UInt8(ascii: "-"), !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first[1]) else { return }
+    throw usageFailure("unknown option '\(text(first))' (the command's options are spelled --name; a namespace that starts with '-' goes after '--')")
 }
 
 /// The value of option `name` if `word` is it: `NAME VALUE` (VALUE taken from `remaining`) or
@@ -118,6 +128,7 @@ func takeChangeStart(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Ch
         } else if word.hasPrefix("--") {
             throw usageFailure("changes: unknown option '\(word)' (expected --from SEQ or --snapshot)")
         } else {
+            if rest.isEmpty { try refuseShortOption(argument) }
             rest.append(argument)
         }
     }

@@ -17,10 +17,11 @@ func takeLockOptions(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Lo
     var options = LockOptions()
     var seen: Set<String> = []
     var rest = arguments
+    var ended = false
     while let first = rest.first, first.starts(with: Array("--".utf8)) {
         rest.removeFirst()
         let word = text(first)
-        if word == "--" { break }
+        if word == "--" { ended = true; break }
         let name: String, value: String
         if let eq = word.firstIndex(of: "=") {
             name = String(word[..<eq])
@@ -40,6 +41,8 @@ func takeLockOptions(from arguments: ArraySlice<[UInt8]>) throws(Failure) -> (Lo
         default: throw usageFailure("lock: unknown option '\(word)' (expected --timeout SECS or --ttl SECS)")
         }
     }
+    // flock(1)'s -w SECS and -n would otherwise be taken for NS (and its value for KEY).
+    if !ended, let first = rest.first { try refuseShortOption(first) }
     return (options, rest)
 }
 

@@ -13,16 +13,19 @@ Commands:
   put --if-version V NS KEY VALUE
                               store VALUE only if KEY's version is V (0: only if KEY is absent);
                               print the new version; exit 5, writing nothing, if it is not
-  put --ttl SECS NS KEY VALUE KEY expires SECS seconds from now (fractions allowed, rounded up to
-                              whole milliseconds): then it is gone for every read. A put without
+  put --ttl SECS NS KEY VALUE KEY expires SECS seconds from now (more than 0, at most 1000000000;
+                              fractions allowed, rounded up to whole milliseconds): then it is
+                              gone for every read. A put without
                               --ttl removes any expiry KEY had. (--ttl and --if-version combine.)
                               There is no --ephemeral: a key that belongs to actorkv's own
                               connection would be deleted as soon as actorkv exits. To hold a key
                               for as long as a command runs, use lock.
-  pttl NS KEY                 print the milliseconds KEY has left before it expires; -1 if it does
-                              not expire; print -2 and exit 1 if KEY is missing
-  expire NS KEY SECS          KEY expires SECS seconds from now (fractions allowed, rounded up to
-                              whole milliseconds), keeping its value; print 1, or print 0 and exit
+  pttl NS KEY                 print the milliseconds KEY has left before it expires; -1 if it has
+                              no expiry of its own (the namespace's, if any, is pttl NS: a key
+                              goes at the earlier of the two); print -2 and exit 1 if KEY is missing
+  expire NS KEY SECS          KEY expires SECS seconds from now (more than 0, at most 1000000000;
+                              fractions allowed, rounded up to whole milliseconds; to delete a
+                              key now, del it), keeping its value; print 1, or print 0 and exit
                               1 if KEY is missing. incr keeps an expiry: a count within a window is
                               incr, then expire when incr printed 1
   persist NS KEY              remove KEY's expiry; print 1, or 0 if it had none (or is missing)
@@ -162,7 +165,8 @@ Options:
   --version                   print actorkv's version (the same as actorkvd --version's)
 
 A command's options may come anywhere among its arguments (lock's: before NS); an argument
-that starts with '--' and is not one of them is a usage error. --help after any command (before
+that starts with '--' and is not one of them is a usage error, and so is a namespace that looks
+like a one-letter option ('-n', as flock -n; commands have none) unless it comes after '--'. --help after any command (before
 a '--'; lock: among its options) prints this text. The first '--' ends them: every argument
 after it is taken as it is, even one that looks like an option, so that a key, value or prefix
 that starts with '--' can be given (a script passing a key it did not choose puts '--' first):

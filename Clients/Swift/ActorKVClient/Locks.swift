@@ -91,7 +91,8 @@ extension ActorKVClient {
     /// attempt whose connection breaks is made again (the server releases a lock whose
     /// connection closed); a change stream that comes back to find the changes it missed
     /// compacted away (`COMPACTED`) is followed anew from now, after one more attempt. Throws ``ActorKVError/lockTimedOut(namespace:key:timeout:)``
-    /// when the lock is still held at the end of `timeout`; ``ActorKVError/cancelled`` when the
+    /// when the lock is still held at the end of `timeout`, and the connection error when the
+    /// server cannot be reached then (the last attempt failed to reach it); ``ActorKVError/cancelled`` when the
     /// task is cancelled while it waits; connection errors, and the server's refusals (`BADNS`,
     /// `BADKEY`, `ERR` for a `ttl` of zero or less; `NOPERM` at once without the right to write
     /// `namespace`, or, when the lock is held, to read it, which waiting needs).
@@ -103,15 +104,20 @@ extension ActorKVClient {
         let wakeups = LockWakeups()
         var watcher: Task<Void, Never>?
         defer { watcher?.cancel() }
+        // The last attempt's failure to reach the server, if it failed so: at the deadline that
+        // is what ends the wait, not a lock held by someone else.
+        var unreachable: ActorKVError?
         while true {
             let reply: Reply
             do throws(ActorKVError) {
                 reply = try await holder.send(request)
+                unreachable = nil
             } catch where watcher != nil && error.meansServerGone {
                 // Waiting already: the server went away (killed, restarting) while this attempt
                 // ran or before it. A lock it may have given is gone with the connection; the
                 // change stream reconnects (or gives up, failing the wait) and wakes the next try.
                 reply = .null
+                unreachable = error
             }
             switch reply {
             case .integer(let token) where token > 0:
@@ -127,6 +133,7 @@ extension ActorKVClient {
                 throw Self.unexpected(reply, for: "PUT IFVERSION 0 EPHEMERAL")
             }
             if let deadline, ContinuousClock.now >= deadline {
+                if let unreachable { throw unreachable }
                 throw .lockTimedOut(namespace: namespace, key: key, timeout: max(timeout ?? .zero, .zero))
             }
             if watcher == nil {

@@ -121,7 +121,7 @@ Commands:
                               as flock(1) (execvp) runs it.
   compact NS                  snapshot NS and drop the log segments the snapshot covers, but
                               those holding its last --changes-history changes (kept for
-                              CHANGES FROM)
+                              CHANGES FROM, up to --changes-history-bytes)
   unlink NS...                remove namespaces, their keys and files; print how many existed.
                               A name used again numbers its versions on after its earlier life
   rename NS NEWNS             NEWNS gets NS's keys (with their expiries, and NS's own) and drops its

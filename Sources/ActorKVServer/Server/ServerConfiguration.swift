@@ -27,6 +27,8 @@ public struct ServerConfiguration: Sendable {
     public var compaction = CompactionPolicy()
     /// How many of each namespace's latest changes the log keeps for `CHANGES … FROM`.
     public var changesHistory = 100_000
+    /// The most bytes of log each namespace keeps for that history.
+    public var changesHistoryBytes = 64 << 20
     /// Bytes of recent changes held in memory per followed namespace; a follower further behind
     /// is dropped with `-LAGGING`.
     public var changesLagBytes = 16 << 20
@@ -93,6 +95,7 @@ public struct ServerConfiguration: Sendable {
                                    limits: StoreLimits(maxValueBytes: maxValueBytes),
                                    allowSharedDirectory: allowSharedDataDirectory, log: log)
         options.changesHistory = changesHistory
+        options.changesHistoryBytes = changesHistoryBytes
         options.changesLagBytes = changesLagBytes
         options.maxNamespaces = maxNamespaces
         options.removesEmptyNamespacesForRoom = true
@@ -160,6 +163,8 @@ extension ServerConfiguration {
       --compact-min-bytes N      ... and is at least N bytes               (default 67108864, 64 MiB)
       --changes-history N        latest changes per namespace the log keeps for
                                  CHANGES ... FROM, across compactions; 0 = none (default 100000)
+      --changes-history-bytes N  ... in at most N bytes of log per namespace (large
+                                 values keep fewer changes); 0 = none      (default 67108864, 64 MiB)
       --changes-lag-bytes N      recent changes held in memory per followed namespace; a
                                  follower further behind gets -LAGGING     (default 16777216, 16 MiB)
       --allow-uid LIST           comma-separated uids allowed to connect (checked with SO_PEERCRED)
@@ -226,7 +231,7 @@ extension ServerConfiguration {
 
     /// The flags that only local data uses, which cluster mode (`--etcd`) would ignore.
     static let localDataFlags = ["--data-dir", "--fsync", "--snapshot-interval", "--compact-ratio", "--compact-min-bytes",
-                                 "--allow-shared-data-dir"]
+                                 "--allow-shared-data-dir", "--changes-history-bytes"]
     /// The flags that only cluster mode uses.
     static let clusterFlags = ["--etcd-prefix", "--ephemeral-ttl"]
 
@@ -261,7 +266,7 @@ extension ServerConfiguration {
     private static let knownFlags: Set<String> = [
         "--socket", "--data-dir", "--fsync", "--socket-mode", "--max-clients", "--max-namespaces", "--max-value-bytes", "--max-bulk-bytes",
         "--max-inline-bytes", "--max-arguments", "--max-request-bytes", "--max-output-bytes", "--snapshot-interval", "--compact-ratio",
-        "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace", "--execution", "--changes-history",
+        "--compact-min-bytes", "--allow-uid", "--allow-gid", "--shutdown-grace", "--execution", "--changes-history", "--changes-history-bytes",
         "--changes-lag-bytes", "--acl", "--etcd", "--etcd-prefix", "--ephemeral-ttl",
     ]
 
@@ -287,6 +292,11 @@ extension ServerConfiguration {
                 throw UsageError(description: "--changes-history must be a non-negative integer (got '\(value)')")
             }
             c.changesHistory = n
+        case "--changes-history-bytes":
+            guard let n = Int(value), n >= 0 else {
+                throw UsageError(description: "--changes-history-bytes must be a non-negative integer (got '\(value)')")
+            }
+            c.changesHistoryBytes = n
         case "--changes-lag-bytes": c.changesLagBytes = try positive(flag, value)
         case "--allow-uid": c.allowUIDs = try idList(flag, value, kind: "user")
         case "--acl": c.accessFile = try nonEmpty(flag, value)

@@ -17,19 +17,25 @@ struct SegmentSpan: Sendable, Equatable {
 ///
 /// A compaction through `covered` makes every segment before the new active one redundant for
 /// recovery. It still keeps those holding any of the last `history` changes (those numbered from
-/// `covered - history + 1` on), so that `CHANGES … FROM` can be served from them: segments are
-/// kept or dropped whole, so the log keeps at most the last `history` changes plus the rest of
-/// the oldest segment that holds one of them.
+/// `covered - history + 1` on), so that `CHANGES … FROM` can be served from them, as long as
+/// they take at most `historyBytes`: segments are kept or dropped whole, so the log keeps at
+/// most the last `history` changes plus the rest of the oldest segment that holds one of them,
+/// and the segments kept for history take at most `historyBytes` (a namespace of large values
+/// keeps fewer changes, rather than gigabytes of them).
 enum HistoryRetention {
     /// How many of `older` (oldest first; `next` is the first sequence of the segment after the
-    /// last of them) may be dropped.
-    static func droppable(_ older: [SegmentSpan], next: UInt64, covered: UInt64, history: Int) -> Int {
+    /// last of them) may be dropped: those the snapshot covers that hold none of the last
+    /// `history` changes, and then more of the oldest while those left take more than
+    /// `historyBytes`.
+    static func droppable(_ older: [SegmentSpan], next: UInt64, covered: UInt64, history: Int, historyBytes: Int = .max) -> Int {
         let kept = changesKept(history)
         let keepFrom = covered >= kept ? covered - kept + 1 : 1
+        var left = older.reduce(0) { $0 + $1.bytes }
         var count = 0
         while count < older.count {
             let end = lastSequence(of: count, in: older, next: next)
-            guard end < keepFrom, end <= covered else { break }
+            guard end <= covered, end < keepFrom || left > max(0, historyBytes) else { break }
+            left -= older[count].bytes
             count += 1
         }
         return count

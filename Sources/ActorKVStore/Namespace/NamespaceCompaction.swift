@@ -59,7 +59,8 @@ extension Namespace {
                                                  sealBytes: options.segmentSealBytes)
             if sealing { try rotate() }
             let dropping = Array(olderSegments.prefix(HistoryRetention.droppable(
-                olderSegments, next: activeFirstSequence, covered: covered, history: options.changesHistory)))
+                olderSegments, next: activeFirstSequence, covered: covered, history: options.changesHistory,
+                historyBytes: options.changesHistoryBytes)))
             try self.files.system.failpoint("compaction.afterRotate")
             let header = SnapshotCodec.Header(namespace: name, lastSequence: covered, createdAt: UInt64(time(nil)), deadline: deadline,
                                               startedEmptyAt: startedEmptyAt)

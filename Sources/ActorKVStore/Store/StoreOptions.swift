@@ -123,6 +123,11 @@ public struct StoreOptions: Sendable {
     /// resume (`CHANGES … FROM`), past what recovery needs (100,000 by default; less than 0
     /// counts as 0).
     public var changesHistory = 100_000
+    /// The most bytes of log segments each namespace keeps for that history (64 MiB by
+    /// default): past them a compaction drops the oldest, whatever ``changesHistory`` says, so
+    /// that a namespace of large values keeps fewer changes rather than gigabytes of them (less
+    /// than 0 counts as 0).
+    public var changesHistoryBytes = 64 << 20
     /// How many bytes of records the active log segment may hold before a compaction seals it
     /// even though history still needs all it holds (1 MiB by default). A compaction seals the
     /// active segment, and starts a new one, when it holds a change older than the last

@@ -124,6 +124,46 @@ struct ChangeFeedTests {
         #expect(HistoryRetention.droppable(empty, next: 5, covered: 4, history: 100) == 1, "a segment with no records holds no history")
     }
 
+    @Test("compaction keeps for history at most --changes-history-bytes of segments: the oldest go first, whatever the count says")
+    func retentionByBytes() {
+        let spans = [SegmentSpan(number: 1, firstSequence: 1, bytes: 100), SegmentSpan(number: 2, firstSequence: 11, bytes: 100),
+                     SegmentSpan(number: 3, firstSequence: 21, bytes: 100)]  // 1-10, 11-20, 21-30; the next starts at 31
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 100_000, historyBytes: 300) == 0, "300 bytes fit")
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 100_000, historyBytes: 299) == 1)
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 100_000, historyBytes: 100) == 2)
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 100_000, historyBytes: 0) == 3)
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 5, historyBytes: 1000) == 2, "the count still bounds")
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 25, history: 100_000, historyBytes: 0) == 2,
+                "never a segment the snapshot does not cover: 21-30 holds 26-30")
+        #expect(HistoryRetention.droppable(spans, next: 31, covered: 30, history: 100_000, historyBytes: -1) == 3, "less than 0: 0")
+    }
+
+    @Test("a namespace of large values keeps at most --changes-history-bytes of log for history; FROM older than that is COMPACTED, newer is served")
+    func largeValuesKeepBoundedHistory() async throws {
+        let dir = TemporaryDirectory("changes-bytes")
+        defer { dir.remove() }
+        var options = testOptions(.everysec)
+        options.changesHistory = 100_000
+        options.changesHistoryBytes = 256 << 10
+        options.segmentSealBytes = 32 << 10
+        try await withStore(dir.data, options) { store in
+            let ns = try await store.namespace("big")
+            let value = [UInt8](repeating: UInt8(ascii: "x"), count: 10_000)
+            for round in 0..<10 {
+                for i in 0..<10 { try await ns.put(b("k\(i)"), value) }
+                try await ns.compact()
+                let stats = await ns.currentStatistics()
+                #expect(stats.historyBytes <= options.changesHistoryBytes, "round \(round): \(stats)")
+            }
+            let stats = await ns.currentStatistics()
+            #expect(stats.snapshotSequence == 100 && stats.oldestSequence > 1, "the oldest changes went: \(stats)")
+            #expect(stats.historyBytes >= 128 << 10, "it keeps what fits, not nothing: \(stats)")
+            #expect(await storeError { _ = try await ns.readHistory(after: 0, through: 100, maxBytes: 1 << 20, from: nil) }?.code == .compacted)
+            let recent = try await ns.readHistory(after: 95, through: 100, maxBytes: 1 << 20, from: nil)
+            #expect(recent.changes.map(\.sequence) == Array(96...100))
+        }
+    }
+
     @Test("compaction seals the active segment only when it holds a change older than the history kept, or enough bytes")
     func sealingRule() {
         // The active segment holds changes 11-30, 400 bytes of records.
